@@ -1,0 +1,155 @@
+"""kernalin.yml: thresholds and benchmarks as code, read by the harness, the action and `rnx compare`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from rnx.errors import UserError
+from rnx.schema import DTYPES, RUNTIMES, Dtype, Runtime
+
+CONFIG_VERSION = 1
+DEFAULT_CONFIG_FILE = "kernalin.yml"
+
+
+def _fraction(value: Any) -> Any:
+    """Accept "25%", 25% written as 0.25, or "0.25"; refuse anything else with a clear message."""
+    if isinstance(value, bool):
+        raise ValueError("expected a percentage such as 25% or a fraction such as 0.25")
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not a percentage; write it like 25% or 0.25"
+            ) from None
+    return value
+
+
+Fraction = Annotated[float, BeforeValidator(_fraction), Field(allow_inf_nan=False)]
+
+
+def _csv_list(value: Any) -> Any:
+    """Inputs arrive as "1,8" from the action and as [1, 8] from YAML: accept both."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return [value]
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class Tolerance(_Strict):
+    atol: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    rtol: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class GateSettings(_Strict):
+    mode: Literal["enforce", "soft-fail", "report-only"] = "enforce"
+    block_threshold: Annotated[Fraction, Field(gt=0, le=10)] = Field(0.25, alias="block-threshold")
+    rope: Annotated[Fraction, Field(gt=0, lt=1)] = 0.02
+    probability: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
+    compare: Literal["baseline", "paired"] = "baseline"
+    baseline_branches: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=lambda: ["main"], alias="baseline-branches"
+    )
+
+
+class HarnessSettings(_Strict):
+    samples: Annotated[int, Field(ge=8, le=10_000)] = 30
+    processes: Annotated[int, Field(ge=1, le=64)] = 3
+    warmup: Annotated[int, Field(ge=0, le=10_000)] = 5
+    time_budget_s: Annotated[float, Field(gt=0, le=86_400)] = Field(120.0, alias="time-budget")
+    seed: int = 0
+
+
+class Benchmark(_Strict):
+    workload: Annotated[str, Field(min_length=1)]
+    runtimes: Annotated[list[Runtime], BeforeValidator(_csv_list), Field(min_length=1)] = Field(
+        default_factory=lambda: ["pytorch_eager"]
+    )
+    batch_sizes: Annotated[
+        list[Annotated[int, Field(ge=1, le=1_000_000)]], BeforeValidator(_csv_list), Field(min_length=1)
+    ] = Field(default_factory=lambda: [1], alias="batch-sizes")
+    dtypes: Annotated[list[Dtype], BeforeValidator(_csv_list), Field(min_length=1)] = Field(
+        default_factory=lambda: ["float32"]
+    )
+    tolerances: dict[Dtype, Tolerance] = Field(default_factory=dict)
+
+    @field_validator("runtimes", "dtypes", "batch_sizes")
+    @classmethod
+    def _no_duplicates(cls, v: list[Any]) -> list[Any]:
+        return list(dict.fromkeys(v))
+
+
+class KernalinConfig(_Strict):
+    version: Literal[1] = CONFIG_VERSION
+    gate: GateSettings = Field(default_factory=GateSettings)
+    harness: HarnessSettings = Field(default_factory=HarnessSettings)
+    benchmarks: list[Benchmark] = Field(default_factory=list)
+
+
+def _describe(err: ValidationError, source: str) -> str:
+    problems = []
+    for e in err.errors()[:5]:
+        loc = ".".join(str(x) for x in e["loc"])
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key (check the spelling; see docs/configuration.md)"
+        elif e["type"] == "literal_error":
+            msg = f"{e['input']!r} is not allowed; {msg.lower()}"
+        problems.append(f"{loc}: {msg}")
+    return f"{source}: " + "; ".join(problems)
+
+
+def parse_config(data: dict[str, Any] | None, *, source: str = DEFAULT_CONFIG_FILE) -> KernalinConfig:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: the top level must be a mapping (version:, gate:, benchmarks:)")
+    version = data.get("version", CONFIG_VERSION)
+    if version != CONFIG_VERSION:
+        raise UserError(f"{source}: version {version!r} is not supported; write version: 1")
+    try:
+        return KernalinConfig.model_validate(data)
+    except ValidationError as e:
+        raise UserError(_describe(e, source)) from None
+
+
+def load_config(path: str | Path | None) -> KernalinConfig:
+    """Read kernalin.yml; a missing default file means all defaults, a missing named file is an error."""
+    if path is None:
+        default = Path(DEFAULT_CONFIG_FILE)
+        if not default.exists():
+            return KernalinConfig()
+        path = default
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"cannot read config file {path}: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise UserError(f"{path} is not valid YAML: {e}") from None
+    return parse_config(data, source=str(path))
+
+
+__all__ = [
+    "DTYPES",
+    "RUNTIMES",
+    "Benchmark",
+    "GateSettings",
+    "HarnessSettings",
+    "KernalinConfig",
+    "Tolerance",
+    "load_config",
+    "parse_config",
+]

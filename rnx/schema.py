@@ -1,0 +1,321 @@
+"""The results document: one versioned model that the harness writes and the server and action read."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from rnx.errors import UserError
+
+SCHEMA_VERSION = 1
+SUPPORTED_VERSIONS = (1,)
+MAX_CONFIGURATIONS = 48
+MAX_SAMPLES_PER_SIDE = 100_000
+
+Runtime = Literal["pytorch_eager", "torch_compile", "onnxruntime", "tensorrt"]
+Dtype = Literal["float32", "float16", "bfloat16", "float64"]
+Status = Literal["ok", "unsupported", "diverged", "error"]
+RUNTIMES: tuple[str, ...] = ("pytorch_eager", "torch_compile", "onnxruntime", "tensorrt")
+DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64")
+
+# Names that end up in URLs, SQL parameters, file names and HTML: keep them to what GitHub allows.
+Repository = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
+]
+Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
+EnvironmentKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+SampleNs = Annotated[int, Field(gt=0, strict=True)]
+
+_BAD_BRANCH = re.compile(r"(\.\.|[\x00-\x20\x7f~^:?*\[\\]|@\{|//|^/|/$|\.lock$|^\.|\.$)")
+
+
+def _check_branch(name: str) -> str:
+    """Git's own rules for ref names (git check-ref-format), so a branch is never a path trick."""
+    if not name or len(name) > 255 or _BAD_BRANCH.search(name):
+        raise ValueError(f"{name!r} is not a valid git branch name")
+    return name
+
+
+Branch = Annotated[str, Field(min_length=1, max_length=255)]
+
+
+class _Model(BaseModel):
+    # Unknown fields are refused: a typo in a hand-written document must not vanish silently.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GitRef(_Model):
+    branch: Branch
+    sha: Sha
+    event: Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")] = "push"
+    pr_number: Annotated[int, Field(ge=1)] | None = None
+    base_branch: Branch | None = None
+    base_sha: Sha | None = None
+
+    @field_validator("branch", "base_branch")
+    @classmethod
+    def _branch_ok(cls, v: str | None) -> str | None:
+        return v if v is None else _check_branch(v)
+
+    @property
+    def is_pull_request(self) -> bool:
+        return self.pr_number is not None or self.event.startswith("pull_request")
+
+
+class Environment(_Model):
+    """Where the run happened. `key` groups comparable runs; the details are shown, never hidden."""
+
+    key: EnvironmentKey
+    name: Annotated[str, Field(max_length=200)] | None = None
+    hardware: dict[str, Any] = Field(default_factory=dict)
+    runner: dict[str, Any] = Field(default_factory=dict)
+    software: dict[str, Any] = Field(default_factory=dict)
+
+
+class Workload(_Model):
+    path: Annotated[str, Field(min_length=1, max_length=1000)]
+    sha256: Sha256
+    # Paired mode: the base version of the workload (another file or checkout).
+    base_path: Annotated[str, Field(max_length=1000)] | None = None
+    base_sha256: Sha256 | None = None
+
+    @field_validator("path", "base_path")
+    @classmethod
+    def _no_control_chars(cls, v: str | None) -> str | None:
+        if v is not None and any(ord(c) < 32 for c in v):
+            raise ValueError("a workload path must not contain control characters")
+        return v
+
+
+class Settings(_Model):
+    samples: Annotated[int, Field(ge=1, le=MAX_SAMPLES_PER_SIDE)]
+    warmup: Annotated[int, Field(ge=0)]
+    rounds: Annotated[int, Field(ge=1)]
+    processes: Annotated[int, Field(ge=1)]
+    mode: Literal["single", "paired"] = "single"
+    seed: int = 0
+    time_budget_s: NonNegFloat | None = None
+
+
+class Correctness(_Model):
+    passed: bool
+    trials: Annotated[int, Field(ge=0)]
+    atol: NonNegFloat
+    rtol: NonNegFloat
+    max_abs_error: NonNegFloat | None = None
+    max_rel_error: NonNegFloat | None = None
+    # Human-readable failures ("output ignores input 1", "input 0 was modified", ...).
+    failures: list[str] = Field(default_factory=list)
+
+
+class BuildTime(_Model):
+    """Time spent before timing (compile, export, engine build): never mixed into the samples."""
+
+    compile_ns: Annotated[int, Field(ge=0)] | None = None
+    export_ns: Annotated[int, Field(ge=0)] | None = None
+    engine_ns: Annotated[int, Field(ge=0)] | None = None
+
+
+class Samples(_Model):
+    """Column-wise samples: ns[i] was measured in round[i] by worker process[i]."""
+
+    ns: list[SampleNs]
+    round: list[Annotated[int, Field(ge=0)]]
+    process: list[Annotated[int, Field(ge=0)]]
+
+    @model_validator(mode="after")
+    def _same_length(self) -> Samples:
+        if not (len(self.ns) == len(self.round) == len(self.process)):
+            raise ValueError(
+                f"samples.ns, samples.round and samples.process must have one entry per sample "
+                f"(got {len(self.ns)}, {len(self.round)}, {len(self.process)})"
+            )
+        if len(self.ns) > MAX_SAMPLES_PER_SIDE:
+            raise ValueError(f"at most {MAX_SAMPLES_PER_SIDE} samples per side")
+        return self
+
+    def by_process(self) -> list[list[int]]:
+        groups: dict[int, list[int]] = {}
+        for t, p in zip(self.ns, self.process, strict=True):
+            groups.setdefault(p, []).append(t)
+        return [groups[p] for p in sorted(groups)]
+
+
+class Configuration(_Model):
+    runtime: Runtime
+    dtype: Dtype
+    batch_size: Annotated[int, Field(ge=1, le=1_000_000)]
+    status: Status
+    reason: Annotated[str, Field(max_length=20_000)] | None = None
+    correctness: Correctness | None = None
+    build: BuildTime = Field(default_factory=BuildTime)
+    samples: Samples | None = None
+    base_samples: Samples | None = None  # paired mode only
+    # Runtime specifics: graph breaks, execution provider, timing method, launch overhead...
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return config_id(self.runtime, self.dtype, self.batch_size)
+
+    @model_validator(mode="after")
+    def _status_consistent(self) -> Configuration:
+        if self.status != "ok" and not self.reason:
+            raise ValueError(f"configuration {self.id} has status {self.status!r} but no reason")
+        return self
+
+
+def config_id(runtime: str, dtype: str, batch_size: int) -> str:
+    return f"{runtime}/{dtype}/bs{batch_size}"
+
+
+class Tool(_Model):
+    name: str = "rnx-benchmark"
+    version: str = "0"
+
+
+class ResultsDocument(_Model):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run_id: uuid.UUID
+    created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    repository: Repository
+    git: GitRef
+    environment: Environment
+    workload: Workload
+    settings: Settings
+    configurations: Annotated[list[Configuration], Field(max_length=MAX_CONFIGURATIONS)]
+    tool: Tool = Field(default_factory=Tool)
+
+    @model_validator(mode="after")
+    def _unique_configurations(self) -> ResultsDocument:
+        seen: set[str] = set()
+        for c in self.configurations:
+            if c.id in seen:
+                raise ValueError(f"configuration {c.id} appears twice")
+            seen.add(c.id)
+            if self.settings.mode == "single" and c.base_samples is not None:
+                raise ValueError(f"configuration {c.id} has base_samples but mode is 'single'")
+        return self
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        return self.model_dump_json(indent=indent)
+
+
+# ---- The gate's answer: shared by `rnx compare`, the server's reply and the action's reports.
+
+Verdict = Literal["faster", "slower", "equivalent", "undecided", "broken", "no-baseline", "skipped"]
+Tier = Literal["PASS", "WARN", "BLOCK"]
+
+
+class ConfigComparison(_Model):
+    id: str
+    runtime: Runtime
+    dtype: Dtype
+    batch_size: int
+    status: Status
+    verdict: Verdict
+    reason: str | None = None
+    base_median_ns: float | None = None
+    head_median_ns: float | None = None
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    p_slower: float | None = None
+    p_faster: float | None = None
+    p_equivalent: float | None = None
+    p_block: float | None = None  # P(ratio > 1 + block threshold)
+    base_samples: int = 0
+    head_samples: int = 0
+
+
+class GateReport(_Model):
+    tier: Tier
+    reasons: list[str]
+    comparisons: list[ConfigComparison]
+    baseline_run_ids: list[uuid.UUID] = Field(default_factory=list)
+
+
+# ---- Reading documents: one place that turns bytes into a model or one clear error.
+
+
+def _format_errors(err: ValidationError, limit: int = 5) -> str:
+    parts = []
+    for e in err.errors()[:limit]:
+        loc = ".".join(str(x) for x in e["loc"]) or "(document)"
+        parts.append(f"{loc}: {e['msg']}")
+    more = len(err.errors()) - limit
+    if more > 0:
+        parts.append(f"... and {more} more")
+    return "; ".join(parts)
+
+
+def validation_details(err: ValidationError, limit: int = 20) -> list[dict[str, str]]:
+    return [
+        {"field": ".".join(str(x) for x in e["loc"]) or "(document)", "problem": e["msg"]}
+        for e in err.errors()[:limit]
+    ]
+
+
+class InvalidDocument(UserError):
+    def __init__(self, message: str, details: list[dict[str, str]] | None = None):
+        super().__init__(message)
+        self.details = details or []
+
+
+def parse_results(data: bytes | str | dict[str, Any], *, source: str = "document") -> ResultsDocument:
+    """Parse and validate a results document, refusing versions this code does not know."""
+    if isinstance(data, (bytes, str)):
+        try:
+            raw = json.loads(data, parse_constant=_refuse_constant)
+        except (ValueError, RecursionError) as e:
+            raise InvalidDocument(f"{source} is not valid JSON: {e}") from None
+    else:
+        raw = data
+    if not isinstance(raw, dict):
+        raise InvalidDocument(f"{source} must be a JSON object, got {type(raw).__name__}")
+    version = raw.get("schema_version")
+    if version not in SUPPORTED_VERSIONS:
+        raise InvalidDocument(
+            f"{source} has schema_version {version!r}; this rnx-benchmark reads version "
+            f"{', '.join(map(str, SUPPORTED_VERSIONS))}. Upgrade rnx-benchmark (or write the "
+            f"document with a matching version)."
+        )
+    try:
+        return ResultsDocument.model_validate(raw)
+    except ValidationError as e:
+        raise InvalidDocument(
+            f"{source} is not a valid results document: {_format_errors(e)}",
+            validation_details(e),
+        ) from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in a results document")
+
+
+def load_results(path: str) -> ResultsDocument:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise UserError(f"cannot read results file {path}: {e.strerror}") from None
+    return parse_results(data, source=path)
+
+
+def json_schema() -> dict[str, Any]:
+    return ResultsDocument.model_json_schema()
