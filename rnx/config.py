@@ -1,4 +1,4 @@
-"""kernalin.yml: thresholds and benchmarks as code, read by the harness, the action and `rnx compare`."""
+"""kernalin.yml: thresholds and benchmarks as code, for the harness, the action and compare."""
 
 from __future__ import annotations
 
@@ -24,9 +24,7 @@ def _fraction(value: Any) -> Any:
         try:
             return float(text[:-1]) / 100 if text.endswith("%") else float(text)
         except ValueError:
-            raise ValueError(
-                f"{value!r} is not a percentage; write it like 25% or 0.25"
-            ) from None
+            raise ValueError(f"{value!r} is not a percentage; write it like 25% or 0.25") from None
     return value
 
 
@@ -73,13 +71,15 @@ class HarnessSettings(_Strict):
 class Benchmark(_Strict):
     workload: Annotated[str, Field(min_length=1)]
     runtimes: Annotated[list[Runtime], BeforeValidator(_csv_list), Field(min_length=1)] = Field(
-        default_factory=lambda: ["pytorch_eager"]
+        default_factory=lambda: list[Runtime](["pytorch_eager"])
     )
     batch_sizes: Annotated[
-        list[Annotated[int, Field(ge=1, le=1_000_000)]], BeforeValidator(_csv_list), Field(min_length=1)
+        list[Annotated[int, Field(ge=1, le=1_000_000)]],
+        BeforeValidator(_csv_list),
+        Field(min_length=1),
     ] = Field(default_factory=lambda: [1], alias="batch-sizes")
     dtypes: Annotated[list[Dtype], BeforeValidator(_csv_list), Field(min_length=1)] = Field(
-        default_factory=lambda: ["float32"]
+        default_factory=lambda: list[Dtype](["float32"])
     )
     tolerances: dict[Dtype, Tolerance] = Field(default_factory=dict)
 
@@ -90,7 +90,7 @@ class Benchmark(_Strict):
 
 
 class KernalinConfig(_Strict):
-    version: Literal[1] = CONFIG_VERSION
+    version: Literal[1] = 1
     gate: GateSettings = Field(default_factory=GateSettings)
     harness: HarnessSettings = Field(default_factory=HarnessSettings)
     benchmarks: list[Benchmark] = Field(default_factory=list)
@@ -109,7 +109,9 @@ def _describe(err: ValidationError, source: str) -> str:
     return f"{source}: " + "; ".join(problems)
 
 
-def parse_config(data: dict[str, Any] | None, *, source: str = DEFAULT_CONFIG_FILE) -> KernalinConfig:
+def parse_config(
+    data: dict[str, Any] | None, *, source: str = DEFAULT_CONFIG_FILE
+) -> KernalinConfig:
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -124,7 +126,7 @@ def parse_config(data: dict[str, Any] | None, *, source: str = DEFAULT_CONFIG_FI
 
 
 def load_config(path: str | Path | None) -> KernalinConfig:
-    """Read kernalin.yml; a missing default file means all defaults, a missing named file is an error."""
+    """Read kernalin.yml: no default file means defaults; a missing named file is an error."""
     if path is None:
         default = Path(DEFAULT_CONFIG_FILE)
         if not default.exists():

@@ -1,4 +1,4 @@
-"""The results document: one versioned model that the harness writes and the server and action read."""
+"""The results document: one versioned model the harness writes and the server and action read."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
 EnvironmentKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-SampleNs = Annotated[int, Field(gt=0, strict=True)]
+# One sample longer than a day is a broken timer, not a measurement.
+SampleNs = Annotated[int, Field(gt=0, le=86_400 * 10**9, strict=True)]
 
 _BAD_BRANCH = re.compile(r"(\.\.|[\x00-\x20\x7f~^:?*\[\\]|@\{|//|^/|/$|\.lock$|^\.|\.$)")
 
@@ -190,7 +191,7 @@ class Tool(_Model):
 
 
 class ResultsDocument(_Model):
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     run_id: uuid.UUID
     created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
     repository: Repository
@@ -198,7 +199,9 @@ class ResultsDocument(_Model):
     environment: Environment
     workload: Workload
     settings: Settings
-    configurations: Annotated[list[Configuration], Field(max_length=MAX_CONFIGURATIONS)]
+    configurations: Annotated[
+        list[Configuration], Field(min_length=1, max_length=MAX_CONFIGURATIONS)
+    ]
     tool: Tool = Field(default_factory=Tool)
 
     @model_validator(mode="after")
@@ -277,7 +280,9 @@ class InvalidDocument(UserError):
         self.details = details or []
 
 
-def parse_results(data: bytes | str | dict[str, Any], *, source: str = "document") -> ResultsDocument:
+def parse_results(
+    data: bytes | str | dict[str, Any], *, source: str = "document"
+) -> ResultsDocument:
     """Parse and validate a results document, refusing versions this code does not know."""
     if isinstance(data, (bytes, str)):
         try:

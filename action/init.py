@@ -1,0 +1,228 @@
+"""`rnx init` ("Add CI gate"): write .github/workflows/kernalin.yml and a starter kernalin.yml,
+and optionally open the pull request that adds them through GitHub's REST API."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from action.github_api import GitHub, GitHubError
+from action.inputs import WORKLOAD_SUFFIXES, parse_runtimes
+from rnx.config import parse_config
+from rnx.errors import UserError
+
+WORKFLOW_PATH = ".github/workflows/kernalin.yml"
+CONFIG_PATH = "kernalin.yml"
+# Where users get the action from; --action-ref points a fork or a pinned sha elsewhere.
+DEFAULT_ACTION_REF = "rnx-benchmark/rnx-benchmark@v0"
+PR_BRANCH = "rnx-benchmark/add-ci-gate"
+_SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "venv",
+    "node_modules",
+    "build",
+    "dist",
+    "__pycache__",
+    "site-packages",
+}
+
+WORKFLOW = """\
+# Written by `rnx init`: benchmark the kernels listed in kernalin.yml on every pull request.
+# Secrets/variables to set: KERNALIN_TOKEN (rnx token create) and KERNALIN_URL (your gate server).
+name: kernalin
+on:
+  pull_request:
+  push:
+    branches: [{branch}]
+permissions:
+  contents: read
+  pull-requests: write   # the sticky comment
+  statuses: write        # the rnx-benchmark commit status
+  id-token: write        # lets the gate server trust this repository's OIDC token
+jobs:
+  gate:
+    runs-on: ubuntu-latest   # GPU kernels: put your GPU runner's labels here
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.11"
+      # The action uses the runner's torch and never replaces it: install the build you need.
+      - run: pip install torch --index-url https://download.pytorch.org/whl/cpu
+      - uses: {action_ref}
+        with:
+          kernalin-token: ${{{{ secrets.KERNALIN_TOKEN }}}}
+          kernalin-url: ${{{{ vars.KERNALIN_URL }}}}
+"""
+
+CONFIG_HEADER = """\
+# Thresholds as code for rnx-benchmark (written by `rnx init`). Action inputs override it.
+# gate.mode: enforce (BLOCK fails the check) | soft-fail (BLOCK warns) | report-only
+# gate.compare: baseline (stored baseline, same environment) | paired (base and head in one job)
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rnx init", description=__doc__)
+    p.add_argument("--workload", action="append", default=[], help="workload file (repeatable)")
+    p.add_argument("--runtimes", default="pytorch_eager", help="comma-separated runtimes")
+    p.add_argument("--branch", default="main", help="the baseline branch (default main)")
+    p.add_argument("--action-ref", default=DEFAULT_ACTION_REF, help="owner/repo@ref of the action")
+    p.add_argument("--force", action="store_true", help="overwrite existing files")
+    p.add_argument("--open-pr", action="store_true", help="open a pull request that adds them")
+    p.add_argument("--repo", help="OWNER/NAME for --open-pr (default: GITHUB_REPOSITORY)")
+    p.add_argument("--api-url", help="GitHub API (default: GITHUB_API_URL or api.github.com)")
+    return p
+
+
+def find_workloads(root: Path, limit: int = 10) -> list[str]:
+    """KernelBench-style files under root: a Model class and get_inputs()."""
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if name.endswith(".py") and not name.startswith("test_"):
+                try:
+                    text = path.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                if re.search(r"^class Model\b", text, re.M) and "def get_inputs" in text:
+                    found.append(path.relative_to(root).as_posix())
+            if len(found) >= limit:
+                return found
+    return found
+
+
+@dataclass(frozen=True)
+class Files:
+    workflow: str
+    config: str
+
+
+def render(workloads: list[str], *, runtimes: list[str], branch: str, action_ref: str) -> Files:
+    config = {
+        "version": 1,
+        "gate": {
+            "mode": "enforce",
+            "block-threshold": "25%",
+            "rope": "2%",
+            "probability": 0.95,
+            "compare": "baseline",
+            "baseline-branches": [branch],
+        },
+        "benchmarks": [
+            {"workload": w, "runtimes": runtimes, "batch-sizes": [1, 8], "dtypes": ["float32"]}
+            for w in workloads
+        ],
+    }
+    text = CONFIG_HEADER + yaml.safe_dump(config, sort_keys=False)
+    parse_config(yaml.safe_load(text), source="the starter kernalin.yml")  # never write a bad one
+    return Files(WORKFLOW.format(branch=branch, action_ref=action_ref), text)
+
+
+def _check_workloads(root: Path, workloads: list[str]) -> list[str]:
+    for w in workloads:
+        if not w.endswith(WORKLOAD_SUFFIXES):
+            raise UserError(f"--workload {w}: give a KernelBench-style .py file or an .onnx model")
+        if not (root / w).is_file():
+            raise UserError(f"--workload {w} does not exist (paths are relative to {root})")
+    return list(dict.fromkeys(Path(w).as_posix() for w in workloads))
+
+
+def open_pull_request(gh: GitHub, repo: str, files: Files, *, branch: str = PR_BRANCH) -> str:
+    """Branch from the default branch, commit both files, open the PR; returns its URL."""
+    try:
+        default = gh.request("GET", f"/repos/{repo}").json()["default_branch"]
+        base_sha = gh.request("GET", f"/repos/{repo}/git/ref/heads/{default}").json()["object"][
+            "sha"
+        ]
+        gh.request(
+            "POST", f"/repos/{repo}/git/refs", json={"ref": f"refs/heads/{branch}", "sha": base_sha}
+        )
+        for path, text in ((WORKFLOW_PATH, files.workflow), (CONFIG_PATH, files.config)):
+            gh.request(
+                "PUT",
+                f"/repos/{repo}/contents/{path}",
+                json={
+                    "message": f"Add {path} (rnx-benchmark CI gate)",
+                    "content": base64.b64encode(text.encode()).decode(),
+                    "branch": branch,
+                },
+            )
+        pull = gh.request(
+            "POST",
+            f"/repos/{repo}/pulls",
+            json={
+                "title": "Add the rnx-benchmark CI gate",
+                "head": branch,
+                "base": default,
+                "body": "Benchmarks the kernels in kernalin.yml on every pull request and "
+                "blocks credible slowdowns and broken runtimes.\n\nBefore merging, set the "
+                "KERNALIN_TOKEN secret and the KERNALIN_URL variable.",
+            },
+        ).json()
+    except GitHubError as e:
+        text = str(e)
+        if "workflow" in text and e.status in (403, 404):
+            raise UserError(
+                f"GitHub refused to write {WORKFLOW_PATH}: the token may not change workflows. "
+                f"Use a token with the 'workflow' scope (classic) or 'Workflows: write' "
+                f"(fine-grained), or commit the files written here yourself. ({text})"
+            ) from None
+        if "Reference already exists" in text:
+            raise UserError(
+                f"the branch {branch} already exists in {repo}; delete it or merge its PR"
+            ) from None
+        raise UserError(f"could not open the pull request: {text}") from None
+    return str(pull["html_url"])
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    root = Path.cwd()
+    workloads = _check_workloads(root, args.workload) if args.workload else find_workloads(root)
+    if not workloads:
+        raise UserError(
+            "no workloads found; pass --workload PATH (a .py file with class Model and "
+            "get_inputs(), or an .onnx model)"
+        )
+    runtimes = list(parse_runtimes(args.runtimes))
+    files = render(workloads, runtimes=runtimes, branch=args.branch, action_ref=args.action_ref)
+
+    if args.open_pr:
+        repo = args.repo or os.environ.get("GITHUB_REPOSITORY")
+        token = os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN")
+        if not repo or not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
+            raise UserError("--open-pr needs --repo OWNER/NAME")
+        if not token:
+            raise UserError(
+                "--open-pr needs a GitHub token in GITHUB_TOKEN (or GH_TOKEN) allowed to write "
+                "contents, pull requests and workflows"
+            )
+        api = args.api_url or os.environ.get("GITHUB_API_URL") or "https://api.github.com"
+        with GitHub(api, token) as gh:
+            url = open_pull_request(gh, repo, files)
+        print(f"opened {url}")
+        return 0
+
+    targets = {root / WORKFLOW_PATH: files.workflow, root / CONFIG_PATH: files.config}
+    existing = [str(p.relative_to(root)) for p in targets if p.exists()]
+    if existing and not args.force:
+        raise UserError(f"{', '.join(existing)} already exist; pass --force to overwrite")
+    for path, text in targets.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path.relative_to(root)}")
+    print(
+        "next: set the KERNALIN_TOKEN secret (rnx token create) and the KERNALIN_URL variable, "
+        "then commit both files"
+    )
+    return 0

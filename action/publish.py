@@ -1,0 +1,98 @@
+"""Report one job's parts to the pull request: the sticky comment (merged with other jobs') and
+the commit status. Failures come back as warnings: GitHub writes never fail the build."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+from action.github_api import GitHub, GitHubError
+from action.report import Combined, PartResult, combine, status_description, worst
+from rnx.schema import Tier
+
+STATUS_CONTEXT = "rnx-benchmark"
+
+
+@dataclass
+class Published:
+    combined: Combined | None = None
+    comment_id: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def status_state(tier: Tier, mode: str) -> str:
+    # report-only and soft-fail promise never to fail: their status must not block a merge.
+    return "failure" if tier == "BLOCK" and mode == "enforce" else "success"
+
+
+def publish(
+    gh: GitHub,
+    *,
+    repository: str,
+    pr: int,
+    sha: str,
+    status_sha: str,
+    parts: list[PartResult],
+    mode: str,
+    target_url: str | None,
+    sleep: Callable[[float], None] = time.sleep,
+    attempts: int = 3,
+) -> Published:
+    result = Published()
+    try:
+        author = gh.whoami()
+        for attempt in range(attempts):
+            comments = gh.our_comments(repository, pr, author=author)
+            combined = combine([c.body for c in comments], parts, sha=sha)
+            if comments:
+                keep = comments[0]
+                gh.update_comment(repository, keep.id, combined.body)
+                # Two matrix jobs that both found no comment each created one: fold into the oldest.
+                for extra in comments[1:]:
+                    try:
+                        gh.delete_comment(repository, extra.id)
+                    except GitHubError as e:
+                        if e.status != 404:
+                            raise
+                comment_id = keep.id
+            else:
+                comment_id = gh.create_comment(repository, pr, combined.body).id
+            result.combined, result.comment_id = combined, comment_id
+            # Another job may have written between our read and our write: check our parts
+            # survived, else merge again (bounded; the last writer always has every part it saw).
+            sleep(random.uniform(0.05, 0.3) if attempt == 0 else random.uniform(0.5, 1.5))
+            now = gh.our_comments(repository, pr, author=author)
+            if (
+                len(now) == 1
+                and all("key=" in now[0].body for _ in parts)
+                and all(_has_part(now[0].body, p) for p in parts)
+            ):
+                result.combined = combine([now[0].body], [], sha=sha)
+                break
+    except GitHubError as e:
+        result.warnings.append(f"could not write the pull request comment: {e}")
+    tier = result.combined.tier if result.combined else _worst_of(parts)
+    reasons = [r for p in parts for r in p.reasons]
+    try:
+        gh.set_status(
+            repository,
+            status_sha,
+            state=status_state(tier, mode),
+            description=status_description(tier, mode, reasons),
+            target_url=target_url,
+            context=STATUS_CONTEXT,
+        )
+    except GitHubError as e:
+        result.warnings.append(f"could not set the commit status: {e}")
+    return result
+
+
+def _has_part(body: str, part: PartResult) -> bool:
+    return f"key={quote(part.key, safe='')} tier={part.tier}" in body
+
+
+def _worst_of(parts: list[PartResult]) -> Tier:
+    return worst([p.tier for p in parts])

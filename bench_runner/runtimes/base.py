@@ -1,0 +1,57 @@
+"""The one small protocol every runtime implements, and what a prepared configuration offers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from bench_runner.workload import OnnxWorkload, PythonWorkload
+
+
+@dataclass
+class Subject:
+    """What a runtime builds from for one (dtype, batch size): everything already rounded/placed."""
+
+    workload: PythonWorkload | OnnxWorkload
+    dtype: str
+    torch_dtype: torch.dtype
+    device: torch.device
+    batch_size: int
+    threads: int
+    example_inputs: list[Any]
+    module: torch.nn.Module | None = None  # Python workloads: the candidate, in dtype, on device
+    onnx_model: Any | None = None  # .onnx workloads: the graph retyped to dtype
+    notes: dict[str, Any] = field(default_factory=dict)  # recorded in the configuration's details
+
+
+@dataclass
+class Prepared:
+    """A built configuration.
+
+    run(inputs) -> outputs is used by the correctness checks (conversions allowed, not timed);
+    bind(inputs) returns a zero-argument call with every conversion done ahead, which is what
+    the timer measures. timer names the clock: "cpu" (perf_counter_ns), "cuda" (events on the
+    current stream) or "cuda_wall" (the runtime uses its own stream: wall clock with a sync).
+    """
+
+    run: Callable[[list[Any]], list[torch.Tensor]]
+    bind: Callable[[list[Any]], Callable[[], object]]
+    timer: str
+    build: dict[str, int] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    before_timing: Callable[[], None] | None = None
+    # Graph capture is only safe for pure PyTorch work on the current stream.
+    graph_capturable: bool = False
+
+
+class Runtime(Protocol):
+    name: str
+
+    def unavailable(self) -> str | None:
+        """None when the runtime can run here, else why not (missing package, no GPU...)."""
+
+    def prepare(self, subject: Subject) -> Prepared:
+        """Build the configuration; raise Unsupported for a combination it cannot do."""

@@ -1,0 +1,77 @@
+"""The readable table printed at the end of `rnx bench`."""
+
+from __future__ import annotations
+
+import statistics
+
+from rnx.schema import Configuration, ResultsDocument
+
+
+def _time(ns: float) -> str:
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.3g} ns"
+
+
+def _row(c: Configuration) -> list[str]:
+    median = spread = "-"
+    if c.samples is not None and c.samples.ns:
+        ns = c.samples.ns
+        med = statistics.median(ns)
+        median = _time(med)
+        per_proc = [statistics.median(g) for g in c.samples.by_process()]
+        if len(per_proc) > 1:
+            spread = f"{(max(per_proc) - min(per_proc)) / med * 100:.1f}%"
+    base = "-"
+    if c.base_samples is not None and c.base_samples.ns and c.samples is not None:
+        ratio = statistics.median(c.samples.ns) / statistics.median(c.base_samples.ns)
+        base = f"{ratio:.3f}x"
+    err = "-"
+    if c.correctness is not None and c.correctness.max_rel_error is not None:
+        err = f"{c.correctness.max_abs_error:.1e}/{c.correctness.max_rel_error:.1e}"
+    build = c.build.compile_ns or c.build.engine_ns
+    note = (c.reason or "").replace("\n", " ")
+    if len(note) > 160:
+        note = note[:157] + "..."
+    if c.status == "ok":
+        bits = []
+        if build:
+            bits.append(f"build {_time(build)}")
+        if "provider" in c.details:
+            bits.append(str(c.details["provider"]))
+        if c.details.get("graph_breaks"):
+            bits.append(f"{c.details['graph_breaks']} graph breaks")
+        if "launch_overhead_ns" in c.details:
+            bits.append(f"launch {_time(c.details['launch_overhead_ns'])}")
+        note = ", ".join(bits)
+    n = str(len(c.samples.ns)) if c.samples is not None else "-"
+    return [c.id, c.status, median, spread, n, base, err, note]
+
+
+def format_table(doc: ResultsDocument) -> str:
+    header = [
+        "configuration",
+        "status",
+        "median",
+        "proc spread",
+        "n",
+        "head/base",
+        "max abs/rel err",
+        "notes",
+    ]
+    if doc.settings.mode != "paired":
+        header.pop(5)
+    rows = []
+    for c in doc.configurations:
+        row = _row(c)
+        if doc.settings.mode != "paired":
+            row.pop(5)
+        rows.append(row)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
+    lines = []
+    for r in [header, *rows]:
+        cells = [cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)]
+        line = "  ".join([*cells, r[-1]])
+        lines.append(line.rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,298 @@
+"""Load on the real gate server over loopback: upload latency (p50/p99) and uploads per second,
+on SQLite and PostgreSQL, with an empty database and with 1,000,000 stored runs.
+
+    .venv/bin/python benchmarks/server_load.py [--uploads 100] [--runs 1000000]
+
+Per engine, two databases each behind its own `rnx serve` process: one empty, one holding
+1,000,000 filler runs. Each upload is a results document of 8 configurations x 30 samples, a
+pull-request run that the server re-gates against the same six baseline runs on both sides;
+the same bytes go to both servers, alternating which goes first, so the only difference is how
+many rows the baseline lookup has to get past, and background load falls on both alike. The
+filler runs are written straight into the runs table with one INSERT ... SELECT; a quarter of
+them belong to the measured repository, and ~8,000 are older baselines for the very same
+(repository, branch, environment). Everything is bounded by counts and by --max-seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+# The shared test helpers (factories, server start); the root too, so that tests/rnx and
+# tests/gate_server (plain folders) never shadow the packages of the same name.
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from factories import body, make_results  # noqa: E402
+from gate_helpers import (  # noqa: E402
+    create_token,
+    fresh_postgres_schema,
+    postgres_base_url,
+    signed_headers,
+    start_server,
+)
+from sqlalchemy import text  # noqa: E402
+
+from gate_server.storage import Storage  # noqa: E402
+
+REPO = "acme/kernels"
+ENV = "bench-env"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+class Client:
+    def __init__(self, url: str, secret: str):
+        self.secret = secret
+        self.local = threading.local()
+        self.url = url
+
+    def http(self) -> httpx.Client:
+        if not hasattr(self.local, "client"):
+            self.local.client = httpx.Client(base_url=self.url, timeout=120)
+        return self.local.client  # type: ignore[no-any-return]
+
+    def upload(self, data: bytes) -> tuple[float, dict[str, Any]]:
+        start = time.perf_counter()
+        r = self.http().post(
+            "/api/v1/runs", content=data, headers=signed_headers(self.secret, data)
+        )
+        elapsed = time.perf_counter() - start
+        if r.status_code != 201:
+            raise RuntimeError(f"upload failed: {r.status_code} {r.text[:300]}")
+        return elapsed, r.json()
+
+
+def pr_bodies(count: int, seed0: int) -> list[bytes]:
+    return [
+        body(
+            make_results(
+                repository=REPO,
+                environment=ENV,
+                event="pull_request",
+                pr_number=1 + i % 500,
+                branch=f"feature/{i}",
+                seed=seed0 + i,
+            )
+        )
+        for i in range(count)
+    ]
+
+
+def latency(pair: list[Client], count: int, seed0: int, deadline: float) -> list[dict[str, float]]:
+    """The same documents to both servers, alternating which goes first."""
+    bodies = pr_bodies(count + 1, seed0)
+    for client in pair:
+        client.upload(bodies[0])  # warm: imports, caches, connections
+    times: list[list[float]] = [[] for _ in pair]
+    for i, data in enumerate(bodies[1:]):
+        if time.monotonic() > deadline:
+            break
+        order = list(range(len(pair)))
+        for k in order if i % 2 == 0 else order[::-1]:
+            elapsed, answer = pair[k].upload(data)
+            assert len(answer["baseline"]["run_ids"]) == 6, answer["baseline"]
+            times[k].append(elapsed)
+    return [
+        {
+            "n": len(t),
+            "p50_ms": 1000 * statistics.median(t),
+            "p99_ms": 1000 * percentile(t, 0.99),
+            "mean_ms": 1000 * statistics.fmean(t),
+        }
+        for t in times
+    ]
+
+
+def throughput(client: Client, count: int, threads: int, seed0: int) -> dict[str, float]:
+    bodies = pr_bodies(count, seed0)
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(client.upload, bodies))
+    elapsed = time.perf_counter() - start
+    return {"n": count, "threads": threads, "seconds": elapsed, "uploads_per_s": count / elapsed}
+
+
+def bulk_insert(storage: Storage, runs: int, repo_id: int, ws_id: int, others: list[int]) -> None:
+    """`runs` filler runs in one INSERT ... SELECT: older than every real run, so the real
+    baselines stay the newest, but in the same repository and environment often enough that
+    an unindexed lookup would have to wade through them."""
+    cols = (
+        "run_id, workspace_id, repository_id, token_id, sha, branch, base_branch, event, "
+        "environment_key, tier, answer, document, body_sha256, signature, created_at, "
+        "received_at, baseline_branch, baseline_at"
+    )
+    first_other, n_other = others[0], len(others)
+    if storage.dialect == "postgresql":
+        stamp = "timestamptz '2020-01-01' + i * interval '1 second'"
+        sql = f"""
+        INSERT INTO runs ({cols})
+        SELECT lpad(to_hex(i), 8, '0') || '-0000-4000-8000-' || lpad(to_hex(i), 12, '0'),
+               {ws_id},
+               CASE WHEN i % 4 = 0 THEN {repo_id} ELSE {first_other} + i % {n_other} END,
+               NULL, md5(i::text),
+               CASE WHEN i % 10 = 0 THEN 'main' ELSE 'feature/' || (i % 5000) END, 'main',
+               CASE WHEN i % 10 = 0 THEN 'push' ELSE 'pull_request' END,
+               CASE WHEN i % 3 = 0 THEN '{ENV}' ELSE 'env-' || (i % 50) END,
+               'PASS', '{{}}', convert_to('{{}}', 'UTF8'), md5(i::text) || md5(i::text),
+               'sha256=filler', {stamp}, {stamp},
+               CASE WHEN i % 10 = 0 THEN 'main' END,
+               CASE WHEN i % 10 = 0 THEN {stamp} END
+        FROM generate_series(1, {runs}) AS i
+        """
+    else:
+        stamp = "strftime('%Y-%m-%d %H:%M:%f000', '2020-01-01', '+' || i || ' seconds')"
+        sql = f"""
+        WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < {runs})
+        INSERT INTO runs ({cols})
+        SELECT printf('%08x-0000-4000-8000-%012x', i, i), {ws_id},
+               CASE WHEN i % 4 = 0 THEN {repo_id} ELSE {first_other} + i % {n_other} END,
+               NULL, printf('%040x', i),
+               CASE WHEN i % 10 = 0 THEN 'main' ELSE 'feature/' || (i % 5000) END, 'main',
+               CASE WHEN i % 10 = 0 THEN 'push' ELSE 'pull_request' END,
+               CASE WHEN i % 3 = 0 THEN '{ENV}' ELSE 'env-' || (i % 50) END,
+               'PASS', '{{}}', CAST('{{}}' AS BLOB), printf('%064x', i), 'sha256=filler',
+               {stamp}, {stamp},
+               CASE WHEN i % 10 = 0 THEN 'main' END,
+               CASE WHEN i % 10 = 0 THEN {stamp} END
+        FROM seq
+        """
+    with storage.write() as conn:
+        conn.execute(text(sql))
+    with storage.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("ANALYZE")
+
+
+def prepare(url: str) -> tuple[str, int, int, list[int]]:
+    """Tokens for the measured repository and 20 others: (secret, repo id, workspace, others)."""
+    token = create_token(url, workspace="bench", repository=REPO, branches=("main",))
+    for i in range(20):
+        create_token(url, workspace="bench", repository=f"other/repo-{i}", branches=("main",))
+    storage = Storage(url)
+    try:
+        with storage.read() as conn:
+            repo_ids = dict(conn.execute(text("SELECT name, id FROM repositories")).all())
+            ws_id = conn.execute(text("SELECT id FROM workspaces WHERE name='bench'")).scalar_one()
+    finally:
+        storage.close()
+    return token.secret, repo_ids[REPO], ws_id, [v for k, v in repo_ids.items() if k != REPO]
+
+
+def bench_engine(
+    name: str, urls: list[str], workdir: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    deadline = time.monotonic() + args.max_seconds / len(args.db)
+    prepared = [prepare(url) for url in urls]
+    out: dict[str, Any] = {"database": name}
+    servers = []
+    try:
+        servers = [start_server(url, workdir) for url in urls]
+        pair = [Client(server.url, p[0]) for server, p in zip(servers, prepared, strict=True)]
+        for i in range(6):  # six baseline pushes: the lookup's answer in every upload below
+            doc = body(
+                make_results(repository=REPO, environment=ENV, branch="main", seed=10_000 + i)
+            )
+            for client in pair:
+                client.upload(doc)
+        full = Storage(urls[1])
+        try:
+            t0 = time.perf_counter()
+            _, repo_id, ws_id, others = prepared[1]
+            bulk_insert(full, args.runs, repo_id, ws_id, others)
+            out["bulk_insert_s"] = time.perf_counter() - t0
+            with full.read() as conn:
+                out["stored_runs"] = full.count_runs(conn)
+            out["plan"] = full.explain_baselines(repo_id, "main", ENV)
+        finally:
+            full.close()
+        out["empty"], out["full"] = latency(pair, args.uploads, 20_000, deadline)
+        out["ratio_p50"] = out["full"]["p50_ms"] / out["empty"]["p50_ms"]
+        out["ratio_p99"] = out["full"]["p99_ms"] / out["empty"]["p99_ms"]
+        out["throughput"] = throughput(pair[0], args.throughput_uploads, args.threads, 30_000)
+        out["throughput_full"] = throughput(pair[1], args.throughput_uploads, args.threads, 30_000)
+    finally:
+        for server in servers:
+            server.stop()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", default="sqlite,postgresql")
+    parser.add_argument("--uploads", type=int, default=100, help="timed uploads per server")
+    parser.add_argument("--throughput-uploads", type=int, default=60)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=1_000_000, help="filler runs")
+    parser.add_argument("--max-seconds", type=float, default=900)
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args()
+    args.db = [d.strip() for d in args.db.split(",") if d.strip()]
+
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.db:
+            drops = []
+            if name == "sqlite":
+                urls = [f"sqlite:///{Path(tmp) / f'bench-{k}.db'}" for k in ("empty", "full")]
+            else:
+                made = [fresh_postgres_schema(postgres_base_url()) for _ in range(2)]
+                urls, drops = [m[0] for m in made], [m[1] for m in made]
+            try:
+                print(f"[{name}] running ...", file=sys.stderr, flush=True)
+                results.append(bench_engine(name, urls, Path(tmp), args))
+            finally:
+                for drop in drops:
+                    drop()
+
+    print(
+        f"upload = 8 configurations x 30 samples, re-gated against 6 baseline runs; "
+        f"{args.uploads} sequential uploads to each of two servers (empty database; "
+        f"{args.runs:,} filler runs), alternating; one server process each"
+    )
+    print(
+        f"{'database':<11} {'stored runs':<16} {'n':>4} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}"
+    )
+    for r in results:
+        for phase, label in (("empty", "empty"), ("full", f"{r['stored_runs']:,}")):
+            p = r[phase]
+            print(
+                f"{r['database']:<11} {label:<16} {p['n']:>4} {p['p50_ms']:>8.1f} "
+                f"{p['p99_ms']:>8.1f} {p['mean_ms']:>8.1f}"
+            )
+    print()
+    for r in results:
+        t, tf = r["throughput"], r["throughput_full"]
+        print(
+            f"{r['database']:<11} throughput: {t['uploads_per_s']:.2f} uploads/s empty, "
+            f"{tf['uploads_per_s']:.2f} uploads/s with {r['stored_runs']:,} runs "
+            f"({t['n']} uploads from {t['threads']} threads each); "
+            f"bulk insert {r['bulk_insert_s']:.1f} s"
+        )
+        verdict = "ok" if r["ratio_p50"] <= 1.5 else "OVER 1.5"
+        print(
+            f"{r['database']:<11} {r['stored_runs']:,} runs / empty latency ratio: "
+            f"p50 {r['ratio_p50']:.2f} ({verdict}), p99 {r['ratio_p99']:.2f}"
+        )
+        print(f"{r['database']:<11} baseline lookup plan: {r['plan']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0 if all(r["ratio_p50"] <= 1.5 for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The app factory: routes from each part, the error handlers, and storage opened at startup."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from gate_server import api, health
+from gate_server.dashboard.routes import routes as dashboard_routes
+from gate_server.errors import EXCEPTION_HANDLERS
+from gate_server.github.routes import routes as github_routes
+from gate_server.openapi import openapi_document
+from gate_server.receipts import load_signer
+from gate_server.services import Services
+from gate_server.settings import ServerSettings, load_settings
+from gate_server.storage import Storage
+from rnx import __version__
+
+
+def _open(settings: ServerSettings) -> Services:
+    storage = Storage(settings.database_url)
+    storage.migrate()
+    return Services(
+        settings=settings, storage=storage, signer=load_signer(storage, settings.receipt_key_pem)
+    )
+
+
+def create_app(
+    settings: ServerSettings | None = None, *, extra_routes: Sequence[BaseRoute] = ()
+) -> Starlette:
+    """The ASGI app. `extra_routes` (webhooks, dashboard) are appended to the API's routes."""
+    settings = settings or load_settings()
+    routes: list[BaseRoute] = [*health.routes, *api.routes, *extra_routes]
+    routes += dashboard_routes  # the dashboard's HTML pages (gate_server/dashboard)
+    routes += github_routes  # the GitHub webhook and PR accept API (gate_server/github)
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(openapi_document(request.app.routes, version=__version__))
+
+    routes.append(Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        svc = await run_in_threadpool(_open, settings)
+        app.state.services = svc
+        try:
+            yield
+        finally:
+            svc.storage.close()
+
+    return Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)

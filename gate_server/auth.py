@@ -1,0 +1,219 @@
+"""Tokens (issued, hashed, looked up, scoped) and the HMAC signature on uploads."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from functools import lru_cache
+
+from gate_server.errors import ApiError
+from gate_server.storage import Storage, TokenRecord, utcnow
+from rnx.errors import UserError
+
+CI, VIEWER = "ci", "viewer"
+_PREFIX = {CI: "rnx_ci_", VIEWER: "rnx_view_"}
+# Recording each use as a write would make every read a write; a minute is precise enough.
+_TOUCH_EVERY = timedelta(minutes=1)
+_BRANCH_PATTERN = re.compile(r"^[A-Za-z0-9_.*/+-]{1,255}$")
+
+
+def hash_token(secret: str) -> str:
+    # The secret has 256 random bits, so one fast hash is enough: nothing to brute-force.
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def sign_upload(secret: str, timestamp: str, body: bytes) -> str:
+    """X-Kernalin-Signature for an upload: sha256=HMAC-SHA256(token, "timestamp.body")."""
+    mac = hmac.new(secret.encode("utf-8"), timestamp.encode("ascii") + b"." + body, hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+def check_branch_patterns(patterns: Sequence[str]) -> list[str]:
+    cleaned = [p.strip() for p in patterns if p.strip()]
+    for p in cleaned:
+        if not _BRANCH_PATTERN.match(p):
+            raise UserError(
+                f"{p!r} is not a branch pattern; use names like main or release/* "
+                "(letters, digits, . _ - / and * only)"
+            )
+    return cleaned
+
+
+@lru_cache(maxsize=256)
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    # Like GitHub's branch filters: * stays within one path segment, ** crosses them.
+    parts = re.split(r"(\*\*|\*)", pattern)
+    body = "".join(".*" if p == "**" else "[^/]*" if p == "*" else re.escape(p) for p in parts)
+    return re.compile(f"^{body}$")
+
+
+def branch_matches(patterns: Sequence[str], branch: str) -> bool:
+    return any(_pattern_regex(p).match(branch) for p in patterns)
+
+
+def issue_token(
+    storage: Storage,
+    *,
+    workspace: str,
+    repository: str | None,
+    branches: Sequence[str],
+    viewer: bool,
+    actor: str,
+) -> tuple[int, str]:
+    """Create a token; returns (id, secret). The secret is never stored, only its hash."""
+    kind = VIEWER if viewer else CI
+    if not viewer and not repository:
+        raise UserError("a CI token needs --repo OWNER/NAME (viewer tokens take --viewer)")
+    if not viewer and not branches:
+        raise UserError("a CI token needs --branches, e.g. --branches main,release/*")
+    if not re.match(r"^[A-Za-z0-9_.-]{1,100}$", workspace):
+        raise UserError(f"workspace {workspace!r}: use letters, digits, '.', '_' and '-' only")
+    if repository is not None and not re.match(
+        r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$", repository
+    ):
+        raise UserError(f"--repo {repository!r} must look like OWNER/NAME")
+    patterns = check_branch_patterns(branches)
+    secret = _PREFIX[kind] + secrets.token_urlsafe(32)
+    with storage.write() as conn:
+        workspace_id = storage.ensure_workspace(conn, workspace)
+        repository_id = (
+            storage.ensure_repository(conn, workspace_id, repository) if repository else None
+        )
+        token_id = storage.insert_token(
+            conn,
+            kind=kind,
+            workspace_id=workspace_id,
+            repository_id=repository_id,
+            branches=patterns,
+            token_hash=hash_token(secret),
+            prefix=secret[: len(_PREFIX[kind]) + 4],
+        )
+        storage.audit(
+            conn,
+            actor=actor,
+            action="token.create",
+            subject=f"token:{token_id}",
+            details={
+                "kind": kind,
+                "workspace": workspace,
+                "repository": repository,
+                "branches": patterns,
+            },
+        )
+    return token_id, secret
+
+
+def revoke_token(storage: Storage, token_id: int, *, actor: str) -> bool:
+    with storage.write() as conn:
+        if storage.get_token(conn, token_id) is None:
+            raise UserError(f"no token with id {token_id}; `rnx token list` shows the ids")
+        done = storage.revoke_token(conn, token_id, utcnow())
+        if done:
+            storage.audit(conn, actor=actor, action="token.revoke", subject=f"token:{token_id}")
+    return done
+
+
+def bearer_secret(authorization: str | None) -> str:
+    if not authorization:
+        raise ApiError(
+            401,
+            "missing_token",
+            "send the token as 'Authorization: Bearer <token>' (rnx token create makes one)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    scheme, _, secret = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        raise ApiError(
+            401,
+            "bad_authorization",
+            "the Authorization header must be 'Bearer <token>'",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return secret.strip()
+
+
+def authenticate(
+    storage: Storage,
+    authorization: str | None,
+    *,
+    oidc: Callable[[Storage, str], TokenRecord] | None = None,
+) -> tuple[TokenRecord, str]:
+    """The token behind an Authorization header, and its secret (it keys the signature)."""
+    secret = bearer_secret(authorization)
+    if oidc is not None and secret.startswith("eyJ") and secret.count(".") == 2:
+        # A JWT is a GitHub Actions OIDC token (gate_server/github/oidc_login.py): it acts
+        # with its repository's CI scope and keys the upload signature like a CI token.
+        return oidc(storage, secret), secret
+    digest = hash_token(secret)
+    with storage.read() as conn:
+        token = storage.find_token(conn, digest)
+    # The lookup is by hash of a 256-bit secret; compare_digest keeps the final check
+    # constant-time anyway, so no timing difference tells a near-miss from a miss.
+    if token is None or not hmac.compare_digest(token.token_hash, digest):
+        raise ApiError(
+            401,
+            "unknown_token",
+            "the token is not known to this server; create one with `rnx token create`",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if token.revoked_at is not None:
+        raise ApiError(
+            401,
+            "revoked_token",
+            f"token {token.id} was revoked; create a new one with `rnx token create`",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if token.last_used_at is None or utcnow() - token.last_used_at > _TOUCH_EVERY:
+        with storage.write() as conn:
+            storage.touch_token(conn, token.id, utcnow())
+    return token, secret
+
+
+def check_signature(
+    secret: str,
+    timestamp: str | None,
+    signature: str | None,
+    body: bytes,
+    *,
+    tolerance_s: int,
+    now: float | None = None,
+) -> None:
+    """Refuse an upload whose timestamp is stale or whose signature does not match the body."""
+    if not timestamp:
+        raise ApiError(
+            401, "missing_timestamp", "send X-Kernalin-Timestamp: the upload's time in Unix seconds"
+        )
+    if not signature:
+        raise ApiError(
+            401,
+            "missing_signature",
+            "send X-Kernalin-Signature: sha256=<HMAC-SHA256 "
+            "of 'timestamp.body' keyed by the token>",
+        )
+    if not re.fullmatch(r"[0-9]{1,12}", timestamp.strip()):
+        raise ApiError(
+            401, "bad_timestamp", f"X-Kernalin-Timestamp {timestamp[:40]!r} is not Unix seconds"
+        )
+    now = time.time() if now is None else now
+    skew = abs(now - int(timestamp))
+    if skew > tolerance_s:
+        raise ApiError(
+            401,
+            "stale_timestamp",
+            f"X-Kernalin-Timestamp is {int(skew)} s away from "
+            f"the server's clock (at most {tolerance_s} s); sign each upload afresh "
+            "and check the runner's clock",
+        )
+    expected = sign_upload(secret, timestamp.strip(), body)
+    if not hmac.compare_digest(expected.encode(), signature.strip().encode("utf-8", "replace")):
+        raise ApiError(
+            401,
+            "bad_signature",
+            "X-Kernalin-Signature does not match the body: sign "
+            "'timestamp.body' with HMAC-SHA256 keyed by the token, as sha256=<hex>",
+        )

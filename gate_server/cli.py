@@ -1,0 +1,147 @@
+"""`rnx serve` and `rnx token create|list|revoke`."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+from typing import Any
+
+from gate_server.auth import issue_token, revoke_token
+from gate_server.settings import load_settings
+from gate_server.storage import Storage
+from rnx.errors import UserError
+
+
+def app_from_env() -> object:
+    """uvicorn's factory: every worker process builds its app from the same RNX_* environment."""
+    from gate_server.app import create_app
+
+    return create_app(load_settings())
+
+
+def serve_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="rnx serve", description="Run the gate server.")
+    parser.add_argument("--host", default=os.environ.get("RNX_HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("RNX_PORT", "8000")))
+    parser.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
+    parser.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        raise UserError("--workers must be at least 1")
+    if args.database_url:
+        # Workers are separate processes: they read the URL from the environment like the rest.
+        os.environ["RNX_DATABASE_URL"] = args.database_url
+    settings = load_settings()
+    storage = Storage(settings.database_url)
+    try:
+        storage.migrate()  # once here, so a bad URL is one clear line instead of N tracebacks
+    except UserError:
+        raise
+    except Exception as e:
+        raise UserError(f"cannot open the database {storage.engine.url!r}: {e}") from None
+    finally:
+        storage.close()
+
+    import uvicorn
+
+    uvicorn.run(
+        "gate_server.cli:app_from_env",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level=args.log_level,
+        proxy_headers=True,
+    )
+    return 0
+
+
+def _storage(url: str | None) -> Storage:
+    storage = Storage(url or load_settings().database_url)
+    storage.migrate()
+    return storage
+
+
+def _actor() -> str:
+    try:
+        return f"cli:{getpass.getuser()}"
+    except Exception:
+        return "cli"
+
+
+def token_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="rnx token", description="Manage the server's tokens.")
+    sub = parser.add_subparsers(dest="action", required=True)
+    create = sub.add_parser("create", help="create a token and print it once")
+    create.add_argument("--workspace", required=True)
+    create.add_argument("--repo", help="OWNER/NAME (required for CI tokens)")
+    create.add_argument("--branches", default="", help="baseline branches, e.g. main,release/*")
+    create.add_argument("--viewer", action="store_true", help="a dashboard token; cannot upload")
+    listing = sub.add_parser("list", help="list tokens (never their secrets)")
+    listing.add_argument("--json", action="store_true")
+    revoke = sub.add_parser("revoke", help="revoke a token by id")
+    revoke.add_argument("id", type=int)
+    for p in (create, listing, revoke):
+        p.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
+    args = parser.parse_args(argv)
+
+    storage = _storage(args.database_url)
+    try:
+        if args.action == "create":
+            if args.viewer and args.branches:
+                raise UserError("--branches is for CI tokens; a viewer token only reads")
+            token_id, secret = issue_token(
+                storage,
+                workspace=args.workspace,
+                repository=args.repo,
+                branches=args.branches.split(",") if args.branches else [],
+                viewer=args.viewer,
+                actor=_actor(),
+            )
+            kind = "viewer" if args.viewer else "CI"
+            print(f"created {kind} token {token_id}; it is shown only this once:", file=sys.stderr)
+            print(secret)
+            return 0
+        if args.action == "list":
+            with storage.read() as conn:
+                found = storage.list_tokens(conn)
+            rows: list[dict[str, Any]] = [
+                {
+                    "id": t.id,
+                    "kind": t.kind,
+                    "workspace": t.workspace,
+                    "repository": t.repository,
+                    "branches": t.branches,
+                    "prefix": t.prefix + "...",
+                    "created_at": t.created_at.isoformat(timespec="seconds"),
+                    "last_used_at": t.last_used_at.isoformat(timespec="seconds")
+                    if t.last_used_at
+                    else None,
+                    "revoked": t.revoked_at is not None,
+                }
+                for t in found
+            ]
+            if args.json:
+                print(json.dumps(rows, indent=2))
+            else:
+                print(
+                    f"{'ID':>4}  {'KIND':<6}  {'WORKSPACE':<14}  {'REPOSITORY':<28}  "
+                    f"{'BRANCHES':<20}  {'LAST USED':<19}  STATUS"
+                )
+                for r in rows:
+                    print(
+                        f"{r['id']:>4}  {r['kind']:<6}  {r['workspace']:<14}  "
+                        f"{r['repository'] or '-':<28}  {','.join(r['branches']) or '-':<20}  "
+                        f"{r['last_used_at'] or 'never':<19}  "
+                        f"{'revoked' if r['revoked'] else 'active'}"
+                    )
+            return 0
+        done = revoke_token(storage, args.id, actor=_actor())
+        print(f"token {args.id} revoked" if done else f"token {args.id} was already revoked")
+        return 0
+    finally:
+        storage.close()

@@ -1,0 +1,177 @@
+"""Who is looking: a viewer token (bearer header or signed session cookie), or nobody."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gate_server.auth import VIEWER, authenticate
+from gate_server.dashboard.sessions import (
+    PRELOGIN_COOKIE,
+    SESSION_COOKIE,
+    SESSION_MAX_AGE_S,
+    SessionSigner,
+)
+from gate_server.dashboard.views import SummaryCache
+from gate_server.errors import ApiError
+from gate_server.services import services
+from gate_server.storage import Storage
+
+SESSION_KEY_NAME = "dashboard-session"
+
+# Pages hold a workspace's data: never cached, never framed, no script at all, nothing
+# loaded from elsewhere. SVG presentation attributes are not styles, so no 'unsafe-inline'.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+@dataclass(frozen=True)
+class Viewer:
+    token_id: int
+    workspace_id: int
+    workspace: str
+    via_session: bool
+    csrf_binding: str  # the session's nonce; bearer requests post no forms
+
+
+class NotAViewer(Exception):
+    """A token that is known but may not open the dashboard (a CI token), or a bad one."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class DashboardState:
+    """Per app: the session signer (its key kept in the database, so every server process
+    accepts every other's cookies) and the cache of run summaries."""
+
+    def __init__(self, storage: Storage):
+        key = storage.server_key(SESSION_KEY_NAME, lambda: secrets.token_hex(32))
+        self.signer = SessionSigner(bytes.fromhex(key))
+        self.summaries = SummaryCache()
+
+
+_state_lock = threading.Lock()
+
+
+def _make_state(request: Request) -> DashboardState:
+    with _state_lock:
+        found = getattr(request.app.state, "dashboard", None)
+        if found is None:
+            found = DashboardState(services(request).storage)
+            request.app.state.dashboard = found
+        return found
+
+
+async def dashboard_state(request: Request) -> DashboardState:
+    found = getattr(request.app.state, "dashboard", None)
+    if found is None:
+        found = await run_in_threadpool(_make_state, request)
+    assert isinstance(found, DashboardState)
+    return found
+
+
+def secure_cookies(request: Request) -> bool:
+    """Secure cookies over https, or whenever the server's public URL is https (behind a
+    TLS-terminating proxy the request itself arrives as http)."""
+    public = services(request).settings.public_url or ""
+    return request.url.scheme == "https" or public.startswith("https://")
+
+
+def _from_bearer(storage: Storage, authorization: str) -> Viewer:
+    try:
+        token, _ = authenticate(storage, authorization)
+    except ApiError as e:
+        raise NotAViewer(401, e.message) from None
+    if token.kind != VIEWER:
+        raise NotAViewer(
+            403,
+            "A CI token cannot open the dashboard. Sign in with a viewer token "
+            "(rnx token create --workspace W --viewer).",
+        )
+    return Viewer(token.id, token.workspace_id, token.workspace, False, "")
+
+
+def _from_session(storage: Storage, state: DashboardState, cookie: str | None) -> Viewer | None:
+    session = state.signer.read(cookie, now=time.time())
+    if session is None or not session.token_id.isdigit():
+        return None
+    with storage.read() as conn:
+        token = storage.get_token(conn, int(session.token_id))
+    # Checked on every request, so revoking the viewer token ends its sessions at once.
+    if token is None or token.kind != VIEWER or token.revoked_at is not None:
+        return None
+    return Viewer(token.id, token.workspace_id, token.workspace, True, session.nonce)
+
+
+async def current_viewer(request: Request) -> Viewer | None:
+    """The signed-in viewer; None for an anonymous visitor; NotAViewer for a refused token."""
+    storage = services(request).storage
+    authorization = request.headers.get("authorization")
+    if authorization:
+        return await run_in_threadpool(_from_bearer, storage, authorization)
+    state = await dashboard_state(request)
+    return await run_in_threadpool(
+        _from_session, storage, state, request.cookies.get(SESSION_COOKIE)
+    )
+
+
+def login_viewer(storage: Storage, secret: str) -> Viewer:
+    """A pasted token as a viewer, or NotAViewer with a message fit for the login form."""
+    secret = secret.strip()
+    if not secret:
+        raise NotAViewer(400, "Paste a viewer token.")
+    return _from_bearer(storage, f"Bearer {secret}")
+
+
+def set_session_cookie(response: Response, value: str, *, secure: bool) -> None:
+    response.set_cookie(
+        SESSION_COOKIE,
+        value,
+        max_age=SESSION_MAX_AGE_S,
+        path="/",
+        httponly=True,
+        secure=secure,
+        # Lax, not Strict: a link to a run page from a pull request (another site) must
+        # open signed in. Forms are protected by their CSRF token, not by SameSite alone.
+        samesite="lax",
+    )
+
+
+def set_prelogin_cookie(response: Response, nonce: str, *, secure: bool) -> None:
+    response.set_cookie(
+        PRELOGIN_COOKIE,
+        nonce,
+        max_age=3600,
+        path="/login",
+        httponly=True,
+        secure=secure,
+        samesite="strict",
+    )
+
+
+def same_origin(request: Request) -> bool:
+    """A form post must come from our own pages: browsers send Origin on every POST."""
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        # Only very old browsers omit it; the CSRF token still has to match.
+        return origin is None
+    own = f"{request.url.scheme}://{request.url.netloc}"
+    public = services(request).settings.public_url
+    return origin in (own, public)

@@ -1,0 +1,327 @@
+"""Charts drawn on the server as inline SVG: no JavaScript, nothing fetched at run time."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+
+from markupsafe import Markup, escape
+
+# Units for times given in nanoseconds, largest first.
+_UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
+
+
+def format_ns(ns: float | None) -> str:
+    """A time in the unit a person would say it in: 812 ns, 12.3 µs, 1.23 ms."""
+    if ns is None or not math.isfinite(ns):
+        return "–"
+    for name, scale in _UNITS:
+        if abs(ns) >= scale or name == "ns":
+            value = ns / scale
+            digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
+            return f"{value:.{digits}f} {name}"
+    raise AssertionError("unreachable")
+
+
+def _unit_for(ns: float) -> tuple[str, float]:
+    for name, scale in _UNITS:
+        if abs(ns) >= scale:
+            return name, scale
+    return "ns", 1.0
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Round tick values (1, 2 or 5 times a power of ten) covering [low, high]."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        return [low]
+    raw = (high - low) / max(count - 1, 1)
+    power = 10 ** math.floor(math.log10(raw))
+
+    def n_ticks(step: float) -> int:
+        return math.floor(high / step + 1e-9) - math.ceil(low / step - 1e-9) + 1
+
+    # The round step whose tick count comes closest to `count` (ties: the coarser step).
+    candidates = [m * power for m in (10, 5, 2, 1, 0.5)]
+    step = min(candidates, key=lambda st: abs(n_ticks(st) - count))
+    first = math.ceil(low / step - 1e-9) * step
+    return [first + k * step for k in range(n_ticks(step))]
+
+
+def _tick_label(value: float, scale: float, unit: str, step: float) -> str:
+    shown = value / scale
+    digits = max(0, -math.floor(math.log10(step / scale))) if step > 0 else 0
+    return f"{shown:.{min(digits, 3)}f} {unit}"
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.1f}"
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One commit of the baseline branch, for one configuration."""
+
+    run_id: str
+    sha: str
+    created_at: datetime
+    median_ns: float
+    low_ns: float
+    high_ns: float
+    environment: str
+    tier: str
+    is_baseline: bool
+    ratio: float | None = None  # head/base from the run's own verdict
+    accepted_reason: str | None = None
+    # Set when the environment's details (not its key) changed since the previous commit.
+    environment_note: str | None = None
+
+
+def _point_title(p: HistoryPoint) -> str:
+    ratio = f"×{p.ratio:.3f} vs. its baseline" if p.ratio is not None else "no baseline to compare"
+    lines = [
+        f"{p.sha[:10]} · {p.created_at:%Y-%m-%d %H:%M} UTC",
+        f"median {format_ns(p.median_ns)} "
+        f"(interval {format_ns(p.low_ns)} – {format_ns(p.high_ns)})",
+        ratio,
+        f"{p.tier} · environment {p.environment}",
+    ]
+    if p.environment_note is not None:
+        lines.append(p.environment_note)
+    if p.accepted_reason is not None:
+        lines.append(f"accepted: {p.accepted_reason}")
+    elif not p.is_baseline:
+        lines.append("not a baseline")
+    return "\n".join(lines)
+
+
+def history_svg(points: Sequence[HistoryPoint], *, label: str, width: int = 800) -> Markup:
+    """Median time per commit with its interval band; markers for accepts, BLOCKs, env changes."""
+    return _history_svg(tuple(points), label, width)
+
+
+# A pure function of frozen points: the same window (same runs, same accepts) draws the same
+# chart, so repeated views of a busy repository reuse it. An accept changes a point, and so
+# the key: nothing to invalidate by hand.
+@lru_cache(maxsize=256)
+def _history_svg(points: tuple[HistoryPoint, ...], label: str, width: int) -> Markup:
+    height, left, right, top, bottom = 260, 70, 64, 22, 40
+    plot_w, plot_h = width - left - right, height - top - bottom
+    out = [
+        f'<svg class="chart history" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{escape(label)}" data-points="{len(points)}" '
+        'xmlns="http://www.w3.org/2000/svg">'
+    ]
+    if not points:
+        out.append(
+            f'<text class="empty" x="{width / 2}" y="{height / 2}" text-anchor="middle">'
+            "No runs on the baseline branch yet</text></svg>"
+        )
+        return Markup("".join(out))
+
+    lo = min(p.low_ns for p in points)
+    hi = max(p.high_ns for p in points)
+    pad = (hi - lo) * 0.08 or max(hi * 0.05, 1.0)
+    lo, hi = max(lo - pad, 0.0), hi + pad
+    ticks = nice_ticks(lo, hi)
+    unit, scale = _unit_for(hi)
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else hi
+
+    def x(i: int) -> float:
+        return left + (i + 0.5) * plot_w / len(points)
+
+    def y(ns: float) -> float:
+        return top + plot_h * (1 - (ns - lo) / (hi - lo))
+
+    out.append('<g class="grid">')
+    for t in ticks:
+        out.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{_fmt(y(t))}" y2="{_fmt(y(t))}"/>'
+            f'<text class="tick" x="{left - 8}" y="{_fmt(y(t) + 4)}" text-anchor="end">'
+            f"{escape(_tick_label(t, scale, unit, step))}</text>"
+            # Mirrored on the right: a phone scrolls a wide chart to its newest (right) end.
+            f'<text class="tick" x="{width - right + 8}" y="{_fmt(y(t) + 4)}">'
+            f"{escape(_tick_label(t, scale, unit, step))}</text>"
+        )
+    out.append("</g>")
+
+    # Bands and lines break where the environment changes: times from different machines
+    # must not look like one continuous series.
+    segments: list[list[int]] = [[0]]
+    for i in range(1, len(points)):
+        if points[i].environment != points[i - 1].environment:
+            segments.append([])
+        segments[-1].append(i)
+    for seg in segments:
+        upper = " ".join(f"{_fmt(x(i))},{_fmt(y(points[i].high_ns))}" for i in seg)
+        lower = " ".join(f"{_fmt(x(i))},{_fmt(y(points[i].low_ns))}" for i in reversed(seg))
+        out.append(f'<polygon class="band" points="{upper} {lower}"/>')
+        line = " ".join(f"{_fmt(x(i))},{_fmt(y(points[i].median_ns))}" for i in seg)
+        out.append(f'<polyline class="line" points="{line}"/>')
+    for seg in segments[1:]:
+        xm = _fmt((x(seg[0]) + x(seg[0] - 1)) / 2)
+        env = points[seg[0]].environment
+        out.append(
+            f'<g class="mark env-change"><line x1="{xm}" x2="{xm}" y1="{top}" '
+            f'y2="{top + plot_h}"/><text x="{xm}" y="{top - 6}" text-anchor="middle">'
+            f"env → {escape(env[:24])}</text><title>environment changed to {escape(env)}"
+            "</title></g>"
+        )
+
+    for i, p in enumerate(points):
+        if p.environment_note is not None and i > 0:
+            xm = _fmt((x(i) + x(i - 1)) / 2)
+            out.append(
+                f'<g class="mark env-details"><line x1="{xm}" x2="{xm}" y1="{top}" '
+                f'y2="{top + plot_h}"/><title>{escape(p.environment_note)}</title></g>'
+            )
+
+    # x-axis labels: a handful of evenly spaced commits; the date only where it changes.
+    labels = min(len(points), 6)
+    last_day = None
+    for k in range(labels):
+        i = round(k * (len(points) - 1) / max(labels - 1, 1))
+        p = points[i]
+        day = f"{p.created_at:%b %d}"
+        if day != last_day:
+            out.append(
+                f'<text class="tick" x="{_fmt(x(i))}" y="{height - 22}" text-anchor="middle">'
+                f"{day}</text>"
+            )
+        last_day = day
+        out.append(
+            f'<text class="tick sha" x="{_fmt(x(i))}" y="{height - 8}" text-anchor="middle">'
+            f"{escape(p.sha[:7])}</text>"
+        )
+
+    radius = 4.0 if len(points) <= 80 else 3.0 if len(points) <= 200 else 2.0
+    for i, p in enumerate(points):
+        cx, cy = _fmt(x(i)), _fmt(y(p.median_ns))
+        kind = (
+            "accepted"
+            if p.accepted_reason is not None
+            else "block"
+            if p.tier == "BLOCK"
+            else "baseline"
+            if p.is_baseline
+            else "other"
+        )
+        title = f"<title>{escape(_point_title(p))}</title>"
+        if kind == "accepted":
+            r = radius + 2
+            shape = (
+                f'<path class="pt pt-{kind}" data-run-id="{escape(p.run_id)}" '
+                f'd="M{cx} {_fmt(float(cy) - r)} l{r} {r} l{-r} {r} l{-r} {-r} z">{title}</path>'
+            )
+        else:
+            shape = (
+                f'<circle class="pt pt-{kind}" data-run-id="{escape(p.run_id)}" cx="{cx}" '
+                f'cy="{cy}" r="{radius}">{title}</circle>'
+            )
+        out.append(f'<a href="/runs/{escape(p.run_id)}">{shape}</a>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    pos = (len(sorted_values) - 1) * q
+    low = math.floor(pos)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (pos - low)
+
+
+def median_interval(
+    values: Sequence[float], confidence: float = 0.95
+) -> tuple[float, float, float]:
+    """Median and a distribution-free confidence interval for it, from order statistics.
+
+    The ranks come from the normal approximation to the binomial (n/2 ± z·√n/2): no
+    bootstrap, so a page of hundreds of runs stays cheap, and no assumption on the shape.
+    """
+    s = sorted(values)
+    n = len(s)
+    if n == 0:
+        raise ValueError("median_interval needs at least one value")
+    z = {0.90: 1.645, 0.95: 1.96, 0.99: 2.576}.get(confidence, 1.96)
+    half = z * math.sqrt(n) / 2
+    lo_rank = max(0, math.floor(n / 2 - half))
+    hi_rank = min(n - 1, math.ceil(n / 2 + half) - 1)
+    return _quantile(s, 0.5), s[lo_rank], s[max(hi_rank, lo_rank)]
+
+
+def _lane(
+    values: Sequence[float], lane_y: float, x_of: Callable[[float], float], css: str, name: str
+) -> list[str]:
+    s = sorted(values)
+    q1, med, q3 = _quantile(s, 0.25), _quantile(s, 0.5), _quantile(s, 0.75)
+    p5, p95 = _quantile(s, 0.05), _quantile(s, 0.95)
+    out = [f'<g class="lane {css}">']
+    # At most 240 dots per side keeps the page light; every k-th sorted value keeps the shape.
+    stride = max(1, math.ceil(len(values) / 240))
+    for j, v in enumerate(values[::stride]):
+        jitter = ((j * 0.618034) % 1.0 - 0.5) * 22
+        out.append(f'<circle class="dot" cx="{_fmt(x_of(v))}" cy="{_fmt(lane_y + jitter)}" r="2"/>')
+    out.append(
+        f'<line class="whisker" x1="{_fmt(x_of(p5))}" x2="{_fmt(x_of(p95))}" '
+        f'y1="{lane_y}" y2="{lane_y}"/>'
+        f'<rect class="box" x="{_fmt(x_of(q1))}" y="{lane_y - 9}" '
+        f'width="{_fmt(max(x_of(q3) - x_of(q1), 1.0))}" height="18"/>'
+        f'<line class="median" x1="{_fmt(x_of(med))}" x2="{_fmt(x_of(med))}" '
+        f'y1="{lane_y - 13}" y2="{lane_y + 13}"/>'
+        f"<title>{escape(name)}: {len(values)} samples, median {escape(format_ns(med))}, "
+        f"middle half {escape(format_ns(q1))} – {escape(format_ns(q3))}</title></g>"
+    )
+    return out
+
+
+def distribution_svg(
+    base: Sequence[float] | None, head: Sequence[float] | None, *, label: str, width: int = 440
+) -> Markup:
+    """Base and head samples on one time axis: dots, the middle half as a box, the median."""
+    height, left, right = 132, 48, 28
+    lanes = [("base", base, 34.0), ("head", head, 80.0)]
+    present = [v for _, vals, _ in lanes if vals for v in vals]
+    out = [
+        f'<svg class="chart dist" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg">'
+    ]
+    if not present:
+        out.append(
+            f'<text class="empty" x="{width / 2}" y="{height / 2}" text-anchor="middle">'
+            "No samples</text></svg>"
+        )
+        return Markup("".join(out))
+    s = sorted(present)
+    # Clip the far tails so one stall does not squash both distributions into a line.
+    lo, hi = _quantile(s, 0.005), _quantile(s, 0.995)
+    pad = (hi - lo) * 0.06 or max(hi * 0.05, 1.0)
+    lo, hi = max(lo - pad, 0.0), hi + pad
+    plot_w = width - left - right
+
+    def x_of(v: float) -> float:
+        return left + plot_w * (min(max(v, lo), hi) - lo) / (hi - lo)
+
+    ticks = nice_ticks(lo, hi, 5)
+    unit, scale = _unit_for(hi)
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else hi
+    out.append('<g class="grid">')
+    for t in ticks:
+        out.append(
+            f'<line x1="{_fmt(x_of(t))}" x2="{_fmt(x_of(t))}" y1="12" y2="{height - 26}"/>'
+            f'<text class="tick" x="{_fmt(x_of(t))}" y="{height - 10}" text-anchor="middle">'
+            f"{escape(_tick_label(t, scale, unit, step))}</text>"
+        )
+    out.append("</g>")
+    for name, vals, lane_y in lanes:
+        out.append(
+            f'<text class="lane-label" x="{left - 8}" y="{lane_y + 4}" text-anchor="end">'
+            f"{name}</text>"
+        )
+        if vals:
+            out.extend(_lane(vals, lane_y, x_of, name, name))
+        else:
+            out.append(f'<text class="empty" x="{left + 8}" y="{lane_y + 4}">no samples</text>')
+    out.append("</svg>")
+    return Markup("".join(out))

@@ -1,0 +1,87 @@
+"""Signed session cookies and CSRF tokens for the dashboard (HMAC-SHA256, no server state)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+from dataclasses import dataclass
+
+SESSION_COOKIE = "rnx_session"
+# Set before sign-in so the login form itself is CSRF-protected (double submit, signed).
+PRELOGIN_COOKIE = "rnx_login"
+SESSION_MAX_AGE_S = 12 * 3600
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def derive_key(master: bytes, purpose: str) -> bytes:
+    """A key for one purpose only, so a session MAC can never pass as anything else."""
+    return hmac.new(master, f"rnx-dashboard:{purpose}".encode(), hashlib.sha256).digest()
+
+
+@dataclass(frozen=True)
+class Session:
+    """What the cookie holds: which viewer token signed in, until when, and a CSRF binding.
+
+    The token itself is never in the cookie; only the id of its stored row, so revoking the
+    token ends every session made with it (the routes look the token up on each request).
+    """
+
+    token_id: str
+    expires_at: int
+    nonce: str
+
+
+class SessionSigner:
+    def __init__(self, master_key: bytes):
+        self._session_key = derive_key(master_key, "session")
+        self._csrf_key = derive_key(master_key, "csrf")
+
+    def issue(self, token_id: str, *, now: float) -> tuple[Session, str]:
+        session = Session(str(token_id), int(now) + SESSION_MAX_AGE_S, secrets.token_urlsafe(16))
+        body = _b64(
+            json.dumps(
+                {"t": session.token_id, "e": session.expires_at, "n": session.nonce},
+                separators=(",", ":"),
+            ).encode()
+        )
+        mac = _b64(hmac.new(self._session_key, body.encode(), hashlib.sha256).digest())
+        return session, f"{body}.{mac}"
+
+    def read(self, cookie: str | None, *, now: float) -> Session | None:
+        """The session in a cookie, or None when it is absent, forged, malformed or expired."""
+        if not cookie or len(cookie) > 1024 or cookie.count(".") != 1:
+            return None
+        body, mac = cookie.split(".")
+        expected = _b64(hmac.new(self._session_key, body.encode(), hashlib.sha256).digest())
+        # Bytes, not str: compare_digest refuses non-ASCII text, and a cookie is attacker input.
+        if not hmac.compare_digest(mac.encode(), expected.encode()):
+            return None
+        try:
+            data = json.loads(_unb64(body))
+            session = Session(str(data["t"]), int(data["e"]), str(data["n"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+        return session if session.expires_at > now else None
+
+    def csrf_token(self, binding: str) -> str:
+        """The form token for a session nonce (or a pre-login nonce): a MAC nobody else can make."""
+        return _b64(hmac.new(self._csrf_key, binding.encode(), hashlib.sha256).digest())
+
+    def csrf_ok(self, binding: str | None, submitted: str | None) -> bool:
+        if not binding or not submitted:
+            return False
+        return hmac.compare_digest(self.csrf_token(binding).encode(), submitted.encode())
+
+
+def new_nonce() -> str:
+    return secrets.token_urlsafe(16)

@@ -1,0 +1,293 @@
+"""What each page shows, built from stored rows: plain data in, plain data (and SVG) out."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from markupsafe import Markup
+
+from gate_server.dashboard.charts import (
+    HistoryPoint,
+    distribution_svg,
+    history_svg,
+    median_interval,
+)
+
+GITHUB = "https://github.com"
+_RUNTIME_ORDER = {"pytorch_eager": 0, "torch_compile": 1, "onnxruntime": 2, "tensorrt": 3}
+_DTYPE_ORDER = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3}
+
+
+def commit_url(repository: str, sha: str) -> str:
+    return f"{GITHUB}/{quote(repository, safe='/')}/commit/{quote(sha, safe='')}"
+
+
+def pr_url(repository: str, pr_number: int) -> str:
+    return f"{GITHUB}/{quote(repository, safe='/')}/pull/{int(pr_number)}"
+
+
+def branch_url(repository: str, branch: str) -> str:
+    return f"{GITHUB}/{quote(repository, safe='/')}/tree/{quote(branch, safe='/')}"
+
+
+def config_sort_key(config_id: str) -> tuple[int, int, int, str]:
+    runtime, _, rest = config_id.partition("/")
+    dtype, _, bs = rest.partition("/")
+    batch = int(bs[2:]) if bs.startswith("bs") and bs[2:].isdigit() else 0
+    return (_RUNTIME_ORDER.get(runtime, 9), _DTYPE_ORDER.get(dtype, 9), batch, config_id)
+
+
+def _config_id(c: dict[str, Any]) -> str:
+    return f"{c['runtime']}/{c['dtype']}/bs{c['batch_size']}"
+
+
+def short_reasons(reasons: Sequence[str], limit: int = 140) -> str:
+    """The first reason without its statistics in parentheses, and how many more there are."""
+    if not reasons:
+        return ""
+    first = reasons[0].split(" (", 1)[0]
+    if len(first) > limit:
+        first = first[: limit - 1] + "…"
+    more = len(reasons) - 1
+    return first if more == 0 else f"{first}; and {more} more"
+
+
+# ---- history
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """Per configuration: (median, low, high) of a run's samples; and its environment details
+    (flattened to dotted keys, without the key itself)."""
+
+    medians: dict[str, tuple[float, float, float]]
+    environment: dict[str, str]
+
+
+def summarize_document(document: bytes) -> RunSummary:
+    # Plain json, not the pydantic model: the server validated the document on upload, and a
+    # history page reads hundreds of them.
+    doc = json.loads(document)
+    medians: dict[str, tuple[float, float, float]] = {}
+    for c in doc.get("configurations", []):
+        samples = (c.get("samples") or {}).get("ns") or []
+        if c.get("status") == "ok" and samples:
+            medians[_config_id(c)] = median_interval(samples)
+    env = {k: v for k, v in (doc.get("environment") or {}).items() if k != "key"}
+    return RunSummary(medians, flatten(env))
+
+
+class SummaryCache:
+    """Stored runs never change, so each document is read once per process, not per page view."""
+
+    def __init__(self, max_entries: int = 50_000):
+        self._entries: OrderedDict[str, RunSummary] = OrderedDict()
+        self._max = max_entries
+
+    def get(self, run_id: str) -> RunSummary | None:
+        found = self._entries.get(run_id)
+        if found is not None:
+            self._entries.move_to_end(run_id)
+        return found
+
+    def put(self, run_id: str, summary: RunSummary) -> None:
+        self._entries[run_id] = summary
+        self._entries.move_to_end(run_id)
+        while len(self._entries) > self._max:
+            self._entries.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class HistoryRun:
+    """One run of the history window, oldest first when handed to build_history."""
+
+    run_id: str
+    sha: str
+    created_at: datetime
+    environment: str
+    tier: str
+    is_baseline: bool
+    accepted_reason: str | None
+    ratios: dict[str, float]  # config id -> head/base ratio from the run's verdict
+    summary: RunSummary
+
+
+@dataclass
+class ConfigHistory:
+    config_id: str
+    points: list[HistoryPoint]
+    svg: Markup = field(default_factory=lambda: Markup(""))
+
+    @property
+    def latest(self) -> HistoryPoint:
+        return self.points[-1]
+
+
+def ratios_from_answer(answer: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for c in answer.get("comparisons") or []:
+        if isinstance(c, dict) and isinstance(c.get("ratio"), (int, float)) and c.get("id"):
+            out[str(c["id"])] = float(c["ratio"])
+    return out
+
+
+def build_history(
+    history: Sequence[HistoryRun],
+) -> tuple[list[ConfigHistory], list[dict[str, Any]]]:
+    """One chart per configuration over the window, and the list of marked events."""
+    series: dict[str, list[HistoryPoint]] = {}
+    events: list[dict[str, Any]] = []
+    previous: HistoryRun | None = None
+    for run in history:
+        if previous is not None and previous.environment != run.environment:
+            events.append(
+                {
+                    "kind": "environment",
+                    "run": run,
+                    "text": f"environment {previous.environment} → {run.environment}",
+                }
+            )
+        environment_note = None
+        if previous is not None and previous.environment == run.environment:
+            changed = changed_fields(previous.summary.environment, run.summary.environment)
+            if changed:
+                environment_note = "environment details changed: " + ", ".join(changed)
+                events.append(
+                    {
+                        "kind": "environment-details",
+                        "run": run,
+                        "text": f"{run.environment}: {environment_note}",
+                    }
+                )
+        if run.accepted_reason is not None:
+            events.append(
+                {
+                    "kind": "accepted",
+                    "run": run,
+                    "text": f"accepted as the new baseline: {run.accepted_reason}",
+                }
+            )
+        elif run.tier == "BLOCK":
+            events.append(
+                {
+                    "kind": "block",
+                    "run": run,
+                    "text": "BLOCK on the baseline branch: not used as a baseline",
+                }
+            )
+        for config_id, (med, low, high) in run.summary.medians.items():
+            series.setdefault(config_id, []).append(
+                HistoryPoint(
+                    run_id=run.run_id,
+                    sha=run.sha,
+                    created_at=run.created_at,
+                    median_ns=med,
+                    low_ns=low,
+                    high_ns=high,
+                    environment=run.environment,
+                    tier=run.tier,
+                    is_baseline=run.is_baseline,
+                    ratio=run.ratios.get(config_id),
+                    accepted_reason=run.accepted_reason,
+                    environment_note=environment_note,
+                )
+            )
+        previous = run
+    charts = [
+        ConfigHistory(cid, pts, history_svg(pts, label=f"median time of {cid} per commit"))
+        for cid, pts in sorted(series.items(), key=lambda kv: config_sort_key(kv[0]))
+    ]
+    return charts, list(reversed(events))
+
+
+# ---- run page
+
+
+def samples_by_config(documents: Iterable[dict[str, Any]], *, base: bool) -> dict[str, list[int]]:
+    """Samples per configuration pooled over documents (base=True: a paired run's base side)."""
+    out: dict[str, list[int]] = {}
+    for doc in documents:
+        for c in doc.get("configurations", []):
+            block = c.get("base_samples" if base else "samples") or {}
+            if block.get("ns"):
+                out.setdefault(_config_id(c), []).extend(block["ns"])
+    return out
+
+
+def distributions(
+    head_doc: dict[str, Any], base_docs: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Per configuration: the base and head samples side by side on one axis."""
+    head = samples_by_config([head_doc], base=False)
+    paired = samples_by_config([head_doc], base=True)
+    base = paired if paired else samples_by_config(base_docs, base=False)
+    out = []
+    for cid in sorted(set(head) | set(base), key=config_sort_key):
+        out.append(
+            {
+                "id": cid,
+                "base_n": len(base.get(cid, [])),
+                "head_n": len(head.get(cid, [])),
+                "svg": distribution_svg(
+                    base.get(cid), head.get(cid), label=f"samples of {cid}: base and head"
+                ),
+            }
+        )
+    return out
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, str]:
+    """Nested environment details as dotted keys, so two environments compare line by line."""
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for k in sorted(value):
+            out.update(flatten(value[k], f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, list):
+        return {prefix: ", ".join(str(v) for v in value)}
+    return {prefix: "" if value is None else str(value)}
+
+
+def changed_fields(before: dict[str, str], after: dict[str, str], limit: int = 4) -> list[str]:
+    """'field: old → new' for what differs between two flattened environments (a few)."""
+    keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    out = [f"{k}: {before.get(k, '–')} → {after.get(k, '–')}" for k in keys[:limit]]
+    if len(keys) > limit:
+        out.append(f"and {len(keys) - limit} more")
+    return out
+
+
+def environment_rows(
+    head_env: dict[str, Any], base_env: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """The run's environment, each line with the baseline's value and whether they differ."""
+    head = flatten(head_env)
+    base = flatten(base_env) if base_env is not None else None
+    rows = []
+    for key in sorted(set(head) | set(base or {}), key=lambda k: (k != "key", k != "name", k)):
+        h = head.get(key)
+        b = None if base is None else base.get(key)
+        rows.append({"key": key, "head": h, "base": b, "differs": base is not None and h != b})
+    return rows
+
+
+def correctness_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for c in doc.get("configurations", []):
+        corr = c.get("correctness")
+        rows.append(
+            {
+                "id": _config_id(c),
+                "status": c.get("status"),
+                "reason": c.get("reason"),
+                "correctness": corr,
+            }
+        )
+    rows.sort(key=lambda r: config_sort_key(r["id"]))
+    return rows

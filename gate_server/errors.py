@@ -1,0 +1,83 @@
+"""The one JSON error shape, {"error": {"code", "message", "details"}}, and where it is produced."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+log = logging.getLogger("gate_server")
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+}
+
+
+class ApiError(Exception):
+    """A request the server refuses; turned into the JSON error shape in one place."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: list[Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details or []
+        self.headers = headers
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: list[Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = {"error": {"code": code, "message": message, "details": details or []}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    message = exc.detail if isinstance(exc.detail, str) else code
+    if exc.status_code == 404:
+        message = f"nothing at {request.url.path}; see /openapi.json for the API's routes"
+    elif exc.status_code == 405:
+        message = f"{request.method} is not allowed on {request.url.path}"
+    headers = dict(exc.headers) if exc.headers else None
+    return error_response(exc.status_code, code, message, headers=headers)
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return error_response(500, "internal_error", "the server failed; the error is in its log")
+
+
+EXCEPTION_HANDLERS: dict[Any, Any] = {
+    ApiError: _api_error,
+    HTTPException: _http_exception,
+    Exception: _server_error,
+}

@@ -1,0 +1,299 @@
+"""GitHub App mode: the server authenticates as a GitHub App and writes to pull requests itself.
+
+An RS256 app JWT is exchanged for installation tokens (cached until shortly before they
+expire); with them the server reads what the accept rules need and posts the sticky comment
+and the commit status, so pull requests from forks (whose workflow token is read-only) get
+their verdict too.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import httpx
+import jwt
+
+DEFAULT_API_URL = "https://api.github.com"
+# GitHub refuses app JWTs living longer than 10 minutes; backdate iat for clock drift.
+APP_JWT_LIFETIME_S = 540
+APP_JWT_BACKDATE_S = 60
+# Renew an installation token this long before GitHub's expiry, never mid-request.
+TOKEN_RENEW_MARGIN_S = 120
+STATUS_CONTEXT = "rnx-benchmark"
+_NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
+
+
+class GitHubError(Exception):
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class AppCredentials:
+    app_id: str
+    private_key_pem: str
+    api_url: str = DEFAULT_API_URL
+
+
+def app_jwt(credentials: AppCredentials, *, now: float | None = None) -> str:
+    """The JWT that authenticates as the App itself (only to get installation tokens)."""
+    t = int(time.time() if now is None else now)
+    claims = {
+        "iat": t - APP_JWT_BACKDATE_S,
+        "exp": t + APP_JWT_LIFETIME_S,
+        "iss": credentials.app_id,
+    }
+    return jwt.encode(claims, credentials.private_key_pem, algorithm="RS256")
+
+
+def _check(response: httpx.Response, what: str) -> httpx.Response:
+    if response.status_code >= 400:
+        try:
+            message = response.json().get("message", "")
+        except (ValueError, AttributeError):
+            message = response.text[:200]
+        raise GitHubError(
+            f"{what} answered {response.status_code}: {message}", response.status_code
+        )
+    return response
+
+
+def _send(http: httpx.Client, method: str, url: str, headers: dict[str, str]) -> httpx.Response:
+    try:
+        response = http.request(method, url, headers=headers)
+    except httpx.HTTPError as e:
+        raise GitHubError(f"{method} {url} failed: {e or type(e).__name__}") from None
+    return _check(response, f"{method} {url}")
+
+
+class InstallationTokens:
+    """Installation tokens by installation id, cached until shortly before they expire."""
+
+    def __init__(
+        self,
+        credentials: AppCredentials,
+        *,
+        http: httpx.Client | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.credentials = credentials
+        self._http = http or httpx.Client(timeout=15.0)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._tokens: dict[int, tuple[str, float]] = {}
+        self._installations: dict[str, int] = {}
+        self.exchanges = 0
+
+    def _app_headers(self) -> dict[str, str]:
+        token = app_jwt(self.credentials, now=self._clock())
+        return {**_HEADERS, "Authorization": f"Bearer {token}"}
+
+    def installation_for(self, repository: str) -> int:
+        """The App's installation on `repository` (uploads carry no installation id)."""
+        with self._lock:
+            found = self._installations.get(repository.lower())
+        if found is not None:
+            return found
+        url = f"{self.credentials.api_url}/repos/{repository}/installation"
+        r = _send(self._http, "GET", url, self._app_headers())
+        installation_id = int(r.json()["id"])
+        with self._lock:
+            self._installations[repository.lower()] = installation_id
+        return installation_id
+
+    def token(self, installation_id: int) -> str:
+        with self._lock:
+            cached = self._tokens.get(installation_id)
+            if cached is not None and cached[1] - TOKEN_RENEW_MARGIN_S > self._clock():
+                return cached[0]
+            url = f"{self.credentials.api_url}/app/installations/{installation_id}/access_tokens"
+            r = _send(self._http, "POST", url, self._app_headers())
+            body = r.json()
+            expires_at = datetime.fromisoformat(str(body["expires_at"]).replace("Z", "+00:00"))
+            self._tokens[installation_id] = (str(body["token"]), expires_at.timestamp())
+            self.exchanges += 1
+            return str(body["token"])
+
+
+_HEADERS = {
+    "Accept": "application/vnd.github+json",
+    "X-GitHub-Api-Version": "2022-11-28",
+    "User-Agent": "rnx-benchmark-gate-server",
+}
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    base_ref: str
+    head_sha: str
+    head_repository: str | None  # differs from the base repository for a fork
+
+
+@dataclass(frozen=True)
+class IssueComment:
+    id: int
+    body: str
+    author: str
+
+
+class GitHubClient:
+    """The REST calls the server makes, with a token from `token` (fetched per request so an
+    installation token renews itself). Also answers the accept rules' questions."""
+
+    def __init__(
+        self, api_url: str, token: Callable[[], str], *, http: httpx.Client | None = None
+    ) -> None:
+        self.api_url = api_url.rstrip("/")
+        self._token = token
+        self._http = http or httpx.Client(timeout=15.0)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        url = path if path.startswith("http") else f"{self.api_url}{path}"
+        headers = {**_HEADERS, "Authorization": f"Bearer {self._token()}"}
+        headers.update(kwargs.pop("headers", {}))
+        try:
+            response = self._http.request(method, url, headers=headers, **kwargs)
+        except httpx.HTTPError as e:
+            raise GitHubError(f"{method} {path} failed: {e or type(e).__name__}") from None
+        return _check(response, f"{method} {path}")
+
+    # ---- what the accept rules ask
+
+    def collaborator_permission(self, repository: str, user: str) -> str:
+        try:
+            r = self.request("GET", f"/repos/{repository}/collaborators/{user}/permission")
+        except GitHubError as e:
+            if e.status == 404:  # not a collaborator (or no such user)
+                return "none"
+            raise
+        return str(r.json().get("permission") or "none")
+
+    def file_text(self, repository: str, path: str, ref: str) -> str | None:
+        try:
+            r = self.request("GET", f"/repos/{repository}/contents/{path}", params={"ref": ref})
+        except GitHubError as e:
+            if e.status == 404:
+                return None
+            raise
+        data = r.json()
+        if not isinstance(data, dict) or data.get("type") != "file":
+            return None
+        if data.get("encoding") == "base64":
+            return base64.b64decode(str(data.get("content", ""))).decode("utf-8", "replace")
+        return str(data.get("content", ""))
+
+    def is_team_member(self, org: str, team_slug: str, user: str) -> bool:
+        try:
+            r = self.request("GET", f"/orgs/{org}/teams/{team_slug}/memberships/{user}")
+        except GitHubError as e:
+            if e.status in (403, 404):  # not a member, or the token may not see the team
+                return False
+            raise
+        return r.json().get("state") == "active"
+
+    # ---- pull requests, comments, statuses
+
+    def pull_request(self, repository: str, number: int) -> PullRequest:
+        data = self.request("GET", f"/repos/{repository}/pulls/{number}").json()
+        head_repo = (data.get("head") or {}).get("repo") or {}
+        return PullRequest(
+            number=int(data["number"]),
+            base_ref=str(data["base"]["ref"]),
+            head_sha=str(data["head"]["sha"]),
+            head_repository=head_repo.get("full_name"),
+        )
+
+    def comments(self, repository: str, number: int, *, marker: str) -> list[IssueComment]:
+        """Comments on the PR that start with `marker`, oldest first (all pages)."""
+        found: list[IssueComment] = []
+        url: str | None = f"/repos/{repository}/issues/{number}/comments?per_page=100"
+        pages = 0
+        while url and pages < 50:
+            r = self.request("GET", url)
+            pages += 1
+            for c in r.json():
+                body = str(c.get("body") or "")
+                if body.startswith(marker):
+                    login = str((c.get("user") or {}).get("login", ""))
+                    found.append(IssueComment(int(c["id"]), body, login))
+            link = _NEXT_LINK.search(r.headers.get("Link", ""))
+            url = link.group(1) if link else None
+        return found
+
+    def create_comment(self, repository: str, number: int, body: str) -> int:
+        r = self.request(
+            "POST", f"/repos/{repository}/issues/{number}/comments", json={"body": body}
+        )
+        return int(r.json()["id"])
+
+    def update_comment(self, repository: str, comment_id: int, body: str) -> None:
+        self.request(
+            "PATCH", f"/repos/{repository}/issues/comments/{comment_id}", json={"body": body}
+        )
+
+    def react(self, repository: str, comment_id: int, content: str = "+1") -> None:
+        self.request(
+            "POST",
+            f"/repos/{repository}/issues/comments/{comment_id}/reactions",
+            json={"content": content},
+        )
+
+    def set_status(
+        self, repository: str, sha: str, *, state: str, description: str, target_url: str | None
+    ) -> None:
+        payload: dict[str, Any] = {
+            "state": state,
+            "description": description[:140],
+            "context": STATUS_CONTEXT,
+        }
+        if target_url:
+            payload["target_url"] = target_url
+        self.request("POST", f"/repos/{repository}/statuses/{sha}", json=payload)
+
+
+class GitHubApp:
+    """The App: credentials, its token cache, and a client per installation."""
+
+    def __init__(
+        self,
+        credentials: AppCredentials,
+        *,
+        http: httpx.Client | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.credentials = credentials
+        self._http = http or httpx.Client(timeout=15.0)
+        self.tokens = InstallationTokens(credentials, http=self._http, clock=clock)
+        self._bot_login: str | None = None
+
+    def bot_login(self) -> str:
+        """The login the App's comments carry ("<slug>[bot]"), to find its own comments."""
+        if self._bot_login is None:
+            url = f"{self.credentials.api_url}/app"
+            r = _send(self._http, "GET", url, self.tokens._app_headers())
+            self._bot_login = f"{r.json()['slug']}[bot]"
+        return self._bot_login
+
+    def client(
+        self, *, installation_id: int | None = None, repository: str | None = None
+    ) -> GitHubClient:
+        if installation_id is None:
+            if repository is None:
+                raise ValueError("an installation id or a repository is needed")
+            installation_id = self.tokens.installation_for(repository)
+        iid = installation_id
+        return GitHubClient(
+            self.credentials.api_url, lambda: self.tokens.token(iid), http=self._http
+        )
+
+    def close(self) -> None:
+        self._http.close()

@@ -1,0 +1,97 @@
+"""An OIDC token in place of a CI token: verified, bound to a registered repository, spent once.
+
+The token acts with the scope of the repository's newest unrevoked CI token (its baseline
+branches), so `rnx token revoke` also turns OIDC off for that repository. A workflow running
+pull-request code (ref refs/pull/...) or any branch outside those patterns may upload and
+read, but never make or accept a baseline.
+"""
+
+from __future__ import annotations
+
+from gate_server.auth import CI, branch_matches
+from gate_server.errors import ApiError
+from gate_server.github import store
+from gate_server.github.oidc import OidcError, OidcVerifier
+from gate_server.storage import Storage, TokenRecord, utcnow
+
+_UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
+
+
+def oidc_principal(storage: Storage, verifier: OidcVerifier, token: str) -> TokenRecord:
+    try:
+        claims = verifier.verify(token)
+    except OidcError as e:
+        raise ApiError(401, "bad_oidc_token", str(e), headers=_UNAUTHORIZED) from None
+    with storage.write() as conn:
+        repo = store.repository_by_github_id(conn, claims.repository_id)
+        if repo is None and store.bind_github_id(conn, claims.repository_id, claims.repository):
+            # GitHub signed both the name and the id: the first token (or verified webhook
+            # delivery) ties the id to the registered repository of that name, once.
+            repo = store.repository_by_github_id(conn, claims.repository_id)
+        if repo is None:
+            raise ApiError(
+                403,
+                "repository_not_registered",
+                f"{claims.repository} (GitHub id {claims.repository_id}) is not registered "
+                "here, or that name is registered with another GitHub id: create its CI token "
+                "(`rnx token create --repo OWNER/NAME`) first (docs/accept.md)",
+            )
+        if repo.name.lower() != claims.repository.lower():
+            raise ApiError(
+                403,
+                "repository_mismatch",
+                f"the OIDC token is for {claims.repository}, but GitHub id "
+                f"{claims.repository_id} is registered as {repo.name}; a repository webhook "
+                "(event 'repository', renamed) updates the name",
+            )
+        scope = store.active_ci_branches(conn, repo.id)
+        if scope is None:
+            raise ApiError(
+                403,
+                "no_ci_token",
+                f"{repo.name} has no unrevoked CI token; an OIDC token acts with its scope, "
+                "so create one with `rnx token create`",
+            )
+        token_id, patterns = scope
+        if not store.spend_jti(conn, claims.jti, repo.id, claims.expires_at):
+            raise ApiError(
+                401,
+                "replayed_oidc_token",
+                "this OIDC token (jti) was used before; request a fresh token for each request",
+                headers=_UNAUTHORIZED,
+            )
+        trusted = (
+            claims.branch is not None
+            and not claims.event_name.startswith("pull_request")
+            and branch_matches(patterns, claims.branch)
+        )
+        storage.audit(
+            conn,
+            actor=f"oidc:{claims.repository}",
+            token_id=token_id,
+            action="oidc.authenticate",
+            subject=f"repository:{repo.name}",
+            details={
+                "jti": claims.jti,
+                "ref": claims.ref,
+                "sha": claims.sha,
+                "event": claims.event_name,
+                "github_actor": claims.actor,
+                "baseline_scope": trusted,
+            },
+        )
+    now = utcnow()
+    return TokenRecord(
+        id=token_id,
+        kind=CI,
+        workspace_id=repo.workspace_id,
+        workspace=repo.workspace,
+        repository_id=repo.id,
+        repository=repo.name,
+        branches=list(patterns) if trusted else [],
+        prefix="oidc",
+        token_hash="",
+        created_at=now,
+        revoked_at=None,
+        last_used_at=now,
+    )

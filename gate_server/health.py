@@ -1,0 +1,41 @@
+"""/healthz (the process answers) and /readyz (it can reach its database)."""
+
+from __future__ import annotations
+
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gate_server.errors import error_response, log
+from gate_server.openapi import error, operation
+from gate_server.services import services
+
+
+@operation("get", {"summary": "The process is up", "responses": {"200": {"description": "ok"}}})
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+@operation(
+    "get",
+    {
+        "summary": "The database answers and its schema is current",
+        "responses": {"200": {"description": "ready"}, "503": error("the database is unreachable")},
+    },
+)
+async def readyz(request: Request) -> Response:
+    storage = services(request).storage
+    try:
+        await run_in_threadpool(storage.ping)
+    except SQLAlchemyError as e:
+        log.warning("readyz: database unreachable: %s", e)
+        return error_response(503, "database_unavailable", "the database does not answer")
+    return JSONResponse({"status": "ready", "database": storage.dialect})
+
+
+routes = [
+    Route("/healthz", healthz, methods=["GET"]),
+    Route("/readyz", readyz, methods=["GET"]),
+]

@@ -1,0 +1,176 @@
+"""/openapi.json: built from the app's own routes, each endpoint carrying its operation."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from starlette.routing import BaseRoute, Mount, Route
+
+from rnx.schema import GateReport, ResultsDocument
+
+F = TypeVar("F", bound=Callable[..., Any])
+_REF = "#/components/schemas/{model}"
+
+
+def operation(method: str, spec: dict[str, Any]) -> Callable[[F], F]:
+    """Attach an endpoint's OpenAPI operation for `method`; an undocumented route is missing
+    from /openapi.json, which tests/gate_server/test_openapi.py catches."""
+
+    def attach(fn: F) -> F:
+        ops: dict[str, Any] = dict(getattr(fn, "__openapi__", {}))
+        ops[method.lower()] = spec
+        fn.__openapi__ = ops  # type: ignore[attr-defined]
+        return fn
+
+    return attach
+
+
+def error(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+
+
+def json_body(ref: str, description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}},
+    }
+
+
+def schema_routes(routes: Iterable[BaseRoute], prefix: str = "") -> Iterable[tuple[str, str, Any]]:
+    """(path, method, endpoint) for every route that belongs in the schema."""
+    for route in routes:
+        if isinstance(route, Mount):
+            yield from schema_routes(route.routes or [], prefix + route.path)
+        elif isinstance(route, Route) and route.include_in_schema:
+            for method in sorted(route.methods or []):
+                if method != "HEAD":
+                    yield prefix + route.path, method.lower(), route.endpoint
+
+
+def _path_parameters(path: str) -> list[dict[str, Any]]:
+    return [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in re.findall(r"{([^}:]+)(?::[^}]*)?}", path)
+    ]
+
+
+def _object(required: list[str], **props: Any) -> dict[str, Any]:
+    return {"type": "object", "required": required, "properties": props}
+
+
+_STR: dict[str, Any] = {"type": "string"}
+_COMPARISONS = {"type": "array", "items": {"$ref": "#/components/schemas/ConfigComparison"}}
+_BASELINE = {
+    "oneOf": [
+        {"type": "null"},
+        _object(
+            ["branch", "environment", "run_ids", "shas"],
+            branch=_STR,
+            environment=_STR,
+            run_ids={"type": "array", "items": _STR},
+            shas={"type": "array", "items": _STR},
+        ),
+    ]
+}
+_ANSWERS: dict[str, Any] = {
+    "UploadAnswer": _object(
+        ["run_id", "tier", "reasons", "comparisons", "baseline", "is_baseline", "url", "receipt"],
+        run_id=_STR,
+        tier={"enum": ["PASS", "WARN", "BLOCK"]},
+        reasons={"type": "array", "items": _STR},
+        comparisons=_COMPARISONS,
+        baseline=_BASELINE,
+        is_baseline={"type": "boolean"},
+        url=_STR,
+        receipt={"type": "string", "description": "JWT signed by the server"},
+    ),
+    "RunView": _object(
+        ["run_id", "repository", "sha", "tier", "reasons", "comparisons", "is_baseline"],
+        run_id=_STR,
+        repository=_STR,
+        sha=_STR,
+        branch=_STR,
+        base_branch=_STR,
+        event=_STR,
+        environment=_STR,
+        tier={"enum": ["PASS", "WARN", "BLOCK"]},
+        reasons={"type": "array", "items": _STR},
+        comparisons=_COMPARISONS,
+        baseline=_BASELINE,
+        url=_STR,
+        receipt=_STR,
+        received_at=_STR,
+        is_baseline={"type": "boolean"},
+        accepted={"type": ["object", "null"]},
+        document={"type": "object"},
+    ),
+    "Acceptance": _object(
+        ["run_id", "baseline_branch", "environment", "accepted_at", "accepted_by", "reason"],
+        run_id=_STR,
+        baseline_branch=_STR,
+        environment=_STR,
+        accepted_at=_STR,
+        accepted_by=_STR,
+        reason=_STR,
+        via=_STR,
+        already_accepted={"type": "boolean"},
+    ),
+    "ReceiptKey": _object(
+        ["algorithm", "kid", "public_key_pem"], algorithm=_STR, kid=_STR, public_key_pem=_STR
+    ),
+}
+
+
+def _components() -> dict[str, Any]:
+    results = ResultsDocument.model_json_schema(ref_template=_REF)
+    report = GateReport.model_json_schema(ref_template=_REF)
+    schemas: dict[str, Any] = {}
+    for model in (results, report):
+        schemas.update(model.pop("$defs", {}))
+    schemas["ResultsDocument"] = results
+    schemas["GateReport"] = report
+    schemas.update(_ANSWERS)
+    schemas["Error"] = {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message", "details"],
+                "properties": {
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                    "details": {"type": "array", "items": {}},
+                },
+            }
+        },
+    }
+    return schemas
+
+
+def openapi_document(routes: Iterable[BaseRoute], *, version: str) -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    for path, method, endpoint in schema_routes(routes):
+        spec = getattr(endpoint, "__openapi__", {}).get(method)
+        if spec is None:
+            continue
+        clean = re.sub(r"{([^}:]+):[^}]*}", r"{\1}", path)
+        op = dict(spec)
+        params = _path_parameters(path)
+        if params:
+            op["parameters"] = params + list(op.get("parameters", []))
+        paths.setdefault(clean, {})[method] = op
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "rnx-benchmark gate server", "version": version},
+        "paths": paths,
+        "components": {
+            "schemas": _components(),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

@@ -1,0 +1,116 @@
+"""`rnx receipt verify`: check a gate server's signed receipt offline, with its public key."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import jwt
+
+from rnx.errors import UserError
+
+ALGORITHMS = ["EdDSA", "RS256"]
+_JWT = re.compile(r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$")
+CLAIMS = ["run_id", "tier", "repository", "sha", "body_sha256", "iat"]
+
+
+def _read_receipt(arg: str) -> str:
+    if arg == "-":
+        return sys.stdin.read().strip()
+    path = Path(arg)
+    try:
+        is_file = path.is_file()
+    except OSError:  # e.g. a JWT longer than a file name may be
+        is_file = False
+    if is_file:
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except OSError as e:
+            raise UserError(f"cannot read receipt file {arg}: {e.strerror}") from None
+        # A saved upload answer carries the receipt in its "receipt" field.
+        if text.startswith("{"):
+            try:
+                return str(json.loads(text)["receipt"])
+            except (ValueError, KeyError, TypeError):
+                raise UserError(f"{arg} is JSON without a 'receipt' field") from None
+        return text
+    if _JWT.match(arg.strip()):
+        return arg.strip()
+    raise UserError(f"{arg[:60]!r} is neither a receipt (a JWT) nor a file that holds one")
+
+
+def _key_from_url(url: str) -> str:
+    import httpx
+
+    endpoint = url.rstrip("/") + "/api/v1/receipt-key"
+    try:
+        response = httpx.get(endpoint, timeout=10)
+        response.raise_for_status()
+        return str(response.json()["public_key_pem"])
+    except (httpx.HTTPError, ValueError, KeyError) as e:
+        raise UserError(f"cannot fetch the receipt key from {endpoint}: {e}") from None
+
+
+def verify(receipt: str, public_key_pem: str) -> dict[str, Any]:
+    """The receipt's claims; raises jwt.InvalidTokenError when it is forged or malformed."""
+    claims: dict[str, Any] = jwt.decode(
+        receipt,
+        public_key_pem,
+        algorithms=ALGORITHMS,
+        options={"require": CLAIMS, "verify_aud": False},
+    )
+    return claims
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="rnx receipt", description="Verify a receipt signed by a gate server."
+    )
+    sub = parser.add_subparsers(dest="action", required=True)
+    check = sub.add_parser("verify", help="check a receipt's signature; exit 1 if it is not valid")
+    check.add_argument("receipt", help="the JWT, a file holding it (or an upload answer), or -")
+    source = check.add_mutually_exclusive_group(required=True)
+    source.add_argument("--key", help="the server's public key (PEM file)")
+    source.add_argument("--url", help="the server; its key is read from /api/v1/receipt-key")
+    check.add_argument("--results", help="also check that the receipt covers this uploaded file")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+
+    if args.key:
+        try:
+            key = Path(args.key).read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"cannot read public key {args.key}: {e}") from None
+    else:
+        key = _key_from_url(args.url)
+    receipt = _read_receipt(args.receipt)
+    try:
+        claims = verify(receipt, key)
+    except jwt.InvalidKeyError as e:
+        raise UserError(f"the public key is not usable: {e}") from None
+    except jwt.InvalidTokenError as e:
+        print(f"rnx receipt: INVALID: {e}", file=sys.stderr)
+        return 1
+    if args.results:
+        try:
+            data = Path(args.results).read_bytes()
+        except OSError as e:
+            raise UserError(f"cannot read {args.results}: {e.strerror}") from None
+        if hashlib.sha256(data).hexdigest() != claims["body_sha256"]:
+            print(
+                f"rnx receipt: INVALID: {args.results} is not the document this receipt covers "
+                "(its sha256 differs from body_sha256)",
+                file=sys.stderr,
+            )
+            return 1
+    print(json.dumps(claims, indent=2, sort_keys=True))
+    print(f"rnx receipt: valid: run {claims['run_id']} was gated {claims['tier']}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

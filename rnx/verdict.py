@@ -1,0 +1,197 @@
+"""The one adapter from results documents to stats: for `rnx compare`, the server and the action."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import stats
+from rnx.config import GateSettings
+from rnx.schema import ConfigComparison, Configuration, GateReport, ResultsDocument, Samples
+
+NO_BASELINE = "no baseline in this environment yet"
+
+
+def evaluate(
+    head: ResultsDocument,
+    baselines: Sequence[ResultsDocument],
+    gate: GateSettings,
+    *,
+    resamples: int = 2000,
+    seed: int | None = 0,
+) -> GateReport:
+    """Compare head with its baselines (or, in paired mode, with its own base samples) and gate it.
+
+    Configurations are matched by id. Each baseline document's worker processes, and each
+    baseline document, are separate groups, so the spread between them widens the interval.
+    """
+    paired = head.settings.mode == "paired"
+    rows: dict[str, dict[str, Any]] = {}
+    pairs: list[tuple[Any, Any]] = []
+    pair_ids: list[str] = []
+    broken: dict[str, str] = {}
+    missing: list[str] = []
+    used_baselines: set[int] = set()
+
+    for cfg in head.configurations:
+        row = _row(cfg)
+        rows[cfg.id] = row
+        if cfg.status in ("diverged", "error"):
+            row.update(verdict="broken", reason=f"{cfg.status}: {cfg.reason}")
+            broken[cfg.id] = row["reason"]
+            continue
+        if cfg.status == "unsupported":
+            row.update(verdict="skipped", reason=f"unsupported: {cfg.reason}")
+            continue
+        head_groups = _groups(cfg.samples)
+        row["head_samples"] = sum(len(g) for g in head_groups)
+        if not head_groups:
+            row.update(verdict="undecided", reason="head has no samples for this configuration")
+            continue
+        if paired:
+            base_groups, head_groups, why = _paired_groups(cfg)
+            if why is not None:
+                row.update(verdict="undecided", reason=why)
+                continue
+        else:
+            base_groups, why, used = _baseline_groups(cfg.id, baselines)
+            used_baselines.update(used)
+            if why is not None:
+                row.update(verdict="no-baseline", reason=why)
+                if baselines:
+                    missing.append(cfg.id)
+                continue
+        pairs.append((base_groups, head_groups))
+        pair_ids.append(cfg.id)
+
+    comparisons: dict[str, stats.Comparison] = {}
+    if pairs:
+        results = stats.compare_many(
+            pairs,
+            rope=gate.rope,
+            probability=gate.probability,
+            resamples=resamples,
+            seed=seed,
+            paired=paired,
+        )
+        for cid, c in zip(pair_ids, results, strict=True):
+            comparisons[cid] = c
+            rows[cid].update(_fill(c, gate.block_threshold, paired))
+
+    undecided_without_stats = [
+        k for k, r in rows.items() if r["verdict"] == "undecided" and k not in comparisons
+    ]
+    decision = stats.gate(
+        comparisons,
+        broken=broken,
+        missing_baseline=missing,
+        no_baseline=not paired and not baselines,
+        block_threshold=gate.block_threshold,
+        probability=gate.probability,
+    )
+    reasons = list(decision.reasons)
+    extra = [f"{k} is undecided: {rows[k]['reason']}" for k in undecided_without_stats]
+    tier = decision.tier
+    if extra:
+        reasons = reasons + extra if tier != "PASS" else extra
+        tier = "BLOCK" if tier == "BLOCK" else "WARN"
+    if tier == "PASS" and not comparisons:
+        skipped = sum(r["verdict"] == "skipped" for r in rows.values())
+        reasons = [f"nothing to compare: {skipped} of {len(rows)} configurations skipped"]
+    baseline_ids = [] if paired else [baselines[i].run_id for i in sorted(used_baselines)]
+    return GateReport(
+        tier=tier,
+        reasons=reasons,
+        comparisons=[ConfigComparison(**rows[c.id]) for c in head.configurations],
+        baseline_run_ids=baseline_ids,
+    )
+
+
+def _row(cfg: Configuration) -> dict[str, Any]:
+    return {
+        "id": cfg.id,
+        "runtime": cfg.runtime,
+        "dtype": cfg.dtype,
+        "batch_size": cfg.batch_size,
+        "status": cfg.status,
+        "verdict": "undecided",
+    }
+
+
+def _groups(samples: Samples | None) -> list[list[int]]:
+    return [] if samples is None else [g for g in samples.by_process() if g]
+
+
+def _baseline_groups(
+    cid: str, baselines: Sequence[ResultsDocument]
+) -> tuple[list[list[int]], str | None, list[int]]:
+    """One group per (baseline run, worker process) that measured this configuration."""
+    if not baselines:
+        return [], NO_BASELINE, []
+    groups: list[list[int]] = []
+    used: list[int] = []
+    statuses: list[str] = []
+    for i, doc in enumerate(baselines):
+        for cfg in doc.configurations:
+            if cfg.id != cid:
+                continue
+            statuses.append(cfg.status)
+            found = _groups(cfg.samples) if cfg.status == "ok" else []
+            if found:
+                groups.extend(found)
+                used.append(i)
+    if groups:
+        return groups, None, used
+    if statuses:
+        seen = ", ".join(sorted(set(statuses)))
+        return [], f"no usable baseline: the baseline has status {seen} for this configuration", []
+    return [], "no baseline for this configuration yet", []
+
+
+def _paired_groups(cfg: Configuration) -> tuple[list[list[int]], list[list[int]], str | None]:
+    """Pair base and head samples measured in the same (process, round), grouped by process."""
+    if cfg.base_samples is None or not cfg.base_samples.ns:
+        return [], [], "paired mode, but this configuration has no base samples"
+    assert cfg.samples is not None
+
+    def keyed(s: Samples) -> dict[tuple[int, int, int], int]:
+        seen: Counter[tuple[int, int]] = Counter()
+        out = {}
+        for t, r, p in zip(s.ns, s.round, s.process, strict=True):
+            out[(p, r, seen[(p, r)])] = t
+            seen[(p, r)] += 1
+        return out
+
+    base, head = keyed(cfg.base_samples), keyed(cfg.samples)
+    by_process: dict[int, tuple[list[int], list[int]]] = {}
+    for key in sorted(base.keys() & head.keys()):
+        b, h = by_process.setdefault(key[0], ([], []))
+        b.append(base[key])
+        h.append(head[key])
+    if not by_process:
+        return [], [], "paired mode, but no base and head samples share a round"
+    procs = sorted(by_process)
+    return [by_process[p][0] for p in procs], [by_process[p][1] for p in procs], None
+
+
+def _fill(c: stats.Comparison, block_threshold: float, paired: bool) -> dict[str, Any]:
+    def num(x: float) -> float | None:
+        return x if math.isfinite(x) else None
+
+    return {
+        "verdict": c.verdict,
+        "reason": c.reason,
+        "base_median_ns": num(c.base_median),
+        "head_median_ns": num(c.head_median),
+        "ratio": num(c.ratio),
+        "low": num(c.low),
+        "high": num(c.high),
+        "p_slower": c.p_slower,
+        "p_faster": c.p_faster,
+        "p_equivalent": c.p_equivalent,
+        "p_block": c.p_exceeds(block_threshold),
+        "base_samples": c.base_samples,
+        "head_samples": c.head_samples,
+    }

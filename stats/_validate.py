@@ -1,0 +1,90 @@
+"""Input checks for the statistics, in one place, with messages that name the argument."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+MIN_RESAMPLES = 2000
+
+
+def as_groups(value: Any, name: str) -> list[np.ndarray]:
+    """Turn one side (times, or a list of time sequences) into a list of positive float arrays."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise TypeError(
+            f"{name} must be a sequence of sample times or a list of such sequences, "
+            f"got {type(value).__name__}"
+        )
+    if len(value) == 0:
+        raise ValueError(f"{name} has no samples")
+    nested = [
+        isinstance(v, (Sequence, np.ndarray)) and not isinstance(v, (str, bytes)) for v in value
+    ]
+    if any(nested) and not all(nested):
+        raise ValueError(
+            f"{name} mixes numbers and sequences; give either times or a list of sequences"
+        )
+    raw_groups = list(value) if all(nested) else [value]
+    groups = []
+    for i, g in enumerate(raw_groups):
+        label = f"{name}[{i}]" if all(nested) else name
+        try:
+            arr = np.asarray(g, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"{label} must contain only numbers (sample times)") from None
+        if arr.ndim != 1:
+            raise ValueError(f"{label} must be one-dimensional, got shape {arr.shape}")
+        if arr.size == 0:
+            raise ValueError(f"{label} is empty; drop it or give it samples")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{label} contains NaN or infinity; sample times must be finite")
+        if np.any(arr <= 0):
+            raise ValueError(f"{label} contains a time <= 0; sample times must be positive")
+        groups.append(arr)
+    return groups
+
+
+def check_fraction(value: float, name: str, *, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    v = float(value)
+    if not (math.isfinite(v) and low < v < high):
+        raise ValueError(f"{name} must lie strictly between {low:g} and {high:g}, got {value!r}")
+    return v
+
+
+def check_resamples(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"resamples must be an integer, got {type(value).__name__}")
+    if value < MIN_RESAMPLES:
+        raise ValueError(f"resamples must be at least {MIN_RESAMPLES}, got {value}")
+    return int(value)
+
+
+def check_paired(base: list[np.ndarray], head: list[np.ndarray]) -> None:
+    base_shape = [len(g) for g in base]
+    head_shape = [len(g) for g in head]
+    if base_shape != head_shape:
+        raise ValueError(
+            "paired=True needs base and head of the same shape (one head time per base time, "
+            f"round by round); got base {_shape(base_shape)} and head {_shape(head_shape)}"
+        )
+
+
+def _shape(lengths: list[int]) -> str:
+    if len(lengths) == 1:
+        return f"{lengths[0]} samples"
+    return f"{len(lengths)} groups of {lengths} samples"
+
+
+def as_generator(seed: Any) -> np.random.Generator:
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)):
+        return np.random.default_rng(seed)
+    raise TypeError(
+        f"seed must be None, an integer or a numpy Generator, got {type(seed).__name__}"
+    )

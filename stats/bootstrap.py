@@ -1,0 +1,115 @@
+"""Two-level Bayesian bootstrap of a robust location of log-times, vectorised over configurations.
+
+One side of one configuration is a list of groups (worker processes, or baseline runs), each a
+list of log-times. A posterior draw of its location is:
+
+1. Dirichlet(1, ..., 1) weights over the groups, so which processes we happened to get is
+   uncertain too;
+2. Dirichlet(1, ..., 1) weights over the samples within each group;
+3. the 40%-trimmed mean (the mean of the middle 20% of the weight: a smoothed median) of all
+   samples under the product of both weights.
+
+See docs/statistics.md for why this estimator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+TRIM = 0.40  # weight cut from each end: the middle 20% of the weighted distribution is averaged
+
+
+@dataclass(frozen=True)
+class Packed:
+    """Many configurations' samples for one side, padded to one array shape."""
+
+    values: np.ndarray  # (C, N) log-times, sorted within each configuration; padding is 0
+    mask: np.ndarray  # (C, N) 1.0 for a sample, 0.0 for padding
+    onehot: np.ndarray  # (C, N, G) sample -> group membership
+    group_mask: np.ndarray  # (C, G) 1.0 for a real group
+    centre: np.ndarray  # (C,) a typical value, subtracted so float32 arithmetic stays exact enough
+
+
+def pack(sides: list[list[np.ndarray]]) -> Packed:
+    """Pack each configuration's groups of log-times into padded arrays, sorted by value."""
+    n_max = max(sum(len(g) for g in groups) for groups in sides)
+    g_max = max(len(groups) for groups in sides)
+    c = len(sides)
+    values = np.zeros((c, n_max))
+    mask = np.zeros((c, n_max))
+    onehot = np.zeros((c, n_max, g_max))
+    group_mask = np.zeros((c, g_max))
+    for i, groups in enumerate(sides):
+        flat = np.concatenate(groups)
+        member = np.concatenate([np.full(len(g), k) for k, g in enumerate(groups)])
+        order = np.argsort(flat, kind="stable")
+        n = len(flat)
+        values[i, :n] = flat[order]
+        mask[i, :n] = 1.0
+        onehot[i, np.arange(n), member[order]] = 1.0
+        group_mask[i, : len(groups)] = 1.0
+    centre = np.array([float(np.median(np.concatenate(groups))) for groups in sides])
+    return Packed(values, mask, onehot, group_mask, centre)
+
+
+def _exponentials(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Standard exponentials in float32 as -log(U), U uniform on (0, 1): about twice as fast as
+    numpy's own here, never exactly 0 (so a normalising sum is never 0), and float32 resolution
+    (1e-7) is far finer than anything a Dirichlet weight needs."""
+    u = rng.random(shape, dtype=np.float32)
+    u += np.float32(2.0**-25)  # [0, 1) -> (0, 1)
+    np.log(u, out=u)
+    np.negative(u, out=u)
+    return u
+
+
+def _running_sum(weights: np.ndarray) -> np.ndarray:
+    """Cumulative sum along axis 1; a loop over the few samples adds whole (C, R) rows at a
+    time, which is several times faster than np.cumsum on a middle axis."""
+    out = np.empty_like(weights)
+    out[:, 0] = weights[:, 0]
+    for j in range(1, weights.shape[1]):
+        np.add(out[:, j - 1], weights[:, j], out=out[:, j])
+    return out
+
+
+def location_draws(side: Packed, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """(C, R) posterior draws of the trimmed mean of each configuration's log-times."""
+    c, n = side.values.shape
+    # Resamples run along the last, contiguous axis so the running sum over samples is a fast add
+    # of whole rows.
+    weights = _exponentials((c, n, resamples), rng)
+    weights *= side.mask[:, :, None].astype(np.float32)
+    if side.onehot.shape[2] == 1:
+        weights /= weights.sum(axis=1, keepdims=True)
+    else:
+        onehot = side.onehot.astype(np.float32)
+        group_sums = onehot.transpose(0, 2, 1) @ weights  # (C, G, R)
+        across = _exponentials(group_sums.shape, rng) * side.group_mask[:, :, None]
+        across /= across.sum(axis=1, keepdims=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_group = np.where(group_sums > 0, across / group_sums, 0.0).astype(np.float32)
+        weights *= onehot @ per_group  # (C, N, R), columns sum to 1
+    # kept[j] = the part of sample j's weight inside the central band [TRIM, 1 - TRIM].
+    upper = _running_sum(weights)
+    lower = np.subtract(upper, weights, out=weights)
+    np.clip(upper, TRIM, 1 - TRIM, out=upper)
+    np.clip(lower, TRIM, 1 - TRIM, out=lower)
+    kept = np.subtract(upper, lower, out=upper)
+    centred = (side.values - side.centre[:, None]).astype(np.float32)
+    band = (centred[:, None, :] @ kept)[:, 0, :].astype(np.float64)
+    result: np.ndarray = band / (1 - 2 * TRIM) + side.centre[:, None]
+    return result
+
+
+def point_location(groups: list[np.ndarray]) -> float:
+    """The same estimator with the expected weights (equal groups, equal samples within a group)."""
+    flat = np.concatenate(groups)
+    w = np.concatenate([np.full(len(g), 1.0 / (len(g) * len(groups))) for g in groups])
+    order = np.argsort(flat, kind="stable")
+    flat, w = flat[order], w[order]
+    upper = np.cumsum(w)
+    kept = np.clip(upper, TRIM, 1 - TRIM) - np.clip(upper - w, TRIM, 1 - TRIM)
+    return float((kept * flat).sum() / (1 - 2 * TRIM))

@@ -1,0 +1,256 @@
+"""Compare head with base timings: a posterior of the time ratio and a verdict per configuration."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from stats import bootstrap
+from stats._validate import (
+    as_generator,
+    as_groups,
+    check_fraction,
+    check_paired,
+    check_resamples,
+)
+
+MIN_SAMPLES = 8
+INTERVAL = 0.90
+
+Verdict = Literal["faster", "slower", "equivalent", "undecided"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The posterior of head/base time for one configuration, and what it means."""
+
+    verdict: Verdict
+    ratio: float  # posterior median of head/base time
+    low: float  # 90% credible interval of the ratio
+    high: float
+    p_slower: float  # P(ratio > 1 + rope)
+    p_faster: float  # P(ratio < 1 / (1 + rope))
+    p_equivalent: float
+    reason: str
+    base_samples: int
+    head_samples: int
+    base_groups: int
+    head_groups: int
+    base_median: float  # plain median of all samples, for display
+    head_median: float
+    rope: float
+    probability: float
+    paired: bool
+    log_ratio_draws: np.ndarray = field(repr=False, compare=False)
+
+    @property
+    def sufficient(self) -> bool:
+        """Enough samples on both sides for a verdict (and for the gate to block on)."""
+        return min(self.base_samples, self.head_samples) >= MIN_SAMPLES
+
+    def p_exceeds(self, t: float) -> float:
+        """P(ratio > 1 + t), e.g. t = 0.25 for the block threshold."""
+        t = check_fraction(t, "t", low=-1.0, high=math.inf)
+        return float(np.mean(self.log_ratio_draws > math.log1p(t)))
+
+    def p_not_exceeding(self, t: float) -> float:
+        """P(ratio <= 1 + t) with a +1 correction, so a finite number of draws never claims 0."""
+        t = check_fraction(t, "t", low=-1.0, high=math.inf)
+        below = int(np.count_nonzero(self.log_ratio_draws <= math.log1p(t)))
+        return (below + 1) / (self.log_ratio_draws.size + 1)
+
+
+def compare(
+    base: Any,
+    head: Any,
+    *,
+    rope: float = 0.02,
+    probability: float = 0.95,
+    resamples: int = 2000,
+    seed: int | np.random.Generator | None = None,
+    paired: bool = False,
+) -> Comparison:
+    """Compare one configuration; see compare_many for the arguments."""
+    return compare_many(
+        [(base, head)],
+        rope=rope,
+        probability=probability,
+        resamples=resamples,
+        seed=seed,
+        paired=paired,
+    )[0]
+
+
+def compare_many(
+    pairs: Sequence[tuple[Any, Any]],
+    *,
+    rope: float = 0.02,
+    probability: float = 0.95,
+    resamples: int = 2000,
+    seed: int | np.random.Generator | None = None,
+    paired: bool = False,
+) -> list[Comparison]:
+    """Compare many configurations in one vectorised pass.
+
+    pairs: (base, head) per configuration. Each side is a sequence of times (any unit, the same
+    for both sides) or a list of such sequences, one per independent group (worker process,
+    baseline run); the spread between groups then widens the interval. paired=True: base[i] and
+    head[i] were measured in the same round (groups must have equal lengths on both sides), and
+    the per-round log ratios are analysed, so noise shared by a round cancels.
+    """
+    rope = check_fraction(rope, "rope", low=0.0, high=1.0)
+    probability = check_fraction(probability, "probability", low=0.5, high=1.0)
+    resamples = check_resamples(resamples)
+    if not isinstance(paired, bool):
+        raise TypeError(f"paired must be True or False, got {type(paired).__name__}")
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or not pairs:
+        raise ValueError("pairs must be a non-empty sequence of (base, head) pairs")
+    rng = as_generator(seed)
+
+    bases, heads = [], []
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise ValueError(f"pairs[{i}] must be a (base, head) pair")
+        prefix = "" if len(pairs) == 1 else f"pairs[{i}]."
+        b = as_groups(pair[0], f"{prefix}base")
+        h = as_groups(pair[1], f"{prefix}head")
+        if paired:
+            check_paired(b, h)
+        bases.append(b)
+        heads.append(h)
+
+    if paired:
+        diffs = [
+            [np.log(hg) - np.log(bg) for bg, hg in zip(b, h, strict=True)]
+            for b, h in zip(bases, heads, strict=True)
+        ]
+        draws = bootstrap.location_draws(bootstrap.pack(diffs), resamples, rng)
+    else:
+        log_b = [[np.log(g) for g in b] for b in bases]
+        log_h = [[np.log(g) for g in h] for h in heads]
+        base_draws = bootstrap.location_draws(bootstrap.pack(log_b), resamples, rng)
+        head_draws = bootstrap.location_draws(bootstrap.pack(log_h), resamples, rng)
+        draws = head_draws - base_draws
+
+    edge = math.log1p(rope)
+    p_slower = (draws > edge).mean(axis=1)
+    p_faster = (draws < -edge).mean(axis=1)
+    tail = (1 - INTERVAL) / 2
+    quantiles = np.quantile(draws, [tail, 0.5, 1 - tail], axis=1)
+    results = []
+    for i in range(len(pairs)):
+        row = draws[i].copy()
+        row.setflags(write=False)
+        results.append(
+            _summarise(
+                base=bases[i],
+                head=heads[i],
+                draws=row,
+                quantiles=np.exp(quantiles[:, i]),
+                p_slower=float(p_slower[i]),
+                p_faster=float(p_faster[i]),
+                rope=rope,
+                probability=probability,
+                paired=paired,
+            )
+        )
+    return results
+
+
+def _summarise(
+    *,
+    base: list[np.ndarray],
+    head: list[np.ndarray],
+    draws: np.ndarray,
+    quantiles: np.ndarray,
+    p_slower: float,
+    p_faster: float,
+    rope: float,
+    probability: float,
+    paired: bool,
+) -> Comparison:
+    p_equivalent = max(0.0, 1.0 - p_slower - p_faster)
+    n_base = sum(len(g) for g in base)
+    n_head = sum(len(g) for g in head)
+    low, ratio, high = (float(q) for q in quantiles)
+    verdict, reason = _decide(
+        n_base,
+        n_head,
+        ratio,
+        low,
+        high,
+        p_slower,
+        p_faster,
+        p_equivalent,
+        rope,
+        probability,
+        paired,
+    )
+    return Comparison(
+        verdict=verdict,
+        ratio=ratio,
+        low=low,
+        high=high,
+        p_slower=p_slower,
+        p_faster=p_faster,
+        p_equivalent=p_equivalent,
+        reason=reason,
+        base_samples=n_base,
+        head_samples=n_head,
+        base_groups=len(base),
+        head_groups=len(head),
+        base_median=float(np.median(np.concatenate(base))),
+        head_median=float(np.median(np.concatenate(head))),
+        rope=rope,
+        probability=probability,
+        paired=paired,
+        log_ratio_draws=draws,
+    )
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.3g}%"
+
+
+def _decide(
+    n_base: int,
+    n_head: int,
+    ratio: float,
+    low: float,
+    high: float,
+    p_slower: float,
+    p_faster: float,
+    p_equivalent: float,
+    rope: float,
+    probability: float,
+    paired: bool,
+) -> tuple[Verdict, str]:
+    interval = f"ratio {ratio:.3f}, 90% interval {low:.3f}-{high:.3f}"
+    if min(n_base, n_head) < MIN_SAMPLES:
+        if paired:
+            return "undecided", f"fewer than {MIN_SAMPLES} paired rounds ({n_base})"
+        return (
+            "undecided",
+            f"fewer than {MIN_SAMPLES} samples on a side (base {n_base}, head {n_head})",
+        )
+    if p_slower >= probability:
+        return (
+            "slower",
+            f"head is slower: P(slower by more than {_pct(rope)}) = {p_slower:.3f}; {interval}",
+        )
+    if p_faster >= probability:
+        return (
+            "faster",
+            f"head is faster: P(faster by more than {_pct(rope)}) = {p_faster:.3f}; {interval}",
+        )
+    if p_equivalent >= probability:
+        return "equivalent", f"within ±{_pct(rope)}: P(equivalent) = {p_equivalent:.3f}; {interval}"
+    return (
+        "undecided",
+        f"P(slower) {p_slower:.2f}, P(equivalent) {p_equivalent:.2f}, P(faster) {p_faster:.2f}: "
+        f"none reaches {probability:g}; {interval}; more samples or processes would narrow it",
+    )

@@ -1,0 +1,192 @@
+"""`rnx gate` decisions: the real server's answer, outages, broken runtimes, modes, annotations."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from gate_helpers import LiveServer, create_token, start_server
+
+from action.context import read_context
+from action.gate import Measured, annotate, decide, exit_code, local_report, main
+from action.upload import Credential, Outage, UploadAnswer, upload
+from action.workflow import Workflow
+from rnx.config import Benchmark, KernalinConfig
+from tests.factories import make_results
+
+REPO = "acme/kernels"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, str]]:
+    root = tmp_path_factory.mktemp("gate")
+    url = f"sqlite:///{root / 'gate.db'}"
+    token = create_token(url, repository=REPO, branches=("main",))
+    live = start_server(url, root)
+    try:
+        yield live, token.secret
+    finally:
+        live.stop()
+
+
+def _ctx(tmp_path: Path, pr: int | None):
+    return read_context(
+        {"GITHUB_JOB": "gate"},
+        root=tmp_path,
+        repository=REPO,
+        branch="main" if pr is None else "feature",
+        sha=uuid.uuid4().hex[:40] + "00",
+        base_branch=None if pr is None else "main",
+        pr=pr,
+    )
+
+
+def _measured(doc, config: KernalinConfig) -> Measured:
+    return Measured(Benchmark(workload="kernels/attention.py"), doc, local_report(doc, config))
+
+
+def test_real_server_verdicts_drive_tier_exit_code_and_annotations(
+    server: tuple[LiveServer, str], tmp_path: Path
+) -> None:
+    live, secret = server
+    creds = [Credential("token", secret)]
+    config = KernalinConfig()
+    base = make_results(repository=REPO, seed=1)
+    assert isinstance(upload(base, url=live.url, credentials=creds), UploadAnswer)
+
+    slow = make_results(
+        repository=REPO, branch="feature", event="pull_request", pr_number=5, seed=2, slowdown=2.0
+    )
+    answer = upload(slow, url=live.url, credentials=creds)
+    assert isinstance(answer, UploadAnswer), answer
+    part = decide(
+        _measured(slow, config), answer, ctx=_ctx(tmp_path, 5), config=config, environment="cpu"
+    )
+    assert part.tier == "BLOCK" and part.url and part.url.startswith(live.url)
+    assert any(c.verdict == "slower" for c in part.comparisons)
+    assert (
+        exit_code("BLOCK", "enforce"),
+        exit_code("BLOCK", "soft-fail"),
+        exit_code("BLOCK", "report-only"),
+        exit_code("WARN", "enforce"),
+    ) == (1, 0, 0, 0)
+
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "attention.py").write_text("import torch\n\n\nclass Model:\n    pass\n")
+    out = io.StringIO()
+    annotate(Workflow({}, out), part, root=tmp_path, block_threshold=0.25)
+    lines = out.getvalue().splitlines()
+    assert lines and all(
+        line.startswith("::error file=kernels/attention.py,line=4,title=rnx-benchmark BLOCK")
+        for line in lines
+    ), lines
+    assert "slower, 2.0" in lines[0] and "beyond the 25%25 block threshold" in lines[0]
+
+
+def test_outage_is_a_warning_but_a_locally_broken_runtime_still_blocks(tmp_path: Path) -> None:
+    config = KernalinConfig()
+    ctx = _ctx(tmp_path, 7)
+    fine = make_results(repository=REPO, branch="feature", pr_number=7, seed=3)
+    part = decide(
+        _measured(fine, config),
+        Outage("the gate server at http://x is unreachable"),
+        ctx=ctx,
+        config=config,
+        environment="cpu",
+    )
+    assert part.tier == "WARN" and exit_code(part.tier, "enforce") == 0
+    assert part.outage and "unreachable" in part.reasons[0]
+
+    broken = make_results(
+        repository=REPO, branch="feature", pr_number=7, seed=4, broken=["pytorch_eager/float32/bs1"]
+    )
+    part = decide(
+        _measured(broken, config), Outage("timeout"), ctx=ctx, config=config, environment="cpu"
+    )
+    assert part.tier == "BLOCK" and exit_code(part.tier, "enforce") == 1
+    assert any("broken" in r for r in part.reasons)
+
+
+def test_bad_input_is_an_error_in_the_log_and_the_summary(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    summary = tmp_path / "summary.md"
+    env = {"RNX_WORKLOAD": "kernels/nope.py", "GITHUB_STEP_SUMMARY": str(summary)}
+    assert main([], env=env) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("::error title=rnx-benchmark%3A cannot run::input 'workload'")
+    assert "does not exist in the checkout" in summary.read_text()
+
+
+def _outputs(path: Path) -> dict[str, str]:
+    values, lines, i = {}, path.read_text().splitlines(), 0
+    while i < len(lines):
+        name, _, delimiter = lines[i].partition("<<")
+        j = lines.index(delimiter, i + 1)
+        values[name] = "\n".join(lines[i + 1 : j])
+        i = j + 1
+    return values
+
+
+def test_gate_results_measured_elsewhere_end_to_end(
+    server: tuple[LiveServer, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The workflow_run pattern: a fork's document, filed under the trusted run's identity,
+    uploaded to the real server, reported to the fake GitHub; BLOCK fails in enforce mode."""
+    from action.github_api import ACTIONS_BOT
+    from tests.fakes.fake_github import State, Token, serve
+
+    live, secret = server
+    monkeypatch.chdir(tmp_path)
+    assert isinstance(
+        upload(
+            make_results(repository=REPO, seed=11, median_ns=2e6),
+            url=live.url,
+            credentials=[Credential("token", secret)],
+        ),
+        UploadAnswer,
+    )
+    forged = make_results(repository="evil/other", branch="x", seed=12, median_ns=2e6, slowdown=2.0)
+    results = tmp_path / "results.json"
+    results.write_text(forged.to_json())
+    state = State()
+    state.tokens["ghs_job"] = Token(ACTIONS_BOT, is_app=True)
+    sha = "c" * 40
+    with serve(state) as (api, _):
+        env = {
+            "KERNALIN_URL": live.url,
+            "KERNALIN_TOKEN": secret,
+            "GITHUB_TOKEN": "ghs_job",
+            "GITHUB_API_URL": api,
+            "GITHUB_REPOSITORY": REPO,
+            "GITHUB_EVENT_NAME": "workflow_run",
+            "GITHUB_JOB": "report",
+            "GITHUB_OUTPUT": str(tmp_path / "output"),
+            "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        }
+        argv = [
+            "--from-results",
+            str(results),
+            "--pr",
+            "9",
+            "--sha",
+            sha,
+            "--branch",
+            "contributor-branch",
+            "--base-branch",
+            "main",
+        ]
+        assert main(argv, env=env) == 1
+    outputs = _outputs(tmp_path / "output")
+    assert outputs["tier"] == "BLOCK" and outputs["run-url"].startswith(live.url)
+    summary = (tmp_path / "summary.md").read_text()
+    assert "rnx-benchmark: BLOCK" in summary and "| slower |" in summary
+    (comment,) = state.comment_bodies(REPO, 9, login=ACTIONS_BOT)
+    assert "rnx-benchmark: BLOCK" in comment
+    assert state.statuses[(REPO, sha)][-1]["state"] == "failure"
+    log = capsys.readouterr().out
+    assert "::add-mask::" + secret in log and "::error" in log

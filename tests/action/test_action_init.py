@@ -1,0 +1,116 @@
+"""`rnx init`: the files it writes are valid, and --open-pr opens the PR through GitHub's API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from action.init import CONFIG_PATH, PR_BRANCH, WORKFLOW_PATH
+from rnx.cli import main as rnx
+from rnx.config import load_config
+from tests.fakes.fake_github import Repo, State, Token, serve
+
+KERNEL = Path(__file__).resolve().parents[1] / "data" / "action-kernel.py"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "attention.py").write_text(KERNEL.read_text())
+    (tmp_path / "kernels" / "helpers.py").write_text("def util(): pass\n")
+    monkeypatch.chdir(tmp_path)
+    for name in ("GITHUB_REPOSITORY", "GITHUB_TOKEN", "GH_TOKEN", "GITHUB_API_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def test_init_writes_a_workflow_and_a_valid_config(project: Path) -> None:
+    assert rnx(["init", "--workload", "kernels/attention.py"]) == 0
+    config = load_config(project / CONFIG_PATH)
+    assert [b.workload for b in config.benchmarks] == ["kernels/attention.py"]
+    workflow = yaml.safe_load((project / WORKFLOW_PATH).read_text())
+    steps = workflow["jobs"]["gate"]["steps"]
+    gate = steps[-1]
+    assert gate["uses"].startswith("rnx-benchmark/")
+    assert gate["with"]["kernalin-token"] == "${{ secrets.KERNALIN_TOKEN }}"
+    assert workflow["permissions"]["id-token"] == "write"
+    # A second run refuses to overwrite what the user may have edited.
+    assert rnx(["init", "--workload", "kernels/attention.py"]) == 2
+    assert rnx(["init", "--workload", "kernels/attention.py", "--force"]) == 0
+
+
+def test_init_finds_kernelbench_workloads(project: Path) -> None:
+    assert rnx(["init"]) == 0
+    assert [b.workload for b in load_config(project / CONFIG_PATH).benchmarks] == [
+        "kernels/attention.py"
+    ]
+
+
+def test_init_refuses_bad_input(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert rnx(["init", "--workload", "kernels/missing.py"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert rnx(["init", "--workload", "kernels/attention.py", "--runtimes", "tensorflow"]) == 2
+    assert "pytorch_eager" in capsys.readouterr().err
+
+
+@pytest.fixture
+def github() -> Iterator[tuple[str, State]]:
+    state = State()
+    state.tokens["ghp_workflow"] = Token("octocat", workflows=True)
+    state.tokens["ghp_no_workflow"] = Token("octocat", workflows=False)
+    state.repos["acme/kernels"] = Repo(default_branch="main", refs={"main": "a" * 40})
+    with serve(state) as (url, st):
+        yield url, st
+
+
+def test_open_pr_through_the_rest_api(
+    project: Path, github: tuple[str, State], monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    url, state = github
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_workflow")
+    code = rnx(
+        [
+            "init",
+            "--workload",
+            "kernels/attention.py",
+            "--open-pr",
+            "--repo",
+            "acme/kernels",
+            "--api-url",
+            url,
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    repo = state.repos["acme/kernels"]
+    (pull,) = repo.pulls
+    assert pull["head"]["ref"] == PR_BRANCH and pull["base"]["ref"] == "main"
+    assert "opened https://github.com/acme/kernels/pull/1" in capsys.readouterr().out
+    assert "kernels/attention.py" in repo.files[(PR_BRANCH, CONFIG_PATH)]
+    assert "uses: rnx-benchmark/" in repo.files[(PR_BRANCH, WORKFLOW_PATH)]
+    assert not (project / WORKFLOW_PATH).exists()  # nothing written locally
+
+
+def test_open_pr_without_workflow_permission_says_what_token_to_use(
+    project: Path, github: tuple[str, State], monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    url, state = github
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_no_workflow")
+    code = rnx(
+        [
+            "init",
+            "--workload",
+            "kernels/attention.py",
+            "--open-pr",
+            "--repo",
+            "acme/kernels",
+            "--api-url",
+            url,
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "'workflow' scope" in err and "Workflows: write" in err
+    assert state.repos["acme/kernels"].pulls == []

@@ -1,0 +1,96 @@
+"""Markdown reports: sections per part, gathering, the overall tier, status text."""
+
+from __future__ import annotations
+
+from action.report import (
+    COMMENT_MARKER,
+    PartResult,
+    combine,
+    format_ns,
+    parse_parts,
+    status_description,
+)
+from rnx.schema import ConfigComparison
+
+
+def _part(tier: str, env: str, *, reasons: list[str] | None = None) -> PartResult:
+    c = ConfigComparison(
+        id="onnxruntime/float16/bs8",
+        runtime="onnxruntime",
+        dtype="float16",
+        batch_size=8,
+        status="diverged" if tier == "BLOCK" else "ok",
+        verdict="broken" if tier == "BLOCK" else "equivalent",
+        reason="max abs error 0.5 > atol | 1e-3" if tier == "BLOCK" else None,
+        base_median_ns=1_250_000.0,
+        head_median_ns=1_262_500.0,
+        ratio=1.01,
+        low=0.99,
+        high=1.03,
+    )
+    return PartResult(
+        workload="kernels/attention.py",
+        job="gate",
+        environment=env,
+        tier=tier,
+        reasons=reasons or [],
+        comparisons=[c],  # type: ignore[arg-type]
+        url="https://gate.example.com/runs/1",
+    )
+
+
+def test_a_part_shows_medians_ratio_interval_verdict_correctness_and_link() -> None:
+    body = combine([], [_part("PASS", "a100")], sha="abc123def4567890").body
+    assert body.startswith(COMMENT_MARKER)
+    assert "rnx-benchmark: PASS" in body and "commit abc123def456" in body
+    row = next(line for line in body.splitlines() if line.startswith("| `onnxruntime"))
+    assert (
+        row == "| `onnxruntime/float16/bs8` | 1.25 ms | 1.26 ms "
+        "| 1.010× (0.990–1.030) | equivalent | ok |"
+    )
+    assert "[Run page](https://gate.example.com/runs/1)" in body
+
+
+def test_broken_correctness_is_escaped_into_the_table() -> None:
+    body = combine([], [_part("BLOCK", "a100", reasons=["diverged"])], sha="a" * 40).body
+    assert "**diverged**: max abs error 0.5 > atol \\| 1e-3" in body
+
+
+def test_parts_of_the_same_commit_are_kept_and_older_commits_dropped() -> None:
+    first = combine([], [_part("BLOCK", "h100")], sha="1" * 40).body
+    same_commit = combine([first], [_part("PASS", "a100")], sha="1" * 40)
+    assert set(parse_parts(same_commit.body)) == {
+        "gate/h100/kernels/attention.py",
+        "gate/a100/kernels/attention.py",
+    }
+    assert same_commit.tier == "BLOCK"
+    next_commit = combine([same_commit.body], [_part("PASS", "a100")], sha="2" * 40)
+    assert set(parse_parts(next_commit.body)) == {"gate/a100/kernels/attention.py"}
+    assert next_commit.tier == "PASS"
+
+
+def test_status_description_fits_githubs_limit() -> None:
+    text = status_description("BLOCK", "soft-fail", ["x" * 500])
+    assert len(text) == 140 and text.startswith("BLOCK (soft-fail): xxx")
+    assert status_description("PASS", "enforce", []) == "PASS: no credible slowdown"
+
+
+def test_format_ns() -> None:
+    assert [format_ns(v) for v in (None, 950, 35_400, 2.5e6, 3e9)] == [
+        "–",
+        "950 ns",
+        "35.4 µs",
+        "2.5 ms",
+        "3 s",
+    ]
+
+
+def test_many_configurations_list_only_what_needs_a_look() -> None:
+    base = _part("PASS", "a100").comparisons[0]
+    rows = [base.model_copy(update={"id": f"pytorch_eager/float32/bs{i}"}) for i in range(1, 40)]
+    rows[5] = rows[5].model_copy(update={"verdict": "undecided"})
+    part = _part("WARN", "a100")
+    part = PartResult(**{**part.__dict__, "comparisons": rows})
+    body = combine([], [part], sha="a" * 40).body
+    assert "`pytorch_eager/float32/bs6`" in body and "`pytorch_eager/float32/bs7`" not in body
+    assert "| 38 more configurations: equivalent, faster or skipped |" in body

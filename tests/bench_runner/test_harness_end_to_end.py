@@ -1,0 +1,172 @@
+"""The whole harness through worker processes: interleaved rounds, paired mode, failures kept.
+
+Each test starts real worker processes (spawn, about 2-4 s each on 2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from conftest import EXAMPLES, WORKLOADS
+
+from bench_runner import run_benchmark
+from bench_runner.cli import main as bench_main
+from bench_runner.runner import plan_configurations
+from rnx.config import Benchmark, HarnessSettings
+from rnx.errors import UserError
+from rnx.schema import parse_results
+
+FAST = HarnessSettings(samples=8, processes=2, warmup=1, **{"time-budget": 5.0})
+
+
+def _bench(path, **kw) -> Benchmark:
+    data = {
+        "workload": str(path),
+        "runtimes": ["pytorch_eager"],
+        "dtypes": ["float32"],
+        "batch-sizes": [1],
+    }
+    data.update(kw)
+    return Benchmark.model_validate(data)
+
+
+@pytest.mark.slow
+def test_interleaved_rounds_spread_over_processes():
+    bench = _bench(WORKLOADS / "tiny.py", dtypes=["float32", "float64"], **{"batch-sizes": [1, 2]})
+    doc = run_benchmark(bench, FAST, progress=None, device="cpu")
+    assert [c.status for c in doc.configurations] == ["ok"] * 4
+    per_round: Counter[int] = Counter()
+    for c in doc.configurations:
+        assert c.samples is not None
+        assert sorted(c.samples.round) == list(range(8))  # one sample per round
+        assert Counter(c.samples.process) == {0: 4, 1: 4}  # two worker processes
+        per_round.update(c.samples.round)
+        assert c.correctness is not None and c.correctness.passed
+        assert c.details["timing_method"] == "perf_counter_ns"
+    assert set(per_round.values()) == {4}  # every round measured every configuration
+    assert doc.settings.processes == 2 and doc.settings.mode == "single"
+    assert doc.git.sha and doc.repository
+    # The document the harness writes is one the server and action can read back.
+    assert parse_results(doc.to_json()).configurations == doc.configurations
+
+
+@pytest.mark.slow
+def test_paired_mode_measures_base_and_head_in_the_same_rounds():
+    bench = _bench(EXAMPLES / "softmax.py")
+    one = FAST.model_copy(update={"processes": 1})  # each side still gets its own process
+    doc = run_benchmark(
+        bench, one, base_workload=str(EXAMPLES / "bad_kernel.py"), progress=None, device="cpu"
+    )
+    (c,) = doc.configurations
+    assert doc.settings.mode == "paired"
+    assert c.status == "ok" and c.samples is not None
+    # The base is broken: recorded, not timed, and the head still measured.
+    assert c.details["base_status"] == "diverged"
+    assert c.base_samples is None
+
+    doc2 = run_benchmark(
+        bench, one, base_workload=str(EXAMPLES / "softmax.py"), progress=None, device="cpu"
+    )
+    (c2,) = doc2.configurations
+    assert c2.base_samples is not None and c2.samples is not None
+    assert sorted(c2.base_samples.round) == sorted(c2.samples.round) == list(range(8))
+    assert doc2.workload.base_sha256 == doc2.workload.sha256
+
+
+@pytest.mark.slow
+def test_cli_writes_results_even_when_the_workload_fails(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    rc = bench_main(
+        [
+            str(WORKLOADS / "import_error.py"),
+            "--out",
+            str(out),
+            "--samples",
+            "8",
+            "--processes",
+            "1",
+            "--quiet",
+            "--device",
+            "cpu",
+            "--batch-sizes",
+            "1,2",
+        ]
+    )
+    assert rc == 1
+    doc = parse_results(out.read_text())
+    assert [c.status for c in doc.configurations] == ["error", "error"]
+    assert "broken on purpose" in doc.configurations[0].reason
+    assert "Traceback" in doc.configurations[0].details["traceback"]
+    assert "import_error.py" in capsys.readouterr().out  # the table names it
+
+
+@pytest.mark.slow
+def test_a_crashing_worker_costs_its_configurations_not_the_run(tmp_path):
+    bench = _bench(WORKLOADS / "crashes.py", **{"batch-sizes": [1, 2]})
+    doc = run_benchmark(
+        bench, FAST.model_copy(update={"processes": 1}), progress=None, device="cpu"
+    )
+    assert [c.status for c in doc.configurations] == ["error", "error"]
+    assert all("exit code 3" in (c.reason or "") for c in doc.configurations)
+
+
+def test_more_than_48_configurations_is_a_clear_error():
+    bench = _bench(
+        WORKLOADS / "tiny.py",
+        runtimes=["pytorch_eager", "torch_compile", "onnxruntime", "tensorrt"],
+        dtypes=["float32", "float16", "bfloat16", "float64"],
+        **{"batch-sizes": [1, 2, 4, 8]},
+    )
+    with pytest.raises(UserError, match="64 configurations; at most 48"):
+        plan_configurations(bench)
+    with pytest.raises(UserError, match="at most 48"):
+        run_benchmark(bench, FAST, progress=None, device="cpu")
+
+
+def test_missing_workload_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        run_benchmark(_bench(tmp_path / "nope.py"), FAST, progress=None, device="cpu")
+
+
+def test_cli_flag_errors_name_the_flag(tmp_path):
+    with pytest.raises(UserError, match="--samples"):
+        bench_main([str(WORKLOADS / "tiny.py"), "--samples", "3", "--out", str(tmp_path / "r")])
+    with pytest.raises(UserError, match="--dtypes"):
+        bench_main([str(WORKLOADS / "tiny.py"), "--dtypes", "int8", "--out", str(tmp_path / "r")])
+
+
+def test_cli_takes_tolerances_and_lists_from_kernalin_yml(tmp_path, monkeypatch):
+    from bench_runner import cli
+
+    cfg = tmp_path / "kernalin.yml"
+    wl = WORKLOADS / "tiny.py"
+    cfg.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "benchmarks": [
+                    {
+                        "workload": str(wl),
+                        "dtypes": ["float64"],
+                        "batch-sizes": [3],
+                        "tolerances": {"float64": {"atol": 0.5, "rtol": 0.25}},
+                    }
+                ],
+            }
+        )
+    )
+    seen = {}
+
+    def fake_run(benchmark, harness, **kw):  # capture what the CLI resolved, then stop
+        seen["b"] = benchmark
+        raise UserError("stop")
+
+    monkeypatch.setattr(cli, "run_benchmark", fake_run)
+    with pytest.raises(UserError, match="stop"):
+        cli.main([str(wl), "--config", str(cfg), "--runtimes", "pytorch_eager,onnxruntime"])
+    b = seen["b"]
+    assert b.dtypes == ["float64"] and b.batch_sizes == [3]
+    assert b.runtimes == ["pytorch_eager", "onnxruntime"]  # the flag overrides the file
+    assert b.tolerances["float64"].atol == 0.5

@@ -1,0 +1,88 @@
+"""Runtimes through the registry: unsupported combinations, ONNX, torch.compile details."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import EXAMPLES, WORKLOADS
+
+from bench_runner.runtimes import REGISTRY, get_runtime
+
+
+def test_registry_has_the_four_runtimes():
+    assert set(REGISTRY) == {"pytorch_eager", "torch_compile", "onnxruntime", "tensorrt"}
+    with pytest.raises(KeyError, match="unknown runtime"):
+        get_runtime("tvm")
+
+
+def test_tensorrt_is_unavailable_with_a_reason_here(prepare):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU; tensorrt may really run")
+    r = prepare(WORKLOADS / "tiny.py", runtime="tensorrt")
+    assert r["status"] == "unsupported"
+    assert r["reason"].startswith("unavailable: ")
+
+
+def test_onnx_workload_on_onnxruntime_is_checked_against_the_onnx_reference(prepare):
+    r = prepare(EXAMPLES / "tiny_mlp.onnx", runtime="onnxruntime", dtype="float32", batch_size=3)
+    assert r["status"] == "ok", r.get("reason")
+    assert r["details"]["provider"] == "CPUExecutionProvider"
+    assert r["correctness"]["max_abs_error"] < 1e-5
+
+
+def test_onnx_workload_in_float64_uses_retyped_weights(prepare):
+    r = prepare(EXAMPLES / "tiny_mlp.onnx", runtime="onnxruntime", dtype="float64", batch_size=2)
+    assert r["status"] == "ok", r.get("reason")
+    assert r["correctness"]["max_abs_error"] < 1e-12
+
+
+def test_onnx_workload_on_eager_is_unsupported(prepare):
+    r = prepare(EXAMPLES / "tiny_mlp.onnx", runtime="pytorch_eager")
+    assert r["status"] == "unsupported" and "onnxruntime" in r["reason"]
+
+
+def test_onnxruntime_cpu_bfloat16_is_unsupported_not_diverged(prepare):
+    r = prepare(WORKLOADS / "tiny.py", runtime="onnxruntime", dtype="bfloat16")
+    assert r["status"] == "unsupported"
+    assert "bfloat16" in r["reason"]
+
+
+def test_python_workload_on_onnxruntime_records_the_exporter(prepare):
+    r = prepare(WORKLOADS / "tiny.py", runtime="onnxruntime", dtype="float32")
+    assert r["status"] == "ok", r.get("reason")
+    assert "dynamo" in r["details"]["export"]
+    assert r["build"]["export_ns"] > 0
+
+
+@pytest.mark.slow  # two inductor compilations, about 10 s on 2 cores
+def test_torch_compile_records_compile_time_and_graph_breaks(prepare):
+    r = prepare(WORKLOADS / "graph_break.py", runtime="torch_compile")
+    assert r["status"] == "ok", r.get("reason")
+    assert r["build"]["compile_ns"] > 0
+    assert r["details"]["graph_breaks"] >= 1
+
+
+@pytest.mark.slow
+def test_torch_compile_recompile_after_warmup_is_an_error(cpu_process):
+    from bench_runner.runtimes.base import Subject
+    from bench_runner.workload import PythonWorkload
+
+    wl = PythonWorkload.load(str(WORKLOADS / "tiny.py"))
+    _, model, _ = wl.build(seed=0)
+    x = torch.randn(2, 8)
+    subject = Subject(
+        workload=wl,
+        dtype="float32",
+        torch_dtype=torch.float32,
+        device=torch.device("cpu"),
+        batch_size=2,
+        threads=1,
+        example_inputs=[x],
+        module=model,
+    )
+    prepared = get_runtime("torch_compile").prepare(subject)
+    assert prepared.before_timing is not None
+    prepared.before_timing()
+    prepared.run([torch.randn(2, 8)])  # same shape: no recompile, fine
+    with pytest.raises(Exception, match="[Rr]ecompil"):
+        prepared.run([torch.randn(5, 8, 1).squeeze(-1)])

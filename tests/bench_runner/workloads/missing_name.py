@@ -1,0 +1,12 @@
+"""A workload without get_inputs."""
+
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+
+def get_init_inputs():
+    return []

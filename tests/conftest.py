@@ -1,0 +1,165 @@
+"""Shared fixtures: a real database (SQLite and PostgreSQL), the app in-process, the real server
+on loopback, tokens and signed uploads. The plain helpers live in gate_helpers.py (import them
+from there, not from conftest: several folders have a conftest.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from gate_helpers import (
+    LiveServer,
+    Token,
+    create_token,
+    fresh_postgres_schema,
+    postgres_base_url,
+    postgres_unreachable,
+    signed_headers,
+    start_server,
+)
+
+if TYPE_CHECKING:
+    from starlette.testclient import TestClient
+
+    from gate_server.settings import ServerSettings
+    from gate_server.storage import Storage
+
+
+# ---- databases
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """The test PostgreSQL's URL; skips (or fails with RNX_REQUIRE_POSTGRES=1) when it is down."""
+    url = postgres_base_url()
+    why = postgres_unreachable(url)
+    if why is not None:
+        message = f"PostgreSQL at {url} is unreachable ({why}); set RNX_TEST_POSTGRES_URL"
+        if os.environ.get("RNX_REQUIRE_POSTGRES") == "1":
+            pytest.fail(message + " (RNX_REQUIRE_POSTGRES=1 makes this a failure)")
+        pytest.skip(message)
+    return url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database for one test: a SQLite file, or a PostgreSQL schema of its own."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'rnx-test.db'}"
+        return
+    url, drop = fresh_postgres_schema(request.getfixturevalue("postgres_url"))
+    try:
+        yield url
+    finally:
+        drop()
+
+
+@pytest.fixture
+def postgres_database(postgres_url: str) -> Iterator[str]:
+    """A fresh PostgreSQL schema only (for tests that are about PostgreSQL, e.g. several
+    server processes on one database)."""
+    url, drop = fresh_postgres_schema(postgres_url)
+    try:
+        yield url
+    finally:
+        drop()
+
+
+@pytest.fixture
+def storage(database_url: str) -> Iterator[Storage]:
+    """The database of `database_url`, migrated (a gate_server.storage.Storage)."""
+    from gate_server.storage import Storage
+
+    s = Storage(database_url)
+    s.migrate()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+# ---- tokens and signed uploads
+
+
+@pytest.fixture
+def ci_token(database_url: str) -> Callable[..., Token]:
+    """make(workspace=, repository=, branches=) -> a new CI token in this test's database."""
+
+    def make(**kwargs: object) -> Token:
+        return create_token(database_url, **kwargs)  # type: ignore[arg-type]
+
+    return make
+
+
+@pytest.fixture
+def viewer_token(database_url: str) -> Callable[..., Token]:
+    def make(workspace: str = "acme") -> Token:
+        return create_token(database_url, workspace=workspace, viewer=True)
+
+    return make
+
+
+@pytest.fixture
+def sign() -> Callable[..., dict[str, str]]:
+    """sign(secret, body, timestamp=None) -> the headers of a signed upload."""
+    return signed_headers
+
+
+@pytest.fixture
+def token_for() -> Callable[..., Token]:
+    """token_for(database_url, workspace=, repository=, branches=, viewer=) -> Token."""
+    return create_token
+
+
+# ---- the app in-process
+
+
+@pytest.fixture
+def server_settings(database_url: str) -> ServerSettings:
+    from gate_server.settings import ServerSettings
+
+    return ServerSettings(database_url=database_url, public_url="http://gate.test")
+
+
+@pytest.fixture
+def client(server_settings: ServerSettings) -> Iterator[TestClient]:
+    """A starlette TestClient on create_app(settings); startup (migrations) has run."""
+    from starlette.testclient import TestClient
+
+    from gate_server.app import create_app
+
+    with TestClient(create_app(server_settings)) as c:
+        yield c
+
+
+# ---- the real server on loopback
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
+    """start(database_url, env=None) -> another real server; all are stopped after the test."""
+    started: list[LiveServer] = []
+
+    def start(database_url: str, env: dict[str, str] | None = None) -> LiveServer:
+        server = start_server(database_url, tmp_path, env=env)
+        started.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.stop()
+
+
+@pytest.fixture
+def live_server(database_url: str, tmp_path: Path) -> Iterator[LiveServer]:
+    """The real server (`rnx serve`, uvicorn) on loopback over this test's database."""
+    server = start_server(database_url, tmp_path)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,204 @@
+"""The dashboard tests' fixtures: the real server on loopback with real uploaded runs, and Chromium.
+
+A plain module, not a conftest.py: a second conftest module would shadow tests/conftest.py
+under the name `conftest` that this module imports from.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from rnx.schema import Environment
+from tests.factories import body, make_results
+from tests.gate_helpers import (
+    LiveServer,
+    Token,
+    create_token,
+    fresh_postgres_schema,
+    signed_headers,
+    start_server,
+)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+REPO = "acme/kernels"
+CONFIGS = (
+    ("pytorch_eager", "float32", 1),
+    ("pytorch_eager", "float32", 8),
+    ("onnxruntime", "float32", 8),
+)
+# What the seeded history of acme/kernels' main branch holds (the browser test counts them).
+MAIN_PUSHES_A = 8  # baseline pushes in environment cpu-a
+MAIN_PUSHES_B = 4  # then the team moved to cpu-b
+TORCH_UPGRADE_AT = 10  # in cpu-b, push 10 ran a newer torch: an environment *details* change
+MAIN_POINTS = MAIN_PUSHES_A + MAIN_PUSHES_B + 1 + 1  # + one BLOCKed push + one accepted PR run
+
+
+def browser_missing() -> str | None:
+    if not Path(CHROMIUM).exists():
+        return f"Debian's chromium is not installed at {CHROMIUM} (apt-get install chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install playwright)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Chromium (the system browser, driven by Playwright)."""
+    why = browser_missing()
+    if why is not None:
+        if os.environ.get("RNX_REQUIRE_BROWSER") == "1":
+            pytest.fail(why + " (RNX_REQUIRE_BROWSER=1 makes this a failure)")
+        pytest.skip(why)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@dataclass
+class Site:
+    """A running server holding a small real history, and what a test needs to find its way."""
+
+    server: LiveServer
+    database: str
+    viewer: Token
+    ci: Token
+    other_workspace_viewer: Token
+    runs: dict[str, str] = field(default_factory=dict)  # name -> run_id
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+
+def _environment(key: str, torch: str) -> Environment:
+    return Environment(
+        key=key,
+        name=f"{key} runner",
+        hardware={"cpu": "AMD EPYC 7B13", "cores": 2},
+        runner={"os": "Linux", "image": "ubuntu-24.04"},
+        software={"python": "3.11.7", "torch": torch},
+    )
+
+
+def _upload(
+    client: httpx.Client, token: Token, *, torch: str = "2.5.0", **doc_args: Any
+) -> dict[str, Any]:
+    doc = make_results(configs=CONFIGS, n=24, **doc_args)
+    doc = doc.model_copy(update={"environment": _environment(doc.environment.key, torch)})
+    data = body(doc)
+    response = client.post("/api/v1/runs", content=data, headers=signed_headers(token.secret, data))
+    assert response.status_code == 201, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def seed(site: Site) -> None:
+    """Real uploads through the API: a main-branch history with an environment change, a
+    BLOCKed push, a BLOCKed pull request that is then accepted, and a second repository."""
+    other_repo = create_token(site.server.database_url, repository="acme/tokenizer")
+    with httpx.Client(base_url=site.url, timeout=30) as client:
+        for i in range(MAIN_PUSHES_A + MAIN_PUSHES_B):
+            env = "cpu-a" if i < MAIN_PUSHES_A else "cpu-b"
+            site.answers[f"push{i}"] = _upload(
+                client,
+                site.ci,
+                seed=i,
+                environment=env,
+                median_ns=1e6 * (1 + 0.002 * i),
+                torch="2.5.1" if i >= TORCH_UPGRADE_AT else "2.5.0",
+            )
+        site.answers["blocked-push"] = _upload(
+            client, site.ci, seed=100, environment="cpu-b", slowdown=1.6, torch="2.5.1"
+        )
+        site.answers["pr"] = _upload(
+            client,
+            site.ci,
+            torch="2.6.0",
+            seed=200,
+            environment="cpu-b",
+            branch="feature/tiles",
+            pr_number=42,
+            slowdown=1.4,
+        )
+        accepted = client.post(
+            f"/api/v1/runs/{site.answers['pr']['run_id']}/accept",
+            json={"reason": "bigger tiles trade latency for memory"},
+            headers={"Authorization": f"Bearer {site.ci.secret}"},
+        )
+        assert accepted.status_code == 200, accepted.text
+        site.answers["pr-warn"] = _upload(
+            client,
+            site.ci,
+            seed=300,
+            environment="cpu-b",
+            branch="feature/fast",
+            pr_number=43,
+            slowdown=1.41,
+        )
+        site.answers["tokenizer"] = _upload(
+            client, other_repo, repository="acme/tokenizer", seed=400, environment="cpu-a"
+        )
+        globex = create_token(site.server.database_url, workspace="globex", repository="globex/x")
+        site.answers["globex"] = _upload(
+            client, globex, repository="globex/x", seed=500, environment="cpu-a"
+        )
+    site.runs = {name: a["run_id"] for name, a in site.answers.items()}
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def site(request: pytest.FixtureRequest) -> Iterator[Site]:
+    """The real server (`rnx serve` on loopback) over a fresh database, seeded once per module."""
+    workdir = Path(tempfile.mkdtemp(prefix="rnx-dashboard-"))
+    drop = None
+    if request.param == "sqlite":
+        url = f"sqlite:///{workdir / 'dashboard.db'}"
+    else:
+        url, drop = fresh_postgres_schema(request.getfixturevalue("postgres_url"))
+    try:
+        viewer = create_token(url, viewer=True)
+        ci = create_token(url)
+        other = create_token(url, workspace="globex", viewer=True)
+        server = start_server(url, workdir)
+        try:
+            s = Site(server, request.param, viewer, ci, other)
+            try:
+                seed(s)
+            except AssertionError as e:
+                raise AssertionError(
+                    f"{e}\nserver log:\n{server.log.read_text()[-4000:]}"
+                ) from None
+            yield s
+        finally:
+            server.stop()
+    finally:
+        if drop is not None:
+            drop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"

@@ -1,0 +1,166 @@
+"""The dashboard in headless Chromium against the real server, with runs uploaded by the API."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+# Registered before the import, so the fixture module's asserts explain themselves too.
+pytest.register_assert_rewrite("dashboard_site")
+from dashboard_site import CONFIGS, MAIN_POINTS, REPO, SCREENSHOTS, Site  # noqa: E402
+
+pytest_plugins = ["dashboard_site"]  # the browser and site fixtures
+
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture
+def page(browser: Any, site: Site) -> Iterator[Any]:
+    """A fresh browser context (no cookies) on the desktop width."""
+    context = browser.new_context(viewport=DESKTOP, base_url=site.url)
+    p = context.new_page()
+    p.set_default_timeout(10_000)
+    try:
+        yield p
+    finally:
+        context.close()
+
+
+def sign_in(page: Any, token: str, next_path: str = "/") -> None:
+    page.goto(next_path)
+    assert "/login" in page.url
+    page.fill("#token", token)
+    page.click("button[type=submit]")
+    page.wait_for_load_state("domcontentloaded")
+
+
+def shoot(page: Any, site: Site, name: str) -> None:
+    """Each page at desktop and phone width, saved under artifacts/screenshots/."""
+    if site.database != "sqlite":
+        return  # the pages look the same on PostgreSQL; one set of pictures is enough
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for label, size in (("desktop", DESKTOP), ("phone", PHONE)):
+        page.set_viewport_size(size)
+        page.screenshot(path=str(SCREENSHOTS / f"{name}-{label}.png"), full_page=True)
+    page.set_viewport_size(DESKTOP)
+
+
+def test_anonymous_visitor_sees_nothing(page: Any, site: Site) -> None:
+    # What only the workspace's data could put on a page (the login form echoes the path the
+    # visitor typed, as its "next" field, and nothing else).
+    stored = [
+        "acme/tokenizer",
+        "bigger tiles",
+        "cpu-a",
+        "cpu-b",
+        "BLOCK",
+        "WARN",
+        "PASS",
+        "run.upload",
+        site.runs["tokenizer"],
+    ]
+    for path in ["/", f"/repos/{REPO}", f"/runs/{site.runs['pr']}", "/audit"]:
+        page.goto(path)
+        assert re.search(r"/login\?next=", page.url), page.url
+        html = page.content()
+        for text in stored:
+            assert text not in html, f"{path} leaked {text!r} to an anonymous visitor"
+    shoot(page, site, "login")
+
+
+def test_ci_token_never_opens_the_dashboard(page: Any, site: Site) -> None:
+    sign_in(page, site.ci.secret)
+    assert "/login" in page.url or page.locator("h1").inner_text() != "acme"
+    assert "CI token cannot open the dashboard" in page.content()
+    assert not [c for c in page.context.cookies() if c["name"] == "rnx_session"]
+    assert site.ci.secret not in page.content()
+
+
+def test_every_page_opens_and_the_overview_leads_to_a_run(page: Any, site: Site) -> None:
+    sign_in(page, site.viewer.secret)
+    # Overview: both repositories, the latest tier per branch, the BLOCKs and the acceptance.
+    assert page.locator("h1").inner_text() == "acme"
+    repos = page.locator("article.repo h3").all_inner_texts()
+    assert sorted(repos) == ["acme/kernels", "acme/tokenizer"]
+    assert "globex" not in page.content().replace("workspace", "")
+    assert page.locator("section[aria-label='Recent BLOCKs'] a.run-link").count() >= 2
+    accepted = page.locator("section[aria-label='Recent acceptances']")
+    assert "bigger tiles trade latency for memory" in accepted.inner_text()
+    shoot(page, site, "overview")
+
+    # A click from the overview's recent acceptance leads to that run's page.
+    accepted.locator("a.run-link").first.click()
+    page.wait_for_url(f"**/runs/{site.runs['pr']}")
+    assert page.url.endswith(site.answers["pr"]["url"].split("/", 3)[3])
+    assert page.locator("h1 .tier").inner_text() == "BLOCK"
+    assert "PR #42" in page.locator("h1").inner_text()
+    assert page.locator("table.comparisons tbody tr").count() == len(CONFIGS)
+    assert page.locator("svg.dist").count() == len(CONFIGS)
+    assert page.locator("table.correctness tbody tr").count() == len(CONFIGS)
+    sha = page.locator("h1 code").inner_text()
+    commit = page.locator("a", has_text="commit").first.get_attribute("href") or ""
+    assert re.fullmatch(rf"https://github.com/{REPO}/commit/{sha}[0-9a-f]*", commit), commit
+    assert page.locator(f"a[href='https://github.com/{REPO}/pull/42']").count() == 1
+    assert "bigger tiles trade latency for memory" in page.locator(".accepted-note").inner_text()
+    assert "1 field differs" in page.locator(".env-summary").inner_text()
+    differing = page.locator("table.environment tr.diff").all_inner_texts()
+    assert len(differing) == 1 and "software.torch" in differing[0] and "2.6.0" in differing[0]
+    shoot(page, site, "run")
+
+    # History: one chart per configuration, one point per run on main.
+    page.goto(f"/repos/{REPO}")
+    charts = page.locator("svg.history")
+    assert charts.count() == len(CONFIGS)
+    for i in range(len(CONFIGS)):
+        assert charts.nth(i).locator(".pt").count() == MAIN_POINTS
+    first = charts.nth(0)
+    assert first.locator(".pt-accepted").count() == 1
+    assert first.locator(".pt-block").count() == 1
+    assert first.locator(".env-change").count() == 1  # cpu-a -> cpu-b
+    details = first.locator(".env-details title").all_text_contents()
+    assert details == [
+        "environment details changed: software.torch: 2.5.0 → 2.5.1",  # push 10
+        "environment details changed: software.torch: 2.5.1 → 2.6.0",  # the accepted PR run
+    ]
+    hover = first.locator(".pt title").last.text_content() or ""
+    assert "median" in hover and "×" in hover and "environment cpu-b" in hover
+    shoot(page, site, "history")
+
+    # A point on the chart is a link to its run.
+    first.locator(".pt-accepted").click()
+    page.wait_for_url(f"**/runs/{site.runs['pr']}")
+
+    page.goto("/audit")
+    actions = page.locator("table.audit tbody tr td:nth-child(3)").all_inner_texts()
+    assert "run.upload" in actions and "run.accept" in actions and "dashboard.login" in actions
+    assert "globex" not in page.locator("table.audit").inner_text()
+    shoot(page, site, "audit")
+
+    # No page shows a token.
+    for path in ["/", f"/repos/{REPO}", f"/runs/{site.runs['pr']}", "/audit"]:
+        page.goto(path)
+        html = page.content()
+        for token in (site.viewer.secret, site.ci.secret):
+            assert token not in html and token[:14] not in html
+
+
+def test_another_workspace_is_not_found(page: Any, site: Site) -> None:
+    sign_in(page, site.viewer.secret)
+    response = page.goto(f"/runs/{site.runs['globex']}")
+    assert response is not None and response.status == 404
+    assert "globex/x" not in page.content()
+
+
+def test_sign_out_ends_the_session(page: Any, site: Site) -> None:
+    sign_in(page, site.viewer.secret, f"/runs/{site.runs['push3']}")
+    assert page.url.endswith(f"/runs/{site.runs['push3']}")  # back where the visitor wanted
+    cookie = next(c for c in page.context.cookies() if c["name"] == "rnx_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Lax"
+    page.click("text=Sign out")
+    page.wait_for_url("**/login")
+    page.goto("/")
+    assert "/login" in page.url

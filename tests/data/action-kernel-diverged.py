@@ -1,0 +1,28 @@
+"""The example kernel with an optimized ModelNew whose output diverges from Model's."""
+
+import torch
+
+batch_size = 8
+
+
+class Model(torch.nn.Module):
+    def __init__(self, size: int = 192):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(size, size) / size**0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x @ self.weight)
+
+
+class ModelNew(Model):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # A fused kernel with a bug: the bias-free relu became a leaky one.
+        return torch.nn.functional.leaky_relu(x @ self.weight, 0.5)
+
+
+def get_inputs(batch_size: int = batch_size):
+    return [torch.randn(batch_size * 32, 192)]
+
+
+def get_init_inputs():
+    return [192]

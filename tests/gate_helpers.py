@@ -1,0 +1,171 @@
+"""Helpers for tests and benchmarks of the gate server: databases, tokens, signed uploads and
+the real server on loopback. Import them from here (`from gate_helpers import ...`): the name
+`conftest` is shared by several folders' conftest.py files, so `from conftest import` can pick
+up the wrong one."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def postgres_base_url() -> str:
+    return os.environ.get("RNX_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
+
+
+def postgres_unreachable(url: str) -> str | None:
+    """None when PostgreSQL answers, else why not."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url, connect_args={"connect_timeout": 3})
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as e:  # any failure to connect is a reason to skip, reported as such
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    finally:
+        engine.dispose()
+    return None
+
+
+def fresh_postgres_schema(base_url: str) -> tuple[str, Callable[[], None]]:
+    """A new, empty schema on the test PostgreSQL: (URL whose search_path is that schema, drop)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    schema = f"rnx_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = make_url(base_url).update_query_dict({"options": f"-csearch_path={schema}"})
+
+    def drop() -> None:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
+
+    return url.render_as_string(hide_password=False), drop
+
+
+@dataclass(frozen=True)
+class Token:
+    id: int
+    secret: str
+
+
+def create_token(
+    database_url: str,
+    *,
+    workspace: str = "acme",
+    repository: str | None = "acme/kernels",
+    branches: tuple[str, ...] = ("main", "release/*"),
+    viewer: bool = False,
+) -> Token:
+    from gate_server.auth import issue_token
+    from gate_server.storage import Storage
+
+    s = Storage(database_url)
+    try:
+        s.migrate()
+        token_id, secret = issue_token(
+            s,
+            workspace=workspace,
+            repository=None if viewer else repository,
+            branches=() if viewer else branches,
+            viewer=viewer,
+            actor="test",
+        )
+    finally:
+        s.close()
+    return Token(token_id, secret)
+
+
+def signed_headers(secret: str, body: bytes, *, timestamp: int | None = None) -> dict[str, str]:
+    """The headers of an upload, signed as DESIGN.md says."""
+    from gate_server.auth import sign_upload
+
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    return {
+        "Authorization": f"Bearer {secret}",
+        "Content-Type": "application/json",
+        "X-Kernalin-Timestamp": ts,
+        "X-Kernalin-Signature": sign_upload(secret, ts, body),
+    }
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LiveServer:
+    url: str
+    database_url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def start_server(
+    database_url: str, workdir: Path, *, env: dict[str, str] | None = None, timeout: float = 30.0
+) -> LiveServer:
+    """`rnx serve` in a subprocess on a free loopback port, returned once /readyz answers 200."""
+    port = free_port()
+    log = workdir / f"server-{port}.log"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RNX_")}
+    clean.update(env or {})
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rnx.cli",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--database-url",
+                database_url,
+                "--log-level",
+                "warning",
+            ],
+            cwd=workdir,
+            env=clean,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    server = LiveServer(f"http://127.0.0.1:{port}", database_url, process, log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{server.url}/readyz", timeout=1).status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    server.stop()
+    raise RuntimeError(f"the server did not get ready in {timeout} s:\n{log.read_text()}")

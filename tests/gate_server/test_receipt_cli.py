@@ -1,0 +1,90 @@
+"""`rnx receipt verify` against a receipt from the app: by key file, by URL, and with the upload."""
+
+from __future__ import annotations
+
+import json
+
+from rnx.cli import main
+from tests.factories import body, make_results
+
+
+def _upload(client, ci_token, sign):
+    tok = ci_token()
+    data = body(make_results())
+    answer = client.post("/api/v1/runs", content=data, headers=sign(tok.secret, data)).json()
+    key = client.get("/api/v1/receipt-key").json()["public_key_pem"]
+    return data, answer, key
+
+
+def test_verify_with_a_key_file(client, ci_token, sign, tmp_path, capsys):
+    data, answer, key = _upload(client, ci_token, sign)
+    (tmp_path / "key.pem").write_text(key)
+    (tmp_path / "answer.json").write_text(json.dumps(answer))
+    (tmp_path / "results.json").write_bytes(data)
+    key_arg = ["--key", str(tmp_path / "key.pem")]
+
+    assert main(["receipt", "verify", answer["receipt"], *key_arg]) == 0
+    claims = json.loads(capsys.readouterr().out)
+    assert claims["run_id"] == answer["run_id"] and claims["tier"] == answer["tier"]
+    # From a saved answer file, and checked against the uploaded bytes.
+    assert (
+        main(
+            [
+                "receipt",
+                "verify",
+                str(tmp_path / "answer.json"),
+                *key_arg,
+                "--results",
+                str(tmp_path / "results.json"),
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    (tmp_path / "other.json").write_bytes(data + b" ")
+    assert (
+        main(
+            [
+                "receipt",
+                "verify",
+                answer["receipt"],
+                *key_arg,
+                "--results",
+                str(tmp_path / "other.json"),
+            ]
+        )
+        == 1
+    )
+    assert "not the document" in capsys.readouterr().err
+
+
+def test_forged_or_foreign_receipts_fail(client, ci_token, sign, tmp_path, capsys):
+    from gate_server.receipts import ReceiptSigner, generate_private_key_pem
+
+    _, answer, key = _upload(client, ci_token, sign)
+    (tmp_path / "key.pem").write_text(key)
+    key_arg = ["--key", str(tmp_path / "key.pem")]
+    head, payload, sig = answer["receipt"].split(".")
+    assert main(["receipt", "verify", f"{head}.{payload}.{sig[::-1]}", *key_arg]) == 1
+    assert "INVALID" in capsys.readouterr().err
+    foreign = ReceiptSigner(generate_private_key_pem()).sign(
+        {k: v for k, v in json.loads(json.dumps(answer)).items() if k in ("run_id", "tier")}
+        | {"repository": "acme/kernels", "sha": "abcd", "body_sha256": "0" * 64, "iat": 1}
+    )
+    assert main(["receipt", "verify", foreign, *key_arg]) == 1
+    capsys.readouterr()
+    assert main(["receipt", "verify", "not.a.jwt", *key_arg]) == 1
+    assert main(["receipt", "verify", "garbage", *key_arg]) == 2
+    assert main(["receipt", "verify", answer["receipt"], "--key", str(tmp_path / "none")]) == 2
+
+
+def test_verify_with_the_servers_url(live_server, ci_token, sign, capsys):
+    import httpx
+
+    tok = ci_token()
+    data = body(make_results())
+    answer = httpx.post(
+        f"{live_server.url}/api/v1/runs", content=data, headers=sign(tok.secret, data)
+    ).json()
+    assert main(["receipt", "verify", answer["receipt"], "--url", live_server.url]) == 0
+    assert json.loads(capsys.readouterr().out)["run_id"] == answer["run_id"]

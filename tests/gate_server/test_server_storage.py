@@ -1,0 +1,94 @@
+"""Storage on both databases: migrations, the indexed baseline lookup, concurrent first starts."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import insert, text
+
+from gate_server.receipts import generate_private_key_pem
+from gate_server.storage import LATEST_VERSION, Storage, migrations, utcnow
+from rnx.errors import UserError
+
+
+def test_migrate_is_versioned_and_idempotent(database_url):
+    s = Storage(database_url)
+    try:
+        assert s.migrate() == LATEST_VERSION
+        assert s.migrate() == LATEST_VERSION
+        assert s.schema_version() == LATEST_VERSION
+        with s.read() as conn:
+            rows = conn.execute(text("SELECT count(*) FROM rnx_schema_migrations")).scalar_one()
+        assert rows == LATEST_VERSION
+    finally:
+        s.close()
+
+
+def test_a_newer_schema_than_the_code_is_refused(storage):
+    with storage.write() as conn:
+        conn.execute(insert(migrations).values(version=999, name="future", applied_at=utcnow()))
+    with pytest.raises(UserError, match="schema version 999"):
+        storage.migrate()
+
+
+def test_sqlite_uses_wal(tmp_path):
+    s = Storage(f"sqlite:///{tmp_path / 'sub' / 'gate.db'}")
+    try:
+        s.migrate()
+        with s.read() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
+    finally:
+        s.close()
+
+
+def test_bad_database_urls_are_clear_errors():
+    with pytest.raises(UserError, match="not a database URL"):
+        Storage("no such thing")
+    with pytest.raises(UserError, match="unsupported database 'mysql'"):
+        Storage("mysql://localhost/x")
+
+
+def test_baseline_lookup_reads_the_index(storage, ci_token):
+    """The query plan of the real baseline lookup uses ix_runs_baseline (no table scan)."""
+    ci_token()
+    plan = storage.explain_baselines(1, "main", "env")
+    assert "ix_runs_baseline" in plan, plan
+
+
+def test_concurrent_first_starts_share_one_receipt_key(database_url):
+    """Several processes starting at once on one database migrate once and sign with one key."""
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        s = Storage(database_url)
+        try:
+            s.migrate()
+            results.append(s.server_key("receipt", generate_private_key_pem))
+        except BaseException as e:  # collected and asserted below
+            errors.append(e)
+        finally:
+            s.close()
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors
+    assert len(results) == 4 and len(set(results)) == 1
+
+
+def test_token_last_use_is_recorded(client, ci_token, storage):
+    tok = ci_token()
+    with storage.read() as conn:
+        assert storage.get_token(conn, tok.id).last_used_at is None  # type: ignore[union-attr]
+    client.get(
+        "/api/v1/runs/00000000-0000-0000-0000-000000000000",
+        headers={"Authorization": f"Bearer {tok.secret}"},
+    )
+    with storage.read() as conn:
+        used = storage.get_token(conn, tok.id).last_used_at  # type: ignore[union-attr]
+    assert used is not None and utcnow() - used < timedelta(minutes=1)

@@ -1,0 +1,51 @@
+"""Real recorded GitHub payloads (tests/data/github-webhooks), and PR comments made from them."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+PAYLOADS = Path(__file__).resolve().parents[1] / "data" / "github-webhooks"
+
+
+def load_payload(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((PAYLOADS / f"{name}.payload.json").read_text())
+    return data
+
+
+def make_pr_comment(
+    body: str,
+    *,
+    user: str = "Codertocat",
+    number: int | None = None,
+    action: str = "created",
+    installation_id: int | None = None,
+    organization: bool = False,
+) -> dict[str, Any]:
+    """GitHub's recorded issue_comment payload, made a PR comment the way GitHub sends one."""
+    name = "issue_comment.created.with-organization" if organization else "issue_comment.created"
+    payload = copy.deepcopy(load_payload(name))
+    issue = payload["issue"]
+    if number is not None:
+        issue["number"] = number
+    repo_url = payload["repository"]["html_url"]
+    api_url = payload["repository"]["url"]
+    issue["pull_request"] = {
+        "url": f"{api_url}/pulls/{issue['number']}",
+        "html_url": f"{repo_url}/pull/{issue['number']}",
+        "diff_url": f"{repo_url}/pull/{issue['number']}.diff",
+        "patch_url": f"{repo_url}/pull/{issue['number']}.patch",
+        "merged_at": None,
+    }
+    payload["action"] = action
+    payload["comment"]["body"] = body
+    payload["comment"]["user"]["login"] = user
+    payload["sender"]["login"] = user
+    if installation_id is not None:
+        payload["installation"] = {
+            "id": installation_id,
+            "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ==",
+        }
+    return payload

@@ -1,0 +1,161 @@
+"""GitHub App mode against the GitHub fake: app JWT, installation tokens, the server posting.
+
+App JWT -> installation tokens (cached until expiry), and the server posting a PR's sticky
+comment and commit status itself."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from starlette.testclient import TestClient
+
+from gate_server.github.app import AppCredentials, GitHubApp, InstallationTokens, app_jwt
+from gate_server.github.settings import GitHubSettings
+from gate_server.settings import ServerSettings
+from tests.conftest import Token, signed_headers
+from tests.factories import body, make_results
+from tests.fakes import fake_github
+from tests.fakes.github_endpoints import FakeApp, extras
+
+REPO = "Codertocat/Hello-World"
+INSTALLATION = 77
+BOT = "rnx-gate[bot]"
+
+
+@pytest.fixture(scope="module")
+def app_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def pem(key: rsa.RSAPrivateKey) -> str:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+
+
+@pytest.fixture
+def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]]:
+    with fake_github.serve() as (url, state):
+        public = app_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        extras(state).app = FakeApp("314", public.decode(), installations={REPO: INSTALLATION})
+        yield url, state
+
+
+class Clock:
+    def __init__(self) -> None:
+        import time
+
+        self.t = time.time()
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_installation_tokens_are_cached_until_shortly_before_expiry(
+    github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
+) -> None:
+    url, state = github
+    extras(state).app.token_lifetime_s = 130  # type: ignore[union-attr]  # 10 s past the margin
+    clock = Clock()
+    tokens = InstallationTokens(AppCredentials("314", pem(app_key), url), clock=clock)
+    first = tokens.token(INSTALLATION)
+    assert tokens.token(INSTALLATION) == first and tokens.exchanges == 1
+    clock.t += 11  # now within the renewal margin
+    second = tokens.token(INSTALLATION)
+    assert second != first and tokens.exchanges == 2
+    assert tokens.installation_for(REPO) == INSTALLATION
+    assert [i for i, _ in extras(state).app.issued] == [INSTALLATION, INSTALLATION]  # type: ignore[union-attr]
+
+
+def test_app_jwt_is_short_lived_and_refused_with_another_key(
+    github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
+) -> None:
+    import jwt
+
+    url, _ = github
+    token = app_jwt(AppCredentials("314", pem(app_key), url), now=1_000_000)
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert claims == {"iat": 1_000_000 - 60, "exp": 1_000_000 + 540, "iss": "314"}
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    r = httpx.get(
+        f"{url}/app",
+        headers={"Authorization": f"Bearer {app_jwt(AppCredentials('314', pem(stranger), url))}"},
+    )
+    assert r.status_code == 401
+    app = GitHubApp(AppCredentials("314", pem(app_key), url))
+    assert app.bot_login() == BOT
+
+
+@pytest.fixture
+def server_settings(
+    database_url: str, github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
+) -> ServerSettings:
+    url = github[0]
+    return ServerSettings(
+        database_url=database_url,
+        public_url="http://gate.test",
+        github=GitHubSettings(
+            app=AppCredentials("314", pem(app_key), url), api_url=url, oidc_audience=None
+        ),
+    )
+
+
+def upload(client: TestClient, token: Token, **kwargs: Any) -> Any:
+    doc = make_results(repository=REPO, **kwargs)
+    r = client.post(
+        "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def test_the_server_posts_a_fork_prs_verdict_and_updates_it_in_place(
+    client: TestClient, ci_token: Any, github: tuple[str, fake_github.State]
+) -> None:
+    _, state = github
+    token: Token = ci_token(workspace="octo", repository=REPO, branches=("main",))
+    upload(client, token, branch="main", sha="a" * 40, seed=1)  # a push: no PR, nothing posted
+    assert state.comments == {} and state.statuses == {}
+
+    pr = dict(branch="fork-feature", event="pull_request", pr_number=3, base_branch="main", seed=2)
+    slow = upload(client, token, sha="b" * 40, slowdown=2.0, **pr)
+    assert slow["tier"] == "BLOCK"
+    (comment,) = state.comment_bodies(REPO, 3, login=BOT)
+    assert comment.startswith("<!-- rnx-benchmark:sticky -->")
+    assert "rnx-benchmark: BLOCK" in comment and "commit bbbbbbbbbbbb" in comment
+    assert slow["url"] in comment
+    (status,) = state.statuses[(REPO, "b" * 40)]
+    assert status["state"] == "failure" and status["context"] == "rnx-benchmark"
+    assert status["description"].startswith("BLOCK")
+
+    fixed = upload(client, token, sha="c" * 40, slowdown=1.0, **pr)
+    assert fixed["tier"] != "BLOCK"
+    (comment,) = state.comment_bodies(REPO, 3, login=BOT)  # the same comment, updated
+    assert "commit cccccccccccc" in comment and "BLOCK" not in comment.splitlines()[1]
+    (status,) = state.statuses[(REPO, "c" * 40)]
+    assert status["state"] == "success"
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_github_being_down_never_fails_an_upload(
+    database_url: str, ci_token: Any, app_key: rsa.RSAPrivateKey
+) -> None:
+    from gate_server.app import create_app
+    from tests.gate_helpers import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}"
+    settings = ServerSettings(
+        database_url=database_url,
+        github=GitHubSettings(app=AppCredentials("314", pem(app_key), dead), oidc_audience=None),
+    )
+    token: Token = ci_token(workspace="octo", repository=REPO, branches=("main",))
+    with TestClient(create_app(settings)) as c:
+        answer = upload(c, token, branch="f", event="pull_request", pr_number=4, base_branch="main")
+    assert answer["tier"] == "WARN"  # no baseline yet; the upload itself succeeded

@@ -1,0 +1,163 @@
+"""Uploads and accepts with a GitHub Actions OIDC token instead of a CI token.
+
+On both databases: bound to the registered repository by GitHub's id, one use per token id."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from gate_server.github import store
+from gate_server.github.settings import GitHubSettings
+from gate_server.settings import ServerSettings
+from gate_server.storage import Storage
+from tests.conftest import Token, signed_headers
+from tests.factories import body, make_results
+from tests.github.oidc_issuer import OidcIssuer
+
+REPO = "Codertocat/Hello-World"
+GITHUB_ID = 186853002
+AUDIENCE = "kernalin"
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[OidcIssuer]:
+    server = OidcIssuer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def server_settings(database_url: str, issuer: OidcIssuer) -> ServerSettings:
+    return ServerSettings(
+        database_url=database_url,
+        public_url="http://gate.test",
+        github=GitHubSettings(oidc_issuer=issuer.url, oidc_audience=AUDIENCE),
+    )
+
+
+@pytest.fixture
+def registered(client: TestClient, ci_token: Any, database_url: str) -> Token:
+    """The repository registered (a CI token) and its GitHub id known."""
+    token: Token = ci_token(workspace="octo", repository=REPO, branches=("master",))
+    s = Storage(database_url)
+    try:
+        with s.write() as conn:
+            assert store.bind_github_id(conn, GITHUB_ID, REPO)
+    finally:
+        s.close()
+    return token
+
+
+def upload(client: TestClient, secret: str, **doc_args: Any) -> Any:
+    doc = make_results(repository=REPO, **doc_args)
+    return client.post("/api/v1/runs", content=body(doc), headers=signed_headers(secret, body(doc)))
+
+
+def test_a_push_from_a_baseline_branch_uploads_a_baseline_and_a_jti_is_spent_once(
+    client: TestClient, registered: Token, issuer: OidcIssuer
+) -> None:
+    oidc = issuer.token(audience=AUDIENCE, ref="refs/heads/master", event_name="push")
+    r = upload(client, oidc, branch="master", sha="a" * 40)
+    assert r.status_code == 201, r.text
+    assert r.json()["is_baseline"] is True
+    again = upload(client, oidc, branch="master", sha="c" * 40)
+    assert again.status_code == 401 and again.json()["error"]["code"] == "replayed_oidc_token"
+    # Reading the run back works with a fresh token.
+    fresh = issuer.token(audience=AUDIENCE)
+    view = client.get(
+        f"/api/v1/runs/{r.json()['run_id']}", headers={"Authorization": f"Bearer {fresh}"}
+    )
+    assert view.status_code == 200 and view.json()["repository"] == REPO
+
+
+def test_pull_request_code_never_makes_a_baseline(
+    client: TestClient, registered: Token, issuer: OidcIssuer
+) -> None:
+    # A PR's workflow claims to be a push on master: stored, gated, but not a baseline.
+    oidc = issuer.token(audience=AUDIENCE, ref="refs/pull/7/merge", event_name="pull_request")
+    r = upload(client, oidc, branch="master", sha="d" * 40)
+    assert r.status_code == 201, r.text
+    assert r.json()["is_baseline"] is False
+    # Nor can it accept a run.
+    pr = upload(
+        client,
+        issuer.token(audience=AUDIENCE, ref="refs/pull/7/merge", event_name="pull_request"),
+        branch="feature",
+        event="pull_request",
+        pr_number=7,
+        base_branch="master",
+        sha="e" * 40,
+    )
+    accept = client.post(
+        f"/api/v1/runs/{pr.json()['run_id']}/accept",
+        json={"reason": "sneaky"},
+        headers={
+            "Authorization": "Bearer "
+            + issuer.token(audience=AUDIENCE, ref="refs/pull/7/merge", event_name="pull_request")
+        },
+    )
+    assert accept.status_code == 403 and accept.json()["error"]["code"] == "branch_out_of_scope"
+    # The accept workflow (issue_comment runs on the default branch) may.
+    accept = client.post(
+        f"/api/v1/runs/{pr.json()['run_id']}/accept",
+        json={"reason": "accepted in the PR"},
+        headers={
+            "Authorization": f"Bearer {issuer.token(audience=AUDIENCE, event_name='issue_comment')}"
+        },
+    )
+    assert accept.status_code == 200, accept.text
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_the_first_verified_token_ties_githubs_id_to_the_registered_name(
+    client: TestClient, ci_token: Any, issuer: OidcIssuer, database_url: str
+) -> None:
+    ci_token(workspace="octo", repository=REPO, branches=("master",))
+    r = upload(client, issuer.token(audience=AUDIENCE, repository_id=4711), branch="master")
+    assert r.status_code == 201, r.text
+    s = Storage(database_url)
+    try:
+        with s.read() as conn:
+            bound = store.repository_by_github_id(conn, 4711)
+    finally:
+        s.close()
+    assert bound is not None and bound.name == REPO
+    # From then on the id is the repository's: another id under the same name is refused.
+    r = upload(client, issuer.token(audience=AUDIENCE, repository_id=4712), branch="master")
+    assert r.status_code == 403 and r.json()["error"]["code"] == "repository_not_registered"
+
+
+def test_tokens_for_other_repositories_audiences_and_revoked_scopes_are_refused(
+    client: TestClient, registered: Token, issuer: OidcIssuer, database_url: str
+) -> None:
+    r = upload(client, issuer.token(audience=AUDIENCE, repository_id=999), branch="master")
+    assert r.status_code == 403 and r.json()["error"]["code"] == "repository_not_registered"
+    r = upload(
+        client, issuer.token(audience=AUDIENCE, repository="Codertocat/Other"), branch="master"
+    )
+    assert r.status_code == 403 and r.json()["error"]["code"] == "repository_mismatch"
+    r = upload(client, issuer.token(audience="https://other.example"), branch="master")
+    assert r.status_code == 401 and "audience" in r.json()["error"]["message"]
+    from gate_server.auth import revoke_token
+
+    s = Storage(database_url)
+    try:
+        revoke_token(s, registered.id, actor="test")
+    finally:
+        s.close()
+    r = upload(client, issuer.token(audience=AUDIENCE), branch="master")
+    assert r.status_code == 403 and r.json()["error"]["code"] == "no_ci_token"
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_oidc_can_be_turned_off(database_url: str, ci_token: Any, issuer: OidcIssuer) -> None:
+    from gate_server.app import create_app
+
+    settings = ServerSettings(database_url=database_url, github=GitHubSettings(oidc_audience=None))
+    with TestClient(create_app(settings)) as c:
+        r = upload(c, issuer.token(audience=AUDIENCE), branch="master")
+    assert r.status_code == 401 and r.json()["error"]["code"] == "oidc_disabled"

@@ -1,0 +1,422 @@
+"""POST /api/v1/github/webhook on both databases, the App talking to the GitHub fake.
+
+Signatures, redeliveries, "/kernalin accept" and everything that is not an error."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from starlette.testclient import TestClient
+
+from gate_server.github.app import AppCredentials
+from gate_server.github.settings import GitHubSettings
+from gate_server.github.webhook import WEBHOOK_PATH, signature_of, signature_ok
+from gate_server.settings import ServerSettings
+from tests.conftest import Token
+from tests.factories import body, make_results
+from tests.fakes import fake_github, github_endpoints
+from tests.fakes.github_endpoints import FakeApp, add_pull, extras
+from tests.github.payloads import load_payload, make_pr_comment
+
+SECRET = "webhook secret for tests"
+REPO = "Codertocat/Hello-World"  # as in the recorded payloads
+GITHUB_ID = 186853002
+PR = 7
+HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
+INSTALLATION = 4242
+BOT = "rnx-gate[bot]"
+
+
+def test_githubs_hmac_test_vector() -> None:
+    expected = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    assert signature_of("It's a Secret to Everybody", b"Hello, World!") == expected
+    assert signature_ok("It's a Secret to Everybody", b"Hello, World!", expected)
+    assert not signature_ok("It's a Secret to Everybody", b"Hello, World!!", expected)
+    assert not signature_ok("another secret", b"Hello, World!", expected)
+    assert not signature_ok("It's a Secret to Everybody", b"Hello, World!", None)
+    assert not signature_ok("It's a Secret to Everybody", b"Hello, World!", expected[7:])
+
+
+@pytest.fixture(scope="module")
+def app_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture
+def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]]:
+    assert github_endpoints.ROUTES[0] in fake_github.ROUTES  # the App's routes are mounted
+    with fake_github.serve() as (url, state):
+        public = app_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        extras(state).app = FakeApp("12345", public.decode(), installations={REPO: INSTALLATION})
+        state.repo(REPO).default_branch = "master"
+        add_pull(state, REPO, PR, base="master", head_sha=HEAD)
+        yield url, state
+
+
+@pytest.fixture
+def server_settings(
+    database_url: str, github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
+) -> ServerSettings:
+    pem = app_key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    url = github[0]
+    return ServerSettings(
+        database_url=database_url,
+        public_url="http://gate.test",
+        github=GitHubSettings(
+            webhook_secret=SECRET,
+            oidc_audience=None,
+            app=AppCredentials("12345", pem, url),
+            api_url=url,
+        ),
+    )
+
+
+def deliver(
+    client: TestClient,
+    event: str,
+    payload: dict[str, Any] | bytes,
+    *,
+    delivery: str | None = None,
+    secret: str = SECRET,
+) -> Any:
+    raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    return client.post(
+        WEBHOOK_PATH,
+        content=raw,
+        headers={
+            "Content-Type": "application/json",
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+            "X-Hub-Signature-256": signature_of(secret, raw),
+            "User-Agent": "GitHub-Hookshot/test",
+        },
+    )
+
+
+def upload_pr_run(client: TestClient, token: Token, *, slowdown: float, sha: str = HEAD) -> str:
+    doc = make_results(
+        repository=REPO,
+        branch="feature",
+        sha=sha,
+        event="pull_request",
+        pr_number=PR,
+        base_branch="master",
+        slowdown=slowdown,
+        seed=2,
+    )
+    from tests.conftest import signed_headers
+
+    r = client.post(
+        "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
+    )
+    assert r.status_code == 201, r.text
+    return str(r.json()["run_id"])
+
+
+@pytest.fixture
+def slow_pr(client: TestClient, ci_token: Any) -> tuple[Token, str]:
+    """A baseline on master, then a PR run twice as slow: BLOCK."""
+    from tests.conftest import signed_headers
+
+    token: Token = ci_token(workspace="octo", repository=REPO, branches=("master",))
+    base = make_results(repository=REPO, branch="master", sha="a" * 40, seed=1)
+    r = client.post(
+        "/api/v1/runs", content=body(base), headers=signed_headers(token.secret, body(base))
+    )
+    assert r.status_code == 201 and r.json()["is_baseline"], r.text
+    run_id = upload_pr_run(client, token, slowdown=2.0)
+    assert (
+        client.get(
+            f"/api/v1/runs/{run_id}", headers={"Authorization": f"Bearer {token.secret}"}
+        ).json()["tier"]
+        == "BLOCK"
+    )
+    return token, run_id
+
+
+def run_view(client: TestClient, token: Token, run_id: str) -> dict[str, Any]:
+    r = client.get(f"/api/v1/runs/{run_id}", headers={"Authorization": f"Bearer {token.secret}"})
+    assert r.status_code == 200
+    data: dict[str, Any] = r.json()
+    return data
+
+
+# ---- refusals
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_bad_or_missing_signature_is_401(client: TestClient) -> None:
+    payload = load_payload("ping")
+    r = deliver(client, "ping", payload, secret="not the secret")
+    assert r.status_code == 401 and r.json()["error"]["code"] == "bad_signature"
+    raw = json.dumps(payload).encode()
+    r = client.post(
+        WEBHOOK_PATH, content=raw, headers={"X-GitHub-Event": "ping", "X-GitHub-Delivery": "x"}
+    )
+    assert r.status_code == 401
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_missing_headers_and_bad_json_are_400(client: TestClient) -> None:
+    raw = b'{"zen": "x"}'
+    r = client.post(
+        WEBHOOK_PATH, content=raw, headers={"X-Hub-Signature-256": signature_of(SECRET, raw)}
+    )
+    assert r.status_code == 400 and "X-GitHub-Event" in r.json()["error"]["message"]
+    r = deliver(client, "ping", b"not json {")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
+    r = deliver(client, "ping", b"[1, 2]")
+    assert r.status_code == 400
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_without_a_secret_the_webhook_says_how_to_configure_it(database_url: str) -> None:
+    from gate_server.app import create_app
+
+    with TestClient(create_app(ServerSettings(database_url=database_url))) as c:
+        r = deliver(c, "ping", load_payload("ping"))
+    assert r.status_code == 503
+    assert "RNX_GITHUB_WEBHOOK_SECRET" in r.json()["error"]["message"]
+
+
+# ---- ping, redeliveries, other events
+
+
+def test_ping_is_answered_and_a_redelivery_gets_the_same_answer(client: TestClient) -> None:
+    payload = load_payload("ping")
+    first = deliver(client, "ping", payload, delivery="d-ping-1")
+    assert first.status_code == 200
+    assert first.json()["pong"] is True and first.json()["zen"] == payload["zen"]
+    again = deliver(client, "ping", payload, delivery="d-ping-1")
+    assert (again.status_code, again.json()) == (first.status_code, first.json())
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_other_events_are_ignored_with_200(client: TestClient) -> None:
+    for event, name in [
+        ("push", "push.1"),
+        ("pull_request", "pull_request.opened"),
+        ("pull_request", "pull_request.closed"),
+        ("pull_request", "pull_request.synchronize"),
+    ]:
+        r = deliver(client, event, load_payload(name))
+        assert r.status_code == 200 and "ignored" in r.json(), (name, r.text)
+
+
+# ---- "/kernalin accept"
+
+
+def test_write_user_accepts_and_a_redelivery_acts_once(
+    client: TestClient,
+    slow_pr: tuple[Token, str],
+    github: tuple[str, fake_github.State],
+    storage_of: Any,
+) -> None:
+    token, run_id = slow_pr
+    _, state = github
+    extras(state).permissions[(REPO, "alice")] = "write"
+    comment = make_pr_comment(
+        "/kernalin accept fp64 accumulation is the point",
+        user="alice",
+        number=PR,
+        installation_id=INSTALLATION,
+    )
+    r = deliver(client, "issue_comment", comment, delivery="d-accept-1")
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert answer["accepted"] == [run_id]
+    assert answer["status"] == "accepted by @alice: fp64 accumulation is the point"
+
+    view = run_view(client, token, run_id)
+    assert view["is_baseline"] and view["baseline_branch"] == "master"
+    assert view["accepted"]["by"] == "github:alice"
+    assert view["accepted"]["reason"] == "fp64 accumulation is the point"
+    assert view["accepted"]["via"] == "github-webhook"
+
+    # App mode posted the BLOCK verdict when the run was uploaded; accepting turned it to PASS.
+    statuses = [(s["state"], s["description"], s["context"]) for s in state.statuses[(REPO, HEAD)]]
+    assert statuses[0][0] == "failure" and statuses[0][1].startswith("BLOCK")
+    assert statuses[-1] == (
+        "success",
+        "PASS: accepted by @alice: fp64 accumulation is the point",
+        "rnx-benchmark",
+    )
+    sticky = [b for b in state.comment_bodies(REPO, PR, login=BOT) if b.startswith("<!--")]
+    assert len(sticky) == 1, sticky  # the same comment, updated in place
+    assert "rnx-benchmark: PASS" in sticky[0] and "Accepted** by @alice" in sticky[0]
+    assert "Measured before acceptance: BLOCK." in sticky[0]
+    assert [(c, who) for _, _, c, who in extras(state).reactions] == [("+1", BOT)]
+
+    s = storage_of()
+    with s.read() as conn:
+        audit = [e for e in s.audit_entries(conn) if e["action"] == "run.accept"]
+    assert len(audit) == 1 and audit[0]["actor"] == "github:alice"
+
+    # GitHub redelivers: same answer, nothing done twice.
+    again = deliver(client, "issue_comment", comment, delivery="d-accept-1")
+    assert (again.status_code, again.json()) == (200, answer)
+    assert len(state.statuses[(REPO, HEAD)]) == 2 and len(extras(state).reactions) == 1
+
+    # The next push to the PR, as slow as the accepted run, is compared with it: no BLOCK.
+    next_run = upload_pr_run(client, token, slowdown=2.0, sha="b" * 40)
+    assert run_view(client, token, next_run)["tier"] != "BLOCK"
+
+
+def test_code_owner_from_the_base_branch_may_accept(
+    client: TestClient, slow_pr: tuple[Token, str], github: tuple[str, fake_github.State]
+) -> None:
+    token, run_id = slow_pr
+    _, state = github
+    state.repo(REPO).files[("master", ".github/CODEOWNERS")] = "* @nobody\n/kernels/ @carol\n"
+    state.repo(REPO).files[("feature", ".github/CODEOWNERS")] = "* @mallory\n"
+    r = deliver(
+        client,
+        "issue_comment",
+        make_pr_comment(
+            "/kernalin accept new feature", user="carol", number=PR, installation_id=INSTALLATION
+        ),
+    )
+    assert r.status_code == 200 and r.json()["accepted"] == [run_id], r.text
+    assert "code owner of kernels/attention.py" in r.json()["why"]
+    # The PR's own branch cannot make its author an owner.
+    r = deliver(
+        client,
+        "issue_comment",
+        make_pr_comment(
+            "/kernalin accept mine", user="mallory", number=PR, installation_id=INSTALLATION
+        ),
+    )
+    assert "denied" in r.json()
+
+
+def test_unauthorised_user_gets_a_short_reply_and_nothing_changes(
+    client: TestClient, slow_pr: tuple[Token, str], github: tuple[str, fake_github.State]
+) -> None:
+    token, run_id = slow_pr
+    _, state = github
+    extras(state).permissions[(REPO, "bob")] = "read"
+    comment = make_pr_comment(
+        "/kernalin accept trust me", user="bob", number=PR, installation_id=INSTALLATION
+    )
+    comment["comment"]["author_association"] = "OWNER"  # never trusted on its own
+    r = deliver(client, "issue_comment", comment)
+    assert r.status_code == 200
+    assert "no write permission" in r.json()["denied"]
+    replies = [b for b in state.comment_bodies(REPO, PR, login=BOT) if b.startswith("@")]
+    assert len(replies) == 1 and replies[0].startswith("@bob rnx-benchmark: not accepted:")
+    assert run_view(client, token, run_id)["accepted"] is None
+    assert [s["state"] for s in state.statuses[(REPO, HEAD)]] == ["failure"]
+
+
+def test_malformed_command_gets_a_reply_saying_why(
+    client: TestClient, slow_pr: tuple[Token, str], github: tuple[str, fake_github.State]
+) -> None:
+    _, state = github
+    for text, reply in [
+        ("/kernalin accept", "a reason is required"),
+        ("/kernalin rerun", "unknown command"),
+    ]:
+        payload = make_pr_comment(text, user="alice", number=PR, installation_id=INSTALLATION)
+        r = deliver(client, "issue_comment", payload)
+        assert r.status_code == 200 and reply in r.json()["replied"]
+        last = state.comment_bodies(REPO, PR, login=BOT)[-1]
+        assert reply in last and "`/kernalin accept <reason>`" in last
+
+
+def not_commands() -> list[tuple[str, dict[str, Any]]]:
+    issue = load_payload("issue_comment.created")
+    issue["comment"]["body"] = "/kernalin accept on an issue, not a pull request"
+    bot = make_pr_comment("/kernalin accept x", user="dependabot[bot]", number=PR)
+    bot["comment"]["user"]["type"] = "Bot"
+    return [
+        ("issue", issue),
+        ("edited", make_pr_comment("/kernalin accept x", user="alice", number=PR, action="edited")),
+        (
+            "deleted",
+            make_pr_comment("/kernalin accept x", user="alice", number=PR, action="deleted"),
+        ),
+        ("bot", bot),
+        ("quoted", make_pr_comment("> /kernalin accept x\nno", user="alice", number=PR)),
+        ("other text", make_pr_comment("LGTM, ship it", user="alice", number=PR)),
+    ]
+
+
+def test_what_is_not_a_command_is_ignored_quietly(
+    client: TestClient, slow_pr: tuple[Token, str], github: tuple[str, fake_github.State]
+) -> None:
+    token, run_id = slow_pr
+    _, state = github
+    extras(state).permissions[(REPO, "alice")] = "admin"
+    for kind, payload in not_commands():
+        before = len(state.log)
+        r = deliver(client, "issue_comment", payload)
+        assert r.status_code == 200 and "ignored" in r.json(), kind
+        assert state.log[before:] == [], kind  # not one call to GitHub
+    assert run_view(client, token, run_id)["accepted"] is None
+
+
+def test_no_run_yet_gets_a_reply(
+    client: TestClient, ci_token: Any, github: tuple[str, fake_github.State]
+) -> None:
+    _, state = github
+    ci_token(workspace="octo", repository=REPO, branches=("master",))
+    extras(state).permissions[(REPO, "alice")] = "write"
+    r = deliver(
+        client,
+        "issue_comment",
+        make_pr_comment(
+            "/kernalin accept why not", user="alice", number=PR, installation_id=INSTALLATION
+        ),
+    )
+    assert "no rnx-benchmark run" in r.json()["replied"]
+
+
+def test_a_rename_keeps_the_repository_and_its_history(
+    client: TestClient, slow_pr: tuple[Token, str], storage_of: Any
+) -> None:
+    token, run_id = slow_pr
+    # Any verified delivery naming the repository ties its GitHub id to the registered one.
+    issue_comment = deliver(client, "issue_comment", load_payload("issue_comment.created"))
+    assert "ignored" in issue_comment.json()
+    renamed = load_payload("issue_comment.created")
+    renamed["action"] = "renamed"
+    renamed["repository"]["full_name"] = "Codertocat/Hello-Kernels"
+    renamed["changes"] = {"repository": {"name": {"from": "Hello-World"}}}
+    renamed = {k: v for k, v in renamed.items() if k not in ("issue", "comment")}
+    r = deliver(client, "repository", renamed)
+    assert r.json()["renamed"] == {"from": REPO, "to": "Codertocat/Hello-Kernels"}
+    assert run_view(client, token, run_id)["repository"] == "Codertocat/Hello-Kernels"
+    from gate_server.github import store
+
+    s = storage_of()
+    with s.read() as conn:
+        found = store.repository_by_github_id(conn, GITHUB_ID)
+    assert found is not None and found.name == "Codertocat/Hello-Kernels"
+
+
+@pytest.fixture
+def storage_of(database_url: str) -> Iterator[Any]:
+    from gate_server.storage import Storage
+
+    opened: list[Storage] = []
+
+    def make() -> Storage:
+        s = Storage(database_url)
+        opened.append(s)
+        return s
+
+    yield make
+    for s in opened:
+        s.close()

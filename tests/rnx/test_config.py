@@ -1,0 +1,91 @@
+"""kernalin.yml: defaults, overrides, and errors that name the bad key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rnx.config import KernalinConfig, load_config, parse_config
+from rnx.errors import UserError
+
+DESIGN_EXAMPLE = """
+version: 1
+gate:
+  mode: enforce
+  block-threshold: 25%
+  rope: 2%
+  probability: 0.95
+  compare: baseline
+  baseline-branches: [main]
+benchmarks:
+  - workload: kernels/attention.py
+    runtimes: [pytorch_eager, torch_compile]
+    batch-sizes: [1, 8]
+    dtypes: [float32]
+"""
+
+
+def test_design_example_parses(tmp_path: Path) -> None:
+    path = tmp_path / "kernalin.yml"
+    path.write_text(DESIGN_EXAMPLE)
+    config = load_config(path)
+    assert config.gate.block_threshold == pytest.approx(0.25)
+    assert config.gate.rope == pytest.approx(0.02)
+    assert config.benchmarks[0].runtimes == ["pytorch_eager", "torch_compile"]
+    assert config.benchmarks[0].batch_sizes == [1, 8]
+
+
+def test_missing_default_file_means_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert load_config(None) == KernalinConfig()
+
+
+def test_missing_named_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="cannot read config file"):
+        load_config(tmp_path / "nope.yml")
+
+
+def test_comma_separated_inputs_are_lists() -> None:
+    config = parse_config(
+        {"benchmarks": [{"workload": "a.py", "batch-sizes": "1, 8,8", "dtypes": "float16"}]}
+    )
+    assert config.benchmarks[0].batch_sizes == [1, 8]
+    assert config.benchmarks[0].dtypes == ["float16"]
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"gate": {"blok-threshold": "25%"}}, r"gate\.blok-threshold: unknown key"),
+        (
+            {"gate": {"block-threshold": "lots"}},
+            r"gate\.block-threshold: .*'lots' is not a percentage",
+        ),
+        ({"gate": {"mode": "strict"}}, r"gate\.mode: 'strict' is not allowed"),
+        (
+            {"benchmarks": [{"workload": "a.py", "runtimes": ["jax"]}]},
+            r"runtimes\.0: 'jax' is not allowed",
+        ),
+        ({"benchmarks": [{"workload": "a.py", "batch-sizes": [0]}]}, r"batch-sizes\.0"),
+        ({"harness": {"samples": 3}}, r"harness\.samples"),
+        ({"version": 2}, r"version 2 is not supported"),
+    ],
+)
+def test_bad_values_name_the_key(data: dict, expected: str) -> None:
+    with pytest.raises(UserError, match=expected):
+        parse_config(data)
+
+
+def test_invalid_yaml_is_one_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "kernalin.yml"
+    path.write_text("gate: [unclosed\n")
+    with pytest.raises(UserError, match="not valid YAML"):
+        load_config(path)
+
+
+def test_top_level_must_be_a_mapping() -> None:
+    with pytest.raises(UserError, match="must be a mapping"):
+        parse_config(["a"])  # type: ignore[arg-type]

@@ -1,0 +1,71 @@
+"""The golden results documents parse, round-trip, and guard the schema's compatibility."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rnx.errors import UserError
+from rnx.schema import InvalidDocument, load_results, parse_results
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+GOLDEN = sorted(DATA.glob("results-v1-*.json"))
+
+
+def test_there_are_golden_documents_for_each_mode_and_status() -> None:
+    docs = [load_results(str(p)) for p in GOLDEN]
+    assert {d.settings.mode for d in docs} == {"single", "paired"}
+    assert {c.status for d in docs for c in d.configurations} == {
+        "ok",
+        "unsupported",
+        "diverged",
+        "error",
+    }
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name)
+def test_golden_document_round_trips(path: Path) -> None:
+    raw = json.loads(path.read_text())
+    doc = parse_results(path.read_bytes(), source=path.name)
+    again = parse_results(doc.to_json(), source="round trip")
+    assert again == doc
+    # Nothing the file says is lost: every configuration's samples survive unchanged.
+    for cfg, original in zip(doc.configurations, raw["configurations"], strict=True):
+        assert cfg.id == f"{original['runtime']}/{original['dtype']}/bs{original['batch_size']}"
+        if "samples" in original:
+            assert cfg.samples is not None and cfg.samples.ns == original["samples"]["ns"]
+
+
+def golden_dict() -> dict:
+    return json.loads((DATA / "results-v1-single.json").read_text())
+
+
+def test_unknown_version_is_refused_naming_it() -> None:
+    raw = golden_dict() | {"schema_version": 7}
+    with pytest.raises(InvalidDocument, match="schema_version 7"):
+        parse_results(raw, source="future.json")
+
+
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [(-5, "greater than 0"), (12.5, "valid integer"), ("NaN", "valid integer")],
+)
+def test_bad_samples_are_refused(bad: object, problem: str) -> None:
+    raw = golden_dict()
+    raw["configurations"][0]["samples"]["ns"][3] = bad
+    with pytest.raises(InvalidDocument, match=problem) as err:
+        parse_results(raw, source="bad.json")
+    assert "configurations.0.samples.ns.3" in str(err.value)
+
+
+def test_nan_literal_is_refused() -> None:
+    text = (DATA / "results-v1-single.json").read_text().replace('"ns": [', '"ns": [NaN, ', 1)
+    with pytest.raises(InvalidDocument, match="NaN is not allowed"):
+        parse_results(text, source="nan.json")
+
+
+def test_unreadable_file_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="cannot read results file"):
+        load_results(str(tmp_path / "missing.json"))

@@ -1,0 +1,198 @@
+"""stats.compare: known answers with seeded data, robustness, groups, paired mode, validation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import stats
+
+
+def lognormal(
+    rng: np.random.Generator, n: int, median: float = 1e5, sigma: float = 0.02
+) -> np.ndarray:
+    return median * np.exp(rng.normal(0.0, sigma, n))
+
+
+def test_known_slowdown_is_found_with_its_size() -> None:
+    rng = np.random.default_rng(1)
+    base = lognormal(rng, 30)
+    head = lognormal(rng, 30, median=1.1e5)
+    c = stats.compare(base, head, seed=0)
+    assert c.verdict == "slower"
+    assert c.low < 1.10 < c.high
+    assert 1.08 < c.ratio < 1.12
+    assert c.p_slower >= 0.95 and c.p_faster == 0.0
+    assert math.isclose(c.p_slower + c.p_faster + c.p_equivalent, 1.0)
+    assert c.base_samples == c.head_samples == 30
+    assert c.base_median == pytest.approx(np.median(base))
+
+
+def test_known_speedup_and_equivalence() -> None:
+    rng = np.random.default_rng(2)
+    base = lognormal(rng, 40, sigma=0.005)
+    assert (
+        stats.compare(base, lognormal(rng, 40, median=0.9e5, sigma=0.005), seed=0).verdict
+        == "faster"
+    )
+    same = stats.compare(base, lognormal(rng, 40, sigma=0.005), seed=0)
+    assert same.verdict == "equivalent"
+    assert same.p_equivalent >= 0.95
+    assert "equivalent" in same.reason
+
+
+def test_seed_makes_it_reproducible() -> None:
+    rng = np.random.default_rng(3)
+    base, head = lognormal(rng, 20), lognormal(rng, 20, median=1.03e5)
+    a = stats.compare(base, head, seed=42)
+    b = stats.compare(base, head, seed=42)
+    assert a == b
+    assert np.array_equal(a.log_ratio_draws, b.log_ratio_draws)
+    c = stats.compare(base, head, seed=43)
+    assert not np.array_equal(a.log_ratio_draws, c.log_ratio_draws)
+    assert a.log_ratio_draws.size == 2000
+
+
+def test_p_exceeds_matches_the_draws() -> None:
+    rng = np.random.default_rng(4)
+    c = stats.compare(lognormal(rng, 30), lognormal(rng, 30, median=1.3e5, sigma=0.1), seed=0)
+    assert c.p_exceeds(c.rope) == pytest.approx(c.p_slower)
+    assert c.p_exceeds(0.0) >= c.p_exceeds(0.25) >= c.p_exceeds(1.0)
+    assert 0 < c.p_not_exceeding(10.0) <= 1
+    assert c.p_not_exceeding(-0.9) == pytest.approx(1 / 2001)
+
+
+def test_fewer_than_eight_samples_is_undecided_with_the_reason() -> None:
+    rng = np.random.default_rng(5)
+    c = stats.compare(lognormal(rng, 5), lognormal(rng, 30, median=3e5), seed=0)
+    assert c.verdict == "undecided"
+    assert c.reason == "fewer than 8 samples on a side (base 5, head 30)"
+    assert not c.sufficient
+    p = stats.compare(lognormal(rng, 7), lognormal(rng, 7, median=3e5), seed=0, paired=True)
+    assert p.verdict == "undecided" and p.reason == "fewer than 8 paired rounds (7)"
+
+
+def test_heavy_tails_do_not_fake_a_difference_and_do_not_hide_one() -> None:
+    """Preemption-like outliers: 10% of samples 3-20x slower, on either side at random."""
+    rng = np.random.default_rng(6)
+
+    def noisy(median: float) -> np.ndarray:
+        x = lognormal(rng, 30, median=median, sigma=0.01)
+        hit = rng.random(30) < 0.10
+        x[hit] *= rng.uniform(3, 20, hit.sum())
+        return x
+
+    aa = stats.compare_many([(noisy(1e5), noisy(1e5)) for _ in range(100)], seed=0)
+    assert sum(c.verdict in ("slower", "faster") for c in aa) <= 5
+    assert sum(c.verdict == "equivalent" for c in aa) >= 80
+    real = stats.compare_many([(noisy(1e5), noisy(1.1e5)) for _ in range(50)], seed=1)
+    assert sum(c.verdict == "slower" for c in real) >= 48
+    assert all(1.05 < c.ratio < 1.15 for c in real)
+
+
+def test_bimodal_timings_are_handled() -> None:
+    """Two allocator states: 70% of samples at 1.0, 30% at 1.3, mixed afresh on each side."""
+    rng = np.random.default_rng(7)
+
+    def bimodal(scale: float) -> np.ndarray:
+        x = lognormal(rng, 30, median=1e5 * scale, sigma=0.01)
+        return np.where(rng.random(30) < 0.3, x * 1.3, x)
+
+    aa = stats.compare_many([(bimodal(1.0), bimodal(1.0)) for _ in range(100)], seed=0)
+    assert sum(c.verdict in ("slower", "faster") for c in aa) <= 3
+    real = stats.compare_many([(bimodal(1.0), bimodal(1.2)) for _ in range(100)], seed=1)
+    assert sum(c.verdict == "slower" for c in real) >= 75
+    assert not any(c.verdict == "faster" for c in real)
+    # The estimator stays with the main mode: 1.2 is the answer, not a mix of the two modes.
+    assert 1.15 < np.median([c.ratio for c in real]) < 1.25
+
+
+def test_separate_processes_with_tight_samples_are_not_called_different() -> None:
+    """Each process has its own offset (3% spread) and tight samples (0.3%) within."""
+    rng = np.random.default_rng(8)
+
+    def run(groups: int) -> list[np.ndarray]:
+        return [
+            lognormal(rng, 10, median=1e5 * math.exp(rng.normal(0, 0.03)), sigma=0.003)
+            for _ in range(groups)
+        ]
+
+    pairs = [(run(3), run(3)) for _ in range(200)]
+    grouped = stats.compare_many(pairs, seed=0)
+    pooled = stats.compare_many([(np.concatenate(b), np.concatenate(h)) for b, h in pairs], seed=0)
+    called_grouped = sum(c.verdict in ("slower", "faster") for c in grouped)
+    called_pooled = sum(c.verdict in ("slower", "faster") for c in pooled)
+    # Pooling treats 30 tight samples as independent and calls far more pairs different.
+    assert called_pooled >= 25
+    assert called_grouped <= 10
+
+    # The interval is wider with groups: between-process spread is part of the uncertainty.
+    def width(cs: list[stats.Comparison]) -> float:
+        return float(np.median([math.log(c.high / c.low) for c in cs]))
+
+    assert width(grouped) > 2 * width(pooled)
+
+
+def test_several_baseline_runs_are_groups_too() -> None:
+    rng = np.random.default_rng(9)
+    history = [lognormal(rng, 30, median=1e5 * (1 + 0.01 * k)) for k in range(5)]
+    c = stats.compare(history, lognormal(rng, 30, median=1.5e5), seed=0)
+    assert c.verdict == "slower" and c.base_groups == 5 and c.base_samples == 150
+
+
+def test_paired_mode_cancels_shared_round_noise() -> None:
+    """Each round's noise (20%) hits base and head alike; head is 5% slower."""
+    rng = np.random.default_rng(10)
+    shared = np.exp(rng.normal(0, 0.2, 30))
+    base = 1e5 * shared * np.exp(rng.normal(0, 0.003, 30))
+    head = 1.05e5 * shared * np.exp(rng.normal(0, 0.003, 30))
+    paired = stats.compare(base, head, seed=0, paired=True)
+    assert paired.verdict == "slower"
+    assert paired.low < 1.05 < paired.high and paired.high / paired.low < 1.01
+    assert stats.compare(base, head, seed=0).verdict == "undecided"
+    grouped = stats.compare([base[:15], base[15:]], [head[:15], head[15:]], seed=0, paired=True)
+    assert grouped.verdict == "slower" and grouped.base_groups == 2
+
+
+def test_compare_many_matches_one_by_one_verdicts() -> None:
+    rng = np.random.default_rng(11)
+    pairs = [(lognormal(rng, 30), lognormal(rng, 30, median=m)) for m in (1e5, 1.2e5, 0.8e5)]
+    pairs.append(([lognormal(rng, 10) for _ in range(3)], lognormal(rng, 12)))
+    many = stats.compare_many(pairs, seed=0)
+    single = [stats.compare(b, h, seed=5) for b, h in pairs]
+    assert [c.verdict for c in many] == [c.verdict for c in single]
+    for a, b in zip(many, single, strict=True):
+        assert a.ratio == pytest.approx(b.ratio, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"base": [1.0, float("nan")] * 5}, "base contains NaN"),
+        ({"head": [1.0, -2.0] * 5}, "head contains a time <= 0"),
+        ({"base": [[1.0] * 8, []]}, r"base\[1\] is empty"),
+        ({"base": []}, "base has no samples"),
+        ({"head": "fast"}, "head must be a sequence"),
+        ({"base": [1.0, [2.0]]}, "base mixes numbers and sequences"),
+        ({"base": [["x"] * 9]}, r"base\[0\] must contain only numbers"),
+        ({"rope": 0.0}, "rope must lie strictly between"),
+        ({"probability": 1.0}, "probability must lie strictly between"),
+        ({"resamples": 100}, "resamples must be at least 2000"),
+        ({"seed": "abc"}, "seed must be"),
+        ({"paired": True, "head": [1.0] * 9}, "paired=True needs base and head of the same shape"),
+    ],
+)
+def test_bad_input_is_refused_naming_the_argument(kwargs: dict, message: str) -> None:
+    args = {"base": [1.0] * 10, "head": [1.1] * 10} | kwargs
+    with pytest.raises((ValueError, TypeError), match=message):
+        stats.compare(args.pop("base"), args.pop("head"), **args)
+
+
+def test_result_is_frozen() -> None:
+    c = stats.compare([1.0] * 10, [1.0] * 10, seed=0)
+    with pytest.raises(AttributeError):
+        c.verdict = "slower"  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        c.log_ratio_draws[0] = 1.0

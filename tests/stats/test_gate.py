@@ -1,0 +1,89 @@
+"""stats.gate: tiers, reasons, and the per-run false-BLOCK control across configurations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import stats
+
+
+def sample(rng: np.random.Generator, median: float, n: int = 30, sigma: float = 0.02) -> np.ndarray:
+    return median * np.exp(rng.normal(0, sigma, n))
+
+
+def compared(ratios: dict[str, float], seed: int = 0, n: int = 30) -> dict[str, stats.Comparison]:
+    rng = np.random.default_rng(seed)
+    pairs = [(sample(rng, 1e5, n), sample(rng, 1e5 * r, n)) for r in ratios.values()]
+    return dict(zip(ratios, stats.compare_many(pairs, seed=seed), strict=True))
+
+
+def test_holm_known_answer() -> None:
+    adjusted = stats.holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": 0.005})
+    assert adjusted == pytest.approx({"d": 0.02, "a": 0.03, "c": 0.06, "b": 0.06})
+    assert stats.holm({}) == {}
+
+
+def test_pass_when_nothing_credibly_slower() -> None:
+    d = stats.gate(compared({"a": 1.0, "b": 1.0, "c": 0.8}))
+    assert d.tier == "PASS"
+    assert d.reasons == ("no credible slowdown in 3 configurations (1 faster)",)
+
+
+def test_warn_for_a_credible_slowdown_below_the_threshold() -> None:
+    d = stats.gate(compared({"a": 1.0, "b": 1.10}))
+    assert d.tier == "WARN"
+    assert d.warned == ("b",)
+    assert "b is" in d.reasons[0] and "below the 25% block threshold" in d.reasons[0]
+
+
+def test_block_for_a_credible_slowdown_beyond_the_threshold() -> None:
+    d = stats.gate(compared({"a": 1.0, "b": 1.5, "c": 1.1}))
+    assert d.tier == "BLOCK"
+    assert d.blocked == ("b",)
+    assert d.reasons[0].startswith("b is ") and "Holm" in d.reasons[0]
+    assert any(r.startswith("c is") for r in d.reasons[1:])  # the WARN reasons follow
+    lower = stats.gate(compared({"a": 1.0, "b": 1.5}), block_threshold=0.6)
+    assert lower.tier == "WARN"
+
+
+def test_block_for_a_broken_runtime_even_without_slowdown() -> None:
+    d = stats.gate(compared({"a": 1.0}), broken={"b": "diverged: max abs error 0.5 > atol 1e-05"})
+    assert d.tier == "BLOCK"
+    assert d.broken == ("b",)
+    assert d.reasons == ("b is broken in head: diverged: max abs error 0.5 > atol 1e-05",)
+
+
+def test_warn_for_undecided_missing_baseline_and_outage() -> None:
+    few = compared({"a": 2.0}, n=5)
+    d = stats.gate(few)
+    assert d.tier == "WARN"  # a huge ratio on 5 samples is never a BLOCK
+    assert d.reasons == ("a is undecided: fewer than 8 samples on a side (base 5, head 5)",)
+    assert stats.gate({}, missing_baseline=["x"]).reasons == ("x has no baseline yet",)
+    assert stats.gate({}, no_baseline=True).reasons == ("no baseline in this environment yet",)
+    outage = stats.gate(compared({"a": 1.0}), outage="gate server unreachable (timeout)")
+    assert outage.tier == "WARN" and outage.reasons == (
+        "outage: gate server unreachable (timeout)",
+    )
+
+
+def test_holm_keeps_false_blocks_per_run_rare_at_the_threshold() -> None:
+    """48 configurations all exactly at the threshold (the worst case for a false BLOCK).
+
+    Blocking each configuration at P(ratio > 1.25) >= 0.95 on its own would block most runs;
+    Holm's adjustment keeps runs that block at about 5% or fewer.
+    """
+    rng = np.random.default_rng(12)
+    runs, blocked_runs, naive_runs = 20, 0, 0
+    for r in range(runs):
+        pairs = [(sample(rng, 1e5, sigma=0.05), sample(rng, 1.25e5, sigma=0.05)) for _ in range(48)]
+        cs = dict(zip(map(str, range(48)), stats.compare_many(pairs, seed=r), strict=True))
+        blocked_runs += stats.gate(cs).tier == "BLOCK"
+        naive_runs += any(c.p_exceeds(0.25) >= 0.95 for c in cs.values())
+    assert naive_runs >= runs // 2
+    assert blocked_runs <= 2
+
+
+def test_bad_threshold_is_refused() -> None:
+    with pytest.raises(ValueError, match="block_threshold must lie strictly between"):
+        stats.gate({}, block_threshold=0)
