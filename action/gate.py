@@ -90,7 +90,15 @@ def _credentials(inputs: GateInputs, env: Mapping[str, str], wf: Workflow) -> li
     oidc = oidc_token(env)
     if oidc:
         wf.mask(oidc)
-        creds.append(Credential("oidc", oidc))
+
+        def renew() -> str | None:
+            # Each retry needs a fresh OIDC token: the server refuses a replayed one.
+            fresh = oidc_token(env)
+            if fresh:
+                wf.mask(fresh)
+            return fresh
+
+        creds.append(Credential("oidc", oidc, renew))
     if inputs.kernalin_token:
         creds.append(Credential("token", inputs.kernalin_token))
     return creds
@@ -192,14 +200,15 @@ def annotate(wf: Workflow, part: PartResult, *, root: Path, block_threshold: flo
 def _maybe_base_checkout(
     root: Path, config: KernalinConfig, ctx: RunContext, base_sha: str | None
 ) -> Iterator[Path | None]:
-    if config.gate.compare != "paired":
+    # A push has no base to pair with: it is measured alone and, uploaded, becomes a baseline.
+    if config.gate.compare != "paired" or not ctx.git.is_pull_request:
         yield None
         return
     sha = base_sha or ctx.git.base_sha
-    if not ctx.git.is_pull_request or not sha:
+    if not sha:
         raise UserError(
-            "compare: paired needs a pull request's base commit; run on pull_request events "
-            "(or pass --pr N --base-branch B --base-sha SHA), or use compare: baseline"
+            "compare: paired needs the pull request's base commit; GitHub's pull_request "
+            "event has it; elsewhere pass --base-sha SHA (or use compare: baseline)"
         )
     with base_worktree(root, sha) as path:
         yield path
@@ -300,7 +309,6 @@ def main(
     benchmark_s = time.monotonic() - started - setup_s
     upload_started = time.monotonic()
 
-    credentials = _credentials(inputs, env, wf) if inputs.kernalin_url else []
     parts = []
     for m in measured:
         if args.results_dir:
@@ -309,6 +317,8 @@ def main(
             (out / f"{m.document.run_id}.json").write_text(m.document.to_json(indent=2))
         answer: UploadAnswer | Outage | None = None
         if inputs.kernalin_url:
+            # Per upload: the server spends an OIDC token on first use.
+            credentials = _credentials(inputs, env, wf)
             answer = upload(
                 m.document, url=inputs.kernalin_url, credentials=credentials, clock=clock
             )

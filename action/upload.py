@@ -62,6 +62,9 @@ class Outage:
 class Credential:
     kind: str  # "oidc" | "token"
     secret: str
+    # The server spends an OIDC token on first use (a replayed jti is refused), so a retry
+    # needs a fresh one: `renew` asks GitHub again. None: the secret is reusable (a CI token).
+    renew: Callable[[], str | None] | None = None
 
 
 @dataclass
@@ -92,7 +95,7 @@ def oidc_token(env: Mapping[str, str], *, timeout: float = 10.0) -> str | None:
             timeout=timeout,
         )
         value = r.json().get("value") if r.status_code == 200 else None
-    except (httpx.HTTPError, ValueError, AttributeError):
+    except (httpx.HTTPError, ValueError, AttributeError, RecursionError):
         return None
     return value if isinstance(value, str) and value else None
 
@@ -110,7 +113,7 @@ def _error_message(response: httpx.Response) -> str:
                 else f" ({first})"
             )
         return str(message)[:300]
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # not JSON, or nested too deep
         return response.text[:200]
 
 
@@ -203,6 +206,8 @@ def upload(
                 return _gave_up(attempts, deadline_s, last)
             clock.sleep(wait)
             delay = min(delay * 2, 16.0)
+            if cred.renew is not None:
+                pending[0] = Credential(cred.kind, cred.renew() or cred.secret, cred.renew)
     return Outage(last, attempts)
 
 
@@ -245,7 +250,7 @@ def _retry_after(response: httpx.Response) -> float | None:
 def _parse_answer(response: httpx.Response, url: str, attempts: int) -> UploadAnswer | Outage:
     try:
         return UploadAnswer.model_validate(response.json())
-    except (ValueError, ValidationError) as e:
+    except (ValueError, ValidationError, RecursionError) as e:  # RecursionError: nested too deep
         snippet = (
             json.dumps(str(e))[:200]
             if not isinstance(e, ValidationError)

@@ -169,8 +169,20 @@ def collect_environment(*, name: str | None = None, threads: int | None = None) 
     collect_runner(runner)
     collect_software(software)
     if threads is not None:
-        software["harness_threads"] = threads
-        software["torch_threads"] = threads  # what the worker processes set
+        # What the worker processes set (bench_runner.worker.configure_process), not this
+        # process's own values: the numbers were measured there.
+        software.update(
+            {
+                "harness_threads": threads,
+                "torch_threads": threads,
+                "torch_interop_threads": 1,
+                "onnxruntime_intra_op_threads": threads,
+                "onnxruntime_inter_op_threads": 1,
+                "tf32_matmul": False,
+                "tf32_cudnn": False,
+                "float32_matmul_precision": "highest",
+            }
+        )
     # The kernel release changes with updates; it is software, shown but not keyed.
     software["kernel"] = runner.pop("kernel", None)
     return Environment(

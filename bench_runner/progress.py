@@ -23,6 +23,7 @@ class Progress:
         self.rounds_done = 0
         self.round_s = 0.0
         self._last = self.t0
+        self.round_guess = 0.0  # seconds per round, from the warm-up, until rounds are timed
 
     def _emit(self, text: str) -> None:
         if self.stream is not None:
@@ -31,7 +32,7 @@ class Progress:
     def _eta(self) -> float:
         left_configs = self.n_configs - self.done_configs
         per_config = self.prepare_s / max(self.done_configs, 1)
-        per_round = self.round_s / self.rounds_done if self.rounds_done else per_config
+        per_round = self.round_s / self.rounds_done if self.rounds_done else self.round_guess
         return left_configs * per_config + (self.n_samples - self.rounds_done) * per_round
 
     def prepared(
@@ -48,6 +49,10 @@ class Progress:
             f"{slot + 1}) {what if status == 'ok' else status}{note}  "
             f"elapsed {_dur(now - self.t0)}  eta {_dur(self._eta())}"
         )
+
+    def skipped(self) -> None:
+        """A configuration that is not built again in a later process (it is not ok)."""
+        self.done_configs += 1
 
     def round_done(self, r: int, rounds: int, slot: int, processes: int, measured: int) -> None:
         now = time.monotonic()

@@ -105,7 +105,7 @@ class WorkerDied(Exception):
 class WorkerHandle:
     """One worker process for one side (head or base) and its pipe."""
 
-    def __init__(self, spec: dict[str, Any]):
+    def __init__(self, spec: dict[str, Any], *, wait: bool = True):
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
         from bench_runner.worker import worker_main
@@ -113,6 +113,12 @@ class WorkerHandle:
         self.process = ctx.Process(target=worker_main, args=(child, spec), daemon=True)
         self.process.start()
         child.close()
+        self.hello: dict[str, Any] = {}
+        if wait:
+            self.wait_started()
+
+    def wait_started(self) -> None:
+        """The worker has imported torch and the workload and waits for commands."""
         self.hello = self._recv(START_TIMEOUT_S, "starting")
 
     def _recv(self, timeout: float, doing: str) -> dict[str, Any]:
@@ -234,9 +240,7 @@ class Orchestrator:
         try:
             return WorkerHandle(self._spec(side))
         except WorkerDied as e:
-            for st in self.states[side].values():
-                if st.status == "ok":
-                    st.fail("error", f"process {slot}: {e}")
+            self._start_failed(side, slot, str(e))
             return None
 
     def _prepare_all(
@@ -248,6 +252,8 @@ class Orchestrator:
             if st.status != "ok":
                 if slot == 0:
                     self.progress.prepared(c.id, side, slot, st.status)
+                else:
+                    self.progress.skipped()
                 continue
             if worker is None:
                 worker = self._start(side, slot)
@@ -290,12 +296,43 @@ class Orchestrator:
             if "traceback" in details:
                 st.details["traceback"] = details["traceback"]
 
+    def _spawn_all(self) -> dict[tuple[int, str], WorkerHandle | None]:
+        """Start every worker process up front, in parallel, and wait until all are idle.
+
+        Interpreter start and imports dominate a short run's wall time; done together they cost
+        about one start instead of one per process. Nothing is timed until every worker waits
+        idle on its pipe, so a starting process never competes with a measurement.
+        """
+        started: dict[tuple[int, str], WorkerHandle | None] = {}
+        for slot in range(self.plan.processes):
+            for side in self.plan.sides:
+                try:
+                    started[(slot, side)] = WorkerHandle(self._spec(side), wait=False)
+                except OSError as e:
+                    self._start_failed(side, slot, f"cannot start a worker process: {e}")
+                    started[(slot, side)] = None
+        for (slot, side), handle in started.items():
+            if handle is None:
+                continue
+            try:
+                handle.wait_started()
+            except WorkerDied as e:
+                self._start_failed(side, slot, str(e))
+                started[(slot, side)] = None
+        return started
+
+    def _start_failed(self, side: str, slot: int, why: str) -> None:
+        for st in self.states[side].values():
+            if st.status == "ok":
+                st.fail("error", f"process {slot}: {why}")
+
     def run(self) -> None:
         p = self.plan
+        started = self._spawn_all()
         for slot in range(p.processes):
             workers: dict[str, WorkerHandle | None] = {}
             for side in p.sides:
-                workers[side] = self._prepare_all(side, slot, None)
+                workers[side] = self._prepare_all(side, slot, started[(slot, side)])
             self._rounds(slot, workers)
             for side, w in workers.items():
                 if w is None:
@@ -316,12 +353,20 @@ class Orchestrator:
                 return
 
     def _rounds(self, slot: int, workers: dict[str, WorkerHandle | None]) -> None:
+        self.progress.round_guess = sum(
+            st.estimate_ns / 1e9 + 1e-3
+            for side in self.plan.sides
+            for st in self.states[side].values()
+            if st.status == "ok"
+        )
         active = [
             (side, cid)
             for side in self.plan.sides
             for cid, st in self.states[side].items()
             if st.status == "ok" and workers.get(side) is not None
         ]
+        if not active:
+            return
         for r in self.plan.slot_rounds(slot):
             order = list(active)
             self.rng.shuffle(order)

@@ -6,6 +6,7 @@ a time. A workload that crashes this process costs its configurations, never the
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -41,6 +42,8 @@ def configure_process(threads: int, device: torch.device) -> dict[str, Any]:
     for name in ("torch.onnx", "torch._dynamo", "torch._inductor", "onnxscript"):
         logging.getLogger(name).setLevel(logging.ERROR)
     torch.set_num_threads(threads)
+    with contextlib.suppress(RuntimeError):  # only settable before inter-op work has started
+        torch.set_num_interop_threads(1)
     torch.set_grad_enabled(False)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

@@ -14,6 +14,7 @@ response schema. Prints one line per (operation, token, mode) and the failures, 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import hmac
 import json
@@ -39,7 +40,8 @@ from gate_helpers import (  # noqa: E402
     signed_headers,
     start_server,
 )
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 from hypothesis.errors import Unsatisfiable  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
 from schemathesis.core.failures import FailureGroup  # noqa: E402
@@ -64,6 +66,8 @@ CHECKS = [
 class Tally:
     cases: int = 0
     unsendable: int = 0
+    tracebacks: int = 0
+    seconds: float = 0.0
     statuses: Counter[int] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
 
@@ -90,7 +94,12 @@ def _sign(case_kwargs: dict[str, Any], path: str, secret: str | None) -> dict[st
 
 
 def fuzz_operation(
-    op: Any, url: str, secret: str | None, mode: schemathesis.GenerationMode, examples: int
+    op: Any,
+    url: str,
+    secret: str | None,
+    mode: schemathesis.GenerationMode,
+    examples: int,
+    random_seed: int = 0,
 ) -> Tally:
     tally = Tally()
     auth = {"Authorization": f"Bearer {secret}"} if secret else {}
@@ -103,6 +112,7 @@ def fuzz_operation(
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
+    @seed(random_seed)  # the same cases on every run, so a failure can be replayed
     @given(op.as_strategy(generation_mode=mode))
     def one(case: Any) -> None:
         kwargs = case.as_transport_kwargs(base_url=url, headers=auth)
@@ -131,71 +141,171 @@ def fuzz_operation(
                 + " | ".join(line.strip() for line in first[:6] if line.strip())
             )
 
-    try:
+    # Unsatisfiable: nothing to negate (no parameters, no body), so no case to send.
+    with contextlib.suppress(Unsatisfiable):
         one()
-    except Unsatisfiable:
-        pass  # nothing to negate (an operation without parameters or body): no case to send
     client.close()
     return tally
+
+
+# Valid documents that stress the gate's statistics rather than the parser: any sample
+# count the schema allows, times from 1 ns to minutes, one to many processes, identical samples,
+# broken configurations, pull requests and pushes, so re-gating meets its edge cases.
+DOC_SHAPE = st.fixed_dictionaries(
+    {
+        "n": st.integers(min_value=1, max_value=80),
+        "processes": st.integers(min_value=1, max_value=6),
+        # Up to a second x 1000 slowdown x the factory's 5.7x config spread x 7x noise: under
+        # the schema's one-day cap on a sample.
+        "median_ns": st.sampled_from([1.0, 3.0, 1e3, 1e6, 1e9]),
+        "spread": st.sampled_from([0.0, 1e-6, 0.01, 0.5]),
+        "slowdown": st.sampled_from([1e-3, 0.5, 1.0, 1.02, 1.3, 2.0, 1e3]),
+        "configs": st.integers(min_value=1, max_value=48),
+        "broken": st.integers(min_value=0, max_value=2),
+        "pr": st.booleans(),
+        "environment": st.sampled_from(["env-a", "env-b"]),
+    }
+)
+ALL_CONFIGS = [
+    (r, d, b)
+    for r in ("pytorch_eager", "torch_compile", "onnxruntime", "tensorrt")
+    for d in ("float32", "float16", "bfloat16")
+    for b in (1, 2, 4, 8)
+]
+
+
+def fuzz_documents(url: str, secret: str, examples: int, random_seed: int = 0) -> Tally:
+    """Signed uploads of generated valid documents: each must be stored (201) with an answer
+    the action can read, or refused with a 4xx in the error shape; never a 5xx."""
+    from action.upload import UploadAnswer
+
+    tally = Tally()
+    client = httpx.Client(timeout=60)
+
+    @seed(random_seed)
+    @settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(DOC_SHAPE, st.randoms(use_true_random=False))
+    def one(shape: dict[str, Any], rnd: Any) -> None:
+        configs = rnd.sample(ALL_CONFIGS, shape["configs"])
+        doc = make_results(
+            configs=configs,
+            n=shape["n"],
+            processes=shape["processes"],
+            median_ns=shape["median_ns"],
+            spread=shape["spread"],
+            slowdown=shape["slowdown"],
+            broken=[f"{r}/{d}/bs{b}" for r, d, b in configs[: shape["broken"]]],
+            branch="feature" if shape["pr"] else "main",
+            pr_number=5 if shape["pr"] else None,
+            environment=shape["environment"],
+            seed=rnd.randrange(2**31),
+        )
+        raw = body(doc)
+        r = client.post(f"{url}/api/v1/runs", content=raw, headers=signed_headers(secret, raw))
+        tally.cases += 1
+        tally.statuses[r.status_code] += 1
+        problem = None
+        if r.status_code == 201:
+            try:
+                UploadAnswer.model_validate(r.json())
+            except Exception as e:  # report any answer the action could not read
+                problem = f"answer the action cannot read: {e}"
+        elif not 400 <= r.status_code < 500:
+            problem = f"status {r.status_code}: {r.text[:200]}"
+        elif "error" not in r.json():
+            problem = f"{r.status_code} outside the error shape: {r.text[:200]}"
+        if problem:
+            tally.failures.append(f"document {shape}: {problem}")
+
+    one()
+    client.close()
+    return tally
+
+
+def run(db: str, work: Path, *, examples: int, random_seed: int = 0, quiet: bool = False) -> Tally:
+    """Fuzz every operation of a fresh server on `db`; the tally of all cases."""
+    say = (lambda *a, **k: None) if quiet else print
+    ci = create_token(db)
+    viewer = create_token(db, viewer=True)
+    server = start_server(db, work, env={"RNX_GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET})
+    started = time.monotonic()
+    total = Tally()
+    try:
+        # One stored run, so reads and accepts of a real run_id are reachable too.
+        first = body(make_results())
+        httpx.post(
+            f"{server.url}/api/v1/runs", content=first, headers=signed_headers(ci.secret, first)
+        ).raise_for_status()
+        schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
+        say(f"schemathesis {schemathesis.__version__}, {db.split(':')[0]}, {server.url}")
+        say(f"{'operation':44} {'token':6} {'mode':8} {'cases':>5} {'fail':>4}  statuses")
+        for result in schema.get_all_operations():
+            op = result.ok()
+            for name, secret in (("none", None), ("ci", ci.secret), ("viewer", viewer.secret)):
+                for mode in (
+                    schemathesis.GenerationMode.POSITIVE,
+                    schemathesis.GenerationMode.NEGATIVE,
+                ):
+                    t = fuzz_operation(op, server.url, secret, mode, examples, random_seed)
+                    total.cases += t.cases
+                    total.unsendable += t.unsendable
+                    total.statuses.update(t.statuses)
+                    total.failures.extend(t.failures)
+                    statuses = " ".join(f"{k}x{v}" for k, v in sorted(t.statuses.items()))
+                    label = f"{op.method.upper()} {op.path}"
+                    say(
+                        f"{label:44} {name:6} {mode.value:8} {t.cases:5} "
+                        f"{len(t.failures):4}  {statuses}",
+                        flush=True,
+                    )
+        t = fuzz_documents(server.url, ci.secret, examples * 4, random_seed)
+        total.cases += t.cases
+        total.statuses.update(t.statuses)
+        total.failures.extend(t.failures)
+        statuses = " ".join(f"{k}x{v}" for k, v in sorted(t.statuses.items()))
+        label = "POST /api/v1/runs (valid documents)"
+        say(f"{label:44} {'ci':6} {'edges':8} {t.cases:5} {len(t.failures):4}  {statuses}")
+    finally:
+        server.stop()
+    total.tracebacks = server.log.read_text(errors="replace").count("Traceback")
+    total.seconds = time.monotonic() - started
+    return total
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--examples", type=int, default=40, help="cases per operation, token, mode")
     p.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
+    p.add_argument("--seed", type=int, default=0, help="hypothesis seed (cases differ per seed)")
     args = p.parse_args(argv)
-
     work = Path(tempfile.mkdtemp(prefix="rnx-fuzz-"))
     drop = None
     if args.database == "sqlite":
         db = f"sqlite:///{work / 'fuzz.db'}"
     else:
         db, drop = fresh_postgres_schema(postgres_base_url())
-    ci = create_token(db)
-    viewer = create_token(db, viewer=True)
-    server = start_server(db, work, env={"RNX_GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET})
-    started = time.monotonic()
     try:
-        # One stored run, so reads and accepts of a real run_id are reachable too.
-        seed = body(make_results())
-        httpx.post(
-            f"{server.url}/api/v1/runs", content=seed, headers=signed_headers(ci.secret, seed)
-        ).raise_for_status()
-        schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
-        total = Tally()
-        print(f"schemathesis {schemathesis.__version__}, {args.database}, {server.url}")
-        print(f"{'operation':44} {'token':6} {'mode':8} {'cases':>5} {'fail':>4}  statuses")
-        for result in schema.get_all_operations():
-            op = result.ok()
-            for name, secret in (("none", None), ("ci", ci.secret), ("viewer", viewer.secret)):
-                for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
-                    t = fuzz_operation(op, server.url, secret, mode, args.examples)
-                    total.cases += t.cases
-                    total.statuses.update(t.statuses)
-                    total.failures.extend(t.failures)
-                    statuses = " ".join(f"{k}x{v}" for k, v in sorted(t.statuses.items()))
-                    label = f"{op.method.upper()} {op.path}"
-                    print(
-                        f"{label:44} {name:6} {mode.value:8} {t.cases:5} "
-                        f"{len(t.failures):4}  {statuses}",
-                        flush=True,
-                    )
-        print()
-        for failure in dict.fromkeys(total.failures):
-            print("FAIL", failure[:400])
-        log = server.log.read_text(errors="replace")
-        tracebacks = log.count("Traceback")
-        print(
-            f"total: {total.cases} cases, {len(total.failures)} failed, "
-            f"{sum(v for k, v in total.statuses.items() if k >= 500)} answers 5xx, "
-            f"{tracebacks} tracebacks in the server log, "
-            f"{time.monotonic() - started:.0f} s"
-        )
-        return 1 if total.failures or tracebacks else 0
+        total = run(db, work, examples=args.examples, random_seed=args.seed)
     finally:
-        server.stop()
         if drop is not None:
             drop()
+    print()
+    for failure in dict.fromkeys(total.failures):
+        print("FAIL", failure[:400])
+    print(
+        f"total: {total.cases} cases sent ({total.unsendable} generated cases not sendable as "
+        f"HTTP), {len(total.failures)} failed, "
+        f"{sum(v for k, v in total.statuses.items() if k >= 500)} answers 5xx, "
+        f"{total.tracebacks} tracebacks in the server log, {total.seconds:.0f} s; statuses: "
+        + " ".join(f"{k}x{v}" for k, v in sorted(total.statuses.items()))
+    )
+    return 1 if total.failures or total.tracebacks else 0
 
 
 if __name__ == "__main__":

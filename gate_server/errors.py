@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -76,8 +77,22 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     return error_response(500, "internal_error", "the server failed; the error is in its log")
 
 
+async def _database_unavailable(request: Request, exc: Exception) -> Response:
+    # The database went away (a restart, a failover, the network): a retry will succeed, so
+    # say that (503 + Retry-After, which the action honours) instead of a 500 that reads as a bug.
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, first)
+    return error_response(
+        503,
+        "database_unavailable",
+        "the server's database does not answer; retry in a few seconds",
+        headers={"Retry-After": "2"},
+    )
+
+
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     ApiError: _api_error,
     HTTPException: _http_exception,
+    OperationalError: _database_unavailable,
     Exception: _server_error,
 }

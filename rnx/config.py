@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -96,6 +97,12 @@ class KernalinConfig(_Strict):
     benchmarks: list[Benchmark] = Field(default_factory=list)
 
 
+# A bounded repr for values quoted in errors: a YAML alias bomb is a tiny file whose full
+# repr is not (10 aliases of 10 aliases ... nine deep is 10**9 items).
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel = 2
+
+
 def _describe(err: ValidationError, source: str) -> str:
     problems = []
     for e in err.errors()[:5]:
@@ -104,7 +111,7 @@ def _describe(err: ValidationError, source: str) -> str:
         if e["type"] == "extra_forbidden":
             msg = "unknown key (check the spelling; see docs/configuration.md)"
         elif e["type"] == "literal_error":
-            msg = f"{e['input']!r} is not allowed; {msg.lower()}"
+            msg = f"{_SHORT_REPR.repr(e['input'])} is not allowed; {msg.lower()}"
         problems.append(f"{loc}: {msg}")
     return f"{source}: " + "; ".join(problems)
 
@@ -137,10 +144,16 @@ def load_config(path: str | Path | None) -> KernalinConfig:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise UserError(f"cannot read config file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise UserError(
+            f"{path} is not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8"
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise UserError(f"{path} is not valid YAML: {e}") from None
+    except RecursionError:
+        raise UserError(f"{path} nests too deeply to be a kernalin.yml") from None
     return parse_config(data, source=str(path))
 
 

@@ -128,12 +128,12 @@ def compare_many(
             [np.log(hg) - np.log(bg) for bg, hg in zip(b, h, strict=True)]
             for b, h in zip(bases, heads, strict=True)
         ]
-        draws = bootstrap.location_draws(bootstrap.pack(diffs), resamples, rng)
+        draws = bootstrap.location_draws(diffs, resamples, rng)
     else:
         log_b = [[np.log(g) for g in b] for b in bases]
         log_h = [[np.log(g) for g in h] for h in heads]
-        base_draws = bootstrap.location_draws(bootstrap.pack(log_b), resamples, rng)
-        head_draws = bootstrap.location_draws(bootstrap.pack(log_h), resamples, rng)
+        base_draws = bootstrap.location_draws(log_b, resamples, rng)
+        head_draws = bootstrap.location_draws(log_h, resamples, rng)
         draws = head_draws - base_draws
 
     edge = math.log1p(rope)

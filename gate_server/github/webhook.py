@@ -336,7 +336,7 @@ async def github_webhook(request: Request) -> Response:
         )
     try:
         payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise ApiError(400, "invalid_json", f"the body is not JSON: {e}") from None
     if not isinstance(payload, dict):
         raise ApiError(400, "invalid_payload", "a webhook body must be a JSON object")

@@ -190,3 +190,49 @@ def test_gate_results_measured_elsewhere_end_to_end(
     assert state.statuses[(REPO, sha)][-1]["state"] == "failure"
     log = capsys.readouterr().out
     assert "::add-mask::" + secret in log and "::error" in log
+
+
+def test_oidc_only_gets_a_fresh_token_for_each_workload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """With id-token: write and no kernalin-token, each upload of a run (one per workload)
+    asks GitHub for its own OIDC token: the server spends each token once."""
+    from gate_server.github import store
+    from gate_server.storage import Storage
+    from tests.github.oidc_issuer import OidcIssuer
+
+    repo, github_id = "Codertocat/Hello-World", 186853002
+    db = f"sqlite:///{tmp_path / 'gate.db'}"
+    create_token(db, workspace="octo", repository=repo, branches=("master",))
+    storage = Storage(db)
+    with storage.write() as conn:
+        assert store.bind_github_id(conn, github_id, repo)
+    storage.close()
+    issuer = OidcIssuer()
+    live = start_server(db, tmp_path, env={"RNX_OIDC_ISSUER": issuer.url})
+    monkeypatch.chdir(tmp_path)
+    files = []
+    for i, path in enumerate(("kernels/a.py", "kernels/b.py")):
+        doc = make_results(repository=repo, branch="master", seed=20 + i)
+        doc = doc.model_copy(update={"workload": doc.workload.model_copy(update={"path": path})})
+        files.append(tmp_path / f"r{i}.json")
+        files[-1].write_text(doc.to_json())
+    env = {
+        "ACTIONS_ID_TOKEN_REQUEST_URL": f"{issuer.url}/actions-token?api-version=2.0",
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN": issuer.request_token,
+        "KERNALIN_URL": live.url,
+        "GITHUB_REPOSITORY": repo,
+        "GITHUB_EVENT_NAME": "push",
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+    }
+    try:
+        code = main(
+            ["--from-results", *map(str, files), "--branch", "master", "--sha", "b" * 40], env=env
+        )
+    finally:
+        live.stop()
+        issuer.close()
+    log = capsys.readouterr().out
+    assert code == 0 and "did not reach the gate server" not in log, log
+    assert sum(p.startswith("/actions-token") for p in issuer.requests) == 2
+    assert (tmp_path / "summary.md").read_text().count("[Run page](") == 2

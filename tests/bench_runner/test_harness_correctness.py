@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import WORKLOADS
+from harness_helpers import WORKLOADS
 
 
 def _failures(result: dict) -> str:

@@ -9,7 +9,7 @@ import json
 from collections import Counter
 
 import pytest
-from conftest import EXAMPLES, WORKLOADS
+from harness_helpers import EXAMPLES, WORKLOADS
 
 from bench_runner import run_benchmark
 from bench_runner.cli import main as bench_main

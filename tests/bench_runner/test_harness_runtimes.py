@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import EXAMPLES, WORKLOADS
+from harness_helpers import EXAMPLES, WORKLOADS
 
 from bench_runner.runtimes import REGISTRY, get_runtime
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from conftest import EXAMPLES, WORKLOADS
+from harness_helpers import EXAMPLES, WORKLOADS
 
 from bench_runner.workload import PythonWorkload
 

@@ -7,11 +7,11 @@ garbage, a body cut short, a connection accepted and never answered, an answer t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import socketserver
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,11 +31,16 @@ STATUS_MODES: dict[str, tuple[int, dict[str, str], str]] = {
     "http-429": (429, {"Retry-After": "1"}, _ERROR),
     "non-json-201": (201, {"Content-Type": "text/html"}, "<html>captive portal</html>"),
     "wrong-json-201": (201, {}, json.dumps({"run_id": 1, "tier": "MAYBE"})),
+    "deep-json-201": (201, {}, "[" * 100_000 + "]" * 100_000),
+    "deep-json-422": (422, {}, '{"error":' * 50_000 + "1" + "}" * 50_000),
 }
 # Accept the request, then: cut the body short and close; stall mid-body; never answer;
-# answer one byte every second forever (each read is quick, the whole never ends).
-SOCKET_MODES = ("truncated", "stall-mid-body", "never-answers", "trickle")
+# answer one header line a second forever (each read is quick, the whole never ends); or
+# answer plain HTTP before reading anything, which an https:// client sees as a TLS error.
+SOCKET_MODES = ("truncated", "stall-mid-body", "never-answers", "trickle", "not-tls")
 ALL_MODES = (*STATUS_MODES, *SOCKET_MODES)
+# Modes that a plain http:// client meets (not-tls only makes sense behind https://).
+HTTP_MODES = tuple(m for m in ALL_MODES if m != "not-tls")
 
 
 @dataclass
@@ -89,15 +94,17 @@ def misbehaving_server(mode: str) -> Iterator[Misbehaving]:
         def handle(self) -> None:
             sock: socket.socket = self.request
             sock.settimeout(5)
+            if mode == "not-tls":
+                state.requests += 1
+                sock.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+                return
             try:
                 _read_request(sock)
             except OSError:
                 return
             state.requests += 1
-            try:
+            with contextlib.suppress(OSError):  # the client hung up: that is its right
                 self._answer(sock)
-            except OSError:
-                pass  # the client hung up: that is its right
 
         def _answer(self, sock: socket.socket) -> None:
             if mode in STATUS_MODES:
@@ -144,10 +151,22 @@ def refused_url() -> str:
 DNS_FAILURE_URL = "http://gate.nonexistent.invalid"  # .invalid never resolves (RFC 2606)
 
 
-def wait_until(predicate: object, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if callable(predicate) and predicate():
-            return True
-        time.sleep(0.02)
-    return False
+# Every outage mode the action must survive, by name: the status and socket modes above,
+# plus three that need no server at all (or one that speaks the wrong protocol).
+OUTAGE_MODES = ("connection-refused", "dns-failure", "tls-error", *HTTP_MODES)
+
+
+@contextmanager
+def outage(mode: str) -> Iterator[Misbehaving]:
+    """A URL that fails in `mode`; `.requests` counts the requests that reached a server."""
+    if mode == "connection-refused":
+        yield Misbehaving(url=refused_url(), mode=mode)
+    elif mode == "dns-failure":
+        yield Misbehaving(url=DNS_FAILURE_URL, mode=mode)
+    elif mode == "tls-error":
+        with misbehaving_server("not-tls") as server:
+            server.url = server.url.replace("http://", "https://")
+            yield server
+    else:
+        with misbehaving_server(mode) as server:
+            yield server

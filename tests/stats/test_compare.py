@@ -196,3 +196,14 @@ def test_result_is_frozen() -> None:
         c.verdict = "slower"  # type: ignore[misc]
     with pytest.raises(ValueError):
         c.log_ratio_draws[0] = 1.0
+
+
+def test_three_or_more_processes_give_the_unbiased_variance_of_their_mean() -> None:
+    """Known answer: groups at log-locations 1, 2, 3 (s^2 = 1) give a posterior variance s^2/G."""
+    from stats.bootstrap import location_draws
+
+    groups = [np.full(10, 1.0), np.full(10, 2.0), np.full(10, 3.0)]
+    draws = location_draws([groups], 20_000, np.random.default_rng(0))[0]
+    assert draws.mean() == pytest.approx(2.0, abs=0.02)
+    assert draws.var() == pytest.approx(1 / 3, rel=0.05)
+    assert draws.min() >= 1.0 and draws.max() <= 3.0
