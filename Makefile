@@ -21,7 +21,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check rnx stats
+	$(VENV)/bin/ruff format --check rnx stats bench_runner gate_server action tests benchmarks examples
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy rnx stats bench_runner gate_server action

@@ -69,14 +69,27 @@ def format_ratio(c: ConfigComparison) -> str:
 def _correctness(c: ConfigComparison) -> str:
     if c.status == "ok":
         return "ok"
-    reason = (c.reason or "").replace("|", "\\|").replace("\n", " ")
+    reason = " ".join((c.reason or "").split())
     if len(reason) > 120:
         reason = reason[:117] + "..."
-    return f"**{c.status}**: {reason}" if reason else f"**{c.status}**"
+    return f"**{c.status}**: {_text(reason)}" if reason else f"**{c.status}**"
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+# Reasons, paths and names can come from a results document a fork's workflow wrote: render
+# them as inert text, so they can neither format the comment, link elsewhere, nor forge the
+# hidden markers that the sticky comment is assembled from.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~])")
+_PLAIN_CODE = re.compile(r"^[A-Za-z0-9_./:@+, =-]*$")
+
+
+def _text(text: str) -> str:
+    text = " ".join(text.split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def _code(text: str) -> str:
+    return f"`{text}`" if _PLAIN_CODE.match(text) else _text(text)
 
 
 def describe(c: ConfigComparison, *, block_threshold: float | None = None) -> str:
@@ -96,15 +109,15 @@ def describe(c: ConfigComparison, *, block_threshold: float | None = None) -> st
 
 def render_part(part: PartResult) -> str:
     lines = [
-        f"### {TIER_ICON[part.tier]} {part.tier} · `{_cell(part.workload)}`",
-        f"job `{_cell(part.job)}` · environment `{_cell(part.environment)}` · "
+        f"### {TIER_ICON[part.tier]} {part.tier} · {_code(part.workload)}",
+        f"job {_code(part.job)} · environment {_code(part.environment)} · "
         f"compare: {part.compare} · mode: {part.mode}",
         "",
     ]
     if part.outage:
-        lines += [f"> **Gate server not reached**: {_cell(part.outage)}. Not blocking.", ""]
+        lines += [f"> **Gate server not reached**: {_text(part.outage)}. Not blocking.", ""]
     if part.reasons:
-        lines += [f"- {_cell(r)}" for r in part.reasons] + [""]
+        lines += [f"- {_text(r)}" for r in part.reasons] + [""]
     if part.comparisons:
         lines += [
             "| configuration | base median | head median | ratio head/base (90% interval) "

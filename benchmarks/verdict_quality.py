@@ -1,7 +1,8 @@
 """How good is the verdict? Record a timing corpus here, then score our rule and known rules on it.
 
-Run `python benchmarks/verdict_quality.py` (record about 4 minutes, then analyse) or
-`python benchmarks/verdict_quality.py --corpus benchmarks/data/corpus.npz` (analyse a saved corpus).
+Run `python benchmarks/verdict_quality.py` (record about 10 minutes, then analyse) or
+`python benchmarks/verdict_quality.py --corpus benchmarks/data/corpus.npz` (analyse a saved corpus;
+`--history-only` runs only the comparison the gate server makes: base = several baseline runs).
 The recording: many separate processes ("CI jobs") time the same small torch kernels on CPU.
 Each round times three variants in random order: the kernel (v0), the kernel again (v0', an
 A/A twin measured in the same round) and the kernel plus injected extra work (a busy-wait of
@@ -203,11 +204,16 @@ def _rules(
 
 def _gate_blocks(cs: list[Any], threshold: float) -> np.ndarray:
     """Which configurations our gate blocks when these comparisons form one run."""
+    return _gate_run(cs, threshold)[0]
+
+
+def _gate_run(cs: list[Any], threshold: float) -> tuple[np.ndarray, str]:
+    """Our gate on these comparisons as one run: which configurations it blocks, and the tier."""
     import stats
 
     ids = [str(i) for i in range(len(cs))]
     decision = stats.gate(dict(zip(ids, cs, strict=True)), block_threshold=threshold)
-    return np.array([i in decision.blocked for i in ids])
+    return np.array([i in decision.blocked for i in ids]), decision.tier
 
 
 def _judge_run(
@@ -239,7 +245,15 @@ def _judge_run(
     slow_rules = _rules(*pooled(slow_pairs), threshold)
     aa_slow = np.array([c.verdict == "slower" for c in aa_cs])
     tally.aa_max_ratio.append(max(c.ratio for c in aa_cs))
-    tally.add("A/A", {OURS: (aa_slow, _gate_blocks(aa_cs, threshold))} | aa_rules, everything)
+    aa_blocks, aa_tier = _gate_run(aa_cs, threshold)
+    tally.add("A/A", {OURS: (aa_slow, aa_blocks)} | aa_rules, everything)
+    # WARN per unchanged run: our gate's tier; for the other rules, a "slower" call without a
+    # BLOCK anywhere in the run (they have no "undecided", so this flatters them slightly).
+    tally.add_run("A/A", OURS, "WARN", aa_tier == "WARN")
+    undecided = np.array([c.verdict == "undecided" for c in aa_cs])
+    tally.add_count("A/A", OURS, "undecided", undecided)
+    for rule, (slow, block) in aa_rules.items():
+        tally.add_run("A/A", rule, "WARN", bool(slow.any() and not block.any()))
     slow_slow = np.array([c.verdict == "slower" for c in slow_cs])
     for li in range(1, int(level_of.max()) + 1):
         here = level_of == li
@@ -273,8 +287,23 @@ class Tally:
                 run[0] += int(arr.any())
                 run[1] += 1
 
+    def add_count(self, category: str, rule: str, kind: str, hits: np.ndarray) -> None:
+        """Per-configuration outcomes only one rule has (our `undecided`)."""
+        cfg = self.cfg.setdefault((category, rule, kind), [0, 0])
+        cfg[0] += int(hits.sum())
+        cfg[1] += hits.size
+
+    def add_run(self, category: str, rule: str, kind: str, hit: bool) -> None:
+        """A per-run outcome that has no per-configuration count (e.g. the run's tier is WARN)."""
+        run = self.run.setdefault((category, rule, kind), [0, 0])
+        run[0] += int(hit)
+        run[1] += 1
+
     def rate(self, category: str, rule: str, kind: str, per_run: bool = False) -> str:
-        hit, total = (self.run if per_run else self.cfg)[(category, rule, kind)]
+        table = self.run if per_run else self.cfg
+        if (category, rule, kind) not in table:
+            return "-"  # the rule has no such outcome (only ours says "undecided")
+        hit, total = table[(category, rule, kind)]
         return f"{100 * hit / total:.1f}%"
 
     def total(self, category: str, per_run: bool = False) -> int:
@@ -293,6 +322,23 @@ def _table(
     return "\n".join(lines)
 
 
+def _load_corpus(path: Path) -> np.ndarray:
+    """The corpus as time per call (jobs, kernels, levels, rounds, variants); prints what it is."""
+    with np.load(path) as z:
+        # A sample timed `reps` calls (fewer for slower kernels); compare time per call.
+        data: np.ndarray = z["data"] / z["reps"][:, :, None, None, None]
+        hog = z["hog"]
+        load = z["load"]
+    jobs, n_k, n_l, n_r, _ = data.shape
+    print(
+        f"corpus {path}: {jobs} jobs ({int(hog.sum())} beside a CPU hog), {n_k} kernels x "
+        f"{n_l} levels = {n_k * n_l} configurations, {n_r} rounds each; 1-minute load average "
+        f"while recording: median {np.median(load):.1f}, max {load.max():.1f} "
+        f"on {os.cpu_count()} cores"
+    )
+    return data
+
+
 def analyse(
     path: Path,
     *,
@@ -305,23 +351,12 @@ def analyse(
     paired_too: bool = True,
     speed_only: bool = False,
 ) -> int:
-
-    with np.load(path) as z:
-        # A sample timed `reps` calls (fewer for slower kernels); compare time per call.
-        data = z["data"] / z["reps"][:, :, None, None, None]
-        hog = z["hog"]
-        load = z["load"]
+    data = _load_corpus(path)
     jobs, n_k, n_l, n_r, _ = data.shape
     levels = LEVELS[:n_l]
     rng = np.random.default_rng(seed)
     kernel_of = np.repeat(np.arange(n_k), n_l)
     level_of = np.tile(np.arange(n_l), n_k)
-    print(
-        f"corpus {path}: {jobs} jobs ({int(hog.sum())} beside a CPU hog), {n_k} kernels x "
-        f"{n_l} levels = {n_k * n_l} configurations, {n_r} rounds each; 1-minute load average "
-        f"while recording: median {np.median(load):.1f}, max {load.max():.1f} "
-        f"on {os.cpu_count()} cores"
-    )
 
     def side(job_ids: np.ndarray, variant: int) -> list[list[np.ndarray]]:
         starts = rng.integers(0, n_r - samples + 1, size=len(job_ids))
@@ -410,6 +445,208 @@ def analyse(
     if timing:
         _timing(side, processes, rng)
     return 0
+
+
+def server_history() -> int:
+    """How many baseline runs the gate server compares a head run with at most: the newest one
+    plus `baseline_history` earlier ones of the same branch and environment (gate_server/runs.py
+    stops earlier only at a run a person accepted as the new normal)."""
+    from gate_server.settings import ServerSettings
+
+    return 1 + ServerSettings.baseline_history
+
+
+def analyse_history(
+    path: Path,
+    *,
+    history: int,
+    processes: int = 3,
+    samples: int = 10,
+    runs: int = 300,
+    threshold: float = 0.25,
+    seed: int = 0,
+) -> int:
+    """The comparison the product makes: base = the newest `history` baseline runs, head = 1 run.
+
+    Each run is `processes` separate processes of the corpus (`samples` consecutive samples each,
+    from a random start); no process appears twice in one comparison. Our rule gets the base as
+    the list of every baseline run's processes, newest run first, which is how rnx/verdict.py
+    builds it for the server (checked on the first run against rnx.verdict.evaluate on real
+    results documents); the other rules get all base samples in one list, as their users would
+    pool history. The same head is also compared with the newest baseline run alone, so the two
+    rows of each rule differ only in how much history the base has."""
+    data = _load_corpus(path)
+    jobs, n_k, n_l, n_r, _ = data.shape
+    if (history + 1) * processes > jobs:
+        raise SystemExit(
+            f"--history {history} needs {(history + 1) * processes} separate processes, "
+            f"the corpus has {jobs}; lower --history or --processes"
+        )
+    levels = LEVELS[:n_l]
+    rng = np.random.default_rng(seed)
+    kernel_of = np.repeat(np.arange(n_k), n_l)
+    level_of = np.tile(np.arange(n_l), n_k)
+
+    def side(job_ids: np.ndarray, variant: int) -> list[list[np.ndarray]]:
+        starts = rng.integers(0, n_r - samples + 1, size=len(job_ids))
+        return [
+            [
+                data[j, k, lv, s0 : s0 + samples, variant]
+                for j, s0 in zip(job_ids, starts, strict=True)
+            ]
+            for k, lv in zip(kernel_of, level_of, strict=True)
+        ]
+
+    depths = sorted({1, history})
+    tallies = {k: Tally() for k in depths}
+    started = time.monotonic()
+    for r in range(runs):
+        chosen = rng.choice(jobs, size=(history + 1) * processes, replace=False)
+        b_jobs, h_jobs = chosen[: history * processes], chosen[history * processes :]
+        # Per configuration: run 0's processes (the newest baseline), then run 1's, and so on.
+        base_all = side(b_jobs, 0)
+        head_aa, head_slow = side(h_jobs, 1), side(h_jobs, 2)
+        if r == 0:
+            _check_against_evaluate(base_all, head_slow, history, processes, seed)
+        for k in depths:
+            base = [groups[: k * processes] for groups in base_all]
+            aa = list(zip(base, head_aa, strict=True))
+            slow = list(zip(base, head_slow, strict=True))
+            _judge_run(aa, slow, level_of, threshold, False, seed + 2 * r, tallies[k])
+    elapsed = time.monotonic() - started
+
+    def label(rule: str, k: int) -> str:
+        return f"{rule}, base {k} run{'s' if k > 1 else ''}"
+
+    rows = [(label(rule, k), tallies[k], rule) for rule in [OURS, *RULES] for k in depths]
+    lv = [f"{level:.0%}" for level in levels[1:]]
+    print(
+        f"\n### History: base = the newest {history} baseline runs (the server's most) or the "
+        f"newest 1, head = 1 run; {processes} processes x {samples} samples per run, "
+        f"{(history + 1) * processes} distinct processes per comparison, {runs} runs of "
+        f"{n_k * n_l} configurations ({elapsed:.0f} s)\n"
+    )
+    aa_cols = [
+        ("false slower / config", "A/A", "slower", False),
+        ("false slower / 48-config run", "A/A", "slower", True),
+        ("false BLOCK / config", "A/A", "BLOCK", False),
+        ("false BLOCK / 48-config run", "A/A", "BLOCK", True),
+        ("undecided / config", "A/A", "undecided", False),
+        ("WARN / 48-config run", "A/A", "WARN", True),
+    ]
+    print(_rows_table("A/A (no change)", rows, aa_cols) + "\n")
+    slower_cols = [(x, x, "slower", False) for x in lv]
+    print(_rows_table("slower called, by true slowdown", rows, slower_cols) + "\n")
+    block_cols = [(x, x, "BLOCK", False) for x in lv]
+    print(
+        _rows_table(f"BLOCK, by true slowdown (threshold {threshold:.0%})", rows, block_cols) + "\n"
+    )
+    print(
+        f"cases per slowdown level: {tallies[history].total(lv[0])}; A/A configurations: "
+        f"{tallies[history].total('A/A')}"
+    )
+    for k in depths:
+        q = np.quantile(tallies[k].aa_max_ratio, [0.5, 0.9, 0.99])
+        print(
+            f"base {k} run{'s' if k > 1 else ''}: largest A/A ratio (our point estimate) in a "
+            f"run: median {q[0]:.3f}, 90th percentile {q[1]:.3f}, 99th percentile {q[2]:.3f}"
+        )
+    return 0
+
+
+def _rows_table(
+    title: str, rows: list[tuple[str, Tally, str]], columns: list[tuple[str, str, str, bool]]
+) -> str:
+    """Like _table, but each row names its own tally: one rule at several history depths."""
+    head = "| rule | " + " | ".join(c[0] for c in columns) + " |"
+    lines = [f"#### {title}", "", head, "|" + "---|" * (len(columns) + 1)]
+    for name, tally, rule in rows:
+        cells = [tally.rate(cat, rule, kind, per_run) for _, cat, kind, per_run in columns]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _check_against_evaluate(
+    base_all: list[list[np.ndarray]],
+    head: list[list[np.ndarray]],
+    history: int,
+    processes: int,
+    seed: int,
+) -> None:
+    """Build the results documents the server would hold for these runs and check that
+    rnx.verdict.evaluate, the server's path, sees the same groups and gives the same ratios,
+    verdicts and tier as compare_many on the groups this script uses."""
+    import uuid
+
+    import stats
+    from rnx.config import GateSettings
+    from rnx.schema import parse_results
+    from rnx.verdict import evaluate
+
+    def rounded(groups: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.maximum(np.rint(g), 1.0) for g in groups]
+
+    def document(name: str, per_config: list[list[np.ndarray]]) -> Any:
+        configs = []
+        for i, groups in enumerate(per_config):
+            ns, rounds, procs = [], [], []
+            for p, g in enumerate(rounded(groups)):
+                ns += [int(x) for x in g]
+                rounds += list(range(len(g)))
+                procs += [p] * len(g)
+            configs.append(
+                {
+                    "runtime": "pytorch_eager",
+                    "dtype": "float32",
+                    "batch_size": i + 1,
+                    "status": "ok",
+                    "samples": {"ns": ns, "round": rounds, "process": procs},
+                }
+            )
+        n = sum(len(g) for g in per_config[0])
+        return parse_results(
+            {
+                "schema_version": 1,
+                "run_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"rnx-benchmark/vq/{name}")),
+                "repository": "rnx-benchmark/verdict-quality",
+                "git": {"branch": "main", "sha": "a" * 40, "event": "push"},
+                "environment": {"key": "verdict-quality", "name": "recorded corpus"},
+                "workload": {"path": "benchmarks/verdict_quality.py", "sha256": "a" * 64},
+                "settings": {
+                    "samples": n,
+                    "warmup": 0,
+                    "rounds": n // len(per_config[0]),
+                    "processes": len(per_config[0]),
+                    "mode": "single",
+                    "seed": 0,
+                },
+                "configurations": configs,
+            },
+            source=name,
+        )
+
+    baselines = [
+        document(f"base{k}", [g[k * processes : (k + 1) * processes] for g in base_all])
+        for k in range(history)
+    ]
+    report = evaluate(document("head", head), baselines, GateSettings(), seed=seed)
+    cs = stats.compare_many(
+        [(rounded(b), rounded(h)) for b, h in zip(base_all, head, strict=True)], seed=seed
+    )
+    tier = _gate_run(cs, GateSettings().block_threshold)[1]
+    same = (
+        report.tier == tier
+        and [c.ratio for c in report.comparisons] == [c.ratio for c in cs]
+        and [c.verdict for c in report.comparisons] == [c.verdict for c in cs]
+        and all(c.base_groups == history * processes for c in cs)
+    )
+    if not same:
+        raise SystemExit("the history scenario does not match rnx.verdict.evaluate; fix the script")
+    print(
+        f"checked: rnx.verdict.evaluate on {history} baseline documents and 1 head document gives "
+        f"the same {len(cs)} ratios and verdicts and the same tier ({tier}) as compare_many on "
+        f"the {history * processes} base groups used here"
+    )
 
 
 def _timing(
@@ -616,6 +853,19 @@ def main(argv: list[str] | None = None) -> int:
         "--speed-only", action="store_true", help="only time the comparison of one 48-config run"
     )
     p.add_argument("--threshold", type=float, default=0.25, help="block threshold (0.25)")
+    p.add_argument(
+        "--history",
+        type=int,
+        default=None,
+        metavar="K",
+        help="baseline runs in the history scenario (default: the gate server's most, "
+        f"{server_history()})",
+    )
+    p.add_argument(
+        "--history-only",
+        action="store_true",
+        help="only the history scenario: base = K baseline runs, head = 1 run",
+    )
     args = p.parse_args(argv)
     if args.worker:
         worker(args.worker, args.seed, args.layout)
@@ -631,13 +881,27 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.record_only:
         return 0
-    return analyse(
+    history = server_history() if args.history is None else args.history
+    if history < 1:
+        raise SystemExit(f"--history must be at least 1, got {history}")
+    if not args.history_only:
+        analyse(
+            corpus,
+            processes=args.processes,
+            samples=args.samples,
+            runs=args.runs,
+            threshold=args.threshold,
+            speed_only=args.speed_only,
+        )
+    if args.speed_only:
+        return 0
+    return analyse_history(
         corpus,
+        history=history,
         processes=args.processes,
         samples=args.samples,
         runs=args.runs,
         threshold=args.threshold,
-        speed_only=args.speed_only,
     )
 
 

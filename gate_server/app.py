@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gate_server import api, health
 from gate_server.dashboard.routes import routes as dashboard_routes
@@ -31,14 +34,25 @@ def _open(settings: ServerSettings) -> Services:
     )
 
 
-def create_app(
-    settings: ServerSettings | None = None, *, extra_routes: Sequence[BaseRoute] = ()
-) -> Starlette:
-    """The ASGI app. `extra_routes` (webhooks, dashboard) are appended to the API's routes."""
+class NoSniff:
+    """Every answer, JSON included, tells browsers not to guess its content type."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).setdefault("X-Content-Type-Options", "nosniff")
+            await send(message)
+
+        await self.app(scope, receive, send_with_header if scope["type"] == "http" else send)
+
+
+def create_app(settings: ServerSettings | None = None) -> Starlette:
+    """The ASGI app: the API, the GitHub webhook and PR accept API, and the dashboard."""
     settings = settings or load_settings()
-    routes: list[BaseRoute] = [*health.routes, *api.routes, *extra_routes]
-    routes += dashboard_routes  # the dashboard's HTML pages (gate_server/dashboard)
-    routes += github_routes  # the GitHub webhook and PR accept API (gate_server/github)
+    routes: list[BaseRoute] = [*health.routes, *api.routes, *github_routes, *dashboard_routes]
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document(request.app.routes, version=__version__))
@@ -54,4 +68,9 @@ def create_app(
         finally:
             svc.storage.close()
 
-    return Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(NoSniff)],
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=lifespan,
+    )

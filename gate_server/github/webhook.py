@@ -26,6 +26,11 @@ from gate_server.api import read_body
 from gate_server.errors import ApiError
 from gate_server.github import store
 from gate_server.github.app import GitHubClient, GitHubError
+from gate_server.github.integration import GitHubIntegration, integration_for
+from gate_server.github.pulls import accept_runs, accepted_line, latest_runs, publish
+from gate_server.openapi import error, operation
+from gate_server.services import services
+from gate_server.storage import Storage
 from rnx.accept_rules import (
     AcceptCommand,
     MalformedCommand,
@@ -34,11 +39,6 @@ from rnx.accept_rules import (
     parse_comment,
     pull_request_comment,
 )
-from gate_server.github.integration import GitHubIntegration, integration_for
-from gate_server.github.pulls import accept_runs, accepted_line, latest_runs, publish
-from gate_server.openapi import error, operation
-from gate_server.services import services
-from gate_server.storage import Storage
 
 log = logging.getLogger("gate_server.github")
 
@@ -71,22 +71,41 @@ class Delivery:
         value = self.payload.get("action")
         return value if isinstance(value, str) else None
 
+    @property
+    def key(self) -> str:
+        """What makes two deliveries the same one, for acting once.
+
+        GitHub signs the body but not X-GitHub-Delivery: a captured "/kernalin accept" could be
+        sent again under a fresh delivery id and accept whatever the PR's head is by then. A
+        new comment happens once, so its deliveries are keyed by the comment's own id.
+        """
+        comment = self.payload.get("comment")
+        if (
+            self.event == "issue_comment"
+            and self.action == "created"
+            and isinstance(comment, Mapping)
+        ):
+            comment_id = comment.get("id")
+            if isinstance(comment_id, int) and not isinstance(comment_id, bool):
+                return f"issue_comment:{comment_id}"
+        return self.id
+
 
 Answer = tuple[int, dict[str, Any]]
 Handler = Callable[[Storage, GitHubIntegration, Delivery], Answer]
 
 
 def handle(storage: Storage, gh: GitHubIntegration, delivery: Delivery) -> Answer:
-    """Act on a delivery once; a redelivery (same X-GitHub-Delivery) gets the first answer."""
+    """Act on a delivery once; a redelivery (same `Delivery.key`) gets the first answer."""
     with storage.write() as conn:
-        first = store.claim_delivery(conn, delivery.id, delivery.event, delivery.action)
+        first = store.claim_delivery(conn, delivery.key, delivery.event, delivery.action)
     if not first:
         with storage.read() as conn:
-            stored = store.delivery_answer(conn, delivery.id)
+            stored = store.delivery_answer(conn, delivery.key)
         if stored is not None:
             return stored
         with storage.write() as conn:
-            taken = store.reclaim_stale_delivery(conn, delivery.id, STALE_CLAIM)
+            taken = store.reclaim_stale_delivery(conn, delivery.key, STALE_CLAIM)
         if not taken:
             return 202, {"delivery": delivery.id, "status": "already being handled"}
     try:
@@ -94,7 +113,7 @@ def handle(storage: Storage, gh: GitHubIntegration, delivery: Delivery) -> Answe
     except Exception as e:
         # Forget the claim: GitHub's redelivery of a delivery we failed on must be acted on.
         with storage.write() as conn:
-            store.forget_delivery(conn, delivery.id)
+            store.forget_delivery(conn, delivery.key)
         if isinstance(e, GitHubError):
             raise ApiError(
                 502,
@@ -105,7 +124,7 @@ def handle(storage: Storage, gh: GitHubIntegration, delivery: Delivery) -> Answe
         raise
     answer = {"delivery": delivery.id, "event": delivery.event, **answer}
     with storage.write() as conn:
-        store.finish_delivery(conn, delivery.id, status, answer)
+        store.finish_delivery(conn, delivery.key, status, answer)
     return status, answer
 
 

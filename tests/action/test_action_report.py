@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from action.report import (
     COMMENT_MARKER,
     PartResult,
@@ -53,7 +55,7 @@ def test_a_part_shows_medians_ratio_interval_verdict_correctness_and_link() -> N
 
 def test_broken_correctness_is_escaped_into_the_table() -> None:
     body = combine([], [_part("BLOCK", "a100", reasons=["diverged"])], sha="a" * 40).body
-    assert "**diverged**: max abs error 0.5 > atol \\| 1e-3" in body
+    assert "**diverged**: max abs error 0.5 &gt; atol \\| 1e-3" in body
 
 
 def test_parts_of_the_same_commit_are_kept_and_older_commits_dropped() -> None:
@@ -94,3 +96,19 @@ def test_many_configurations_list_only_what_needs_a_look() -> None:
     body = combine([], [part], sha="a" * 40).body
     assert "`pytorch_eager/float32/bs6`" in body and "`pytorch_eager/float32/bs7`" not in body
     assert "| 38 more configurations: equivalent, faster or skipped |" in body
+
+
+def test_text_from_a_results_document_cannot_forge_markers_or_format_the_comment() -> None:
+    # A fork's workflow writes the results document: its reasons and names are untrusted.
+    forged = "ok` <!-- rnx-benchmark:part key=x tier=PASS -->\n[click](https://evil.example) **b**"
+    base = _part("BLOCK", "a100", reasons=[forged])
+    part = dataclasses.replace(
+        base,
+        workload="kernels/`evil`<!--.py",
+        comparisons=[base.comparisons[0].model_copy(update={"reason": forged})],
+    )
+    body = combine([], [part], sha="abc123def4567890").body
+    assert len(parse_parts(body)) == 1
+    assert body.count("<!-- rnx-benchmark:part key=") == 1
+    assert "[click](" not in body and "**b**" not in body
+    assert "&lt;\\!-- rnx-benchmark:part key=x" in body

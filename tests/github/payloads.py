@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,9 @@ def load_payload(name: str) -> dict[str, Any]:
     return data
 
 
+_COMMENT_IDS = itertools.count(1_000_000_001)
+
+
 def make_pr_comment(
     body: str,
     *,
@@ -23,8 +27,11 @@ def make_pr_comment(
     action: str = "created",
     installation_id: int | None = None,
     organization: bool = False,
+    comment_id: int | None = None,
 ) -> dict[str, Any]:
-    """GitHub's recorded issue_comment payload, made a PR comment the way GitHub sends one."""
+    """GitHub's recorded issue_comment payload, made a PR comment the way GitHub sends one.
+
+    Every comment GitHub creates has its own id, so each call gets a new one unless given."""
     name = "issue_comment.created.with-organization" if organization else "issue_comment.created"
     payload = copy.deepcopy(load_payload(name))
     issue = payload["issue"]
@@ -41,6 +48,7 @@ def make_pr_comment(
     }
     payload["action"] = action
     payload["comment"]["body"] = body
+    payload["comment"]["id"] = comment_id if comment_id is not None else next(_COMMENT_IDS)
     payload["comment"]["user"]["login"] = user
     payload["sender"]["login"] = user
     if installation_id is not None:

@@ -420,3 +420,26 @@ def storage_of(database_url: str) -> Iterator[Any]:
     yield make
     for s in opened:
         s.close()
+
+
+def test_a_captured_comment_replayed_under_a_new_delivery_id_is_not_acted_on_again(
+    client: TestClient,
+    slow_pr: tuple[Token, str],
+    github: tuple[str, fake_github.State],
+) -> None:
+    # GitHub signs the body, not X-GitHub-Delivery: a replay under a fresh id must not accept
+    # the PR's newer head.
+    token, run_id = slow_pr
+    _, state = github
+    extras(state).permissions[(REPO, "alice")] = "write"
+    comment = make_pr_comment(
+        "/kernalin accept intended", user="alice", number=PR, installation_id=INSTALLATION
+    )
+    first = deliver(client, "issue_comment", comment, delivery="d-original")
+    assert first.status_code == 200 and first.json()["accepted"] == [run_id], first.text
+    later = upload_pr_run(client, token, slowdown=3.0, sha="c" * 40)
+    pull = next(p for p in state.repo(REPO).pulls if p["number"] == PR)
+    pull["head"]["sha"] = "c" * 40
+    replay = deliver(client, "issue_comment", comment, delivery="d-forged")
+    assert replay.json() == first.json()
+    assert not run_view(client, token, later)["is_baseline"]

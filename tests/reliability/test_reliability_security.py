@@ -172,6 +172,15 @@ def test_dashboard_pages_carry_the_security_headers(
     assert r.headers.get("cache-control") == "no-store"
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/healthz"), ("GET", "/openapi.json"), ("POST", "/api/v1/runs"), ("GET", "/nope")],
+)
+def test_json_answers_carry_nosniff_too(app_client: TestClient, method: str, path: str) -> None:
+    r = app_client.request(method, path, content=b"{")
+    assert r.headers.get("x-content-type-options") == "nosniff", (path, r.status_code)
+
+
 def test_a_database_outage_is_a_503_with_retry_after_not_a_500(
     app_client: TestClient, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
