@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+from gate_server.local import start_server
 
 KERNEL = '''\
 """Example kernel (KernelBench convention): a linear layer and a ReLU."""
@@ -80,12 +79,6 @@ class Gated:
     tier: str
     url: str
     summary: str
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -170,44 +163,11 @@ def main() -> int:
     _git(repo, "init", "-q", "-b", "main")
     database_url = f"sqlite:///{work / 'gate.db'}"
 
-    port = _free_port()
-    server = f"http://127.0.0.1:{port}"
-    print(f"starting the gate server on {server} (SQLite: {work / 'gate.db'})")
-    log = (work / "server.log").open("wb")  # noqa: SIM115 (open for the server's lifetime)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rnx.cli",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--database-url",
-            database_url,
-            "--log-level",
-            "warning",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        # The server owns the gate's policy (clients cannot weaken it): the same band here.
-        env={**os.environ, "RNX_ROPE": "10%"},
-    )
+    print(f"starting the gate server on loopback (SQLite: {work / 'gate.db'})")
+    # The server owns the gate's policy (clients cannot weaken it): the same band here.
+    server = start_server(database_url, work, env={"RNX_ROPE": "10%"})
+    print(f"  listening on {server.url}")
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{server}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"the server did not start:\n{(work / 'server.log').read_text()}"
-                )
-            time.sleep(0.1)
-
         created = _rnx(
             "token",
             "create",
@@ -274,7 +234,7 @@ def main() -> int:
         for title, sha, flags in steps:
             _git(repo, "checkout", "-q", sha)
             print(f"{title} ({sha[:8]})")
-            gated = _gate(repo, work, title, flags, server, token)
+            gated = _gate(repo, work, title, flags, server.url, token)
             runs.append(gated)
             print(f"  verdict: {gated.tier}  (exit code {gated.exit_code})")
             print(f"  why:     {gated.summary}")
@@ -284,12 +244,7 @@ def main() -> int:
                 print("  " + table.replace("\n", "\n  "))
             print()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        server.stop()
         print("stopped the gate server")
     print("\nsummary:")
     for r in runs:

@@ -6,16 +6,13 @@ up the wrong one."""
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-import httpx
+# The loopback server lives with the server (the demo uses it too); tests import it from here.
+from gate_server.local import LiveServer, free_port, start_server  # noqa: F401
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -102,70 +99,3 @@ def signed_headers(secret: str, body: bytes, *, timestamp: int | None = None) ->
         "X-Kernalin-Timestamp": ts,
         "X-Kernalin-Signature": sign_upload(secret, ts, body),
     }
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class LiveServer:
-    url: str
-    database_url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-
-
-def start_server(
-    database_url: str, workdir: Path, *, env: dict[str, str] | None = None, timeout: float = 30.0
-) -> LiveServer:
-    """`rnx serve` in a subprocess on a free loopback port, returned once /readyz answers 200."""
-    port = free_port()
-    log = workdir / f"server-{port}.log"
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("RNX_")}
-    clean.update(env or {})
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "rnx.cli",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--database-url",
-                database_url,
-                "--log-level",
-                "warning",
-            ],
-            cwd=workdir,
-            env=clean,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    server = LiveServer(f"http://127.0.0.1:{port}", database_url, process, log)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the server exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{server.url}/readyz", timeout=1).status_code == 200:
-                return server
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    server.stop()
-    raise RuntimeError(f"the server did not get ready in {timeout} s:\n{log.read_text()}")
