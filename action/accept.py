@@ -9,16 +9,15 @@ credentials for this. Comments that are not commands end the step quietly with s
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 
+from action.context import event_payload
 from action.github_api import GitHub, GitHubError
 from action.report import COMMENT_MARKER, TIER_ICON
 from action.upload import oidc_token
@@ -178,7 +177,7 @@ def run(
     server: Server | None = None,
 ) -> Outcome:
     event_name = env.get("GITHUB_EVENT_NAME", "")
-    payload = _event(env)
+    payload = event_payload(env)
     comment = pull_request_comment(event_name, payload)
     if comment is None:
         return Outcome(0, "not a new comment on a pull request: nothing to accept")
@@ -307,17 +306,6 @@ def _replier(gh: GitHub, comment: PullRequestComment, workflow: Workflow) -> Cal
         workflow.notice(text, title="rnx-benchmark accept")
 
     return reply
-
-
-def _event(env: Mapping[str, str]) -> dict[str, Any]:
-    path = env.get("GITHUB_EVENT_PATH")
-    if not path:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -31,7 +31,8 @@ class RunContext:
     run_url: str | None
 
 
-def _event_payload(env: Mapping[str, str]) -> dict[str, Any]:
+def event_payload(env: Mapping[str, str]) -> dict[str, Any]:
+    """The workflow's event (GITHUB_EVENT_PATH), or {} when there is none or it is unreadable."""
     path = env.get("GITHUB_EVENT_PATH")
     if not path:
         return {}
@@ -85,7 +86,7 @@ def read_context(
     pr: int | None = None,
 ) -> RunContext:
     """Flags win; then GitHub's variables and event payload; then the local git checkout."""
-    event = _event_payload(env)
+    event = event_payload(env)
     event_name = env.get("GITHUB_EVENT_NAME") or ("pull_request" if pr else "push")
     pull = _dig(event, "pull_request") if event_name in PULL_REQUEST_EVENTS else None
 
