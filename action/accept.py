@@ -29,55 +29,15 @@ from rnx.accept_rules import (
     parse_comment,
     pull_request_comment,
 )
+from rnx.github_reads import AcceptRuleReads
 
 STATUS_CONTEXT = "rnx-benchmark"
 _HEADER = re.compile(r"^## .* rnx-benchmark: (PASS|WARN|BLOCK)\b.*$", re.MULTILINE)
 _ACCEPTED = re.compile(r"^> ✅ \*\*Accepted\*\* by .*\n?", re.MULTILINE)
 
 
-class ReaderGitHub(GitHub):
-    """The action's GitHub client plus the three reads the accept rules need."""
-
-    def collaborator_permission(self, repository: str, user: str) -> str:
-        try:
-            r = self.request("GET", f"/repos/{repository}/collaborators/{user}/permission")
-        except GitHubError as e:
-            if e.status == 404:
-                return "none"
-            raise
-        return str(r.json().get("permission") or "none")
-
-    def file_text(self, repository: str, path: str, ref: str) -> str | None:
-        try:
-            r = self.request(
-                "GET",
-                f"/repos/{repository}/contents/{path}",
-                params={"ref": ref},
-                headers={"Accept": "application/vnd.github.raw+json"},
-            )
-        except GitHubError as e:
-            if e.status == 404:
-                return None
-            raise
-        if r.headers.get("content-type", "").startswith("application/json"):
-            import base64
-
-            data = r.json()
-            if not isinstance(data, dict) or data.get("type") != "file":
-                return None
-            return base64.b64decode(str(data.get("content", ""))).decode("utf-8", "replace")
-        return r.text
-
-    def is_team_member(self, org: str, team_slug: str, user: str) -> bool:
-        # The workflow's GITHUB_TOKEN cannot read an organisation's teams: then a team in
-        # CODEOWNERS does not count (write permission still does). See docs/accept.md.
-        try:
-            r = self.request("GET", f"/orgs/{org}/teams/{team_slug}/memberships/{user}")
-        except GitHubError as e:
-            if e.status in (403, 404):
-                return False
-            raise
-        return r.json().get("state") == "active"
+class ReaderGitHub(GitHub, AcceptRuleReads):
+    """The action's GitHub client plus the reads the accept rules need."""
 
     def pull_request(self, repository: str, number: int) -> tuple[str, str]:
         """(base branch, head sha) of a pull request."""

@@ -13,16 +13,11 @@ from typing import Any
 import httpx
 
 from action.report import COMMENT_MARKER
+from rnx.github_reads import GitHubError
 
 _NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
 # The identity GitHub gives the workflow's own GITHUB_TOKEN; /user is not open to that token.
 ACTIONS_BOT = "github-actions[bot]"
-
-
-class GitHubError(Exception):
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)

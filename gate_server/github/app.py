@@ -8,7 +8,6 @@ their verdict too.
 
 from __future__ import annotations
 
-import base64
 import re
 import threading
 import time
@@ -20,6 +19,8 @@ from typing import Any
 import httpx
 import jwt
 
+from rnx.github_reads import AcceptRuleReads, GitHubError
+
 DEFAULT_API_URL = "https://api.github.com"
 # GitHub refuses app JWTs living longer than 10 minutes; backdate iat for clock drift.
 APP_JWT_LIFETIME_S = 540
@@ -28,12 +29,6 @@ APP_JWT_BACKDATE_S = 60
 TOKEN_RENEW_MARGIN_S = 120
 STATUS_CONTEXT = "rnx-benchmark"
 _NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
-
-
-class GitHubError(Exception):
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -145,7 +140,7 @@ class IssueComment:
     author: str
 
 
-class GitHubClient:
+class GitHubClient(AcceptRuleReads):
     """The REST calls the server makes, with a token from `token` (fetched per request so an
     installation token renews itself). Also answers the accept rules' questions."""
 
@@ -167,38 +162,6 @@ class GitHubClient:
         return _check(response, f"{method} {path}")
 
     # ---- what the accept rules ask
-
-    def collaborator_permission(self, repository: str, user: str) -> str:
-        try:
-            r = self.request("GET", f"/repos/{repository}/collaborators/{user}/permission")
-        except GitHubError as e:
-            if e.status == 404:  # not a collaborator (or no such user)
-                return "none"
-            raise
-        return str(r.json().get("permission") or "none")
-
-    def file_text(self, repository: str, path: str, ref: str) -> str | None:
-        try:
-            r = self.request("GET", f"/repos/{repository}/contents/{path}", params={"ref": ref})
-        except GitHubError as e:
-            if e.status == 404:
-                return None
-            raise
-        data = r.json()
-        if not isinstance(data, dict) or data.get("type") != "file":
-            return None
-        if data.get("encoding") == "base64":
-            return base64.b64decode(str(data.get("content", ""))).decode("utf-8", "replace")
-        return str(data.get("content", ""))
-
-    def is_team_member(self, org: str, team_slug: str, user: str) -> bool:
-        try:
-            r = self.request("GET", f"/orgs/{org}/teams/{team_slug}/memberships/{user}")
-        except GitHubError as e:
-            if e.status in (403, 404):  # not a member, or the token may not see the team
-                return False
-            raise
-        return r.json().get("state") == "active"
 
     # ---- pull requests, comments, statuses
 
