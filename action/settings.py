@@ -5,19 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from action.inputs import GateInputs, InputError, check_configuration_count
-from rnx.config import Benchmark, KernalinConfig, load_config
+from rnx.config import Benchmark, KernalinConfig, load_config, override
 
 
 def _override(bench: Benchmark, inputs: GateInputs) -> Benchmark:
-    changes: dict[str, object] = {}
-    if inputs.runtimes is not None:
-        changes["runtimes"] = list(inputs.runtimes)
-    if inputs.batch_sizes is not None:
-        changes["batch_sizes"] = list(inputs.batch_sizes)
-    if inputs.dtypes is not None:
-        changes["dtypes"] = list(inputs.dtypes)
-    # model_validate (not model_copy) so the overridden values pass the same checks as the file's.
-    return Benchmark.model_validate({**bench.model_dump(), **changes})
+    changes = {
+        "runtimes": inputs.runtimes,
+        "batch-sizes": inputs.batch_sizes,
+        "dtypes": inputs.dtypes,
+    }
+    return override(bench, changes, source="action inputs")
 
 
 def effective_config(

@@ -6,13 +6,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
 
 from bench_runner.runner import run_benchmark
 from bench_runner.table import format_table
-from rnx.config import Benchmark, HarnessSettings, KernalinConfig, load_config
+from rnx.config import Benchmark, HarnessSettings, KernalinConfig, load_config, override
 from rnx.errors import UserError
 
 
@@ -59,45 +56,25 @@ def _matching_benchmark(config: KernalinConfig, workload: str) -> Benchmark | No
 
 
 def _benchmark(args: argparse.Namespace, config: KernalinConfig) -> Benchmark:
-    base = _matching_benchmark(config, args.workload)
-    data: dict[str, Any] = base.model_dump(by_alias=True) if base else {}
-    data["workload"] = args.workload
-    for flag, key in (
-        ("runtimes", "runtimes"),
-        ("batch_sizes", "batch-sizes"),
-        ("dtypes", "dtypes"),
-    ):
-        value = getattr(args, flag)
-        if value is not None:
-            data[key] = value
-    try:
-        return Benchmark.model_validate(data)
-    except ValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise UserError(
-            f"--{loc.split('.')[0]}: {first['msg']} (got {first.get('input')!r})"
-        ) from None
+    base = _matching_benchmark(config, args.workload) or Benchmark(workload=args.workload)
+    changes = {
+        "workload": args.workload,
+        "runtimes": args.runtimes,
+        "batch-sizes": args.batch_sizes,
+        "dtypes": args.dtypes,
+    }
+    return override(base, changes, source="command line", key_prefix="--")
 
 
 def _harness(args: argparse.Namespace, config: KernalinConfig) -> HarnessSettings:
-    data = config.harness.model_dump(by_alias=True)
-    for flag, key in (
-        ("samples", "samples"),
-        ("processes", "processes"),
-        ("warmup", "warmup"),
-        ("time_budget", "time-budget"),
-        ("seed", "seed"),
-    ):
-        value = getattr(args, flag)
-        if value is not None:
-            data[key] = value
-    try:
-        return HarnessSettings.model_validate(data)
-    except ValidationError as e:
-        first = e.errors()[0]
-        loc = str(first["loc"][0]).replace("_", "-")
-        raise UserError(f"--{loc}: {first['msg']}") from None
+    changes = {
+        "samples": args.samples,
+        "processes": args.processes,
+        "warmup": args.warmup,
+        "time-budget": args.time_budget,
+        "seed": args.seed,
+    }
+    return override(config.harness, changes, source="command line", key_prefix="--")
 
 
 def main(argv: list[str] | None = None) -> int:

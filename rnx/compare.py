@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from rnx.config import GateSettings, load_config, parse_config
+from rnx.config import GateSettings, load_config, override
 from rnx.schema import GateReport, ResultsDocument, load_results
 from rnx.verdict import evaluate
 
@@ -85,15 +85,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace) -> GateSettings:
     gate = load_config(args.config).gate if args.config else GateSettings()
-    overrides = {}
-    if args.block_threshold is not None:
-        overrides["block-threshold"] = args.block_threshold
-    if args.rope is not None:
-        overrides["rope"] = args.rope
-    if not overrides:
-        return gate
-    merged = gate.model_dump(by_alias=True) | overrides
-    return parse_config({"gate": merged}, source="command line").gate
+    changes = {"block-threshold": args.block_threshold, "rope": args.rope}
+    return override(gate, changes, source="command line", key_prefix="--")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

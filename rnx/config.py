@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
@@ -103,10 +104,10 @@ _SHORT_REPR = reprlib.Repr()
 _SHORT_REPR.maxlevel = 2
 
 
-def _describe(err: ValidationError, source: str) -> str:
+def _describe(err: ValidationError, source: str, *, key_prefix: str = "") -> str:
     problems = []
     for e in err.errors()[:5]:
-        loc = ".".join(str(x) for x in e["loc"])
+        loc = key_prefix + ".".join(str(x) for x in e["loc"])
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key (check the spelling; see docs/configuration.md)"
@@ -114,6 +115,22 @@ def _describe(err: ValidationError, source: str) -> str:
             msg = f"{_SHORT_REPR.repr(e['input'])} is not allowed; {msg.lower()}"
         problems.append(f"{loc}: {msg}")
     return f"{source}: " + "; ".join(problems)
+
+
+ConfigModel = TypeVar("ConfigModel", bound=BaseModel)
+
+
+def override(
+    model: ConfigModel, changes: Mapping[str, Any], *, source: str, key_prefix: str = ""
+) -> ConfigModel:
+    """`model` with `changes` (keys as in kernalin.yml; None leaves a value as it is) laid over
+    it, checked exactly as the file's own values are: flags and action inputs use this. An
+    error names the key with `key_prefix` ("--" where the keys are command-line flags)."""
+    data = model.model_dump(by_alias=True) | {k: v for k, v in changes.items() if v is not None}
+    try:
+        return type(model).model_validate(data)
+    except ValidationError as e:
+        raise UserError(_describe(e, source, key_prefix=key_prefix)) from None
 
 
 def parse_config(
@@ -166,5 +183,6 @@ __all__ = [
     "KernalinConfig",
     "Tolerance",
     "load_config",
+    "override",
     "parse_config",
 ]
