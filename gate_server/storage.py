@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -578,10 +580,10 @@ def _sqlite_engine(url: str, database: str | None) -> Engine:
         # Let SQLAlchemy's begin event below emit BEGIN itself (pysqlite's own is deferred only).
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        _switch_to_wal(cur)
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA busy_timeout=30000")
         cur.close()
 
     @event.listens_for(engine, "begin")
@@ -590,6 +592,21 @@ def _sqlite_engine(url: str, database: str | None) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+def _switch_to_wal(cur: Any, *, wait_s: float = 30.0) -> None:
+    """Put the file in WAL mode (an in-memory database stays as it is). The switch needs an
+    exclusive lock, and SQLite answers 'database is locked' at once, without its busy handler,
+    while another process's first start holds the file; so retry until the deadline."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)
 
 
 # ---- dashboard reads
