@@ -13,7 +13,14 @@ from gate_server.auth import CI, branch_matches
 from gate_server.errors import ApiError
 from gate_server.receipts import ReceiptSigner
 from gate_server.settings import ServerSettings
-from gate_server.storage import RunRecord, Storage, TokenRecord, utcnow
+from gate_server.storage import (
+    RunRecord,
+    Storage,
+    TokenRecord,
+    follow_renames,
+    load_branch_renames,
+    utcnow,
+)
 from rnx.schema import InvalidDocument, ResultsDocument, parse_results
 
 MAX_REASON_CHARS = 2000
@@ -58,7 +65,8 @@ def count_samples(doc: ResultsDocument) -> int:
 
 
 def comparison_branch(doc: ResultsDocument) -> str:
-    """The branch whose baselines this run is compared with: its base branch, else its own."""
+    """The branch whose baselines this run is compared with: its base branch, else its own.
+    (As uploaded: the server then maps it through the repository's branch renames.)"""
     return doc.git.base_branch or doc.git.branch
 
 
@@ -142,10 +150,14 @@ def ingest_run(
     assert token.repository_id is not None
     run_id = str(doc.run_id)
     digest = hashlib.sha256(body).hexdigest()
-    target = comparison_branch(doc)
 
     with storage.read() as conn:
         existing = storage.get_run(conn, run_id)
+        # A CI job that started before its branch was renamed still names the old branch:
+        # compare with, and record under, the name the branch has now.
+        renames = load_branch_renames(conn, token.repository_id)
+        target = follow_renames(renames, comparison_branch(doc))[0]
+        home = follow_renames(renames, doc.git.branch)[0]
         candidates = (
             []
             if existing
@@ -168,7 +180,7 @@ def ingest_run(
     becomes_baseline = (
         not doc.git.is_pull_request
         and report.tier != "BLOCK"
-        and branch_matches(token.branches, doc.git.branch)
+        and branch_matches(token.branches, home)
     )
     url = run_url(settings.public_url or base_url, run_id)
     now = utcnow()
@@ -202,6 +214,10 @@ def ingest_run(
         "receipt": receipt,
     }
     with storage.write() as conn:
+        if becomes_baseline:
+            # Under the rename lock, so a rename committing meanwhile is seen, not undone.
+            storage.lock_branches(conn, token.repository_id, exclusive=False)
+            home = storage.current_branch(conn, token.repository_id, doc.git.branch)
         stored = storage.insert_run(
             conn,
             {
@@ -222,7 +238,7 @@ def ingest_run(
                 "signature": signature,
                 "created_at": doc.created_at,
                 "received_at": now,
-                "baseline_branch": doc.git.branch if becomes_baseline else None,
+                "baseline_branch": home if becomes_baseline else None,
                 "baseline_at": now if becomes_baseline else None,
             },
         )
@@ -342,7 +358,8 @@ def check_accept_scope(storage: Storage, token: TokenRecord, run_id: str) -> Non
         run = storage.get_run(conn, run_id)
     if run is None or run.repository_id != token.repository_id:
         raise ApiError(404, "run_not_found", f"no run {run_id} that this token may see")
-    target = run.base_branch or run.branch
+    with storage.read() as conn:
+        target = storage.current_branch(conn, run.repository_id, run.base_branch or run.branch)
     if not branch_matches(token.branches, target):
         raise ApiError(
             403,
@@ -385,7 +402,9 @@ def accept_run(
             raise ApiError(404, "run_not_found", f"no run {run_id}")
         already = run.accepted_at is not None
         if not already:
-            target = run.base_branch or run.branch
+            # The base branch as it is called now, under the rename lock (see ingest_run).
+            storage.lock_branches(conn, run.repository_id, exclusive=False)
+            target = storage.current_branch(conn, run.repository_id, run.base_branch or run.branch)
             storage.mark_baseline(
                 conn,
                 run_id,

@@ -143,6 +143,27 @@ server_keys = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
+# Tables added after version 1 live in their own MetaData, so version 1's create_all keeps
+# creating exactly the version-1 schema and each later table is created by its migration.
+renames_metadata = MetaData()
+
+# One row per branch rename followed (GitHub-confirmed or recorded by an admin), oldest first.
+# Rows are never changed or deleted: resolving a name replays them in order (follow_renames),
+# which is what keeps cycles (a->b->a) and chains (a->b->c) right, and keeps every name a
+# run was uploaded under explainable.
+branch_renames = Table(
+    "branch_renames",
+    renames_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
+    Column("repository_id", Integer, ForeignKey(repositories.c.id), nullable=False),
+    Column("from_branch", String(255), nullable=False),
+    Column("to_branch", String(255), nullable=False),
+    Column("renamed_at", DateTime(timezone=True), nullable=False),
+    Column("actor", String(200), nullable=False),
+    Column("via", String(32), nullable=False),
+    Index("ix_branch_renames_repository", "repository_id", "id"),
+)
+
 
 def _v1_initial(conn: Connection) -> None:
     # Version 1 is the tables above. When a table changes, add version 2 with the ALTERs and
@@ -157,13 +178,22 @@ def _v2_github(conn: Connection) -> None:
     create_tables(conn)
 
 
+def _v3_branch_renames(conn: Connection) -> None:
+    renames_metadata.create_all(conn, checkfirst=True)
+
+
 # (version, name, apply): applied in order, each once, inside one transaction.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "workspaces, repositories, tokens, runs, audit log, server keys", _v1_initial),
     (2, "github webhook deliveries, spent OIDC token ids", _v2_github),
+    (3, "branch renames", _v3_branch_renames),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 _PG_MIGRATION_LOCK = 727_274_001  # any constant: serialises migrations across processes
+# First key of the (int, int) advisory locks that order a repository's branch renames against
+# its uploads and accepts; the second key is the repository id.
+_PG_BRANCH_LOCK = 727_274_002
+MAX_BRANCH_CHARS = 255  # the runs' branch columns
 
 
 def utcnow() -> datetime:
@@ -219,6 +249,96 @@ class RunRecord:
     accepted_by: str | None
     accept_reason: str | None
     accepted_via: str | None
+
+
+@dataclass(frozen=True)
+class BranchRename:
+    id: int
+    from_branch: str
+    to_branch: str
+    renamed_at: datetime
+    actor: str
+    via: str
+
+
+@dataclass(frozen=True)
+class BranchRenameResult:
+    repository: str
+    old: str
+    new: str
+    changed: bool  # False: this rename was followed before (a redelivery, a repeated command)
+    runs_moved: int  # baseline runs that count for `new` now
+    tokens_widened: list[int]  # CI tokens whose branches named `old` and now also name `new`
+
+
+def check_branch_name(value: str, what: str) -> str:
+    """A branch name as git allows it, as far as the server cares: the columns hold 255
+    characters, and whitespace or control characters would only hide a typo."""
+    if not isinstance(value, str) or not value:
+        raise UserError(f"{what} is empty; name a branch, e.g. main")
+    if len(value) > MAX_BRANCH_CHARS:
+        raise UserError(f"{what} has {len(value)} characters; at most {MAX_BRANCH_CHARS}")
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
+        raise UserError(f"{what} {value!r} has whitespace or control characters; git refuses those")
+    return value
+
+
+def follow_renames(renames: Sequence[BranchRename], name: str) -> tuple[str, list[BranchRename]]:
+    """The name that a branch uploaded as `name` has now, and the renames that led there.
+
+    `renames` is a repository's log, oldest first. The first step is the newest rename that
+    mentions `name`: when it renamed another branch *to* `name`, `name` is a live branch's
+    name and stays. Each later step is the first rename of the name reached that came after
+    the step before (a later rename of that name is of a branch that took the name since).
+    Ids grow with every step, so a cycle (a->b, then b->a) ends, at the live name."""
+    newest = None
+    for r in renames:
+        if name in (r.from_branch, r.to_branch):
+            newest = r
+    if newest is None or newest.from_branch != name:
+        return name, []
+    path = [newest]
+    while True:
+        step = path[-1]
+        later = next(
+            (r for r in renames if r.id > step.id and r.from_branch == step.to_branch), None
+        )
+        if later is None:
+            return step.to_branch, path
+        path.append(later)
+
+
+def former_names(renames: Sequence[BranchRename], name: str) -> list[str]:
+    """The names that now lead to the branch called `name` (not `name` itself), oldest first."""
+    seen = dict.fromkeys(n for r in renames for n in (r.from_branch, r.to_branch))
+    return [n for n in seen if n != name and follow_renames(renames, n)[0] == name]
+
+
+def load_branch_renames(conn: Connection, repository_id: int) -> list[BranchRename]:
+    """A repository's rename log, oldest first (a handful of rows: one per rename ever)."""
+    rows = conn.execute(
+        select(branch_renames)
+        .where(branch_renames.c.repository_id == repository_id)
+        .order_by(branch_renames.c.id)
+    )
+    return [
+        BranchRename(
+            id=int(r.id),
+            from_branch=str(r.from_branch),
+            to_branch=str(r.to_branch),
+            renamed_at=_aware(r.renamed_at) or utcnow(),
+            actor=str(r.actor),
+            via=str(r.via),
+        )
+        for r in rows
+    ]
+
+
+def branch_names(conn: Connection, repository_id: int, branch: str) -> list[str]:
+    """The branch's name now, then every name it had: what its history is recorded under."""
+    renames = load_branch_renames(conn, repository_id)
+    current = follow_renames(renames, branch)[0]
+    return [current, *former_names(renames, current)]
 
 
 class Storage:
@@ -457,6 +577,107 @@ class Storage:
                 accepted_at=when, accepted_by=accepted_by, accept_reason=reason, accepted_via=via
             )
         conn.execute(update(runs).where(runs.c.run_id == run_id).values(**values))
+
+    # ---- branch renames
+
+    def current_branch(self, conn: Connection, repository_id: int, branch: str) -> str:
+        """What `branch` of this repository is called now (itself unless it was renamed)."""
+        return follow_renames(load_branch_renames(conn, repository_id), branch)[0]
+
+    def lock_branches(self, conn: Connection, repository_id: int, *, exclusive: bool) -> None:
+        """Order this transaction against a rename of the repository's branches.
+
+        A rename takes the lock exclusively; an upload or accept takes it shared just before
+        it writes a baseline branch, so it cannot store a name that a rename committing at the
+        same moment has just moved away. PostgreSQL only: SQLite's write transactions already
+        run one at a time (BEGIN IMMEDIATE)."""
+        if self.dialect == "postgresql":
+            fn = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+            conn.execute(
+                text(f"SELECT {fn}(CAST(:k AS integer), CAST(:r AS integer))"),
+                {"k": _PG_BRANCH_LOCK, "r": repository_id},
+            )
+
+    def rename_branch(
+        self, conn: Connection, repository_id: int, old: str, new: str, *, actor: str, via: str
+    ) -> BranchRenameResult:
+        """Follow a rename of branch `old` to `new`: its baseline history counts for `new`.
+
+        Only the server's own lookup key moves (runs.baseline_branch). What was uploaded stays
+        as it was: runs.branch and runs.base_branch keep the names the documents carry, so they
+        agree with the stored bytes and the signed receipts, and the rename log keeps which
+        name became which. Uploads that still name `old` (CI jobs already running) find the
+        new name through that log. CI tokens whose branches list `old` also get `new`, so the
+        renamed branch's pushes keep becoming baselines.
+
+        Idempotent: when `old` already leads to `new` through the log, nothing changes (a
+        webhook redelivery, one event per retargeted pull request, a repeated command)."""
+        old = check_branch_name(old, "the old branch name")
+        new = check_branch_name(new, "the new branch name")
+        if old == new:
+            raise UserError(f"the old and new branch names are the same ({old!r}); nothing to do")
+        repository = conn.execute(
+            select(repositories.c.name).where(repositories.c.id == repository_id)
+        ).scalar()
+        if repository is None:
+            raise UserError(f"no repository with id {repository_id} is registered")
+        self.lock_branches(conn, repository_id, exclusive=True)
+        current, path = follow_renames(load_branch_renames(conn, repository_id), old)
+        if current != old and new in {r.to_branch for r in path}:
+            return BranchRenameResult(str(repository), old, new, False, 0, [])
+        moved = conn.execute(
+            update(runs)
+            .where(runs.c.repository_id == repository_id, runs.c.baseline_branch == old)
+            .values(baseline_branch=new)
+        ).rowcount
+        conn.execute(
+            insert(branch_renames).values(
+                repository_id=repository_id,
+                from_branch=old,
+                to_branch=new,
+                renamed_at=utcnow(),
+                actor=actor,
+                via=via,
+            )
+        )
+        widened = self._widen_tokens(conn, repository_id, old, new)
+        self.audit(
+            conn,
+            actor=actor,
+            action="branch.rename",
+            subject=f"repository:{repository}",
+            details={
+                "from": old,
+                "to": new,
+                "via": via,
+                "baseline_runs_moved": moved,
+                "tokens_widened": widened,
+            },
+        )
+        return BranchRenameResult(str(repository), old, new, True, int(moved), widened)
+
+    def _widen_tokens(self, conn: Connection, repository_id: int, old: str, new: str) -> list[int]:
+        # Only a pattern naming `old` exactly: a glob like release/* said nothing about `new`.
+        rows = conn.execute(
+            select(tokens.c.id, tokens.c.branches)
+            .where(
+                tokens.c.repository_id == repository_id,
+                tokens.c.kind == "ci",
+                tokens.c.revoked_at.is_(None),
+            )
+            .order_by(tokens.c.id)
+        ).all()
+        widened = []
+        for row in rows:
+            patterns = list(json.loads(row.branches))
+            if old in patterns and new not in patterns:
+                conn.execute(
+                    update(tokens)
+                    .where(tokens.c.id == row.id)
+                    .values(branches=json.dumps([*patterns, new]))
+                )
+                widened.append(int(row.id))
+        return widened
 
     def count_runs(self, conn: Connection) -> int:
         return int(conn.execute(select(func.count()).select_from(runs)).scalar_one())
@@ -727,6 +948,7 @@ def dashboard_latest_per_branch(
     """The newest run for each (branch, environment) among the repository's newest `scan`
     runs, most recently active first. A bounded walk down ix_runs_repository_received: a
     branch silent for `scan` uploads is not news for an overview."""
+    renames = load_branch_renames(conn, repository_id)
     rows = conn.execute(
         _dashboard_select()
         .where(runs.c.repository_id == repository_id)
@@ -736,7 +958,9 @@ def dashboard_latest_per_branch(
     latest: dict[tuple[str, str], DashboardRun] = {}
     for r in rows:
         run = _dashboard_run(r._mapping)
-        latest.setdefault((run.branch, run.environment_key), run)
+        # A renamed branch is one branch: its newest run, whichever name that run carried.
+        branch = follow_renames(renames, run.branch)[0]
+        latest.setdefault((branch, run.environment_key), run)
         if len(latest) >= limit:
             break
     return list(latest.values())
@@ -790,11 +1014,12 @@ def dashboard_baseline_branches(
     return list(dict.fromkeys(str(b) for b in rows.scalars() if b is not None))
 
 
-def _history_filter(repository_id: int, branch: str) -> Any:
-    # The branch's own pushes (BLOCKed ones too, shown as such) and runs accepted onto it.
+def _history_filter(repository_id: int, names: Sequence[str]) -> Any:
+    # The branch's own pushes (BLOCKed ones too, shown as such) under any name it had, and its
+    # baselines (a rename moved those to its current name, names[0]).
     return (runs.c.repository_id == repository_id) & (
-        ((runs.c.branch == branch) & runs.c.pr_number.is_(None))
-        | (runs.c.baseline_branch == branch)
+        (runs.c.branch.in_(list(names)) & runs.c.pr_number.is_(None))
+        | (runs.c.baseline_branch == names[0])
     )
 
 
@@ -812,7 +1037,8 @@ def dashboard_history(
     Documents are fetched separately (dashboard_documents) and only for runs the dashboard
     has not summarized yet: a stored run never changes.
     """
-    query = _dashboard_select(runs.c.answer).where(_history_filter(repository_id, branch))
+    names = branch_names(conn, repository_id, branch)
+    query = _dashboard_select(runs.c.answer).where(_history_filter(repository_id, names))
     if environment is not None:
         query = query.where(runs.c.environment_key == environment)
     rows = conn.execute(
@@ -836,7 +1062,7 @@ def dashboard_recent_environments(
     bounded walk, so a repository with a million runs costs what one with a thousand does."""
     rows = conn.execute(
         select(runs.c.environment_key)
-        .where(_history_filter(repository_id, branch))
+        .where(_history_filter(repository_id, branch_names(conn, repository_id, branch)))
         .order_by(runs.c.received_at.desc(), runs.c.id.desc())
         .limit(scan)
     )
