@@ -1,4 +1,4 @@
-"""`rnx serve` and `rnx token create|list|revoke`."""
+"""`rnx serve`, `rnx token create|list|revoke` and `rnx branch rename`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from gate_server.auth import issue_token, revoke_token
 from gate_server.settings import load_settings
-from gate_server.storage import Storage
+from gate_server.storage import Storage, check_branch_name
 from rnx.errors import UserError
 
 
@@ -145,3 +145,68 @@ def token_main(argv: list[str]) -> int:
         return 0
     finally:
         storage.close()
+
+
+def branch_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="rnx branch",
+        description="Follow a branch rename made on GitHub, for servers that cannot learn of it "
+        "from the webhook (no GitHub App).",
+    )
+    sub = parser.add_subparsers(dest="action", required=True)
+    rename = sub.add_parser(
+        "rename",
+        help="the baselines recorded under --from count for --to from now on",
+        description="After renaming a branch on GitHub: its baseline history, and uploads that "
+        "still name the old branch, count for the new name. Running it again changes nothing.",
+    )
+    rename.add_argument("--repo", required=True, help="OWNER/NAME")
+    rename.add_argument("--from", dest="old", required=True, help="the branch's old name")
+    rename.add_argument("--to", dest="new", required=True, help="the branch's new name")
+    rename.add_argument(
+        "--workspace", help="needed only when OWNER/NAME is registered in several workspaces"
+    )
+    rename.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
+    args = parser.parse_args(argv)
+    old = check_branch_name(args.old, "--from")
+    new = check_branch_name(args.new, "--to")
+    if old == new:
+        raise UserError(f"--from and --to are the same branch ({old!r}); nothing to rename")
+
+    from gate_server.github.store import repositories_named
+
+    storage = _storage(args.database_url)
+    try:
+        with storage.read() as conn:
+            found = repositories_named(conn, args.repo)
+        if args.workspace:
+            found = [r for r in found if r.workspace == args.workspace]
+        if not found:
+            where = f" in workspace {args.workspace!r}" if args.workspace else ""
+            raise UserError(
+                f"no repository {args.repo!r} is registered{where}; `rnx token list` shows "
+                "the registered repositories"
+            )
+        if len(found) > 1:
+            names = ", ".join(sorted(r.workspace for r in found))
+            raise UserError(
+                f"{args.repo} is registered in several workspaces ({names}); "
+                "say which with --workspace"
+            )
+        with storage.write() as conn:
+            result = storage.rename_branch(conn, found[0].id, old, new, actor=_actor(), via="cli")
+    finally:
+        storage.close()
+    if not result.changed:
+        print(f"{result.repository}: {old} -> {new} was followed before; nothing changed")
+        return 0
+    print(
+        f"{result.repository}: {old} -> {new}: {result.runs_moved} baseline "
+        f"run{'' if result.runs_moved == 1 else 's'} now count for {new}; uploads naming "
+        f"{old} count for {new}"
+    )
+    if result.tokens_widened:
+        ids = ", ".join(str(i) for i in result.tokens_widened)
+        many = len(result.tokens_widened) > 1
+        print(f"CI token{'s' if many else ''} {ids} now also cover{'' if many else 's'} {new}")
+    return 0

@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "init": ("action.init:main", None, "add a CI gate: write the workflow and kernalin.yml"),
     "serve": ("gate_server.cli:serve_main", "server", "run the gate server"),
     "token": ("gate_server.cli:token_main", "server", "create, list or revoke tokens"),
+    "branch": ("gate_server.cli:branch_main", "server", "follow a branch renamed on GitHub"),
     "receipt": ("rnx.receipt:main", None, "verify a server's signed receipt offline"),
     "schema": ("rnx.schema_cmd:main", None, "print the JSON Schema of results documents"),
 }
