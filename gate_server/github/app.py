@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
 
 import httpx
 import jwt
@@ -29,6 +30,9 @@ APP_JWT_BACKDATE_S = 60
 TOKEN_RENEW_MARGIN_S = 120
 STATUS_CONTEXT = "rnx-benchmark"
 _NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
+# Where a 301 for a branch points: .../repos/{owner}/{repo}/branches/{name} (or the
+# /repositories/{id}/ form GitHub uses for moved repositories), with the name percent-encoded.
+_BRANCH_LOCATION = re.compile(r"/(?:repos/[^/]+/[^/]+|repositories/\d+)/branches/(.+)$")
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,21 @@ class PullRequest:
 
 
 @dataclass(frozen=True)
+class BranchLookup:
+    """What GitHub says of a branch name: it "exists", was "moved" (301, `to` names where,
+    None when the redirect names no branch), or is "missing" (404)."""
+
+    state: str
+    to: str | None = None
+
+
+def branch_of_location(location: str) -> str | None:
+    """The branch a redirect's Location names, or None when it names none."""
+    match = _BRANCH_LOCATION.search(urlsplit(location).path)
+    return unquote(match.group(1)) if match else None
+
+
+@dataclass(frozen=True)
 class IssueComment:
     id: int
     body: str
@@ -152,14 +171,38 @@ class GitHubClient(AcceptRuleReads):
         self._http = http or httpx.Client(timeout=15.0)
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        return _check(self._request(method, path, **kwargs), f"{method} {path}")
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The response whatever its status (errors getting a token or reaching GitHub raise)."""
         url = path if path.startswith("http") else f"{self.api_url}{path}"
         headers = {**_HEADERS, "Authorization": f"Bearer {self._token()}"}
         headers.update(kwargs.pop("headers", {}))
         try:
-            response = self._http.request(method, url, headers=headers, **kwargs)
+            return self._http.request(method, url, headers=headers, **kwargs)
         except httpx.HTTPError as e:
             raise GitHubError(f"{method} {path} failed: {e or type(e).__name__}") from None
-        return _check(response, f"{method} {path}")
+
+    # ---- branches
+
+    def branch(self, repository: str, name: str) -> BranchLookup:
+        """GET /repos/{repository}/branches/{name}, redirects not followed: GitHub answers a
+        renamed branch's old name with 301 and a Location naming the new one.
+
+        Beware that GitHub also redirects a name that is no branch, `master` at least, to the
+        default branch (github/rest-api-description#7096): a 301 alone is not a rename."""
+        path = f"/repos/{repository}/branches/{quote(name, safe='')}"
+        # Only this request's own 404 means "no such branch"; a 404 while getting the App's
+        # installation token is an error like any other.
+        r = self._request("GET", path, follow_redirects=False)
+        if r.status_code == 404:
+            return BranchLookup("missing")
+        if r.status_code in (301, 302, 307, 308):
+            return BranchLookup("moved", branch_of_location(r.headers.get("location", "")))
+        _check(r, f"GET {path}")
+        if r.status_code != 200:
+            raise GitHubError(f"GET {path} answered {r.status_code}", r.status_code)
+        return BranchLookup("exists")
 
     # ---- what the accept rules ask
 

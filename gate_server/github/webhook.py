@@ -39,6 +39,7 @@ from rnx.accept_rules import (
     parse_comment,
     pull_request_comment,
 )
+from rnx.errors import UserError
 
 log = logging.getLogger("gate_server.github")
 
@@ -180,6 +181,106 @@ def on_rename(storage: Storage, gh: GitHubIntegration, delivery: Delivery) -> An
     return 200, {"renamed": {"from": old, "to": new_name}}
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def on_pull_request_edited(storage: Storage, gh: GitHubIntegration, delivery: Delivery) -> Answer:
+    """GitHub retargets every open pull request on a renamed base branch with this event (the
+    old base in changes.base.ref.from); a person changing one PR's base sends the same one."""
+    old = _mapping(_mapping(_mapping(delivery.payload.get("changes")).get("base")).get("ref"))
+    new = _mapping(_mapping(delivery.payload.get("pull_request")).get("base")).get("ref")
+    if not isinstance(old.get("from"), str) or not isinstance(new, str):
+        return 200, {"ignored": "the edit did not change the pull request's base branch"}
+    return _follow_branch_rename(storage, gh, delivery, str(old["from"]), new)
+
+
+def on_repository_edited(storage: Storage, gh: GitHubIntegration, delivery: Delivery) -> Answer:
+    """Renaming the default branch changes the repository's default_branch too."""
+    old = _mapping(_mapping(delivery.payload.get("changes")).get("default_branch")).get("from")
+    new = _mapping(delivery.payload.get("repository")).get("default_branch")
+    if not isinstance(old, str) or not isinstance(new, str):
+        return 200, {"ignored": "the edit did not change the default branch"}
+    return _follow_branch_rename(storage, gh, delivery, old, new)
+
+
+def _follow_branch_rename(
+    storage: Storage, gh: GitHubIntegration, delivery: Delivery, old: str, new: str
+) -> Answer:
+    """Move the baseline history of `old` to `new` once GitHub confirms that `old` was renamed
+    to `new`: GitHub answers the old name with a 301 naming the new one. The same event comes
+    from a hand-made change (the old branch still exists: 200) or after a deletion (404)."""
+    repo = _mapping(delivery.payload.get("repository"))
+    github_id, full_name = repo.get("id"), repo.get("full_name")
+    if isinstance(github_id, bool) or not isinstance(github_id, int) or not full_name:
+        return 200, {"ignored": "the event names no repository id"}
+    if old == new:
+        return 200, {"ignored": f"the branch is {new!r} before and after"}
+    with storage.read() as conn:
+        registered = store.repository_by_github_id(conn, github_id)
+        done = registered is not None and storage.current_branch(conn, registered.id, old) == new
+    if registered is None:
+        return 200, {"ignored": f"repository {full_name} is not registered here"}
+    what = f"{registered.name}: {old!r} -> {new!r}"
+    if done:
+        # GitHub sends one event per retargeted pull request: the first one did the work.
+        return 200, {"ignored": f"{what} was followed before; nothing changed"}
+    if gh.app is None:
+        log.warning(
+            "%s may be a branch rename; without GitHub App credentials it cannot be confirmed, "
+            "so nothing moved (run `rnx branch rename` if it was one)",
+            what,
+        )
+        return 200, {
+            "ignored": f"{what} may be a branch rename, but this server has no GitHub App "
+            "credentials (RNX_GITHUB_APP_ID) to confirm it with GitHub; if it was one, run "
+            f"`rnx branch rename --repo {registered.name} --from {old} --to {new}`"
+        }
+    installation = _mapping(delivery.payload.get("installation")).get("id")
+    try:
+        client = gh.app.client(
+            installation_id=installation if isinstance(installation, int) else None,
+            repository=str(full_name),
+        )
+        found = client.branch(str(full_name), old)
+    except GitHubError as e:
+        # Not a 502: other deliveries of the same rename (one per retargeted pull request) or
+        # `rnx branch rename` can still record it; this one is answered and logged.
+        log.warning("%s: could not ask GitHub whether it is a rename: %s", what, e)
+        return 200, {"ignored": f"{what}: GitHub could not confirm a rename ({e}); nothing moved"}
+    if found.state != "moved" or found.to != new:
+        why = {
+            "exists": f"{old!r} still exists, so the base was changed by hand",
+            "missing": f"{old!r} was deleted, not renamed",
+        }.get(found.state, f"GitHub redirects {old!r} to {found.to!r}, not to {new!r}")
+        return 200, {"ignored": f"{what} is not a rename: {why}"}
+    sender = _mapping(delivery.payload.get("sender")).get("login")
+    try:
+        with storage.write() as conn:
+            result = storage.rename_branch(
+                conn,
+                registered.id,
+                old,
+                new,
+                actor=f"github:{sender}" if isinstance(sender, str) else "github",
+                via=f"webhook:{delivery.event}.{delivery.action}"[:32],
+            )
+    except UserError as e:
+        return 200, {"ignored": f"{what}: {e}"}
+    if not result.changed:
+        return 200, {"ignored": f"{what} was followed before; nothing changed"}
+    log.info("%s: branch renamed, %d baseline runs moved", what, result.runs_moved)
+    return 200, {
+        "branch_renamed": {
+            "repository": result.repository,
+            "from": old,
+            "to": new,
+            "baseline_runs_moved": result.runs_moved,
+            "tokens_widened": result.tokens_widened,
+        }
+    }
+
+
 def on_installation(storage: Storage, gh: GitHubIntegration, delivery: Delivery) -> Answer:
     """The App was installed on repositories: learn their GitHub ids."""
     listed = delivery.payload.get("repositories") or delivery.payload.get("repositories_added")
@@ -295,6 +396,8 @@ HANDLERS: dict[tuple[str, str | None], Handler] = {
     ("ping", None): on_ping,
     ("issue_comment", "created"): on_issue_comment,
     ("repository", "renamed"): on_rename,
+    ("repository", "edited"): on_repository_edited,
+    ("pull_request", "edited"): on_pull_request_edited,
     ("installation", "created"): on_installation,
     ("installation_repositories", "added"): on_installation,
 }
@@ -306,7 +409,8 @@ HANDLERS: dict[tuple[str, str | None], Handler] = {
 @operation(
     "post",
     {
-        "summary": "GitHub webhooks: ping, '/kernalin accept <reason>' PR comments, renames",
+        "summary": "GitHub webhooks: ping, '/kernalin accept <reason>' PR comments, "
+        "repository and branch renames",
         "parameters": [
             {"name": name, "in": "header", "required": True, "schema": {"type": "string"}}
             for name in ("X-Hub-Signature-256", "X-GitHub-Event", "X-GitHub-Delivery")

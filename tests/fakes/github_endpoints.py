@@ -7,6 +7,7 @@ the fake's ROUTES table.
   /app/installations/{id}/access_tokens (app JWTs are verified with the App's public key)
 - the accept rules: collaborator permission, file contents (CODEOWNERS), team membership
 - pull requests (GET /repos/{o}/{r}/pulls/{n}) and comment reactions
+- branches (GET /repos/{o}/{r}/branches/{branch}): 200, 301 for a renamed branch, 404
 
 Answers are shaped like GitHub's (recorded payloads where GitHub sends objects)."""
 
@@ -18,6 +19,7 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
+from urllib.parse import quote
 
 import jwt
 from starlette.requests import Request
@@ -42,6 +44,7 @@ class Extras:
     teams: dict[str, set[str]] = field(default_factory=dict)  # "org/slug" -> logins
     app: FakeApp | None = None
     reactions: list[tuple[str, int, str, str]] = field(default_factory=list)
+    moved_branches: dict[tuple[str, str], str] = field(default_factory=dict)  # (repo, old) -> new
 
 
 def extras(state: State) -> Extras:
@@ -62,6 +65,23 @@ def add_pull(
     pull["head"]["sha"] = head_sha
     state.repo(repo).pulls.append(pull)
     return pull
+
+
+def rename_branch(state: State, repo: str, old: str, new: str) -> list[int]:
+    """What renaming a branch on GitHub does: the ref moves, the old name redirects to the new
+    one, the default branch follows, and every open PR based on it is retargeted. Returns the
+    retargeted PRs' numbers (GitHub sends each a pull_request "edited" event)."""
+    r = state.repo(repo)
+    r.refs[new] = r.refs.pop(old)
+    extras(state).moved_branches[(repo, old)] = new
+    if r.default_branch == old:
+        r.default_branch = new
+    retargeted = []
+    for pull in r.pulls:
+        if pull["base"]["ref"] == old and pull["state"] == "open":
+            pull["base"]["ref"] = new
+            retargeted.append(int(pull["number"]))
+    return retargeted
 
 
 def _app_jwt(state: State, request: Request) -> FakeApp:
@@ -161,6 +181,60 @@ async def get_pull(state: State, request: Request) -> tuple[int, Any, dict[str, 
     raise Fail(404, "Not Found")
 
 
+async def get_branch(state: State, request: Request) -> tuple[int, Any, dict[str, str]]:
+    """GitHub's "Get a branch": the branch (200), a redirect for a renamed branch's old name
+    (301, Location naming the new one), or 404. Like GitHub, a missing `master` also redirects
+    to the default branch (github/rest-api-description#7096), renamed or not."""
+    _token(state, request)
+    name, branch = _repo_name(request), request.path_params["branch"]
+    repo = state.repos.get(name)
+    if repo is None:
+        raise Fail(404, "Not Found")
+    api = str(request.base_url).rstrip("/") + f"/repos/{name}/branches/"
+    if branch in repo.refs:
+        sha = repo.refs[branch]
+        return (
+            200,
+            {
+                "name": branch,
+                "commit": {
+                    "sha": sha,
+                    "url": str(request.base_url).rstrip("/") + f"/repos/{name}/commits/{sha}",
+                },
+                "_links": {
+                    "self": api + quote(branch, safe=""),
+                    "html": f"https://github.com/{name}/tree/{branch}",
+                },
+                "protected": False,
+                "protection": {
+                    "enabled": False,
+                    "required_status_checks": {
+                        "enforcement_level": "off",
+                        "contexts": [],
+                        "checks": [],
+                    },
+                },
+                "protection_url": api + quote(branch, safe="") + "/protection",
+            },
+            {},
+        )
+    moved = extras(state).moved_branches.get((name, branch))
+    if moved is None and branch == "master":
+        moved = repo.default_branch
+    if moved is None:
+        raise Fail(404, "Branch not found")
+    location = api + quote(moved, safe="")
+    return (
+        301,
+        {
+            "message": "Moved Permanently",
+            "url": location,
+            "documentation_url": "https://docs.github.com/rest/guides/best-practices-for-using-the-rest-api#follow-redirects",
+        },
+        {"Location": location},
+    )
+
+
 async def create_reaction(state: State, request: Request) -> tuple[int, Any, dict[str, str]]:
     token = _token(state, request, write=True)
     content = (await request.json()).get("content")
@@ -179,6 +253,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/repos/{owner}/{repo}/contents/{path:path}", get_contents),
     ("GET", "/orgs/{org}/teams/{team_slug}/memberships/{username}", get_membership),
     ("GET", "/repos/{owner}/{repo}/pulls/{number:int}", get_pull),
+    ("GET", "/repos/{owner}/{repo}/branches/{branch:path}", get_branch),
     ("POST", "/repos/{owner}/{repo}/issues/comments/{comment_id:int}/reactions", create_reaction),
 ]
 

@@ -57,3 +57,55 @@ def make_pr_comment(
             "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ==",
         }
     return payload
+
+
+def make_base_branch_edited(
+    old: str,
+    new: str,
+    *,
+    number: int = 7,
+    installation_id: int | None = None,
+    sender: str = "Codertocat",
+) -> dict[str, Any]:
+    """GitHub's pull_request "edited" event for a PR whose base branch changed from `old` to
+    `new`, made from the recorded "opened" payload. GitHub sends it to every open PR when their
+    base branch is renamed, and for one PR when a person changes its base by hand."""
+    payload = copy.deepcopy(load_payload("pull_request.opened"))
+    pr = payload["pull_request"]
+    payload["action"] = "edited"
+    payload["number"] = pr["number"] = number
+    # What GitHub lists for a base change: the old ref, and the old base's commit.
+    payload["changes"] = {"base": {"ref": {"from": old}, "sha": {"from": pr["base"]["sha"]}}}
+    owner = payload["repository"]["owner"]["login"]
+    pr["base"]["ref"], pr["base"]["label"] = new, f"{owner}:{new}"
+    payload["sender"]["login"] = sender
+    _installation(payload, installation_id)
+    return payload
+
+
+def make_default_branch_edited(
+    old: str, new: str, *, installation_id: int | None = None, sender: str = "Codertocat"
+) -> dict[str, Any]:
+    """GitHub's repository "edited" event after the default branch changed from `old` to
+    `new` (renaming the default branch does that too), made from the recorded payload's
+    repository, sender and installation."""
+    recorded = copy.deepcopy(load_payload("pull_request.opened"))
+    payload = {
+        "action": "edited",
+        "changes": {"default_branch": {"from": old}},
+        "repository": recorded["repository"],
+        "sender": recorded["sender"],
+        "installation": recorded["installation"],
+    }
+    payload["repository"]["default_branch"] = new
+    payload["sender"]["login"] = sender
+    _installation(payload, installation_id)
+    return payload
+
+
+def _installation(payload: dict[str, Any], installation_id: int | None) -> None:
+    if installation_id is not None:
+        payload["installation"] = {
+            "id": installation_id,
+            "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ==",
+        }
