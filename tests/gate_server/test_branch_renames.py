@@ -3,6 +3,7 @@ old branch, the dashboard's history, and `rnx branch rename` against the real se
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timezone
 from typing import Any
 
@@ -249,3 +250,34 @@ def test_the_rename_command_refuses_bad_input_in_one_line(
         assert expected in err and err.count("\n") == 1, err
     assert main(rename_args("shared/repo", "master", "main", "--workspace", "third")) == 0
     assert "shared/repo: master -> main: 0 baseline runs" in capsys.readouterr().out
+
+
+def test_an_upload_racing_a_rename_lands_on_the_new_name(
+    live_server: LiveServer, token_for: Any
+) -> None:
+    """A rename holds its repository's lock until it commits: a baseline upload arriving
+    meanwhile waits, then records the new name instead of one the rename just moved away."""
+    url = live_server.database_url
+    token: Token = token_for(url, workspace="acme", repository=REPO, branches=("master",))
+    with httpx.Client(base_url=live_server.url, timeout=60) as http:
+        upload(http.post, token, branch="master", sha="a" * 40, seed=1)
+        s = Storage(url)
+        answers: list[dict[str, Any]] = []
+        try:
+            rid = repository_id(s)
+            with s.write() as conn:
+                s.rename_branch(conn, rid, "master", "main", actor="test", via="test")
+                racer = threading.Thread(
+                    target=lambda: answers.append(
+                        upload(http.post, token, branch="master", sha="b" * 40, seed=2)
+                    )
+                )
+                racer.start()
+                racer.join(timeout=1.5)
+                assert racer.is_alive()  # waiting for the rename to commit
+            racer.join(timeout=30)
+        finally:
+            s.close()
+        (late,) = answers
+        assert late["is_baseline"]
+        assert run_view(http.get, token, late["run_id"])["baseline_branch"] == "main"
