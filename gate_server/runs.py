@@ -356,9 +356,9 @@ def check_accept_scope(storage: Storage, token: TokenRecord, run_id: str) -> Non
         )
     with storage.read() as conn:
         run = storage.get_run(conn, run_id)
-    if run is None or run.repository_id != token.repository_id:
-        raise ApiError(404, "run_not_found", f"no run {run_id} that this token may see")
-    with storage.read() as conn:
+        if run is None or run.repository_id != token.repository_id:
+            raise ApiError(404, "run_not_found", f"no run {run_id} that this token may see")
+        # The branch it would become a baseline of, by the name that branch has now.
         target = storage.current_branch(conn, run.repository_id, run.base_branch or run.branch)
     if not branch_matches(token.branches, target):
         raise ApiError(
