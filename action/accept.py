@@ -31,7 +31,6 @@ from rnx.accept_rules import (
 )
 from rnx.github_reads import AcceptRuleReads
 
-STATUS_CONTEXT = "rnx-benchmark"
 _HEADER = re.compile(r"^## .* rnx-benchmark: (PASS|WARN|BLOCK)\b.*$", re.MULTILINE)
 _ACCEPTED = re.compile(r"^> ✅ \*\*Accepted\*\* by .*\n?", re.MULTILINE)
 
@@ -229,16 +228,12 @@ def _publish(
 ) -> None:
     user, reason = comment.user, line.split(": ", 1)[1]
     try:
-        me = gh.whoami()
-        ours = gh.our_comments(comment.repository, comment.pr_number, author=me)
-        if ours:
-            gh.update_comment(
-                comment.repository, ours[0].id, mark_accepted(ours[0].body, user, reason, head_sha)
-            )
-        else:
-            gh.create_comment(
-                comment.repository, comment.pr_number, mark_accepted(None, user, reason, head_sha)
-            )
+        gh.write_sticky(
+            comment.repository,
+            comment.pr_number,
+            author=gh.whoami(),
+            body=lambda present: mark_accepted(present, user, reason, head_sha),
+        )
     except GitHubError as e:
         workflow.warning(f"could not update the pull request comment: {e}", title="rnx-benchmark")
     description = f"PASS: {line}"
@@ -249,7 +244,6 @@ def _publish(
             state="success",
             description=description if len(description) <= 140 else description[:137] + "...",
             target_url=next((str(r["url"]) for r in runs if r.get("url")), None),
-            context=STATUS_CONTEXT,
         )
     except GitHubError as e:
         workflow.warning(f"could not set the commit status: {e}", title="rnx-benchmark")

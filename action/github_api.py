@@ -1,4 +1,5 @@
-"""GitHub's REST API, as far as the action needs it: the sticky PR comment and the commit status.
+"""GitHub's REST API, as far as the action needs it: the sticky PR comment and the commit status
+(written as the server writes them: rnx.github_writes), with the workflow's token.
 
 Every write may fail (a fork's read-only token, a missing permission): callers get a
 `GitHubError` with the reason and turn it into a warning, never a failed build.
@@ -6,28 +7,20 @@ Every write may fail (a fork's read-only token, a missing permission): callers g
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from action.report import COMMENT_MARKER
 from rnx.github_reads import GitHubError
+from rnx.github_writes import PullRequestWrites
 
-_NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
 # The identity GitHub gives the workflow's own GITHUB_TOKEN; /user is not open to that token.
 ACTIONS_BOT = "github-actions[bot]"
 
 
-@dataclass(frozen=True)
-class Comment:
-    id: int
-    body: str
-    author: str
+class GitHub(PullRequestWrites):
+    """The action's client, with the workflow's token; a refused write says how to allow it."""
 
-
-class GitHub:
     def __init__(
         self,
         api_url: str,
@@ -90,51 +83,7 @@ class GitHub:
             return ACTIONS_BOT
         return str(login) if login else ACTIONS_BOT
 
-    # ---- sticky comment
-
-    def our_comments(self, repo: str, pr: int, *, author: str) -> list[Comment]:
-        """Every comment on the PR carrying our marker and written by us, oldest first.
-
-        Paginated (a busy PR has hundreds of comments); someone else's comment that quotes
-        the marker is never picked up, so we never try to edit what is not ours."""
-        found: list[Comment] = []
-        url: str | None = f"/repos/{repo}/issues/{pr}/comments?per_page=100"
-        pages = 0
-        while url and pages < 50:
-            response = self.request("GET", url)
-            pages += 1
-            for c in response.json():
-                body = c.get("body") or ""
-                login = (c.get("user") or {}).get("login", "")
-                if body.startswith(COMMENT_MARKER) and login == author:
-                    found.append(Comment(id=int(c["id"]), body=body, author=login))
-            link = _NEXT_LINK.search(response.headers.get("Link", ""))
-            url = link.group(1) if link else None
-        return found
-
-    def create_comment(self, repo: str, pr: int, body: str) -> Comment:
-        c = self.request("POST", f"/repos/{repo}/issues/{pr}/comments", json={"body": body}).json()
-        return Comment(id=int(c["id"]), body=c.get("body", body), author=c["user"]["login"])
-
-    def update_comment(self, repo: str, comment_id: int, body: str) -> None:
-        self.request("PATCH", f"/repos/{repo}/issues/comments/{comment_id}", json={"body": body})
+    # ---- sticky comment: the rest is shared with the server (rnx.github_writes)
 
     def delete_comment(self, repo: str, comment_id: int) -> None:
         self.request("DELETE", f"/repos/{repo}/issues/comments/{comment_id}")
-
-    # ---- commit status
-
-    def set_status(
-        self,
-        repo: str,
-        sha: str,
-        *,
-        state: str,
-        description: str,
-        target_url: str | None,
-        context: str,
-    ) -> None:
-        payload: dict[str, Any] = {"state": state, "description": description, "context": context}
-        if target_url:
-            payload["target_url"] = target_url
-        self.request("POST", f"/repos/{repo}/statuses/{sha}", json=payload)

@@ -13,8 +13,6 @@ from action.github_api import GitHub, GitHubError
 from action.report import Combined, PartResult, combine, status_description, worst
 from rnx.schema import Tier
 
-STATUS_CONTEXT = "rnx-benchmark"
-
 
 @dataclass
 class Published:
@@ -83,7 +81,6 @@ def publish(
             state=status_state(tier, mode),
             description=status_description(tier, mode, reasons),
             target_url=target_url,
-            context=STATUS_CONTEXT,
         )
     except GitHubError as e:
         result.warnings.append(f"could not set the commit status: {e}")

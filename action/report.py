@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
+from rnx.github_writes import COMMENT_MARKER
 from rnx.schema import ConfigComparison, Tier
 
-COMMENT_MARKER = "<!-- rnx-benchmark:sticky -->"
 _PART_RE = re.compile(
     r"<!-- rnx-benchmark:part key=(?P<key>\S+) tier=(?P<tier>PASS|WARN|BLOCK) -->\n"
     r"(?P<body>.*?)<!-- rnx-benchmark:part-end -->",

@@ -21,6 +21,7 @@ import httpx
 import jwt
 
 from rnx.github_reads import AcceptRuleReads, GitHubError
+from rnx.github_writes import PullRequestWrites
 
 DEFAULT_API_URL = "https://api.github.com"
 # GitHub refuses app JWTs living longer than 10 minutes; backdate iat for clock drift.
@@ -28,8 +29,6 @@ APP_JWT_LIFETIME_S = 540
 APP_JWT_BACKDATE_S = 60
 # Renew an installation token this long before GitHub's expiry, never mid-request.
 TOKEN_RENEW_MARGIN_S = 120
-STATUS_CONTEXT = "rnx-benchmark"
-_NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
 # Where a 301 for a branch points: .../repos/{owner}/{repo}/branches/{name} (or the
 # /repositories/{id}/ form GitHub uses for moved repositories), with the name percent-encoded.
 _BRANCH_LOCATION = re.compile(r"/(?:repos/[^/]+/[^/]+|repositories/\d+)/branches/(.+)$")
@@ -152,16 +151,10 @@ def branch_of_location(location: str) -> str | None:
     return unquote(match.group(1)) if match else None
 
 
-@dataclass(frozen=True)
-class IssueComment:
-    id: int
-    body: str
-    author: str
-
-
-class GitHubClient(AcceptRuleReads):
+class GitHubClient(AcceptRuleReads, PullRequestWrites):
     """The REST calls the server makes, with a token from `token` (fetched per request so an
-    installation token renews itself). Also answers the accept rules' questions."""
+    installation token renews itself). Also answers the accept rules' questions, and writes
+    the sticky comment and the commit status as the action does (rnx.github_writes)."""
 
     def __init__(
         self, api_url: str, token: Callable[[], str], *, http: httpx.Client | None = None
@@ -204,9 +197,7 @@ class GitHubClient(AcceptRuleReads):
             raise GitHubError(f"GET {path} answered {r.status_code}", r.status_code)
         return BranchLookup("exists")
 
-    # ---- what the accept rules ask
-
-    # ---- pull requests, comments, statuses
+    # ---- pull requests, reactions (the rules' reads, comments, statuses: the mixins)
 
     def pull_request(self, repository: str, number: int) -> PullRequest:
         data = self.request("GET", f"/repos/{repository}/pulls/{number}").json()
@@ -218,52 +209,12 @@ class GitHubClient(AcceptRuleReads):
             head_repository=head_repo.get("full_name"),
         )
 
-    def comments(self, repository: str, number: int, *, marker: str) -> list[IssueComment]:
-        """Comments on the PR that start with `marker`, oldest first (all pages)."""
-        found: list[IssueComment] = []
-        url: str | None = f"/repos/{repository}/issues/{number}/comments?per_page=100"
-        pages = 0
-        while url and pages < 50:
-            r = self.request("GET", url)
-            pages += 1
-            for c in r.json():
-                body = str(c.get("body") or "")
-                if body.startswith(marker):
-                    login = str((c.get("user") or {}).get("login", ""))
-                    found.append(IssueComment(int(c["id"]), body, login))
-            link = _NEXT_LINK.search(r.headers.get("Link", ""))
-            url = link.group(1) if link else None
-        return found
-
-    def create_comment(self, repository: str, number: int, body: str) -> int:
-        r = self.request(
-            "POST", f"/repos/{repository}/issues/{number}/comments", json={"body": body}
-        )
-        return int(r.json()["id"])
-
-    def update_comment(self, repository: str, comment_id: int, body: str) -> None:
-        self.request(
-            "PATCH", f"/repos/{repository}/issues/comments/{comment_id}", json={"body": body}
-        )
-
     def react(self, repository: str, comment_id: int, content: str = "+1") -> None:
         self.request(
             "POST",
             f"/repos/{repository}/issues/comments/{comment_id}/reactions",
             json={"content": content},
         )
-
-    def set_status(
-        self, repository: str, sha: str, *, state: str, description: str, target_url: str | None
-    ) -> None:
-        payload: dict[str, Any] = {
-            "state": state,
-            "description": description[:140],
-            "context": STATUS_CONTEXT,
-        }
-        if target_url:
-            payload["target_url"] = target_url
-        self.request("POST", f"/repos/{repository}/statuses/{sha}", json=payload)
 
 
 class GitHubApp:

@@ -14,10 +14,8 @@ from typing import Any
 from gate_server.github.app import GitHubClient, GitHubError
 from gate_server.runs import accept_run
 from gate_server.storage import RunRecord, Storage
+from rnx.github_writes import COMMENT_MARKER
 
-# The action's sticky-comment marker (action/report.py): the same hidden line, so a reader
-# knows both comments for what they are. Each writer only ever edits its own comments.
-COMMENT_MARKER = "<!-- rnx-benchmark:sticky -->"
 TIER_ICON = {"PASS": "✅", "WARN": "⚠️", "BLOCK": "❌"}
 _ORDER = {"PASS": 0, "WARN": 1, "BLOCK": 2}
 
@@ -149,15 +147,8 @@ def publish(
     warnings = []
     body = render_comment(head_sha, runs)
     try:
-        ours = [
-            c
-            for c in client.comments(repository, pr_number, marker=COMMENT_MARKER)
-            if c.author == author
-        ]
-        if ours:
-            client.update_comment(repository, ours[0].id, body)
-        else:
-            client.create_comment(repository, pr_number, body)
+        # Our own comment is rewritten whole: the server renders every run of the commit.
+        client.write_sticky(repository, pr_number, author=author, body=lambda _present: body)
     except GitHubError as e:
         warnings.append(f"could not write the sticky comment: {e}")
     state, description, url = status_of(runs)
