@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from rnx.github_reads import GitHubError
+from rnx.github_reads import GitHubError, error_message
 from rnx.github_writes import PullRequestWrites
 
 # The identity GitHub gives the workflow's own GITHUB_TOKEN; /user is not open to that token.
@@ -57,10 +57,6 @@ class GitHub(PullRequestWrites):
         except httpx.HTTPError as e:
             raise GitHubError(f"{method} {url} failed: {e or type(e).__name__}") from None
         if response.status_code >= 400:
-            try:
-                message = response.json().get("message", "")
-            except (ValueError, AttributeError):
-                message = response.text[:200]
             hint = ""
             if response.status_code in (403, 404) and method != "GET":
                 hint = (
@@ -68,7 +64,7 @@ class GitHub(PullRequestWrites):
                     "'Pull requests from forks', or grant the permission in the workflow)"
                 )
             raise GitHubError(
-                f"{method} {url} answered {response.status_code}: {message}{hint}",
+                f"{method} {url} answered {response.status_code}: {error_message(response)}{hint}",
                 response.status_code,
             )
         return response

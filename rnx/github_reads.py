@@ -15,6 +15,14 @@ class GitHubError(Exception):
         self.status = status
 
 
+def error_message(response: httpx.Response) -> str:
+    """What GitHub says of a refused request (its JSON `message`), else the body's start."""
+    try:
+        return str(response.json().get("message", ""))
+    except (ValueError, AttributeError):
+        return response.text[:200]
+
+
 class AcceptRuleReads:
     """The reads `rnx.accept_rules.decide_accept` makes, for a client whose `request` raises
     GitHubError: the same answers whether the action or the server asks."""

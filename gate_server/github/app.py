@@ -20,7 +20,7 @@ from urllib.parse import quote, unquote, urlsplit
 import httpx
 import jwt
 
-from rnx.github_reads import AcceptRuleReads, GitHubError
+from rnx.github_reads import AcceptRuleReads, GitHubError, error_message
 from rnx.github_writes import PullRequestWrites
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -54,12 +54,9 @@ def app_jwt(credentials: AppCredentials, *, now: float | None = None) -> str:
 
 def _check(response: httpx.Response, what: str) -> httpx.Response:
     if response.status_code >= 400:
-        try:
-            message = response.json().get("message", "")
-        except (ValueError, AttributeError):
-            message = response.text[:200]
         raise GitHubError(
-            f"{what} answered {response.status_code}: {message}", response.status_code
+            f"{what} answered {response.status_code}: {error_message(response)}",
+            response.status_code,
         )
     return response
 
