@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
+from action.github_api import ACTIONS_BOT
 from gate_server.github.app import AppCredentials, GitHubApp, InstallationTokens, app_jwt
 from gate_server.github.settings import GitHubSettings
 from gate_server.settings import ServerSettings
@@ -159,3 +160,36 @@ def test_github_being_down_never_fails_an_upload(
     with TestClient(create_app(settings)) as c:
         answer = upload(c, token, branch="f", event="pull_request", pr_number=4, base_branch="main")
     assert answer["tier"] == "WARN"  # no baseline yet; the upload itself succeeded
+
+
+def test_the_servers_sticky_comment_is_found_across_pages_and_only_its_own_is_edited(
+    github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
+) -> None:
+    from gate_server.github.pulls import publish
+    from rnx.github_writes import COMMENT_MARKER
+
+    url, state = github
+    app = GitHubApp(AppCredentials("314", pem(app_key), url))
+    client = app.client(repository=REPO)
+    state.seed_comments(REPO, 5, 130)
+    # Someone quoting the marker, and the action's own sticky comment: neither is the App's.
+    quoted = state._add_comment(REPO, 5, COMMENT_MARKER + "\nquoted", "Codertocat")["body"]
+    action = state._add_comment(REPO, 5, COMMENT_MARKER + "\nthe action's", ACTIONS_BOT)["body"]
+
+    def post(sha: str) -> list[str]:
+        return publish(
+            client, author=app.bot_login(), repository=REPO, pr_number=5, head_sha=sha, runs=[]
+        )
+
+    assert post("d" * 40) == []
+    state.seed_comments(REPO, 5, 90)  # the App's comment now sits on page 2 of 3
+    assert post("e" * 40) == []
+
+    (ours,) = state.comment_bodies(REPO, 5, login=BOT)
+    assert ours.startswith(COMMENT_MARKER) and "commit eeeeeeeeeeee" in ours
+    assert quoted in state.comment_bodies(REPO, 5, login="Codertocat")
+    assert state.comment_bodies(REPO, 5, login=ACTIONS_BOT) == [action]
+    pages = [e for e in state.log if e[0] == "GET" and e[1].endswith("/comments")]
+    assert len(pages) >= 2 + 3  # every page read, both times
+    assert [s["context"] for s in state.statuses[(REPO, "e" * 40)]] == ["rnx-benchmark"]
+    app.close()
