@@ -230,8 +230,10 @@ def _judge_run(
     gate's multiplicity adjustment sees what a real pull request that slows a few kernels gives."""
     import stats
 
-    aa_cs = stats.compare_many(aa_pairs, seed=seed, paired=paired)
-    slow_cs = stats.compare_many(slow_pairs, seed=seed + 1, paired=paired)
+    # One call for both, as one run's comparisons: the unchanged and the slowed variants were
+    # timed in the same processes, so their posterior draws share those processes' weights.
+    both = stats.compare_many(aa_pairs + slow_pairs, seed=seed, paired=paired)
+    aa_cs, slow_cs = both[: len(aa_pairs)], both[len(aa_pairs) :]
     everything = np.ones(len(aa_cs), dtype=bool)
 
     def pooled(
@@ -711,7 +713,7 @@ def _naive_compare(
     base: list[np.ndarray], head: list[np.ndarray], resamples: int, rng: np.random.Generator
 ) -> float:
     """The same posterior, one resample at a time in plain numpy: the baseline for the timing."""
-    from stats.bootstrap import TRIM
+    from stats.bootstrap import LOW
 
     def draw(groups: list[np.ndarray]) -> float:
         g = rng.dirichlet(np.ones(len(groups))) if len(groups) > 1 else [1.0]
@@ -721,8 +723,9 @@ def _naive_compare(
         )
         order = np.argsort(values)
         upper = np.cumsum(w[order])
-        kept = np.clip(upper, TRIM, 1 - TRIM) - np.clip(upper - w[order], TRIM, 1 - TRIM)
-        return float((kept * values[order]).sum() / (1 - 2 * TRIM))
+        lo, hi = LOW
+        kept = np.clip(upper, lo, hi) - np.clip(upper - w[order], lo, hi)
+        return float((kept * values[order]).sum() / (hi - lo))
 
     draws = [draw(head) - draw(base) for _ in range(resamples)]
     return float(np.exp(np.median(draws)))

@@ -19,6 +19,7 @@ from stats._validate import (
 )
 
 MIN_SAMPLES = 8
+PAIRED_BAND = bootstrap.CENTRAL
 INTERVAL = 0.90
 
 Verdict = Literal["faster", "slower", "equivalent", "undecided"]
@@ -128,12 +129,12 @@ def compare_many(
             [np.log(hg) - np.log(bg) for bg, hg in zip(b, h, strict=True)]
             for b, h in zip(bases, heads, strict=True)
         ]
-        draws = bootstrap.location_draws(diffs, resamples, rng)
+        draws = bootstrap.location_draws(diffs, resamples, rng, PAIRED_BAND)
     else:
         log_b = [[np.log(g) for g in b] for b in bases]
         log_h = [[np.log(g) for g in h] for h in heads]
-        base_draws = bootstrap.location_draws(log_b, resamples, rng)
-        head_draws = bootstrap.location_draws(log_h, resamples, rng)
+        base_draws = bootstrap.location_draws(log_b, resamples, rng, bootstrap.LOW)
+        head_draws = bootstrap.location_draws(log_h, resamples, rng, bootstrap.LOW)
         draws = head_draws - base_draws
 
     edge = math.log1p(rope)

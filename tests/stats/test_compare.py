@@ -109,6 +109,47 @@ def test_bimodal_timings_are_handled() -> None:
     assert 1.15 < np.median([c.ratio for c in real]) < 1.25
 
 
+def interfered(rng: np.random.Generator, x: np.ndarray, share: float = 0.3) -> np.ndarray:
+    """A noisy neighbour: a share of the samples takes 10% to 100% longer, never less."""
+    hit = rng.random(x.shape) < share
+    return np.where(hit, x * (1 + rng.uniform(0.1, 1.0, x.shape)), x)
+
+
+def test_interference_that_only_adds_time_is_seen_through() -> None:
+    """The low band follows what the code costs, not how often a neighbour got in the way."""
+    rng = np.random.default_rng(21)
+
+    def side(median: float) -> np.ndarray:
+        return interfered(rng, lognormal(rng, 30, median=median, sigma=0.01))
+
+    aa = stats.compare_many([(side(1e5), side(1e5)) for _ in range(100)], seed=0)
+    assert sum(c.verdict in ("slower", "faster") for c in aa) <= 3
+    real = stats.compare_many([(side(1e5), side(1.05e5)) for _ in range(100)], seed=1)
+    assert sum(c.verdict == "slower" for c in real) >= 90
+    assert 1.03 < np.median([c.ratio for c in real]) < 1.07
+
+
+def test_paired_mode_sees_through_interference_on_either_side_of_a_round() -> None:
+    """A third of the rounds has base or head (at random) hit by a neighbour; the rest of the
+    round's noise (10%) is shared by both."""
+    rng = np.random.default_rng(22)
+
+    def rounds(slowdown: float) -> tuple[np.ndarray, np.ndarray]:
+        shared = 1e5 * np.exp(rng.normal(0, 0.1, 30))
+        base = shared * np.exp(rng.normal(0, 0.01, 30))
+        head = shared * (1 + slowdown) * np.exp(rng.normal(0, 0.01, 30))
+        on_head = rng.random(30) < 0.5
+        return (
+            np.where(on_head, base, interfered(rng, base, 0.33)),
+            np.where(on_head, interfered(rng, head, 0.33), head),
+        )
+
+    aa = stats.compare_many([rounds(0.0) for _ in range(100)], seed=0, paired=True)
+    assert sum(c.verdict in ("slower", "faster") for c in aa) <= 2
+    real = stats.compare_many([rounds(0.10) for _ in range(100)], seed=1, paired=True)
+    assert sum(c.verdict == "slower" for c in real) >= 95
+
+
 def test_separate_processes_with_tight_samples_are_not_called_different() -> None:
     """Each process has its own offset (3% spread) and tight samples (0.3%) within."""
     rng = np.random.default_rng(8)
@@ -200,10 +241,10 @@ def test_result_is_frozen() -> None:
 
 def test_three_or_more_processes_give_the_unbiased_variance_of_their_mean() -> None:
     """Known answer: groups at log-locations 1, 2, 3 (s^2 = 1) give a posterior variance s^2/G."""
-    from stats.bootstrap import location_draws
+    from stats.bootstrap import LOW, location_draws
 
     groups = [np.full(10, 1.0), np.full(10, 2.0), np.full(10, 3.0)]
-    draws = location_draws([groups], 20_000, np.random.default_rng(0))[0]
+    draws = location_draws([groups], 20_000, np.random.default_rng(0), LOW)[0]
     assert draws.mean() == pytest.approx(2.0, abs=0.02)
     assert draws.var() == pytest.approx(1 / 3, rel=0.05)
     assert draws.min() >= 1.0 and draws.max() <= 3.0
