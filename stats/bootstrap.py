@@ -42,10 +42,9 @@ MIN_GROUPS_FOR_GROUP_LEVEL = 3
 
 @dataclass(frozen=True)
 class Packed:
-    """Many configurations' samples for one side, padded to one array shape, in sample order."""
+    """Many configurations' samples for one side, padded to one array shape."""
 
-    values: np.ndarray  # (C, N) log-times; padding is 0
-    order: np.ndarray  # (C, N) the permutation that sorts each row (padding last)
+    values: np.ndarray  # (C, N) log-times, sorted within each configuration; padding is 0
     mask: np.ndarray  # (C, N) 1.0 for a sample, 0.0 for padding
     onehot: np.ndarray  # (C, N, G) sample -> group membership
     group_mask: np.ndarray  # (C, G) 1.0 for a real group
@@ -54,7 +53,6 @@ class Packed:
     def rows(self, start: int, stop: int) -> Packed:
         return Packed(
             self.values[start:stop],
-            self.order[start:stop],
             self.mask[start:stop],
             self.onehot[start:stop],
             self.group_mask[start:stop],
@@ -63,26 +61,25 @@ class Packed:
 
 
 def pack(sides: list[list[np.ndarray]]) -> Packed:
-    """Pack each configuration's groups of log-times into padded arrays."""
+    """Pack each configuration's groups of log-times into padded arrays, sorted by value."""
     n_max = max(sum(len(g) for g in groups) for groups in sides)
     g_max = max(len(groups) for groups in sides)
     c = len(sides)
     values = np.zeros((c, n_max))
-    order = np.tile(np.arange(n_max), (c, 1))
     mask = np.zeros((c, n_max))
     onehot = np.zeros((c, n_max, g_max))
     group_mask = np.zeros((c, g_max))
     for i, groups in enumerate(sides):
         flat = np.concatenate(groups)
-        n = len(flat)
-        values[i, :n] = flat
-        order[i, :n] = np.argsort(flat, kind="stable")
-        mask[i, :n] = 1.0
         member = np.concatenate([np.full(len(g), k) for k, g in enumerate(groups)])
-        onehot[i, np.arange(n), member] = 1.0
+        order = np.argsort(flat, kind="stable")
+        n = len(flat)
+        values[i, :n] = flat[order]
+        mask[i, :n] = 1.0
+        onehot[i, np.arange(n), member[order]] = 1.0
         group_mask[i, : len(groups)] = 1.0
     centre = np.array([float(np.median(np.concatenate(groups))) for groups in sides])
-    return Packed(values, order, mask, onehot, group_mask, centre)
+    return Packed(values, mask, onehot, group_mask, centre)
 
 
 def location_draws(
@@ -158,7 +155,7 @@ def _two_level_draws(
 
 
 def _sample_weights(side: Packed, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """(C, N, R) weights in sample order: Dirichlet(1) over groups times Dirichlet(1) within."""
+    """(C, N, R) weights: Dirichlet(1) over groups times Dirichlet(1) within each group."""
     weights = _exponentials((*side.values.shape, resamples), rng)
     weights *= side.mask[:, :, None].astype(np.float32)
     if side.onehot.shape[2] == 1:
@@ -175,19 +172,18 @@ def _sample_weights(side: Packed, resamples: int, rng: np.random.Generator) -> n
 
 
 def _band_mean(side: Packed, weights: np.ndarray, band: Band) -> np.ndarray:
-    """(C, R) the mean of the sorted values between the band's quantiles of their weights."""
+    """(C, R) the mean of the sorted values between the band's quantiles of their weights
+    (overwrites the weights)."""
     # Resamples run along the last, contiguous axis so the running sum over samples is a fast add
     # of whole rows.
-    ordered = np.take_along_axis(weights, side.order[:, :, None], axis=1)
     lo, hi = band
-    # kept[j] = the part of sorted sample j's weight that lies inside [lo, hi] of the CDF.
-    upper = _running_sum(ordered)
-    lower = np.subtract(upper, ordered, out=ordered)
+    # kept[j] = the part of sample j's weight that lies inside [lo, hi] of the cumulative weight.
+    upper = _running_sum(weights)
+    lower = np.subtract(upper, weights, out=weights)
     np.clip(upper, lo, hi, out=upper)
     np.clip(lower, lo, hi, out=lower)
     kept = np.subtract(upper, lower, out=upper)
-    sorted_values = np.take_along_axis(side.values, side.order, axis=1)
-    centred = (sorted_values - side.centre[:, None]).astype(np.float32)
+    centred = (side.values - side.centre[:, None]).astype(np.float32)
     banded = (centred[:, None, :] @ kept)[:, 0, :].astype(np.float64)
     result: np.ndarray = banded / (hi - lo) + side.centre[:, None]
     return result

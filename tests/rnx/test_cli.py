@@ -34,3 +34,20 @@ def test_schema_prints_the_results_json_schema(capsys: pytest.CaptureFixture[str
     schema = json.loads(capsys.readouterr().out)
     assert schema["title"] == "ResultsDocument"
     assert "configurations" in schema["properties"]
+
+
+def test_a_reader_that_goes_away_is_not_a_traceback() -> None:
+    """`rnx schema | head -0`: the reader closes the pipe; rnx exits quietly."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from rnx.cli import main; sys.exit(main(['schema']))"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before rnx (still importing) writes anything
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, stderr
+    assert "Traceback" not in stderr
