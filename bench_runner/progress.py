@@ -50,10 +50,6 @@ class Progress:
             f"elapsed {_dur(now - self.t0)}  eta {_dur(self._eta())}"
         )
 
-    def add_configs(self, n: int) -> None:
-        """Builds added to the plan: a process died and the next one rebuilds what it held."""
-        self.n_configs += n
-
     def skipped(self) -> None:
         """A configuration that is not built again in a later process (it is not ok)."""
         self.done_configs += 1

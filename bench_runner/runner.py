@@ -99,21 +99,17 @@ def resolve_device(device: str | None) -> str:
 
 
 class WorkerDied(Exception):
-    def __init__(self, message: str, side: str | None = None):
-        super().__init__(message)
-        self.side = side  # the side whose workload it was importing, when it died starting
+    pass
 
 
 class WorkerHandle:
-    """One worker process, hosting every side of a run (head, and base in paired mode)."""
+    """One worker process for one side (head or base) and its pipe."""
 
     def __init__(self, spec: dict[str, Any], *, wait: bool = True):
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
         from bench_runner.worker import worker_main
 
-        # (side, configuration) built in this process, in order: what it can time.
-        self.held: list[tuple[str, ConfigSpec]] = []
         self.process = ctx.Process(target=worker_main, args=(child, spec), daemon=True)
         self.process.start()
         child.close()
@@ -121,24 +117,9 @@ class WorkerHandle:
         if wait:
             self.wait_started()
 
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid
-
     def wait_started(self) -> None:
-        """The worker has imported torch and the workloads and waits for commands."""
-        loading: str | None = None
-        while True:
-            try:
-                doing = f"importing the {loading} workload" if loading else "starting"
-                reply = self._recv(START_TIMEOUT_S, doing)
-            except WorkerDied as e:
-                e.side = loading
-                raise
-            if "loading" not in reply:
-                self.hello = reply
-                return
-            loading = reply["loading"]
+        """The worker has imported torch and the workload and waits for commands."""
+        self.hello = self._recv(START_TIMEOUT_S, "starting")
 
     def _recv(self, timeout: float, doing: str) -> dict[str, Any]:
         try:
@@ -191,13 +172,8 @@ class ConfigState:
     ns: list[int] = field(default_factory=list)
     rounds: list[int] = field(default_factory=list)
     processes: list[int] = field(default_factory=list)
-    pids: dict[int, int | None] = field(default_factory=dict)  # process index -> OS pid
     estimate_ns: float = 0.0
     timing_wall_ns: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
 
     def fail(self, status: str, reason: str) -> None:
         self.status, self.reason = status, reason
@@ -222,19 +198,6 @@ class Plan:
 
 
 class Orchestrator:
-    """Drives one worker process per slot; in paired mode that process hosts base and head.
-
-    Sharing the process is what makes a paired round's ratio fair: both sides see the same
-    memory layout, core and allocator state, which differ between processes by more than the
-    changes worth gating (an unchanged PR read 1.09x with separate processes). The price: a
-    base that kills the process costs the head what the process held too. So that this stays
-    a price of the crash and never becomes a verdict on the head, a death while importing is
-    charged to the side being imported, a death while building charges only the configuration
-    being built (the new process rebuilds what the dead one held), and a death while timing
-    charges the configuration being timed; the others of both sides lose the rest of that
-    process's rounds only.
-    """
-
     def __init__(self, plan: Plan, progress: Progress):
         self.plan = plan
         self.progress = progress
@@ -246,24 +209,19 @@ class Orchestrator:
         self.max_sample_ns = max(0.6 * budget_ns / (plan.samples * n_units), 1e5)
         self.target_sample_ns = min(1e6 if plan.device == "cpu" else 2e5, self.max_sample_ns)
 
-    def _live_sides(self) -> list[str]:
-        """Sides with a configuration still ok: the ones a new worker has to host."""
-        return [side for side in self.plan.sides if any(st.ok for st in self.states[side].values())]
-
-    def _spec(self, sides: list[str]) -> dict[str, Any]:
+    def _spec(self, side: str) -> dict[str, Any]:
         p = self.plan
         return {
-            "sides": {side: p.sides[side] for side in sides},
+            "path": p.sides[side],
             "device": p.device,
             "threads": p.threads,
             "seed": p.harness.seed,
         }
 
-    def _prepare_cmd(self, side: str, c: ConfigSpec, check: bool) -> dict[str, Any]:
+    def _prepare_cmd(self, c: ConfigSpec, check: bool) -> dict[str, Any]:
         tol = tolerance_for(self.plan.benchmark, c.dtype)
         return {
             "op": "prepare",
-            "side": side,
             "id": c.id,
             "runtime": c.runtime,
             "dtype": c.dtype,
@@ -278,62 +236,41 @@ class Orchestrator:
             "max_sample_ns": self.max_sample_ns,
         }
 
-    def _start(self, slot: int) -> WorkerHandle | None:
-        """A new worker for the sides still live; a side whose import kills it is dropped."""
-        while sides := self._live_sides():
-            try:
-                return WorkerHandle(self._spec(sides))
-            except WorkerDied as e:
-                self._start_failed(e.side, sides, slot, str(e))
-            except OSError as e:
-                self._start_failed(None, sides, slot, f"cannot start a worker process: {e}")
-        return None
+    def _start(self, side: str, slot: int) -> WorkerHandle | None:
+        try:
+            return WorkerHandle(self._spec(side))
+        except WorkerDied as e:
+            self._start_failed(side, slot, str(e))
+            return None
 
-    def _start_failed(self, side: str | None, sides: list[str], slot: int, why: str) -> None:
-        """Died importing `side`: that side's configurations are errors. Died before any
-        import (no side to blame): every side it hosted, as with one process per side."""
-        for s in [side] if side is not None else sides:
-            for st in self.states[s].values():
-                if st.status == "ok":
-                    st.fail("error", f"process {slot}: {why}")
-
-    def _prepare_slot(self, slot: int, worker: WorkerHandle | None) -> WorkerHandle | None:
-        """Build (and in the first process, check) every configuration still ok, side by side.
-
-        A death while building one configuration costs that configuration; the next process
-        first builds again what the dead one held (both sides), so a crashing base does not
-        take the head's configurations with it, nor the other way round.
-        """
-        queue = [(side, c) for side in self.plan.sides for c in self.plan.configs]
-        while queue:
-            side, c = queue.pop(0)
+    def _prepare_all(
+        self, side: str, slot: int, worker: WorkerHandle | None
+    ) -> WorkerHandle | None:
+        """Build (and in the first process, check) every configuration still ok on this side."""
+        for c in self.plan.configs:
             st = self.states[side][c.id]
-            if st.status == "ok" and worker is None:
-                worker = self._start(slot)
-            if st.status != "ok" or worker is None:
+            if st.status != "ok":
                 if slot == 0:
                     self.progress.prepared(c.id, side, slot, st.status)
                 else:
                     self.progress.skipped()
                 continue
+            if worker is None:
+                worker = self._start(side, slot)
+                if worker is None:
+                    return None
             try:
                 res = worker.call(
-                    self._prepare_cmd(side, c, check=(slot == 0)),
+                    self._prepare_cmd(c, check=(slot == 0)),
                     timeout=PREPARE_TIMEOUT_S,
-                    doing=f"preparing {c.id} ({side})",
+                    doing=f"preparing {c.id}",
                 )
             except WorkerDied as e:
                 st.fail("error", str(e))
-                self.progress.prepared(c.id, side, slot, st.status, st.reason)
-                rebuild = [(s, held) for s, held in worker.held if self.states[s][held.id].ok]
-                self.progress.add_configs(len(rebuild))
-                queue[:0] = rebuild
-                worker.close()
                 worker = None
+                self.progress.prepared(c.id, side, slot, st.status, st.reason)
                 continue
             self._absorb(st, res, slot)
-            if st.ok:
-                worker.held.append((side, c))
             self.progress.prepared(c.id, side, slot, st.status, st.reason)
         return worker
 
@@ -359,95 +296,95 @@ class Orchestrator:
             if "traceback" in details:
                 st.details["traceback"] = details["traceback"]
 
-    def _spawn_all(self) -> dict[int, WorkerHandle | None]:
+    def _spawn_all(self) -> dict[tuple[int, str], WorkerHandle | None]:
         """Start every worker process up front, in parallel, and wait until all are idle.
 
         Interpreter start and imports dominate a short run's wall time; done together they cost
         about one start instead of one per process. Nothing is timed until every worker waits
         idle on its pipe, so a starting process never competes with a measurement.
         """
-        sides = self._live_sides()
-        started: dict[int, WorkerHandle | None] = {}
+        started: dict[tuple[int, str], WorkerHandle | None] = {}
         for slot in range(self.plan.processes):
-            try:
-                started[slot] = WorkerHandle(self._spec(sides), wait=False)
-            except OSError as e:
-                self._start_failed(None, sides, slot, f"cannot start a worker process: {e}")
-                started[slot] = None
-        for slot, handle in started.items():
+            for side in self.plan.sides:
+                try:
+                    started[(slot, side)] = WorkerHandle(self._spec(side), wait=False)
+                except OSError as e:
+                    self._start_failed(side, slot, f"cannot start a worker process: {e}")
+                    started[(slot, side)] = None
+        for (slot, side), handle in started.items():
             if handle is None:
                 continue
             try:
                 handle.wait_started()
             except WorkerDied as e:
-                self._start_failed(e.side, sides, slot, str(e))
-                started[slot] = None  # _prepare_slot starts another for the sides still live
+                self._start_failed(side, slot, str(e))
+                started[(slot, side)] = None
         return started
 
-    def run(self) -> None:
-        started = self._spawn_all()
-        for slot in range(self.plan.processes):
-            worker = self._prepare_slot(slot, started[slot])
-            if worker is None:
-                continue
-            worker = self._rounds(slot, worker)
-            if worker is None:
-                continue
-            if slot == 0:
-                self._collect_reports(worker)
-            worker.close()
+    def _start_failed(self, side: str, slot: int, why: str) -> None:
+        for st in self.states[side].values():
+            if st.status == "ok":
+                st.fail("error", f"process {slot}: {why}")
 
-    def _collect_reports(self, worker: WorkerHandle) -> None:
-        for side, c in worker.held:
-            st = self.states[side][c.id]
-            if not st.ok:
+    def run(self) -> None:
+        p = self.plan
+        started = self._spawn_all()
+        for slot in range(p.processes):
+            workers: dict[str, WorkerHandle | None] = {}
+            for side in p.sides:
+                workers[side] = self._prepare_all(side, slot, started[(slot, side)])
+            self._rounds(slot, workers)
+            for side, w in workers.items():
+                if w is None:
+                    continue
+                if slot == 0:
+                    self._collect_reports(side, w)
+                w.close()
+
+    def _collect_reports(self, side: str, worker: WorkerHandle) -> None:
+        for st in self.states[side].values():
+            if st.status != "ok":
                 continue
             try:
                 st.details.update(
-                    worker.call(
-                        {"op": "report", "side": side, "id": c.id}, timeout=60, doing="reporting"
-                    )
+                    worker.call({"op": "report", "id": st.spec.id}, timeout=60, doing="reporting")
                 )
             except WorkerDied:
                 return
 
-    def _rounds(self, slot: int, worker: WorkerHandle) -> WorkerHandle | None:
+    def _rounds(self, slot: int, workers: dict[str, WorkerHandle | None]) -> None:
         self.progress.round_guess = sum(
             st.estimate_ns / 1e9 + 1e-3
             for side in self.plan.sides
             for st in self.states[side].values()
-            if st.ok
+            if st.status == "ok"
         )
-        held = {(side, c.id) for side, c in worker.held}
         active = [
             (side, cid)
             for side in self.plan.sides
             for cid, st in self.states[side].items()
-            if st.ok and (side, cid) in held
+            if st.status == "ok" and workers.get(side) is not None
         ]
         if not active:
-            return worker
-        alive: WorkerHandle | None = worker
+            return
         for r in self.plan.slot_rounds(slot):
             order = list(active)
-            self.rng.shuffle(order)  # both sides of a round, in one process, in random order
+            self.rng.shuffle(order)
             for side, cid in order:
                 st = self.states[side][cid]
-                if not st.ok or alive is None:
+                worker = workers[side]
+                if st.status != "ok" or worker is None:
                     continue
                 timeout = max(120.0, 50 * st.estimate_ns / 1e9)
                 t0 = time.perf_counter_ns()
                 try:
-                    res = alive.call(
-                        {"op": "measure", "side": side, "id": cid},
-                        timeout=timeout,
-                        doing=f"timing {cid} ({side})",
+                    res = worker.call(
+                        {"op": "measure", "id": cid}, timeout=timeout, doing=f"timing {cid}"
                     )
                 except WorkerDied as e:
                     st.fail("error", f"process {slot}: {e}")
-                    self._abandon(alive, slot, str(e))
-                    alive.close()
-                    alive = None
+                    workers[side] = None
+                    self._abandon(side, slot, str(e))
                     continue
                 st.timing_wall_ns += time.perf_counter_ns() - t0
                 if "error" in res:
@@ -456,16 +393,12 @@ class Orchestrator:
                 st.ns.append(int(res["ns"]))
                 st.rounds.append(r)
                 st.processes.append(slot)
-                st.pids[slot] = alive.pid
             self.progress.round_done(r, self.plan.samples, slot, self.plan.processes, len(order))
-        return alive
 
-    def _abandon(self, worker: WorkerHandle, slot: int, why: str) -> None:
-        """A worker died mid-round: the configurations it held (of both sides, in paired mode)
-        lose this process's samples only."""
-        for side, c in worker.held:
-            st = self.states[side][c.id]
-            if st.ok:
+    def _abandon(self, side: str, slot: int, why: str) -> None:
+        """A worker died mid-round: its other configurations lose this process's samples only."""
+        for st in self.states[side].values():
+            if st.status == "ok":
                 st.details.setdefault("lost_processes", []).append({"process": slot, "why": why})
 
 
@@ -475,20 +408,13 @@ def _samples(st: ConfigState) -> Samples | None:
     return Samples(ns=st.ns, round=st.rounds, process=st.processes)
 
 
-def _pids(st: ConfigState, processes: int) -> list[int | None]:
-    """OS pid of the worker that timed samples.process == i (None: none timed there)."""
-    return [st.pids.get(i) for i in range(processes)]
-
-
-def _configuration(head: ConfigState, base: ConfigState | None, processes: int) -> Configuration:
+def _configuration(head: ConfigState, base: ConfigState | None) -> Configuration:
     status, reason = head.status, head.reason
     samples = _samples(head) if status == "ok" else None
     if status == "ok" and samples is None:
         status, reason = "error", "no samples were measured (every worker process failed)"
     details = dict(head.details)
     details["timing_wall_ns"] = head.timing_wall_ns
-    if samples is not None:
-        details["worker_pids"] = _pids(head, processes)
     base_samples = None
     if base is not None:
         details["base_status"] = base.status
@@ -496,9 +422,6 @@ def _configuration(head: ConfigState, base: ConfigState | None, processes: int) 
             details["base_reason"] = base.reason
         else:
             base_samples = _samples(base)
-            if base_samples is not None:
-                # Equal to worker_pids: each round's base and head came from one process.
-                details["base_worker_pids"] = _pids(base, processes)
         if base.correctness is not None:
             details["base_correctness"] = base.correctness
     correctness = Correctness(**head.correctness) if head.correctness else None
@@ -577,9 +500,7 @@ def run_benchmark(
     orchestrator.run()
     head = orchestrator.states["head"]
     base = orchestrator.states.get("base")
-    configurations = [
-        _configuration(head[c.id], base[c.id] if base else None, processes) for c in configs
-    ]
+    configurations = [_configuration(head[c.id], base[c.id] if base else None) for c in configs]
     workload_dir = str(Path(benchmark.workload).resolve().parent)
     doc = ResultsDocument(
         run_id=uuid.uuid4(),

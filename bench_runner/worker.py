@@ -1,11 +1,7 @@
-"""The worker process: loads the workloads of its sides, builds, checks, warms up and times on
-command.
+"""The worker process: loads one side's workload, builds, checks, warms up and times on command.
 
-A worker hosts the head alone, or in paired mode the head and the base together, so that both
-sides of a round are timed in one process and its constant offsets (memory layout, core,
-allocator state) cancel in their ratio. The orchestrator (runner.py) sends small dict commands
-over a pipe, each naming its side; only one worker measures at a time. A workload that crashes
-this process costs its configurations, never the harness.
+The orchestrator (runner.py) sends small dict commands over a pipe; only one worker measures at
+a time. A workload that crashes this process costs its configurations, never the harness.
 """
 
 from __future__ import annotations
@@ -74,7 +70,6 @@ class Side:
     workload: PythonWorkload | OnnxWorkload | None = None
     load_error: ConfigFailure | None = None
     ready: dict[str, Ready] = field(default_factory=dict)
-    # Shared by the sides of one worker: one CUDA timer (and flush buffer) per process.
     timer_cache: dict[str, Any] = field(default_factory=dict)
     armed: bool = False
 
@@ -223,19 +218,14 @@ class Side:
         result["estimate_ns"] = warm.per_call_ns * warm.loops
         self.ready[cmd["id"]] = Ready(prepared=prepared, call=call, timer=timer, loops=warm.loops)
 
-    def arm(self) -> None:
-        """Once every configuration is built: from here on a recompile is an error."""
-        for ready in self.ready.values():
-            if ready.prepared.before_timing is not None:
-                ready.prepared.before_timing()
-        self.armed = True
-
     def measure(self, cid: str) -> dict[str, Any]:
         if not self.armed:
-            self.arm()
-        r = self.ready.get(cid)
-        if r is None:
-            return {"error": f"{cid} was not built in this process"}
+            # Once every configuration is built: from here on a recompile is an error.
+            for ready in self.ready.values():
+                if ready.prepared.before_timing is not None:
+                    ready.prepared.before_timing()
+            self.armed = True
+        r = self.ready[cid]
         try:
             ns = r.timer.sample(r.call, r.loops)
         except Exception as e:  # noqa: BLE001 - e.g. a recompile during timing
@@ -264,26 +254,11 @@ def _is_float(x: Any) -> bool:
 
 
 def worker_main(conn: Any, spec: dict[str, Any]) -> None:
-    """Entry point of a worker process (multiprocessing 'spawn').
-
-    spec["sides"] maps each side it hosts to its workload path. Before importing a workload it
-    says which, so that a process killed by an import (a segfaulting extension) is charged to
-    that side alone.
-    """
+    """Entry point of a worker process (multiprocessing 'spawn')."""
     device = torch.device(spec["device"])
     env = configure_process(spec["threads"], device)
-    timer_cache: dict[str, Any] = {}
-    sides: dict[str, Side] = {}
-    for name, path in spec["sides"].items():
-        conn.send({"loading": name})
-        sides[name] = Side(
-            path=path,
-            device=device,
-            threads=spec["threads"],
-            seed=spec["seed"],
-            timer_cache=timer_cache,
-        )
-        sides[name].load()  # its own module name: two copies of one file never share globals
+    side = Side(path=spec["path"], device=device, threads=spec["threads"], seed=spec["seed"])
+    side.load()
     conn.send({"hello": os.getpid(), **env})
     while True:
         try:
@@ -292,16 +267,11 @@ def worker_main(conn: Any, spec: dict[str, Any]) -> None:
             return
         op = cmd["op"]
         if op == "prepare":
-            conn.send(sides[cmd["side"]].prepare(cmd))
+            conn.send(side.prepare(cmd))
         elif op == "measure":
-            # Arm every side at the first sample: all of them were built before any timing, and
-            # arming one (torch.compile's error_on_recompile) is process-wide anyway.
-            for side in sides.values():
-                if not side.armed:
-                    side.arm()
-            conn.send(sides[cmd["side"]].measure(cmd["id"]))
+            conn.send(side.measure(cmd["id"]))
         elif op == "report":
-            conn.send(sides[cmd["side"]].report(cmd["id"]))
+            conn.send(side.report(cmd["id"]))
         elif op == "close":
             conn.send({"bye": True})
             return

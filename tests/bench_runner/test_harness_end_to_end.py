@@ -55,7 +55,7 @@ def test_interleaved_rounds_spread_over_processes():
 @pytest.mark.slow
 def test_paired_mode_measures_base_and_head_in_the_same_rounds():
     bench = _bench(EXAMPLES / "softmax.py")
-    one = FAST.model_copy(update={"processes": 1})  # one process hosts base and head
+    one = FAST.model_copy(update={"processes": 1})  # each side still gets its own process
     doc = run_benchmark(
         bench, one, base_workload=str(EXAMPLES / "bad_kernel.py"), progress=None, device="cpu"
     )
