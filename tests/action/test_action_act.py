@@ -152,7 +152,6 @@ def test_pr_that_keeps_speed_passes(world: World) -> None:
     ), _explain(run)
     assert "| slower |" not in run.summary
     print("unchanged PR:", next(x for x in run.output.splitlines() if "outputs tier=" in x))
-    print("SUMMARY", run.summary)
     (comment,) = world.comments(2)
     assert "rnx-benchmark: PASS" in comment or "rnx-benchmark: WARN" in comment
     assert world.status(world.pr_head)["state"] == "success"
