@@ -86,6 +86,25 @@ def default_threads() -> int:
     return max(1, min(4, cpus // 2))
 
 
+def cpus_for_slot(slot: int, threads: int) -> list[int]:
+    """The CPUs the worker processes of one slot run on: the same ones for every side.
+
+    A process the scheduler moves between cores, or one that lands on a busier core than its
+    partner, runs at its own speed; in paired mode that offset does not cancel in the per-round
+    ratios (benchmarks/paired_pinning.py measures it; docs/harness.md has the figures). Slots
+    take consecutive blocks of `threads` CPUs, wrapping around. Empty where the platform cannot
+    pin (macOS, Windows), or with RNX_PIN_CPUS=0 (when something else already places the
+    processes): the worker then runs where the scheduler puts it."""
+    if os.environ.get("RNX_PIN_CPUS", "1") == "0":
+        return []
+    try:
+        usable = sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        return []
+    start = slot * threads
+    return [usable[(start + i) % len(usable)] for i in range(min(threads, len(usable)))]
+
+
 def resolve_device(device: str | None) -> str:
     import torch
 
@@ -209,13 +228,14 @@ class Orchestrator:
         self.max_sample_ns = max(0.6 * budget_ns / (plan.samples * n_units), 1e5)
         self.target_sample_ns = min(1e6 if plan.device == "cpu" else 2e5, self.max_sample_ns)
 
-    def _spec(self, side: str) -> dict[str, Any]:
+    def _spec(self, side: str, slot: int) -> dict[str, Any]:
         p = self.plan
         return {
             "path": p.sides[side],
             "device": p.device,
             "threads": p.threads,
             "seed": p.harness.seed,
+            "cpus": cpus_for_slot(slot, p.threads),
         }
 
     def _prepare_cmd(self, c: ConfigSpec, check: bool) -> dict[str, Any]:
@@ -238,7 +258,7 @@ class Orchestrator:
 
     def _start(self, side: str, slot: int) -> WorkerHandle | None:
         try:
-            return WorkerHandle(self._spec(side))
+            return WorkerHandle(self._spec(side, slot))
         except WorkerDied as e:
             self._start_failed(side, slot, str(e))
             return None
@@ -307,7 +327,7 @@ class Orchestrator:
         for slot in range(self.plan.processes):
             for side in self.plan.sides:
                 try:
-                    started[(slot, side)] = WorkerHandle(self._spec(side), wait=False)
+                    started[(slot, side)] = WorkerHandle(self._spec(side, slot), wait=False)
                 except OSError as e:
                     self._start_failed(side, slot, f"cannot start a worker process: {e}")
                     started[(slot, side)] = None

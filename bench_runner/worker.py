@@ -35,8 +35,16 @@ from bench_runner.workload import (
 _UNSUPPORTED_HINTS = ("not implemented for", "NOT_IMPLEMENTED", "Could not find an implementation")
 
 
-def configure_process(threads: int, device: torch.device) -> dict[str, Any]:
-    """Fixed thread counts and no TF32: what the numbers and tolerances assume."""
+def configure_process(
+    threads: int, device: torch.device, cpus: list[int] | None = None
+) -> dict[str, Any]:
+    """Fixed thread counts, fixed CPUs and no TF32: what the numbers and tolerances assume."""
+    pinned: list[int] = []
+    if cpus:
+        # A CPU that vanished (hot-unplug, a changed cpuset) leaves the process unpinned.
+        with contextlib.suppress(AttributeError, OSError):
+            os.sched_setaffinity(0, set(cpus))
+            pinned = sorted(os.sched_getaffinity(0))
     # Exporter and deprecation chatter would bury the progress lines on stderr.
     warnings.filterwarnings("ignore")
     for name in ("torch.onnx", "torch._dynamo", "torch._inductor", "onnxscript"):
@@ -50,7 +58,7 @@ def configure_process(threads: int, device: torch.device) -> dict[str, Any]:
     torch.set_float32_matmul_precision("highest")
     if device.type == "cuda" and device.index is not None:
         torch.cuda.set_device(device)
-    return {"torch_threads": torch.get_num_threads(), "tf32": False}
+    return {"torch_threads": torch.get_num_threads(), "tf32": False, "cpus": pinned}
 
 
 @dataclass
@@ -256,7 +264,7 @@ def _is_float(x: Any) -> bool:
 def worker_main(conn: Any, spec: dict[str, Any]) -> None:
     """Entry point of a worker process (multiprocessing 'spawn')."""
     device = torch.device(spec["device"])
-    env = configure_process(spec["threads"], device)
+    env = configure_process(spec["threads"], device, spec.get("cpus"))
     side = Side(path=spec["path"], device=device, threads=spec["threads"], seed=spec["seed"])
     side.load()
     conn.send({"hello": os.getpid(), **env})

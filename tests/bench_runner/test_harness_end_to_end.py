@@ -170,3 +170,39 @@ def test_cli_takes_tolerances_and_lists_from_kernalin_yml(tmp_path, monkeypatch)
     assert b.dtypes == ["float64"] and b.batch_sizes == [3]
     assert b.runtimes == ["pytorch_eager", "onnxruntime"]  # the flag overrides the file
     assert b.tolerances["float64"].atol == 0.5
+
+
+def test_each_slot_runs_on_its_own_cpus_and_every_side_of_a_slot_on_the_same(monkeypatch):
+    """Slots take consecutive blocks of `threads` CPUs (wrapping); RNX_PIN_CPUS=0 turns it off."""
+    import os
+
+    from bench_runner.runner import cpus_for_slot
+
+    usable = sorted(os.sched_getaffinity(0))
+    n = len(usable)
+    assert cpus_for_slot(0, 1) == [usable[0]]
+    assert cpus_for_slot(1, 1) == [usable[1 % n]]
+    assert cpus_for_slot(n, 1) == [usable[0]]  # wraps around
+    assert cpus_for_slot(0, n + 3) == usable  # never more CPUs than there are
+    monkeypatch.setenv("RNX_PIN_CPUS", "0")
+    assert cpus_for_slot(1, 1) == []
+
+
+@pytest.mark.slow
+def test_a_worker_process_runs_on_the_cpus_it_was_given():
+    import os
+
+    from bench_runner.runner import WorkerHandle
+
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    spec = {"path": str(WORKLOADS / "tiny.py"), "device": "cpu", "threads": 1, "seed": 0}
+    worker = WorkerHandle({**spec, "cpus": [cpu]})
+    try:
+        assert worker.hello["cpus"] == [cpu]
+    finally:
+        worker.close()
+    unpinned = WorkerHandle(spec)
+    try:
+        assert unpinned.hello["cpus"] == []
+    finally:
+        unpinned.close()
