@@ -24,7 +24,7 @@ from gate_server.dashboard.views import (
     summarize_document,
 )
 from gate_server.db import Database, audit, dashboard, renames, repositories, runs
-from gate_server.db.dashboard import DashboardRun
+from gate_server.db.runs import ListedRun
 
 HISTORY_WINDOW = 120  # commits per history page: enough to see a trend, light to render
 AUDIT_PAGE = 100
@@ -32,12 +32,12 @@ AUDIT_PAGE = 100
 
 def latest_per_branch(
     conn: Connection, repository_id: int, *, limit: int = 8, scan: int = 200
-) -> list[DashboardRun]:
+) -> list[ListedRun]:
     """The newest run for each (branch, environment) among the repository's newest `scan`
     runs, most recently active first: a branch silent for `scan` uploads is not news for an
     overview. A renamed branch is one branch: its newest run, whichever name that run carried."""
     log = renames.log(conn, repository_id)
-    latest: dict[tuple[str, str], DashboardRun] = {}
+    latest: dict[tuple[str, str], ListedRun] = {}
     for run in dashboard.newest_runs(conn, repository_id, limit=scan):
         branch = follow_renames(log, run.branch)[0]
         latest.setdefault((branch, run.environment_key), run)
@@ -112,7 +112,7 @@ def history(
 
 
 def _history_runs(
-    window: list[tuple[DashboardRun, dict[str, Any]]], summaries: SummaryCache
+    window: list[tuple[ListedRun, dict[str, Any]]], summaries: SummaryCache
 ) -> list[HistoryRun]:
     """The window's runs oldest first, each with its summary (a run without one is skipped)."""
     out = []

@@ -9,7 +9,8 @@ from sqlalchemy import String, func, insert, select
 from sqlalchemy.engine import Connection
 
 from gate_server.clock import utcnow
-from gate_server.db.schema import audit_log, aware, runs, tokens
+from gate_server.db.rows import aware
+from gate_server.db.schema import audit_log, runs, tokens
 
 
 def record(

@@ -5,74 +5,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import fields
 from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from gate_server.db.schema import aware, aware_at, repositories, runs
+from gate_server.db.rows import as_record, aware
+from gate_server.db.runs import ListedRun
+from gate_server.db.schema import repositories, runs
 
-
-@dataclass(frozen=True)
-class DashboardRun:
-    """A run as the dashboard lists it: no document, no answer, no signature."""
-
-    run_id: str
-    repository: str
-    sha: str
-    branch: str
-    base_branch: str | None
-    event: str
-    pr_number: int | None
-    environment_key: str
-    tier: str
-    created_at: datetime
-    received_at: datetime
-    baseline_branch: str | None
-    accepted_at: datetime | None
-    accepted_by: str | None
-    accept_reason: str | None
-
-
-_COLUMNS = (
-    runs.c.run_id,
-    runs.c.sha,
-    runs.c.branch,
-    runs.c.base_branch,
-    runs.c.event,
-    runs.c.pr_number,
-    runs.c.environment_key,
-    runs.c.tier,
-    runs.c.created_at,
-    runs.c.received_at,
-    runs.c.baseline_branch,
-    runs.c.accepted_at,
-    runs.c.accepted_by,
-    runs.c.accept_reason,
-)
+# The columns of a ListedRun (its repository's name comes from the join).
+_COLUMNS = [runs.c[f.name] for f in fields(ListedRun) if f.name != "repository"]
 _NEWEST_FIRST = (runs.c.received_at.desc(), runs.c.id.desc())
 
 
-def _run(m: Any) -> DashboardRun:
-    return DashboardRun(
-        run_id=m["run_id"],
-        repository=m["repository"],
-        sha=m["sha"],
-        branch=m["branch"],
-        base_branch=m["base_branch"],
-        event=m["event"],
-        pr_number=m["pr_number"],
-        environment_key=m["environment_key"],
-        tier=m["tier"],
-        created_at=aware_at(m["created_at"]),
-        received_at=aware_at(m["received_at"]),
-        baseline_branch=m["baseline_branch"],
-        accepted_at=aware(m["accepted_at"]),
-        accepted_by=m["accepted_by"],
-        accept_reason=m["accept_reason"],
-    )
+def _run(m: Any) -> ListedRun:
+    return as_record(ListedRun, m)
 
 
 def _select(*extra: Any) -> Any:
@@ -112,7 +62,7 @@ def repositories_by_activity(conn: Connection, workspace_id: int) -> list[dict[s
     return out
 
 
-def newest_runs(conn: Connection, repository_id: int, *, limit: int) -> list[DashboardRun]:
+def newest_runs(conn: Connection, repository_id: int, *, limit: int) -> list[ListedRun]:
     """The repository's newest `limit` runs, newest first (down ix_runs_repository_received)."""
     rows = conn.execute(
         _select().where(runs.c.repository_id == repository_id).order_by(*_NEWEST_FIRST).limit(limit)
@@ -128,12 +78,12 @@ def recent_runs(
     accepted: bool = False,
     limit: int = 10,
     scan: int = 2000,
-) -> list[DashboardRun]:
+) -> list[ListedRun]:
     """The newest runs of these repositories, optionally only one tier or only accepted ones
     (newest accept first), found among each repository's newest `scan` runs: a bounded walk
     down ix_runs_repository_received, since BLOCKs and accepts are too rare to find by
     walking the whole table."""
-    found: list[DashboardRun] = []
+    found: list[ListedRun] = []
     for repository_id in repository_ids:
         newest = (
             select(runs.c.id)
@@ -183,7 +133,7 @@ def history(
     environment: str | None = None,
     offset: int = 0,
     limit: int = 120,
-) -> list[tuple[DashboardRun, dict[str, Any]]]:
+) -> list[tuple[ListedRun, dict[str, Any]]]:
     """A window of a baseline branch's runs, newest first, each with its stored answer.
     `names` are the branch's name now, then the names it had (gate_server/branches.py).
 

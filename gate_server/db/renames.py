@@ -10,7 +10,8 @@ from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection
 
 from gate_server.clock import utcnow
-from gate_server.db.schema import aware_at, branch_renames
+from gate_server.db.rows import as_record
+from gate_server.db.schema import branch_renames
 
 
 @dataclass(frozen=True)
@@ -30,17 +31,7 @@ def log(conn: Connection, repository_id: int) -> list[BranchRename]:
         .where(branch_renames.c.repository_id == repository_id)
         .order_by(branch_renames.c.id)
     )
-    return [
-        BranchRename(
-            id=int(r.id),
-            from_branch=str(r.from_branch),
-            to_branch=str(r.to_branch),
-            renamed_at=aware_at(r.renamed_at),
-            actor=str(r.actor),
-            via=str(r.via),
-        )
-        for r in rows
-    ]
+    return [as_record(BranchRename, r._mapping) for r in rows]
 
 
 def append(

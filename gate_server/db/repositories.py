@@ -10,6 +10,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from gate_server.clock import utcnow
+from gate_server.db.rows import as_record
 from gate_server.db.schema import repositories, workspaces
 
 
@@ -58,14 +59,7 @@ def _select() -> Any:
 
 
 def _repository(row: Any) -> Repository:
-    m = row._mapping
-    return Repository(
-        id=int(m["id"]),
-        workspace_id=int(m["workspace_id"]),
-        workspace=str(m["workspace"]),
-        name=str(m["name"]),
-        github_repository_id=m["github_repository_id"],
-    )
+    return as_record(Repository, row._mapping)
 
 
 def named(conn: Connection, name: str, *, workspace_id: int | None = None) -> list[Repository]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +11,8 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from gate_server.db.schema import aware, aware_at, repositories, runs
+from gate_server.db.rows import as_record
+from gate_server.db.schema import repositories, runs
 
 
 @dataclass(frozen=True)
@@ -39,13 +40,11 @@ class NewRun:
 
 
 @dataclass(frozen=True)
-class RunRecord:
-    id: int
+class ListedRun:
+    """A run as lists show it (the dashboard's): no document, answer or signature."""
+
     run_id: str
-    workspace_id: int
-    repository_id: int
     repository: str
-    token_id: int | None
     sha: str
     branch: str
     base_branch: str | None
@@ -53,42 +52,34 @@ class RunRecord:
     pr_number: int | None
     environment_key: str
     tier: str
-    answer: dict[str, Any]
-    body_sha256: str
-    signature: str
     created_at: datetime
     received_at: datetime
     baseline_branch: str | None
-    baseline_at: datetime | None
     accepted_at: datetime | None
     accepted_by: str | None
     accept_reason: str | None
+
+
+@dataclass(frozen=True)
+class RunRecord(ListedRun):
+    """A stored run, all but its document."""
+
+    id: int
+    workspace_id: int
+    repository_id: int
+    token_id: int | None
+    answer: dict[str, Any]
+    body_sha256: str
+    signature: str
+    baseline_at: datetime | None
     accepted_via: str | None
 
 
 def insert_run(conn: Connection, run: NewRun) -> bool:
     """Store one run; False when its run_id is already stored (another upload won)."""
-    values = {
-        "run_id": run.run_id,
-        "workspace_id": run.workspace_id,
-        "repository_id": run.repository_id,
-        "token_id": run.token_id,
-        "sha": run.sha,
-        "branch": run.branch,
-        "base_branch": run.base_branch,
-        "event": run.event,
-        "pr_number": run.pr_number,
-        "environment_key": run.environment_key,
-        "tier": run.tier,
-        "answer": json.dumps(run.answer),
-        "document": run.document,
-        "body_sha256": run.body_sha256,
-        "signature": run.signature,
-        "created_at": run.created_at,
-        "received_at": run.received_at,
-        "baseline_branch": run.baseline_branch,
-        "baseline_at": run.received_at if run.baseline_branch is not None else None,
-    }
+    values = {f.name: getattr(run, f.name) for f in fields(NewRun)}
+    values["answer"] = json.dumps(run.answer)
+    values["baseline_at"] = run.received_at if run.baseline_branch is not None else None
     try:
         with conn.begin_nested():
             conn.execute(insert(runs).values(**values))
@@ -108,32 +99,7 @@ def _select(*extra: Any) -> Any:
 
 
 def _record(m: Any) -> RunRecord:
-    return RunRecord(
-        id=m["id"],
-        run_id=m["run_id"],
-        workspace_id=m["workspace_id"],
-        repository_id=m["repository_id"],
-        repository=m["repository"],
-        token_id=m["token_id"],
-        sha=m["sha"],
-        branch=m["branch"],
-        base_branch=m["base_branch"],
-        event=m["event"],
-        pr_number=m["pr_number"],
-        environment_key=m["environment_key"],
-        tier=m["tier"],
-        answer=json.loads(m["answer"]),
-        body_sha256=m["body_sha256"],
-        signature=m["signature"],
-        created_at=aware_at(m["created_at"]),
-        received_at=aware_at(m["received_at"]),
-        baseline_branch=m["baseline_branch"],
-        baseline_at=aware(m["baseline_at"]),
-        accepted_at=aware(m["accepted_at"]),
-        accepted_by=m["accepted_by"],
-        accept_reason=m["accept_reason"],
-        accepted_via=m["accepted_via"],
-    )
+    return as_record(RunRecord, m, answer=json.loads(m["answer"]))
 
 
 def by_run_id(conn: Connection, run_id: str) -> RunRecord | None:

@@ -6,8 +6,6 @@ needs a migration there (and a frozen copy of the old definition for the version
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -175,15 +173,3 @@ oidc_token_uses = Table(
     Column("used_at", DateTime(timezone=True), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
 )
-
-
-def aware(value: datetime | None) -> datetime | None:
-    """A stored time as UTC: SQLite hands datetimes back without a zone."""
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value
-
-
-def aware_at(value: datetime) -> datetime:
-    """`aware` for a column that is never NULL."""
-    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)

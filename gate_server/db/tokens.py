@@ -12,7 +12,8 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
 from gate_server.clock import utcnow
-from gate_server.db.schema import aware, aware_at, repositories, tokens, workspaces
+from gate_server.db.rows import as_record
+from gate_server.db.schema import repositories, tokens, workspaces
 
 CI, VIEWER = "ci", "viewer"
 
@@ -71,20 +72,7 @@ def _select() -> Any:
 
 
 def _token(m: Any) -> TokenRecord:
-    return TokenRecord(
-        id=m["id"],
-        kind=m["kind"],
-        workspace_id=m["workspace_id"],
-        workspace=m["workspace"],
-        repository_id=m["repository_id"],
-        repository=m["repository"],
-        branches=json.loads(m["branches"]),
-        prefix=m["prefix"],
-        token_hash=m["token_hash"],
-        created_at=aware_at(m["created_at"]),
-        revoked_at=aware(m["revoked_at"]),
-        last_used_at=aware(m["last_used_at"]),
-    )
+    return as_record(TokenRecord, m, branches=json.loads(m["branches"]))
 
 
 def by_hash(conn: Connection, token_hash: str) -> TokenRecord | None:
