@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gate_server.answers import ApiError
+from gate_server.clock import utcnow
 from gate_server.dashboard import reads
 from gate_server.dashboard.access import (
     SECURITY_HEADERS,
@@ -43,7 +44,7 @@ MAX_FORM_BODY = 8 * 1024
 def _ago(when: datetime | None) -> str:
     if when is None:
         return "–"
-    seconds = (datetime.now(timezone.utc) - when).total_seconds()
+    seconds = (utcnow() - when).total_seconds()
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if seconds >= size:
             return f"{int(seconds // size)} {unit} ago"
