@@ -107,7 +107,8 @@ def ingest_run(
     signature: str,
     base_url: str,
 ) -> Answer:
-    """Validate, scope-check, re-gate and store one upload (the checked signature, stored)."""
+    """Validate, scope-check, re-gate and store one upload whose signature the route checked
+    (`signature` is stored with the run)."""
     doc = parse_upload(body)
     repository_id = _check_upload_scope(token, doc)
     _check_limits(doc, settings)

@@ -4,13 +4,15 @@
     migrations.py    the schema's versions; migrate() and open_database()
     engine.py        Database: the engine (SQLite WAL / PostgreSQL pool), read and write
                      transactions, advisory locks
+    rows.py          rows as frozen dataclasses (times as UTC)
     repositories.py  workspaces and repositories (by name, by GitHub id)
     tokens.py        tokens (by hash, by id, a repository's CI tokens)
     runs.py          runs: store, read, baselines, a pull request's runs, accepts
     renames.py       the branch-rename log
     audit.py         the audit log
     keys.py          the server's own secret keys
-    github.py        webhook deliveries and spent OIDC token ids
+    deliveries.py    GitHub webhook deliveries (acted on once)
+    oidc_tokens.py   spent OIDC token ids
     dashboard.py     the dashboard's bounded reads
 
 Query functions take a connection first (`with database.read() as conn: runs.by_run_id(conn,
@@ -22,8 +24,9 @@ from __future__ import annotations
 from gate_server.db import (
     audit,
     dashboard,
-    github,
+    deliveries,
     keys,
+    oidc_tokens,
     renames,
     repositories,
     runs,
@@ -37,8 +40,9 @@ __all__ = [
     "Database",
     "audit",
     "dashboard",
-    "github",
+    "deliveries",
     "keys",
+    "oidc_tokens",
     "migrate",
     "open_database",
     "renames",

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from gate_server.answers import ApiError
 from gate_server.auth import branch_matches
 from gate_server.clock import utcnow
-from gate_server.db import Database, audit, github, repositories, tokens
+from gate_server.db import Database, audit, oidc_tokens, repositories, tokens
 from gate_server.db.repositories import Repository
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.github.oidc import OidcClaims, OidcError, OidcVerifier
@@ -39,7 +39,7 @@ def oidc_principal(database: Database, verifier: OidcVerifier, token: str) -> To
                 "so create one with `rnx token create`",
             )
         scope = ci_tokens[-1]
-        if not github.spend_jti(conn, claims.jti, repo.id, claims.expires_at):
+        if not oidc_tokens.spend(conn, claims.jti, repo.id, claims.expires_at):
             raise ApiError(
                 401,
                 "replayed_oidc_token",

@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from gate_server.answers import Answer, ApiError
 from gate_server.branches import current_name, rename_branch
-from gate_server.db import Database, audit, github, repositories, runs
+from gate_server.db import Database, audit, deliveries, repositories, runs
 from gate_server.endpoints import parse_json, read_body
 from gate_server.errors import GateServerError
 from gate_server.github.app import GitHubApp, GitHubClient, GitHubError
@@ -103,14 +103,14 @@ def _ignored(why: str) -> Answer:
 def handle(database: Database, gh: GitHubIntegration, delivery: Delivery) -> Answer:
     """Act on a delivery once; a redelivery (same `Delivery.key`) gets the first answer."""
     with database.write() as conn:
-        first = github.claim_delivery(conn, delivery.key, delivery.event, delivery.action)
+        first = deliveries.claim(conn, delivery.key, delivery.event, delivery.action)
     if not first:
         with database.read() as conn:
-            stored = github.delivery_answer(conn, delivery.key)
+            stored = deliveries.answer_of(conn, delivery.key)
         if stored is not None:
             return Answer(*stored)
         with database.write() as conn:
-            taken = github.reclaim_stale_delivery(conn, delivery.key, STALE_CLAIM)
+            taken = deliveries.reclaim_stale(conn, delivery.key, STALE_CLAIM)
         if not taken:
             return Answer(202, {"delivery": delivery.id, "status": "already being handled"})
     try:
@@ -118,7 +118,7 @@ def handle(database: Database, gh: GitHubIntegration, delivery: Delivery) -> Ans
     except Exception as e:
         # Forget the claim: GitHub's redelivery of a delivery we failed on must be acted on.
         with database.write() as conn:
-            github.forget_delivery(conn, delivery.key)
+            deliveries.forget(conn, delivery.key)
         if isinstance(e, GitHubError):
             raise ApiError(
                 502,
@@ -131,7 +131,7 @@ def handle(database: Database, gh: GitHubIntegration, delivery: Delivery) -> Ans
         handled.status, {"delivery": delivery.id, "event": delivery.event, **handled.body}
     )
     with database.write() as conn:
-        github.finish_delivery(conn, delivery.key, answer.status, answer.body)
+        deliveries.finish(conn, delivery.key, answer.status, answer.body)
     return answer
 
 

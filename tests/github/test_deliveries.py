@@ -10,8 +10,7 @@ from sqlalchemy import update
 
 from gate_server.answers import Answer
 from gate_server.clock import utcnow
-from gate_server.db import Database
-from gate_server.db import github as deliveries
+from gate_server.db import Database, deliveries
 from gate_server.db.schema import github_deliveries
 from gate_server.github import webhook
 from gate_server.github.integration import GitHubIntegration
@@ -22,8 +21,8 @@ GH = GitHubIntegration(webhook_secret="s")
 
 def test_a_claim_without_an_answer_is_in_progress_until_it_is_stale(storage: Database) -> None:
     with storage.write() as conn:
-        assert deliveries.claim_delivery(conn, "d-1", "ping", None)
-        assert not deliveries.claim_delivery(conn, "d-1", "ping", None)
+        assert deliveries.claim(conn, "d-1", "ping", None)
+        assert not deliveries.claim(conn, "d-1", "ping", None)
     ping = webhook.Delivery("d-1", "ping", load_payload("ping"))
     assert webhook.handle(storage, GH, ping) == Answer(
         202, {"delivery": "d-1", "status": "already being handled"}
@@ -63,12 +62,12 @@ def test_a_failed_delivery_is_forgotten_so_a_redelivery_is_acted_on(
 
 def test_old_deliveries_are_pruned(storage: Database) -> None:
     with storage.write() as conn:
-        deliveries.claim_delivery(conn, "old", "ping", None)
+        deliveries.claim(conn, "old", "ping", None)
         conn.execute(
             update(github_deliveries).values(
                 received_at=utcnow() - deliveries.KEEP_DELIVERIES - timedelta(hours=1)
             )
         )
-        deliveries.claim_delivery(conn, "new", "ping", None)
-        assert deliveries.delivery_answer(conn, "old") is None
-        assert deliveries.claim_delivery(conn, "old", "ping", None)  # forgotten, so new again
+        deliveries.claim(conn, "new", "ping", None)
+        assert deliveries.answer_of(conn, "old") is None
+        assert deliveries.claim(conn, "old", "ping", None)  # forgotten, so new again
