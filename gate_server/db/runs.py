@@ -16,13 +16,10 @@ from gate_server.db.schema import repositories, runs
 
 
 @dataclass(frozen=True)
-class NewRun:
-    """A run to store: what the upload said, what the server answered, whether it is a baseline."""
+class RunFacts:
+    """What an upload said of its run and what the server made of it, as every view shows it."""
 
     run_id: str
-    workspace_id: int
-    repository_id: int
-    token_id: int | None
     sha: str
     branch: str
     base_branch: str | None
@@ -30,31 +27,29 @@ class NewRun:
     pr_number: int | None
     environment_key: str
     tier: str
+    created_at: datetime  # from the document
+    received_at: datetime
+    baseline_branch: str | None  # set: the run is a baseline of this branch
+
+
+@dataclass(frozen=True)
+class NewRun(RunFacts):
+    """A run to store (a baseline from received_at when baseline_branch is set)."""
+
+    workspace_id: int
+    repository_id: int
+    token_id: int | None
     answer: dict[str, Any]
     document: bytes
     body_sha256: str
     signature: str
-    created_at: datetime
-    received_at: datetime
-    baseline_branch: str | None  # set: the run is a baseline of this branch from received_at
 
 
 @dataclass(frozen=True)
-class ListedRun:
+class ListedRun(RunFacts):
     """A run as lists show it (the dashboard's): no document, answer or signature."""
 
-    run_id: str
     repository: str
-    sha: str
-    branch: str
-    base_branch: str | None
-    event: str
-    pr_number: int | None
-    environment_key: str
-    tier: str
-    created_at: datetime
-    received_at: datetime
-    baseline_branch: str | None
     accepted_at: datetime | None
     accepted_by: str | None
     accept_reason: str | None
