@@ -52,7 +52,9 @@ from sqlalchemy import create_engine, select, text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 
 from action.upload import Credential, UploadAnswer, upload  # noqa: E402
-from gate_server.storage import Storage, audit_log, runs  # noqa: E402
+from gate_server.db import Database  # noqa: E402
+from gate_server.db import runs as stored_runs  # noqa: E402
+from gate_server.db.schema import audit_log, runs  # noqa: E402
 from rnx.schema import ResultsDocument, parse_results  # noqa: E402
 
 REPO = "acme/kernels"
@@ -118,7 +120,7 @@ def _burst(
 
 def _check_storage(database_url: str) -> dict[str, object]:
     """Every stored run whole; one upload audit entry per run, none for a missing run."""
-    storage = Storage(database_url)
+    storage = Database(database_url)
     problems: list[str] = []
     try:
         with storage.read() as conn:
@@ -233,11 +235,11 @@ def kill_during_burst(db: str, work: Path, uploads: int, threads: int) -> bool:
 
     def killer() -> None:
         # Kill once a third of the burst is acknowledged, so the kill lands mid-stream.
-        storage = Storage(db)
+        storage = Database(db)
         try:
             while not fault.is_set():
                 with storage.read() as conn:
-                    if storage.count_runs(conn) >= uploads // 3:
+                    if stored_runs.count(conn) >= uploads // 3:
                         break
                 time.sleep(0.01)
         finally:
@@ -278,11 +280,11 @@ def pg_restart_during_burst(db: str, work: Path, uploads: int, threads: int) -> 
     timeline: dict[str, float] = {}
 
     def restarter() -> None:
-        storage = Storage(db)
+        storage = Database(db)
         try:
             while not fault.is_set():
                 with storage.read() as conn:
-                    if storage.count_runs(conn) >= uploads // 3:
+                    if stored_runs.count(conn) >= uploads // 3:
                         break
                 time.sleep(0.01)
         finally:

@@ -43,7 +43,8 @@ from gate_helpers import (  # noqa: E402
 )
 from sqlalchemy import text  # noqa: E402
 
-from gate_server.storage import Storage  # noqa: E402
+from gate_server.db import Database  # noqa: E402
+from gate_server.db import runs as stored_runs  # noqa: E402
 
 REPO = "acme/kernels"
 ENV = "bench-env"
@@ -128,7 +129,7 @@ def throughput(client: Client, count: int, threads: int, seed0: int) -> dict[str
     return {"n": count, "threads": threads, "seconds": elapsed, "uploads_per_s": count / elapsed}
 
 
-def bulk_insert(storage: Storage, runs: int, repo_id: int, ws_id: int, others: list[int]) -> None:
+def bulk_insert(storage: Database, runs: int, repo_id: int, ws_id: int, others: list[int]) -> None:
     """`runs` filler runs in one INSERT ... SELECT: older than every real run, so the real
     baselines stay the newest, but in the same repository and environment often enough that
     an unindexed lookup would have to wade through them."""
@@ -183,7 +184,7 @@ def prepare(url: str) -> tuple[str, int, int, list[int]]:
     token = create_token(url, workspace="bench", repository=REPO, branches=("main",))
     for i in range(20):
         create_token(url, workspace="bench", repository=f"other/repo-{i}", branches=("main",))
-    storage = Storage(url)
+    storage = Database(url)
     try:
         with storage.read() as conn:
             repo_ids = dict(conn.execute(text("SELECT name, id FROM repositories")).all())
@@ -209,15 +210,15 @@ def bench_engine(
             )
             for client in pair:
                 client.upload(doc)
-        full = Storage(urls[1])
+        full = Database(urls[1])
         try:
             t0 = time.perf_counter()
             _, repo_id, ws_id, others = prepared[1]
             bulk_insert(full, args.runs, repo_id, ws_id, others)
             out["bulk_insert_s"] = time.perf_counter() - t0
             with full.read() as conn:
-                out["stored_runs"] = full.count_runs(conn)
-            out["plan"] = full.explain_baselines(repo_id, "main", ENV)
+                out["stored_runs"] = stored_runs.count(conn)
+            out["plan"] = full.explain(stored_runs.baselines_query(repo_id, "main", ENV, 6))
         finally:
             full.close()
         out["empty"], out["full"] = latency(pair, args.uploads, 20_000, deadline)

@@ -41,7 +41,8 @@ from gate_helpers import (  # noqa: E402
 )
 from sqlalchemy import func, select  # noqa: E402
 
-from gate_server.storage import Storage, runs  # noqa: E402
+from gate_server.db import Database  # noqa: E402
+from gate_server.db.schema import runs  # noqa: E402
 
 REPO = "acme/kernels"
 CONFIGS = [("pytorch_eager", dt, bs) for dt in ("float32", "float16") for bs in (1, 8)]
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         for s in servers:
             s.stop()
 
-    storage = Storage(db)
+    storage = Database(db)
     try:
         with storage.read() as conn:
             stored = list(conn.execute(select(runs.c.run_id)).scalars())

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+from stats._validate import MIN_RESAMPLES
 from stats.compare import MIN_SAMPLES, Comparison, compare, compare_many
 from stats.gate import GateDecision, gate, holm
 
-__all__ = ["MIN_SAMPLES", "Comparison", "GateDecision", "compare", "compare_many", "gate", "holm"]
+__all__ = [
+    "MIN_RESAMPLES",
+    "MIN_SAMPLES",
+    "Comparison",
+    "GateDecision",
+    "compare",
+    "compare_many",
+    "gate",
+    "holm",
+]

@@ -24,8 +24,8 @@ from gate_helpers import (
 if TYPE_CHECKING:
     from starlette.testclient import TestClient
 
+    from gate_server.db import Database
     from gate_server.settings import ServerSettings
-    from gate_server.storage import Storage
 
 
 # ---- databases
@@ -69,12 +69,11 @@ def postgres_database(postgres_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def storage(database_url: str) -> Iterator[Storage]:
-    """The database of `database_url`, migrated (a gate_server.storage.Storage)."""
-    from gate_server.storage import Storage
+def storage(database_url: str) -> Iterator[Database]:
+    """The database of `database_url`, migrated (a gate_server.db.Database)."""
+    from gate_server.db import open_database
 
-    s = Storage(database_url)
-    s.migrate()
+    s = open_database(database_url)
     try:
         yield s
     finally:
@@ -129,7 +128,7 @@ def client(server_settings: ServerSettings) -> Iterator[TestClient]:
     """A starlette TestClient on create_app(settings); startup (migrations) has run."""
     from starlette.testclient import TestClient
 
-    from gate_server.app import create_app
+    from gate_server.asgi import create_app
 
     with TestClient(create_app(server_settings)) as c:
         yield c

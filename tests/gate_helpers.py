@@ -70,11 +70,10 @@ def create_token(
     viewer: bool = False,
 ) -> Token:
     from gate_server.auth import issue_token
-    from gate_server.storage import Storage
+    from gate_server.db import open_database
 
-    s = Storage(database_url)
+    s = open_database(database_url)
     try:
-        s.migrate()
         token_id, secret = issue_token(
             s,
             workspace=workspace,

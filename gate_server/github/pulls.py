@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gate_server.accepts import accept_run
+from gate_server.db import Database
+from gate_server.db.runs import RunRecord
 from gate_server.github.app import GitHubClient, GitHubError
-from gate_server.runs import accept_run
-from gate_server.storage import RunRecord, Storage
 from rnx.github_writes import COMMENT_MARKER
 
 TIER_ICON = {"PASS": "✅", "WARN": "⚠️", "BLOCK": "❌"}
@@ -56,11 +57,11 @@ def latest_runs(records: Sequence[tuple[RunRecord, bytes]], head_sha: str | None
 
 
 def accept_runs(
-    storage: Storage, runs: Sequence[PullRun], *, user: str, reason: str, via: str
+    database: Database, runs: Sequence[PullRun], *, user: str, reason: str, via: str
 ) -> list[dict[str, Any]]:
     """Each run becomes the baseline for its base branch and environment (audited there)."""
     return [
-        accept_run(storage, r.record.run_id, actor=f"github:{user}", reason=reason, via=via)
+        accept_run(database, r.record.run_id, actor=f"github:{user}", reason=reason, via=via)
         for r in runs
     ]
 

@@ -200,16 +200,15 @@ def test_oidc_only_gets_a_fresh_token_for_each_workload(
 ) -> None:
     """With id-token: write and no kernalin-token, each upload of a run (one per workload)
     asks GitHub for its own OIDC token: the server spends each token once."""
-    from gate_server.github import store
-    from gate_server.storage import Storage
+    from gate_server.db import Database, repositories
     from tests.github.oidc_issuer import OidcIssuer
 
     repo, github_id = "Codertocat/Hello-World", 186853002
     db = f"sqlite:///{tmp_path / 'gate.db'}"
     create_token(db, workspace="octo", repository=repo, branches=("master",))
-    storage = Storage(db)
+    storage = Database(db)
     with storage.write() as conn:
-        assert store.bind_github_id(conn, github_id, repo)
+        assert repositories.bind_github_id(conn, github_id, repo)
     storage.close()
     issuer = OidcIssuer()
     live = start_server(db, tmp_path, env={"RNX_OIDC_ISSUER": issuer.url})

@@ -15,8 +15,7 @@ import httpx
 
 from action.github_api import ACTIONS_BOT
 from action.report import PartResult, combine
-from gate_server.github import store
-from gate_server.storage import Storage
+from gate_server.db import Database, repositories
 from rnx.schema import ConfigComparison
 from tests.conftest import create_token, signed_headers
 from tests.factories import body, make_results
@@ -42,10 +41,10 @@ class AcceptWorld:
 
 def register(database_url: str) -> str:
     token = create_token(database_url, workspace="octo", repository=REPO, branches=("master",))
-    s = Storage(database_url)
+    s = Database(database_url)
     try:
         with s.write() as conn:
-            store.bind_github_id(conn, GITHUB_ID, REPO)
+            repositories.bind_github_id(conn, GITHUB_ID, REPO)
     finally:
         s.close()
     return token.secret

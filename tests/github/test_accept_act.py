@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from action.github_api import ACTIONS_BOT
-from gate_server.storage import Storage
+from gate_server.db import Database, audit
 from tests.action.act_harness import ACT, ACTION_FILES, ActRun, _git, _ignore
 from tests.conftest import start_server
 from tests.fakes import fake_github
@@ -148,10 +148,10 @@ def test_kernalin_accept_workflow_under_act(tmp_path: Path, issuer: OidcIssuer) 
         assert view["accepted"]["by"] == "github:alice" and view["is_baseline"], view
         assert any(p.startswith("/actions-token") for p in issuer.requests), "no OIDC token asked"
         # The workflow holds no KERNALIN_TOKEN: both requests came with fresh OIDC tokens.
-        storage = Storage(database_url)
+        storage = Database(database_url)
         try:
             with storage.read() as conn:
-                entries = storage.audit_entries(conn)
+                entries = audit.entries(conn)
         finally:
             storage.close()
         oidc_uses = [e for e in entries if e["action"] == "oidc.authenticate"]

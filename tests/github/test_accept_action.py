@@ -15,8 +15,7 @@ from starlette.testclient import TestClient
 from action.accept import Server, credentials_from, mark_accepted, run
 from action.report import COMMENT_MARKER
 from action.workflow import Workflow
-from gate_server.app import create_app
-from gate_server.github.settings import GitHubSettings
+from gate_server.asgi import create_app
 from gate_server.settings import ServerSettings
 from tests.fakes import fake_github
 from tests.github.accept_world import (
@@ -53,7 +52,8 @@ def world(database_url: str, issuer: OidcIssuer) -> Iterator[tuple[AcceptWorld, 
     settings = ServerSettings(
         database_url=database_url,
         public_url="http://gate.test",
-        github=GitHubSettings(oidc_issuer=issuer.url, oidc_audience="kernalin"),
+        oidc_issuer=issuer.url,
+        oidc_audience="kernalin",
     )
     secret = register(database_url)
     with TestClient(create_app(settings)) as client, fake_github.serve() as (url, state):

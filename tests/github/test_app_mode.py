@@ -16,7 +16,6 @@ from starlette.testclient import TestClient
 
 from action.github_api import ACTIONS_BOT
 from gate_server.github.app import AppCredentials, GitHubApp, InstallationTokens, app_jwt
-from gate_server.github.settings import GitHubSettings
 from gate_server.settings import ServerSettings
 from tests.conftest import Token, signed_headers
 from tests.factories import body, make_results
@@ -102,9 +101,9 @@ def server_settings(
     return ServerSettings(
         database_url=database_url,
         public_url="http://gate.test",
-        github=GitHubSettings(
-            app=AppCredentials("314", pem(app_key), url), api_url=url, oidc_audience=None
-        ),
+        github_app=AppCredentials("314", pem(app_key), url),
+        github_api_url=url,
+        oidc_audience=None,
     )
 
 
@@ -148,13 +147,14 @@ def test_the_server_posts_a_fork_prs_verdict_and_updates_it_in_place(
 def test_github_being_down_never_fails_an_upload(
     database_url: str, ci_token: Any, app_key: rsa.RSAPrivateKey
 ) -> None:
-    from gate_server.app import create_app
+    from gate_server.asgi import create_app
     from tests.gate_helpers import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
     settings = ServerSettings(
         database_url=database_url,
-        github=GitHubSettings(app=AppCredentials("314", pem(app_key), dead), oidc_audience=None),
+        github_app=AppCredentials("314", pem(app_key), dead),
+        oidc_audience=None,
     )
     token: Token = ci_token(workspace="octo", repository=REPO, branches=("main",))
     with TestClient(create_app(settings)) as c:

@@ -1,4 +1,5 @@
-"""The app factory: routes from each part, the error handlers, and storage opened at startup."""
+"""The ASGI app factory, create_app: routes from each part, the error handlers, and the shared
+services (database, keys, GitHub integration, dashboard state) built once at startup."""
 
 from __future__ import annotations
 
@@ -15,23 +16,13 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gate_server import api, health
+from gate_server.answers import EXCEPTION_HANDLERS
 from gate_server.dashboard.routes import routes as dashboard_routes
-from gate_server.errors import EXCEPTION_HANDLERS
 from gate_server.github.routes import routes as github_routes
 from gate_server.openapi import openapi_document
-from gate_server.receipts import load_signer
 from gate_server.services import Services
 from gate_server.settings import ServerSettings, load_settings
-from gate_server.storage import Storage
 from rnx import __version__
-
-
-def _open(settings: ServerSettings) -> Services:
-    storage = Storage(settings.database_url)
-    storage.migrate()
-    return Services(
-        settings=settings, storage=storage, signer=load_signer(storage, settings.receipt_key_pem)
-    )
 
 
 class NoSniff:
@@ -61,12 +52,12 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        svc = await run_in_threadpool(_open, settings)
+        svc = await run_in_threadpool(Services.start, settings)
         app.state.services = svc
         try:
             yield
         finally:
-            svc.storage.close()
+            svc.close()
 
     return Starlette(
         routes=routes,

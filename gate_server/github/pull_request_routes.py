@@ -12,7 +12,6 @@ and records the GitHub user it was told in the audit log.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -21,22 +20,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gate_server.api import read_body
-from gate_server.auth import CI, authenticate
-from gate_server.errors import ApiError
-from gate_server.github import store
-from gate_server.github.integration import oidc_login
+from gate_server.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope
+from gate_server.answers import ApiError
+from gate_server.db import Database, runs
+from gate_server.db.tokens import CI, TokenRecord
+from gate_server.endpoints import authenticated, parse_json, read_body
 from gate_server.github.pulls import PullRun, latest_runs
-from gate_server.openapi import error, operation
-from gate_server.runs import accept_run, check_accept_scope
+from gate_server.openapi import ACCEPT_REASON, BODY_ERRORS, endpoint, error, query
 from gate_server.services import services
-from gate_server.storage import Storage, TokenRecord
 
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
 _SHA = re.compile(r"^[0-9a-fA-F]{7,64}$")
-MAX_BODY = 64 * 1024
-
-_AUTH = {"401": error("missing, unknown or revoked token"), "403": error("out of scope")}
+MAX_RUN_IDS = 100
 
 
 def _pr_number(request: Request) -> int:
@@ -46,10 +41,11 @@ def _pr_number(request: Request) -> int:
     return int(raw)
 
 
-def _ci(token: TokenRecord) -> TokenRecord:
+def _repository_id(token: TokenRecord) -> int:
+    """The repository a CI (or OIDC) token acts for; a viewer token has none here."""
     if token.kind != CI or token.repository_id is None:
         raise ApiError(403, "viewer_token", "use the repository's CI token (or its OIDC token)")
-    return token
+    return token.repository_id
 
 
 def _view(run: PullRun) -> dict[str, Any]:
@@ -67,49 +63,38 @@ def _view(run: PullRun) -> dict[str, Any]:
 
 
 def pull_runs(
-    storage: Storage, token: TokenRecord, pr_number: int, head_sha: str | None
+    database: Database, repository_id: int, pr_number: int, head_sha: str | None
 ) -> list[PullRun]:
-    assert token.repository_id is not None
-    with storage.read() as conn:
-        records = store.pull_request_runs(storage, conn, token.repository_id, pr_number)
+    with database.read() as conn:
+        records = runs.pull_request_runs(conn, repository_id, pr_number)
     return latest_runs(records, head_sha)
 
 
-@operation(
+@endpoint(
     "get",
-    {
-        "summary": "A pull request's latest runs (one per workload and environment)",
-        "security": [{"bearer": []}],
-        "parameters": [
-            {"name": "head_sha", "in": "query", "required": False, "schema": {"type": "string"}}
-        ],
-        "responses": {
-            "200": {"description": "the runs"},
-            **_AUTH,
-            "404": error("the path does not hold a pull request number"),
-            "422": error("head_sha is not a commit sha"),
-        },
+    "A pull request's latest runs (one per workload and environment)",
+    bearer=True,
+    parameters=[query("head_sha", "string")],
+    responses={
+        "200": {"description": "the runs"},
+        "404": error("the path does not hold a pull request number"),
+        "422": error("head_sha is not a commit sha"),
     },
 )
 async def list_pull_runs(request: Request) -> Response:
-    svc = services(request)
-    token, _ = await run_in_threadpool(
-        authenticate, svc.storage, request.headers.get("authorization"), oidc=oidc_login(request)
-    )
+    database = services(request).database
+    token, _ = await authenticated(request)
     head_sha = request.query_params.get("head_sha") or None
     if head_sha is not None and not _SHA.match(head_sha):
         raise ApiError(422, "bad_head_sha", f"head_sha {head_sha[:80]!r} is not a commit sha")
-    runs = await run_in_threadpool(
-        pull_runs, svc.storage, _ci(token), _pr_number(request), head_sha
+    found = await run_in_threadpool(
+        pull_runs, database, _repository_id(token), _pr_number(request), head_sha
     )
-    return JSONResponse({"runs": [_view(r) for r in runs]})
+    return JSONResponse({"runs": [_view(r) for r in found]})
 
 
 def _accept_body(raw: bytes) -> tuple[str, str, list[str]]:
-    try:
-        data: Any = json.loads(raw)
-    except (ValueError, RecursionError, UnicodeDecodeError) as e:
-        raise ApiError(400, "invalid_json", f"the body is not valid JSON: {e}") from None
+    data: Any = parse_json(raw)
     if not isinstance(data, dict):
         raise ApiError(
             422, "invalid_request", 'send {"reason": ..., "user": ..., "run_ids": [...]}'
@@ -118,34 +103,39 @@ def _accept_body(raw: bytes) -> tuple[str, str, list[str]]:
     problems = []
     if not isinstance(reason, str) or not reason.strip():
         problems.append({"field": "reason", "problem": "required, non-empty"})
+        reason = ""
     if not isinstance(user, str) or not _LOGIN.match(user):
         problems.append({"field": "user", "problem": "the GitHub login who accepted"})
+        user = ""
     if (
         not isinstance(run_ids, list)
-        or not 0 < len(run_ids) <= 100
+        or not 0 < len(run_ids) <= MAX_RUN_IDS
         or not all(isinstance(x, str) for x in run_ids)
     ):
         problems.append({"field": "run_ids", "problem": "a list of 1 to 100 run ids"})
+        run_ids = []
     if problems:
         raise ApiError(422, "invalid_request", "the accept request is incomplete", problems)
-    assert isinstance(reason, str) and isinstance(user, str) and isinstance(run_ids, list)
     return reason, user, [str(x) for x in run_ids]
 
 
 def accept_pull_runs(
-    storage: Storage, token: TokenRecord, pr_number: int, reason: str, user: str, run_ids: list[str]
+    database: Database,
+    token: TokenRecord,
+    pr_number: int,
+    reason: str,
+    user: str,
+    run_ids: list[str],
 ) -> list[dict[str, Any]]:
     for run_id in run_ids:
-        check_accept_scope(storage, token, run_id)
-        with storage.read() as conn:
-            run = storage.get_run(conn, run_id)
-        if run is None or run.pr_number != pr_number:
+        run = check_accept_scope(database, token, run_id)
+        if run.pr_number != pr_number:
             raise ApiError(
                 404, "run_not_found", f"run {run_id} is not a run of pull request #{pr_number}"
             )
     return [
         accept_run(
-            storage,
+            database,
             run_id,
             actor=f"github:{user}",
             reason=reason,
@@ -156,46 +146,34 @@ def accept_pull_runs(
     ]
 
 
-@operation(
+@endpoint(
     "post",
-    {
-        "summary": "Accept a pull request's runs for a GitHub user ('/kernalin accept')",
-        "security": [{"bearer": []}],
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["reason", "user", "run_ids"],
-                        "properties": {
-                            "reason": {"type": "string", "minLength": 1},
-                            "user": {"type": "string"},
-                            "run_ids": {"type": "array", "items": {"type": "string"}},
-                        },
-                    }
-                }
-            },
+    "Accept a pull request's runs for a GitHub user ('/kernalin accept')",
+    bearer=True,
+    body={
+        "type": "object",
+        "required": ["reason", "user", "run_ids"],
+        "properties": {
+            "reason": ACCEPT_REASON,
+            "user": {"type": "string"},
+            "run_ids": {"type": "array", "items": {"type": "string"}},
         },
-        "responses": {
-            "200": {"description": "accepted (or already accepted)"},
-            "400": error("the body is not JSON"),
-            **_AUTH,
-            "404": error("a run that is not this pull request's"),
-            "413": error("the body is too large"),
-            "422": error("reason, user or run_ids missing"),
-        },
+    },
+    responses={
+        "200": {"description": "accepted (or already accepted)"},
+        **BODY_ERRORS,
+        "404": error("a run that is not this pull request's"),
+        "422": error("reason, user or run_ids missing"),
     },
 )
 async def accept_pull(request: Request) -> Response:
-    svc = services(request)
-    token, _ = await run_in_threadpool(
-        authenticate, svc.storage, request.headers.get("authorization"), oidc=oidc_login(request)
-    )
+    database = services(request).database
+    token, _ = await authenticated(request)
     pr_number = _pr_number(request)
-    reason, user, run_ids = _accept_body(await read_body(request, MAX_BODY))
+    reason, user, run_ids = _accept_body(await read_body(request, MAX_ACCEPT_BODY))
+    _repository_id(token)  # a viewer token may not accept
     accepted = await run_in_threadpool(
-        accept_pull_runs, svc.storage, _ci(token), pr_number, reason, user, run_ids
+        accept_pull_runs, database, token, pr_number, reason, user, run_ids
     )
     return JSONResponse({"accepted": accepted})
 
