@@ -18,18 +18,18 @@ from typing import Any
 import httpx
 
 from action.context import event_payload
-from action.github_api import GitHub, GitHubError
-from action.report import COMMENT_MARKER, TIER_ICON
 from action.upload import oidc_token
 from action.workflow import Workflow
-from rnx.accept_rules import (
+from rnx_github.accept_rules import (
     MalformedCommand,
     PullRequestComment,
     decide_accept,
     parse_comment,
     pull_request_comment,
 )
-from rnx.github_reads import AcceptRuleReads
+from rnx_github.action_client import GitHub, GitHubError
+from rnx_github.comment import COMMENT_MARKER, TIER_ICON
+from rnx_github.reads import AcceptRuleReads
 
 _HEADER = re.compile(r"^## .* rnx-benchmark: (PASS|WARN|BLOCK)\b.*$", re.MULTILINE)
 _ACCEPTED = re.compile(r"^> ✅ \*\*Accepted\*\* by .*\n?", re.MULTILINE)

@@ -19,17 +19,17 @@ from pathlib import Path
 from typing import TextIO
 
 from action.context import RunContext, read_context
-from action.github_api import GitHub
 from action.inputs import GateInputs, read_inputs
 from action.paired import base_worktree
 from action.publish import publish
-from action.report import PartResult, combine, describe, worst
 from action.settings import effective_config
 from action.upload import Clock, Credential, Outage, UploadAnswer, oidc_token, upload
 from action.workflow import Workflow
 from rnx.config import Benchmark, KernalinConfig
 from rnx.errors import UserError
 from rnx.schema import GateReport, ResultsDocument, Tier, load_results
+from rnx_github.action_client import GitHub
+from rnx_github.comment import PartResult, combine, describe, worst
 
 BROKEN_STATUSES = ("diverged", "error")
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import yaml
 
-from action.github_api import GitHub, GitHubError
 from action.inputs import WORKLOAD_SUFFIXES, parse_runtimes
 from rnx.config import parse_config
 from rnx.errors import UserError
+from rnx_github.action_client import GitHub, GitHubError
 
 WORKFLOW_PATH = ".github/workflows/kernalin.yml"
 CONFIG_PATH = "kernalin.yml"

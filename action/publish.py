@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from action.github_api import GitHub, GitHubError
-from action.report import Combined, PartResult, combine, status_description, worst
 from rnx.schema import Tier
+from rnx_github.action_client import GitHub, GitHubError
+from rnx_github.comment import Combined, PartResult, combine, status_description, worst
 
 
 @dataclass

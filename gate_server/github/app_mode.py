@@ -12,10 +12,10 @@ from typing import Any
 from starlette.background import BackgroundTask
 
 from gate_server.github import store
-from gate_server.github.app import GitHubError
 from gate_server.github.integration import GitHubIntegration, integration_for
 from gate_server.github.pulls import latest_runs, publish
 from gate_server.storage import Storage
+from rnx_github.app_auth import GitHubError
 
 log = logging.getLogger("gate_server.github")
 

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gate_server.github.app import GitHubApp
 from gate_server.github.oidc import JwksCache, OidcVerifier
 from gate_server.github.oidc_login import oidc_principal
 from gate_server.github.settings import GitHubSettings
 from gate_server.storage import Storage, TokenRecord
+from rnx_github.app_auth import GitHubApp
 
 
 @dataclass

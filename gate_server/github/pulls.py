@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gate_server.github.app import GitHubClient, GitHubError
 from gate_server.runs import accept_run
 from gate_server.storage import RunRecord, Storage
-from rnx.github_writes import COMMENT_MARKER
+from rnx_github.app_auth import GitHubClient, GitHubError
+from rnx_github.writes import COMMENT_MARKER
 
 TIER_ICON = {"PASS": "✅", "WARN": "⚠️", "BLOCK": "❌"}
 _ORDER = {"PASS": 0, "WARN": 1, "BLOCK": 2}

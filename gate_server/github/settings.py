@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gate_server.github.app import DEFAULT_API_URL, AppCredentials
 from gate_server.github.oidc import DEFAULT_ISSUER
 from rnx.errors import UserError
+from rnx_github.app_auth import DEFAULT_API_URL, AppCredentials
 
 DEFAULT_AUDIENCE = "kernalin"
 

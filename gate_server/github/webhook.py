@@ -25,13 +25,13 @@ from starlette.routing import Route
 from gate_server.api import read_body
 from gate_server.errors import ApiError
 from gate_server.github import store
-from gate_server.github.app import GitHubClient, GitHubError
 from gate_server.github.integration import GitHubIntegration, integration_for
 from gate_server.github.pulls import accept_runs, accepted_line, latest_runs, publish
 from gate_server.openapi import error, operation
 from gate_server.services import services
 from gate_server.storage import Storage
-from rnx.accept_rules import (
+from rnx.errors import UserError
+from rnx_github.accept_rules import (
     AcceptCommand,
     MalformedCommand,
     PullRequestComment,
@@ -39,7 +39,7 @@ from rnx.accept_rules import (
     parse_comment,
     pull_request_comment,
 )
-from rnx.errors import UserError
+from rnx_github.app_auth import GitHubClient, GitHubError
 
 log = logging.getLogger("gate_server.github")
 

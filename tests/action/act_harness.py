@@ -26,6 +26,7 @@ ACTION_FILES = (
     "README.md",
     "action",
     "rnx",
+    "rnx_github",
     "stats",
     "bench_runner",
 )

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from action.github_api import ACTIONS_BOT, GitHub
 from action.publish import publish
-from action.report import COMMENT_MARKER, PartResult, combine, parse_parts
 from rnx.schema import ConfigComparison
+from rnx_github.action_client import ACTIONS_BOT, GitHub
+from rnx_github.comment import COMMENT_MARKER, PartResult, combine, parse_parts
 from tests.fakes.fake_github import State, Token, serve
 
 REPO, PR, SHA = "Codertocat/Hello-World", 2, "ec26c3e57ca3a959ca5aad62de7213c562f8c821"

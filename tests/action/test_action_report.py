@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from action.report import (
+from rnx.schema import ConfigComparison
+from rnx_github.comment import (
     COMMENT_MARKER,
     PartResult,
     combine,
@@ -12,7 +13,6 @@ from action.report import (
     parse_parts,
     status_description,
 )
-from rnx.schema import ConfigComparison
 
 
 def _part(tier: str, env: str, *, reasons: list[str] | None = None) -> PartResult:

@@ -13,11 +13,11 @@ from typing import Any
 
 import httpx
 
-from action.github_api import ACTIONS_BOT
-from action.report import PartResult, combine
 from gate_server.github import store
 from gate_server.storage import Storage
 from rnx.schema import ConfigComparison
+from rnx_github.action_client import ACTIONS_BOT
+from rnx_github.comment import PartResult, combine
 from tests.conftest import create_token, signed_headers
 from tests.factories import body, make_results
 from tests.fakes import fake_github

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from action.github_api import ACTIONS_BOT
 from gate_server.storage import Storage
+from rnx_github.action_client import ACTIONS_BOT
 from tests.action.act_harness import ACT, ACTION_FILES, ActRun, _git, _ignore
 from tests.conftest import start_server
 from tests.fakes import fake_github

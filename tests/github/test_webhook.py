@@ -14,10 +14,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
-from gate_server.github.app import AppCredentials
 from gate_server.github.settings import GitHubSettings
 from gate_server.github.webhook import WEBHOOK_PATH, signature_of, signature_ok
 from gate_server.settings import ServerSettings
+from rnx_github.app_auth import AppCredentials
 from tests.conftest import Token
 from tests.factories import body, make_results
 from tests.fakes import fake_github, github_endpoints

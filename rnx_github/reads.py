@@ -24,7 +24,7 @@ def error_message(response: httpx.Response) -> str:
 
 
 class AcceptRuleReads:
-    """The reads `rnx.accept_rules.decide_accept` makes, for a client whose `request` raises
+    """The reads `rnx_github.accept_rules.decide_accept` makes, for a client whose `request` raises
     GitHubError: the same answers whether the action or the server asks."""
 
     def request(

@@ -1,5 +1,5 @@
 """GitHub's REST API, as far as the action needs it: the sticky PR comment and the commit status
-(written as the server writes them: rnx.github_writes), with the workflow's token.
+(written as the server writes them: rnx_github.writes), with the workflow's token.
 
 Every write may fail (a fork's read-only token, a missing permission): callers get a
 `GitHubError` with the reason and turn it into a warning, never a failed build.
@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from rnx.github_reads import GitHubError, error_message
-from rnx.github_writes import PullRequestWrites
+from rnx_github.reads import GitHubError, error_message
+from rnx_github.writes import PullRequestWrites
 
 # The identity GitHub gives the workflow's own GITHUB_TOKEN; /user is not open to that token.
 ACTIONS_BOT = "github-actions[bot]"
@@ -79,7 +79,7 @@ class GitHub(PullRequestWrites):
             return ACTIONS_BOT
         return str(login) if login else ACTIONS_BOT
 
-    # ---- sticky comment: the rest is shared with the server (rnx.github_writes)
+    # ---- sticky comment: the rest is shared with the server (rnx_github.writes)
 
     def delete_comment(self, repo: str, comment_id: int) -> None:
         self.request("DELETE", f"/repos/{repo}/issues/comments/{comment_id}")

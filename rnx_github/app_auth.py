@@ -20,8 +20,8 @@ from urllib.parse import quote, unquote, urlsplit
 import httpx
 import jwt
 
-from rnx.github_reads import AcceptRuleReads, GitHubError, error_message
-from rnx.github_writes import PullRequestWrites
+from rnx_github.reads import AcceptRuleReads, GitHubError, error_message
+from rnx_github.writes import PullRequestWrites
 
 DEFAULT_API_URL = "https://api.github.com"
 # GitHub refuses app JWTs living longer than 10 minutes; backdate iat for clock drift.
@@ -151,7 +151,7 @@ def branch_of_location(location: str) -> str | None:
 class GitHubClient(AcceptRuleReads, PullRequestWrites):
     """The REST calls the server makes, with a token from `token` (fetched per request so an
     installation token renews itself). Also answers the accept rules' questions, and writes
-    the sticky comment and the commit status as the action does (rnx.github_writes)."""
+    the sticky comment and the commit status as the action does (rnx_github.writes)."""
 
     def __init__(
         self, api_url: str, token: Callable[[], str], *, http: httpx.Client | None = None

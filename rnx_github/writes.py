@@ -26,7 +26,7 @@ class Comment:
 
 class PullRequestWrites:
     """The sticky comment and the commit status, for a client whose `request` raises
-    GitHubError (rnx.github_reads) when GitHub fails or refuses."""
+    GitHubError (rnx_github.reads) when GitHub fails or refuses."""
 
     def request(self, method: str, path: str, /, *, json: Any = None) -> httpx.Response:
         raise NotImplementedError

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
-from rnx.github_writes import COMMENT_MARKER
 from rnx.schema import ConfigComparison, Tier
+from rnx_github.writes import COMMENT_MARKER
 
 _PART_RE = re.compile(
     r"<!-- rnx-benchmark:part key=(?P<key>\S+) tier=(?P<tier>PASS|WARN|BLOCK) -->\n"
