@@ -73,7 +73,7 @@ def run_mode(mode: str, work: Path) -> Outcome:
             "GITHUB_OUTPUT": str(folder / "output"),
             "GITHUB_STEP_SUMMARY": str(folder / "summary.md"),
         }
-        argv = [sys.executable, "-m", "rnx.cli", "gate", "--from-results", str(results)]
+        argv = [sys.executable, "-m", "rnx_cli", "gate", "--from-results", str(results)]
         argv += ["--pr", "3", "--sha", "a" * 40, "--branch", "feature", "--base-branch", "main"]
         started = time.monotonic()
         done = subprocess.run(

@@ -2,7 +2,7 @@
 
 Runs what a pull-request job runs, side by side in one process tree:
   install   action/install.sh into a fresh RUNNER_TEMP (cold: venv + pip), then again (warm)
-  gate      `python -m rnx.cli gate` against the real gate server (SQLite, loopback) and the
+  gate      `python -m rnx_cli gate` against the real gate server (SQLite, loopback) and the
             fake GitHub API (loopback), for a pull request, N times
 and splits each gate run into: interpreter start and imports, setup (inputs, kernalin.yml,
 identity), the benchmark (the harness: what is not overhead), upload, reports (summary,
@@ -142,7 +142,7 @@ def main() -> int:
                 )
                 t0 = time.perf_counter()
                 done = subprocess.run(
-                    [python, "-m", "rnx.cli", "gate", *branch],
+                    [python, "-m", "rnx_cli", "gate", *branch],
                     cwd=repo,
                     env=env,
                     capture_output=True,

@@ -54,7 +54,7 @@ def main() -> int:
                 out = work / f"{setting}-{run}.json"
                 env = dict(os.environ, RNX_PIN_CPUS="0" if setting == "unpinned" else "1")
                 subprocess.run(
-                    [sys.executable, "-m", "rnx.cli", "bench", str(work / "head.py")]
+                    [sys.executable, "-m", "rnx_cli", "bench", str(work / "head.py")]
                     + ["--base", str(work / "base.py"), "--runtimes", "pytorch_eager"]
                     + ["--batch-sizes", "8", "--samples", str(args.samples)]
                     + ["--processes", str(args.processes), "--out", str(out)],

@@ -46,7 +46,7 @@ def start_server(
     log = workdir / f"server-{port}.log"
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RNX_")}
     clean.update(env or {})
-    command = [sys.executable, "-m", "rnx.cli", "serve", "--host", "127.0.0.1"]
+    command = [sys.executable, "-m", "rnx_cli", "serve", "--host", "127.0.0.1"]
     command += ["--port", str(port), "--database-url", database_url, "--log-level", "warning"]
     with open(log, "wb") as out:
         process = subprocess.Popen(

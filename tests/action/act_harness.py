@@ -27,6 +27,7 @@ ACTION_FILES = (
     "action",
     "rnx",
     "rnx_github",
+    "rnx_cli",
     "stats",
     "bench_runner",
 )

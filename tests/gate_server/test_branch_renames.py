@@ -20,8 +20,8 @@ from gate_server.storage import (
     follow_renames,
     former_names,
 )
-from rnx.cli import main
 from rnx.errors import UserError
+from rnx_cli.main import main
 from tests.factories import body, make_results
 from tests.gate_helpers import LiveServer, Token, signed_headers
 

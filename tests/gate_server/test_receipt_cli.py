@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rnx.cli import main
+from rnx_cli.main import main
 from tests.factories import body, make_results
 
 

@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from gate_server.app import create_app
 from gate_server.settings import ServerSettings
 from gate_server.storage import Storage
-from rnx.receipt import verify
+from rnx_cli.receipt import verify
 from tests.factories import body, make_results
 
 UPLOAD = "/api/v1/runs"

@@ -6,7 +6,7 @@ import json
 
 from gate_server.auth import hash_token
 from gate_server.storage import Storage
-from rnx.cli import main
+from rnx_cli.main import main
 
 
 def test_token_lifecycle(database_url, capsys):

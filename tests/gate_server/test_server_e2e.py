@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 
 from gate_server.storage import Storage
-from rnx.cli import main as rnx
-from rnx.receipt import verify
 from rnx.schema import ResultsDocument
+from rnx_cli.main import main as rnx
+from rnx_cli.receipt import verify
 from tests.factories import body, make_results
 
 

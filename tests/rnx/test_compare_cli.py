@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rnx.cli import main as rnx
 from rnx.schema import GateReport
+from rnx_cli.main import main as rnx
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -119,7 +119,7 @@ def test_installed_console_script_exit_codes() -> None:
 
 
 def test_durations_are_in_readable_units() -> None:
-    from rnx.compare import format_duration
+    from rnx_cli.compare import format_duration
 
     assert format_duration(None) == "-"
     assert format_duration(512) == "512 ns"

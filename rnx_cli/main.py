@@ -13,14 +13,14 @@ from rnx.errors import UserError
 # `rnx compare` never imports torch and `rnx bench` never imports the server.
 COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "bench": ("bench_runner.cli:main", "torch", "run a workload's benchmarks, write results"),
-    "compare": ("rnx.compare:main", None, "offline verdict between two results files"),
+    "compare": ("rnx_cli.compare:main", None, "offline verdict between two results files"),
     "gate": ("action.gate:main", None, "benchmark, upload and report (what CI runs)"),
     "init": ("action.init:main", None, "add a CI gate: write the workflow and kernalin.yml"),
     "serve": ("gate_server.cli:serve_main", "server", "run the gate server"),
     "token": ("gate_server.cli:token_main", "server", "create, list or revoke tokens"),
     "branch": ("gate_server.cli:branch_main", "server", "follow a branch renamed on GitHub"),
-    "receipt": ("rnx.receipt:main", None, "verify a server's signed receipt offline"),
-    "schema": ("rnx.schema_cmd:main", None, "print the JSON Schema of results documents"),
+    "receipt": ("rnx_cli.receipt:main", None, "verify a server's signed receipt offline"),
+    "schema": ("rnx_cli.schema:main", None, "print the JSON Schema of results documents"),
 }
 
 

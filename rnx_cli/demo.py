@@ -106,7 +106,7 @@ def _rnx(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "rnx.cli", *args], cwd=cwd, env=env, capture_output=True, text=True
+        [sys.executable, "-m", "rnx_cli", *args], cwd=cwd, env=env, capture_output=True, text=True
     )
 
 
