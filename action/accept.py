@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from action.context import event_payload
+from action.publish import github_client
 from action.upload import oidc_token
 from action.workflow import Workflow
 from rnx_github.accept_rules import (
@@ -27,21 +28,11 @@ from rnx_github.accept_rules import (
     parse_comment,
     pull_request_comment,
 )
-from rnx_github.action_client import GitHub, GitHubError
-from rnx_github.comment import COMMENT_MARKER, TIER_ICON
-from rnx_github.reads import AcceptRuleReads
+from rnx_github.client import DEFAULT_API_URL, GitHubClient, GitHubError
+from rnx_github.comment import COMMENT_MARKER, TIER_ICON, write_sticky
 
 _HEADER = re.compile(r"^## .* rnx-benchmark: (PASS|WARN|BLOCK)\b.*$", re.MULTILINE)
 _ACCEPTED = re.compile(r"^> ✅ \*\*Accepted\*\* by .*\n?", re.MULTILINE)
-
-
-class ReaderGitHub(GitHub, AcceptRuleReads):
-    """The action's GitHub client plus the reads the accept rules need."""
-
-    def pull_request(self, repository: str, number: int) -> tuple[str, str]:
-        """(base branch, head sha) of a pull request."""
-        data = self.request("GET", f"/repos/{repository}/pulls/{number}").json()
-        return str(data["base"]["ref"]), str(data["head"]["sha"])
 
 
 # ---- the gate server
@@ -132,7 +123,7 @@ def run(
     env: Mapping[str, str],
     *,
     workflow: Workflow,
-    github: ReaderGitHub | None = None,
+    github: GitHubClient | None = None,
     server: Server | None = None,
 ) -> Outcome:
     event_name = env.get("GITHUB_EVENT_NAME", "")
@@ -151,7 +142,7 @@ def run(
         workflow.error("accept mode needs github-token (the default, ${{ github.token }}, works)")
         return Outcome(1, "no GitHub token")
     workflow.mask(token)
-    gh = github or ReaderGitHub(env.get("GITHUB_API_URL", "https://api.github.com"), token)
+    gh = github or github_client(env.get("GITHUB_API_URL", DEFAULT_API_URL), token)
     reply = _replier(gh, comment, workflow)
 
     if isinstance(command, MalformedCommand):
@@ -165,7 +156,8 @@ def run(
     server = server or Server(url, credentials_from(env))
 
     try:
-        base_ref, head_sha = gh.pull_request(comment.repository, comment.pr_number)
+        pull = gh.pull_request(comment.repository, comment.pr_number)
+        base_ref, head_sha = pull.base_ref, pull.head_sha
         runs = server.call("GET", f"/api/v1/pulls/{comment.pr_number}/runs?head_sha={head_sha}")[
             "runs"
         ]
@@ -219,7 +211,7 @@ def run(
 
 
 def _publish(
-    gh: ReaderGitHub,
+    gh: GitHubClient,
     comment: PullRequestComment,
     head_sha: str,
     line: str,
@@ -228,7 +220,8 @@ def _publish(
 ) -> None:
     user, reason = comment.user, line.split(": ", 1)[1]
     try:
-        gh.write_sticky(
+        write_sticky(
+            gh,
             comment.repository,
             comment.pr_number,
             author=gh.whoami(),
@@ -249,7 +242,9 @@ def _publish(
         workflow.warning(f"could not set the commit status: {e}", title="rnx-benchmark")
 
 
-def _replier(gh: GitHub, comment: PullRequestComment, workflow: Workflow) -> Callable[[str], None]:
+def _replier(
+    gh: GitHubClient, comment: PullRequestComment, workflow: Workflow
+) -> Callable[[str], None]:
     def reply(text: str) -> None:
         try:
             gh.create_comment(

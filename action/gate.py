@@ -21,14 +21,13 @@ from typing import TextIO
 from action.context import RunContext, read_context
 from action.inputs import GateInputs, read_inputs
 from action.paired import base_worktree
-from action.publish import publish
+from action.publish import github_client, publish
 from action.settings import effective_config
 from action.upload import Clock, Credential, Outage, UploadAnswer, oidc_token, upload
 from action.workflow import Workflow
 from rnx.config import Benchmark, KernalinConfig
 from rnx.errors import UserError
 from rnx.schema import GateReport, ResultsDocument, Tier, load_results
-from rnx_github.action_client import GitHub
 from rnx_github.comment import PartResult, combine, describe, worst
 
 BROKEN_STATUSES = ("diverged", "error")
@@ -337,7 +336,7 @@ def main(
     tier = worst([p.tier for p in parts])
     combined = combine([], parts, sha=ctx.git.sha)
     if ctx.git.pr_number and inputs.github_token:
-        with GitHub(ctx.api_url, inputs.github_token) as gh:
+        with github_client(ctx.api_url, inputs.github_token) as gh:
             published = publish(
                 gh,
                 repository=ctx.repository,

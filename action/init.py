@@ -13,9 +13,10 @@ from pathlib import Path
 import yaml
 
 from action.inputs import WORKLOAD_SUFFIXES, parse_runtimes
+from action.publish import github_client
 from rnx.config import parse_config
 from rnx.errors import UserError
-from rnx_github.action_client import GitHub, GitHubError
+from rnx_github.client import GitHubClient, GitHubError
 
 WORKFLOW_PATH = ".github/workflows/kernalin.yml"
 CONFIG_PATH = "kernalin.yml"
@@ -137,7 +138,7 @@ def _check_workloads(root: Path, workloads: list[str]) -> list[str]:
     return list(dict.fromkeys(Path(w).as_posix() for w in workloads))
 
 
-def open_pull_request(gh: GitHub, repo: str, files: Files, *, branch: str = PR_BRANCH) -> str:
+def open_pull_request(gh: GitHubClient, repo: str, files: Files, *, branch: str = PR_BRANCH) -> str:
     """Branch from the default branch, commit both files, open the PR; returns its URL."""
     try:
         default = gh.request("GET", f"/repos/{repo}").json()["default_branch"]
@@ -208,7 +209,7 @@ def main(argv: list[str]) -> int:
                 "contents, pull requests and workflows"
             )
         api = args.api_url or os.environ.get("GITHUB_API_URL") or "https://api.github.com"
-        with GitHub(api, token) as gh:
+        with github_client(api, token) as gh:
             url = open_pull_request(gh, repo, files)
         print(f"opened {url}")
         return 0

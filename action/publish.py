@@ -9,9 +9,37 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
+import httpx
+
 from rnx.schema import Tier
-from rnx_github.action_client import GitHub, GitHubError
-from rnx_github.comment import Combined, PartResult, combine, status_description, worst
+from rnx_github.client import GitHubClient, GitHubError
+from rnx_github.comment import (
+    Combined,
+    PartResult,
+    combine,
+    status_description,
+    sticky_comments,
+    worst,
+)
+
+# Where a user fixes a refused write: a fork's PR gets a read-only GITHUB_TOKEN.
+REFUSED_WRITE_HINT = (
+    " (a pull request from a fork gets a read-only token; see docs/action.md, "
+    "'Pull requests from forks', or grant the permission in the workflow)"
+)
+
+
+def github_client(
+    api_url: str, token: str, *, transport: httpx.BaseTransport | None = None
+) -> GitHubClient:
+    """The action's GitHub client, with the workflow's token."""
+    return GitHubClient(
+        api_url,
+        token,
+        transport=transport,
+        user_agent="rnx-benchmark-action",
+        refused_write_hint=REFUSED_WRITE_HINT,
+    )
 
 
 @dataclass
@@ -27,7 +55,7 @@ def status_state(tier: Tier, mode: str) -> str:
 
 
 def publish(
-    gh: GitHub,
+    gh: GitHubClient,
     *,
     repository: str,
     pr: int,
@@ -43,7 +71,7 @@ def publish(
     try:
         author = gh.whoami()
         for attempt in range(attempts):
-            comments = gh.our_comments(repository, pr, author=author)
+            comments = sticky_comments(gh, repository, pr, author=author)
             combined = combine([c.body for c in comments], parts, sha=sha)
             if comments:
                 keep = comments[0]
@@ -62,7 +90,7 @@ def publish(
             # Another job may have written between our read and our write: check our parts
             # survived, else merge again (bounded; the last writer always has every part it saw).
             sleep(random.uniform(0.05, 0.3) if attempt == 0 else random.uniform(0.5, 1.5))
-            now = gh.our_comments(repository, pr, author=author)
+            now = sticky_comments(gh, repository, pr, author=author)
             if (
                 len(now) == 1
                 and all("key=" in now[0].body for _ in parts)

@@ -8,11 +8,16 @@ their own section and the header's overall tier is recomputed from all of them.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
 from rnx.schema import ConfigComparison, Tier
-from rnx_github.writes import COMMENT_MARKER
+from rnx_github.client import Comment, GitHubClient
+
+# The hidden first line of the sticky comment. The action and the server share it, so a reader
+# knows either comment for what it is; each writer only ever edits comments it wrote itself.
+COMMENT_MARKER = "<!-- rnx-benchmark:sticky -->"
 
 _PART_RE = re.compile(
     r"<!-- rnx-benchmark:part key=(?P<key>\S+) tier=(?P<tier>PASS|WARN|BLOCK) -->\n"
@@ -199,3 +204,26 @@ def status_description(tier: Tier, mode: str, reasons: list[str]) -> str:
     suffix = f" ({mode})" if mode != "enforce" and tier == "BLOCK" else ""
     text = f"{tier}{suffix}: {first}" if first else f"{tier}{suffix}"
     return text if len(text) <= 140 else text[:137] + "..."
+
+
+def sticky_comments(gh: GitHubClient, repository: str, pr: int, *, author: str) -> list[Comment]:
+    """Our sticky comments on the PR, oldest first: those `author` wrote that start with the
+    marker. Someone else's comment quoting the marker is never ours to edit."""
+    return [
+        c
+        for c in gh.comments(repository, pr)
+        if c.author == author and c.body.startswith(COMMENT_MARKER)
+    ]
+
+
+def write_sticky(
+    gh: GitHubClient, repository: str, pr: int, *, author: str, body: Callable[[str | None], str]
+) -> int:
+    """Update our oldest sticky comment in place, or create one; the comment's id.
+
+    `body` gets the comment's present text (None when there is none yet)."""
+    ours = sticky_comments(gh, repository, pr, author=author)
+    if ours:
+        gh.update_comment(repository, ours[0].id, body(ours[0].body))
+        return ours[0].id
+    return gh.create_comment(repository, pr, body(None)).id

@@ -15,7 +15,7 @@ from gate_server.github import store
 from gate_server.github.integration import GitHubIntegration, integration_for
 from gate_server.github.pulls import latest_runs, publish
 from gate_server.storage import Storage
-from rnx_github.app_auth import GitHubError
+from rnx_github.client import GitHubError
 
 log = logging.getLogger("gate_server.github")
 

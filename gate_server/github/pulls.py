@@ -13,8 +13,8 @@ from typing import Any
 
 from gate_server.runs import accept_run
 from gate_server.storage import RunRecord, Storage
-from rnx_github.app_auth import GitHubClient, GitHubError
-from rnx_github.writes import COMMENT_MARKER
+from rnx_github.client import GitHubClient, GitHubError
+from rnx_github.comment import COMMENT_MARKER, write_sticky
 
 TIER_ICON = {"PASS": "✅", "WARN": "⚠️", "BLOCK": "❌"}
 _ORDER = {"PASS": 0, "WARN": 1, "BLOCK": 2}
@@ -148,7 +148,7 @@ def publish(
     body = render_comment(head_sha, runs)
     try:
         # Our own comment is rewritten whole: the server renders every run of the commit.
-        client.write_sticky(repository, pr_number, author=author, body=lambda _present: body)
+        write_sticky(client, repository, pr_number, author=author, body=lambda _present: body)
     except GitHubError as e:
         warnings.append(f"could not write the sticky comment: {e}")
     state, description, url = status_of(runs)

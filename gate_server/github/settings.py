@@ -9,7 +9,8 @@ from pathlib import Path
 
 from gate_server.github.oidc import DEFAULT_ISSUER
 from rnx.errors import UserError
-from rnx_github.app_auth import DEFAULT_API_URL, AppCredentials
+from rnx_github.app_auth import AppCredentials
+from rnx_github.client import DEFAULT_API_URL
 
 DEFAULT_AUDIENCE = "kernalin"
 

@@ -39,7 +39,7 @@ from rnx_github.accept_rules import (
     parse_comment,
     pull_request_comment,
 )
-from rnx_github.app_auth import GitHubClient, GitHubError
+from rnx_github.client import GitHubClient, GitHubError
 
 log = logging.getLogger("gate_server.github")
 

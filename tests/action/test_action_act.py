@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from gate_helpers import LiveServer, create_token, start_server
 
-from rnx_github.action_client import ACTIONS_BOT
+from rnx_github.client import ACTIONS_BOT
 from tests.action.act_harness import ACT, REPOSITORY, ActRun, Workspace
 from tests.fakes.fake_github import State, Token, serve
 

@@ -140,7 +140,7 @@ def test_gate_results_measured_elsewhere_end_to_end(
 ) -> None:
     """The workflow_run pattern: a fork's document, filed under the trusted run's identity,
     uploaded to the real server, reported to the fake GitHub; BLOCK fails in enforce mode."""
-    from rnx_github.action_client import ACTIONS_BOT
+    from rnx_github.client import ACTIONS_BOT
     from tests.fakes.fake_github import State, Token, serve
 
     live, secret = server

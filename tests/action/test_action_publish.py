@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from action.publish import publish
+from action.publish import github_client, publish
 from rnx.schema import ConfigComparison
-from rnx_github.action_client import ACTIONS_BOT, GitHub
+from rnx_github.client import ACTIONS_BOT
 from rnx_github.comment import COMMENT_MARKER, PartResult, combine, parse_parts
 from tests.fakes.fake_github import State, Token, serve
 
@@ -55,7 +55,7 @@ def github() -> Iterator[tuple[str, State]]:
 
 
 def _publish(url: str, token: str, parts: list[PartResult], sha: str = SHA):
-    with GitHub(url, token) as gh:
+    with github_client(url, token) as gh:
         return publish(
             gh,
             repository=REPO,

@@ -16,7 +16,7 @@ import httpx
 from gate_server.github import store
 from gate_server.storage import Storage
 from rnx.schema import ConfigComparison
-from rnx_github.action_client import ACTIONS_BOT
+from rnx_github.client import ACTIONS_BOT
 from rnx_github.comment import PartResult, combine
 from tests.conftest import create_token, signed_headers
 from tests.factories import body, make_results

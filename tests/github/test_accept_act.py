@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from gate_server.storage import Storage
-from rnx_github.action_client import ACTIONS_BOT
+from rnx_github.client import ACTIONS_BOT
 from tests.action.act_harness import ACT, ACTION_FILES, ActRun, _git, _ignore
 from tests.conftest import start_server
 from tests.fakes import fake_github

@@ -16,8 +16,8 @@ from starlette.testclient import TestClient
 
 from gate_server.github.settings import GitHubSettings
 from gate_server.settings import ServerSettings
-from rnx_github.action_client import ACTIONS_BOT
 from rnx_github.app_auth import AppCredentials, GitHubApp, InstallationTokens, app_jwt
+from rnx_github.client import ACTIONS_BOT
 from tests.conftest import Token, signed_headers
 from tests.factories import body, make_results
 from tests.fakes import fake_github
@@ -166,7 +166,7 @@ def test_the_servers_sticky_comment_is_found_across_pages_and_only_its_own_is_ed
     github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
 ) -> None:
     from gate_server.github.pulls import publish
-    from rnx_github.writes import COMMENT_MARKER
+    from rnx_github.comment import COMMENT_MARKER
 
     url, state = github
     app = GitHubApp(AppCredentials("314", pem(app_key), url))

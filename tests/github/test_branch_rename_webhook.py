@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gate_server.github.webhook import WEBHOOK_PATH, signature_of
 from gate_server.storage import Storage, branch_renames
-from rnx_github.app_auth import branch_of_location
+from rnx_github.client import branch_of_location
 from tests.factories import body, make_results
 from tests.fakes import fake_github
 from tests.fakes.github_endpoints import FakeApp, add_pull, extras, rename_branch
