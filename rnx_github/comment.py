@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
+from rnx.formatting import format_ns, format_percent, format_ratio_interval
 from rnx.schema import ConfigComparison, Tier
 from rnx_github.client import Comment, GitHubClient
 
@@ -54,23 +55,6 @@ class PartResult:
         return f"{self.job}/{self.environment}/{self.workload}"
 
 
-def format_ns(ns: float | None) -> str:
-    if ns is None:
-        return "–"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if ns >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.3g} ns"
-
-
-def format_ratio(c: ConfigComparison) -> str:
-    if c.ratio is None:
-        return "–"
-    if c.low is not None and c.high is not None:
-        return f"{c.ratio:.3f}× ({c.low:.3f}–{c.high:.3f})"
-    return f"{c.ratio:.3f}×"
-
-
 def _correctness(c: ConfigComparison) -> str:
     if c.status == "ok":
         return "ok"
@@ -102,13 +86,13 @@ def describe(c: ConfigComparison, *, block_threshold: float | None = None) -> st
     if c.verdict == "broken" or c.status in ("diverged", "error"):
         return f"{c.id} is broken ({c.status}): {c.reason or 'no reason given'}"
     if c.ratio is not None and c.verdict in ("slower", "faster", "equivalent", "undecided"):
-        interval = f" (90% interval {c.low:.2f}–{c.high:.2f})" if c.low and c.high else ""
+        ratio = format_ratio_interval(c.ratio, c.low, c.high)
         beyond = (
-            f", beyond the {block_threshold:.0%} block threshold"
+            f", beyond the {format_percent(block_threshold)} block threshold"
             if block_threshold is not None and c.low is not None and c.low > 1 + block_threshold
             else ""
         )
-        return f"{c.id}: {c.verdict}, {c.ratio:.2f}× the base time{interval}{beyond}"
+        return f"{c.id}: {c.verdict}, {ratio} the base time{beyond}"
     return f"{c.id}: {c.verdict}" + (f" ({c.reason})" if c.reason else "")
 
 
@@ -137,7 +121,8 @@ def render_part(part: PartResult) -> str:
         for c in shown:
             lines.append(
                 f"| `{c.id}` | {format_ns(c.base_median_ns)} | {format_ns(c.head_median_ns)} "
-                f"| {format_ratio(c)} | {c.verdict} | {_correctness(c)} |"
+                f"| {format_ratio_interval(c.ratio, c.low, c.high)} | {c.verdict} "
+                f"| {_correctness(c)} |"
             )
         hidden = len(part.comparisons) - len(shown)
         if hidden:
