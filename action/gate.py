@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
+from action.annotations import BROKEN_STATUSES, annotate
 from action.context import RunContext, read_context
 from action.inputs import GateInputs, read_inputs
 from action.paired import base_worktree
@@ -28,9 +28,7 @@ from action.workflow import Workflow
 from rnx.config import Benchmark, KernalinConfig
 from rnx.errors import UserError
 from rnx.schema import GateReport, ResultsDocument, Tier, load_results
-from rnx_github.comment import PartResult, combine, describe, worst
-
-BROKEN_STATUSES = ("diverged", "error")
+from rnx_github.comment import PartResult, combine, worst
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -69,19 +67,6 @@ class Measured:
     benchmark: Benchmark
     document: ResultsDocument
     local: GateReport
-
-
-def _line_of_model(path: Path) -> int | None:
-    """Annotations point at the kernel's class, where a reviewer will look first."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    for pattern in (r"^class ModelNew\b", r"^class Model\b"):
-        m = re.search(pattern, text, re.MULTILINE)
-        if m:
-            return text.count("\n", 0, m.start()) + 1
-    return None
 
 
 def _credentials(inputs: GateInputs, env: Mapping[str, str], wf: Workflow) -> list[Credential]:
@@ -124,10 +109,13 @@ def decide(
 ) -> PartResult:
     local = measured.local
     paired = measured.document.settings.mode == "paired"
-    common = dict(
+    part = PartResult(
         workload=measured.benchmark.workload,
         job=ctx.job,
         environment=environment,
+        tier=local.tier,
+        reasons=list(local.reasons),
+        comparisons=list(local.comparisons),
         compare="paired" if paired else "baseline",
         mode=config.gate.mode,
     )
@@ -139,60 +127,22 @@ def decide(
         reasons = list(answer.reasons)
         if tier != answer.tier:
             reasons = list(local.reasons) + reasons
-        return PartResult(
-            tier=tier,
-            reasons=reasons,
-            comparisons=list(answer.comparisons) or list(local.comparisons),
-            url=answer.url,
-            **common,
-        )
+        comparisons = list(answer.comparisons) or part.comparisons
+        return replace(part, tier=tier, reasons=reasons, comparisons=comparisons, url=answer.url)
     outage = answer.cause if isinstance(answer, Outage) else None
     if paired or _broken(local):
-        tier, reasons = local.tier, list(local.reasons)
-    else:
-        tier = "WARN"
-        why = (
-            f"gate server not reached ({outage})"
-            if outage
-            else "no kernalin-url is set, so there is no stored baseline to compare with "
-            "(set kernalin-url, or use compare: paired in kernalin.yml)"
-        )
-        reasons = [why]
-    return PartResult(
-        tier=tier,
-        reasons=reasons,
-        comparisons=list(local.comparisons),
-        outage=outage,
-        **common,
+        return replace(part, outage=outage)
+    why = (
+        f"gate server not reached ({outage})"
+        if outage
+        else "no kernalin-url is set, so there is no stored baseline to compare with "
+        "(set kernalin-url, or use compare: paired in kernalin.yml)"
     )
+    return replace(part, tier="WARN", reasons=[why], outage=outage)
 
 
 def exit_code(tier: Tier, mode: str) -> int:
     return 1 if tier == "BLOCK" and mode == "enforce" else 0
-
-
-def annotate(wf: Workflow, part: PartResult, *, root: Path, block_threshold: float) -> None:
-    line = _line_of_model(root / part.workload)
-    blocking = part.tier == "BLOCK" and part.mode == "enforce"
-    for c in part.comparisons:
-        credible_slowdown = c.verdict == "slower"
-        broken = c.verdict == "broken" or c.status in BROKEN_STATUSES
-        if not (broken or credible_slowdown or c.verdict == "undecided"):
-            continue
-        text = describe(c, block_threshold=block_threshold)
-        severe = broken or (c.low is not None and c.low > 1 + block_threshold)
-        title = f"rnx-benchmark {part.tier}: {part.workload}"
-        if blocking and severe:
-            wf.error(text, file=part.workload, line=line, title=title)
-        else:
-            wf.warning(text, file=part.workload, line=line, title=title)
-    if part.tier == "BLOCK" and part.mode == "soft-fail":
-        wf.warning(
-            f"{part.workload} would BLOCK (mode soft-fail: not failing the job): "
-            + "; ".join(part.reasons[:3]),
-            file=part.workload,
-            line=line,
-        )
 
 
 @contextmanager

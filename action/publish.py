@@ -7,7 +7,6 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import quote
 
 import httpx
 
@@ -17,7 +16,9 @@ from rnx_github.comment import (
     Combined,
     PartResult,
     combine,
+    has_part,
     status_description,
+    status_state,
     sticky_comments,
     worst,
 )
@@ -47,11 +48,6 @@ class Published:
     combined: Combined | None = None
     comment_id: int | None = None
     warnings: list[str] = field(default_factory=list)
-
-
-def status_state(tier: Tier, mode: str) -> str:
-    # report-only and soft-fail promise never to fail: their status must not block a merge.
-    return "failure" if tier == "BLOCK" and mode == "enforce" else "success"
 
 
 def publish(
@@ -94,7 +90,7 @@ def publish(
             if (
                 len(now) == 1
                 and all("key=" in now[0].body for _ in parts)
-                and all(_has_part(now[0].body, p) for p in parts)
+                and all(has_part(now[0].body, p) for p in parts)
             ):
                 result.combined = combine([now[0].body], [], sha=sha)
                 break
@@ -113,10 +109,6 @@ def publish(
     except GitHubError as e:
         result.warnings.append(f"could not set the commit status: {e}")
     return result
-
-
-def _has_part(body: str, part: PartResult) -> bool:
-    return f"key={quote(part.key, safe='')} tier={part.tier}" in body
 
 
 def _worst_of(parts: list[PartResult]) -> Tier:

@@ -1,8 +1,15 @@
-"""Markdown reports: the job summary and the sticky PR comment, gathered from all parts of a commit.
+"""The sticky pull request comment and the commit status text: one renderer for the action
+and for the gate server's App mode.
 
-A "part" is what one job gated (one workload in one environment). The sticky comment keeps
-each part's section between hidden markers, so matrix jobs of the same commit each replace
-their own section and the header's overall tier is recomputed from all of them.
+A comment gathers parts: a part is what one job gated (one workload in one environment). Each
+part's section sits between hidden markers, so matrix jobs of the same commit each replace
+their own and the header's tier is the worst of them all. The server, which renders every run
+of a commit at once, writes the same parts.
+
+Everything a results document carries (workload paths, reasons, environment names) may come
+from a fork's workflow, and an accept reason from a PR comment: all of it is rendered as inert
+text, so it can neither format the comment, hide a link behind other words, nor forge the hidden
+markers. (GitHub still turns a bare URL in such text into a link to itself, shown as it is.)
 """
 
 from __future__ import annotations
@@ -12,47 +19,98 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
-from rnx.formatting import format_ns, format_percent, format_ratio_interval
+from rnx.formatting import format_ns, format_ratio_interval
 from rnx.schema import ConfigComparison, Tier
 from rnx_github.client import Comment, GitHubClient
 
 # The hidden first line of the sticky comment. The action and the server share it, so a reader
 # knows either comment for what it is; each writer only ever edits comments it wrote itself.
 COMMENT_MARKER = "<!-- rnx-benchmark:sticky -->"
+TIERS: dict[str, Tier] = {"PASS": "PASS", "WARN": "WARN", "BLOCK": "BLOCK"}
+TIER_ORDER: dict[str, int] = {"PASS": 0, "WARN": 1, "BLOCK": 2}
+TIER_ICON: dict[str, str] = {"PASS": "✅", "WARN": "⚠️", "BLOCK": "❌"}
+MAX_ROWS = 12
+QUIET_VERDICTS = ("equivalent", "faster", "skipped")
+STATUS_LIMIT = 140  # all GitHub keeps of a commit status's description
 
 _PART_RE = re.compile(
     r"<!-- rnx-benchmark:part key=(?P<key>\S+) tier=(?P<tier>PASS|WARN|BLOCK) -->\n"
     r"(?P<body>.*?)<!-- rnx-benchmark:part-end -->",
     re.DOTALL,
 )
-TIER_ORDER: dict[str, int] = {"PASS": 0, "WARN": 1, "BLOCK": 2}
-MAX_ROWS = 12
-QUIET_VERDICTS = ("equivalent", "faster", "skipped")
-TIER_ICON = {"PASS": "✅", "WARN": "⚠️", "BLOCK": "❌"}
+_HEADER = re.compile(r"^## .* rnx-benchmark: (PASS|WARN|BLOCK)\b.*$", re.MULTILINE)
+_ACCEPTED = re.compile(r"^> ✅ \*\*Accepted\*\* by .*\n?", re.MULTILINE)
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~])")
+_PLAIN_CODE = re.compile(r"^[A-Za-z0-9_./:@+, =-]*$")
+_PLAIN_URL = re.compile(r"^https?://[^\s()<>\[\]`]+$")
 
 
 def worst(tiers: list[Tier]) -> Tier:
     return max(tiers, key=lambda t: TIER_ORDER[t]) if tiers else "PASS"
 
 
+def tier_of(text: str) -> Tier:
+    """A stored or parsed tier; anything unknown reads as WARN (it needs a look)."""
+    return TIERS.get(text, "WARN")
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Someone accepted the part's slowdown ("/kernalin accept <reason>")."""
+
+    user: str
+    reason: str
+    measured: Tier  # the tier before it was accepted
+
+
 @dataclass(frozen=True)
 class PartResult:
-    """One workload gated by one job in one environment."""
+    """One workload gated in one environment (by one job, when the action reports it)."""
 
     workload: str
-    job: str
     environment: str
     tier: Tier
     reasons: list[str]
     comparisons: list[ConfigComparison] = field(default_factory=list)
     url: str | None = None
+    job: str | None = None
     outage: str | None = None
-    compare: str = "baseline"
-    mode: str = "enforce"
+    compare: str | None = None
+    mode: str | None = None
+    accepted: Acceptance | None = None
 
     @property
     def key(self) -> str:
-        return f"{self.job}/{self.environment}/{self.workload}"
+        return f"{self.job or '-'}/{self.environment}/{self.workload}"
+
+
+# ---- inert text
+
+
+def inert_text(text: str) -> str:
+    """Markdown and HTML shown as the characters they are, on one line."""
+    text = " ".join(text.split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def _code(text: str) -> str:
+    return f"`{text}`" if _PLAIN_CODE.match(text) else inert_text(text)
+
+
+def _link(label: str, url: str) -> str:
+    return f"[{label}]({url})" if _PLAIN_URL.match(url) else f"{label}: {inert_text(url)}"
+
+
+def accepted_line(user: str, reason: str) -> str:
+    return f"accepted by @{user}: {reason}"
+
+
+def _accepted_note(user: str, reason: str) -> str:
+    return f"> {TIER_ICON['PASS']} **Accepted** by @{inert_text(user)}: {inert_text(reason)}"
+
+
+# ---- one part
 
 
 def _correctness(c: ConfigComparison) -> str:
@@ -61,77 +119,55 @@ def _correctness(c: ConfigComparison) -> str:
     reason = " ".join((c.reason or "").split())
     if len(reason) > 120:
         reason = reason[:117] + "..."
-    return f"**{c.status}**: {_text(reason)}" if reason else f"**{c.status}**"
+    return f"**{c.status}**: {inert_text(reason)}" if reason else f"**{c.status}**"
 
 
-# Reasons, paths and names can come from a results document a fork's workflow wrote: render
-# them as inert text, so they can neither format the comment, link elsewhere, nor forge the
-# hidden markers that the sticky comment is assembled from.
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~])")
-_PLAIN_CODE = re.compile(r"^[A-Za-z0-9_./:@+, =-]*$")
-
-
-def _text(text: str) -> str:
-    text = " ".join(text.split())
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
-
-
-def _code(text: str) -> str:
-    return f"`{text}`" if _PLAIN_CODE.match(text) else _text(text)
-
-
-def describe(c: ConfigComparison, *, block_threshold: float | None = None) -> str:
-    """One sentence about one configuration, for annotations and reasons."""
-    if c.verdict == "broken" or c.status in ("diverged", "error"):
-        return f"{c.id} is broken ({c.status}): {c.reason or 'no reason given'}"
-    if c.ratio is not None and c.verdict in ("slower", "faster", "equivalent", "undecided"):
-        ratio = format_ratio_interval(c.ratio, c.low, c.high)
-        beyond = (
-            f", beyond the {format_percent(block_threshold)} block threshold"
-            if block_threshold is not None and c.low is not None and c.low > 1 + block_threshold
-            else ""
+def _table(comparisons: list[ConfigComparison]) -> list[str]:
+    lines = [
+        "| configuration | base median | head median | ratio head/base (90% interval) "
+        "| verdict | correctness |",
+        "|---|---:|---:|---|---|---|",
+    ]
+    shown = comparisons
+    # A comment holds 65,536 characters and gathers many parts: past a dozen rows, list
+    # only what needs a look; the run page has every configuration.
+    if len(shown) > MAX_ROWS:
+        shown = [c for c in shown if c.verdict not in QUIET_VERDICTS]
+    for c in shown:
+        lines.append(
+            f"| {_code(c.id)} | {format_ns(c.base_median_ns)} | {format_ns(c.head_median_ns)} "
+            f"| {format_ratio_interval(c.ratio, c.low, c.high)} | {c.verdict} "
+            f"| {_correctness(c)} |"
         )
-        return f"{c.id}: {c.verdict}, {ratio} the base time{beyond}"
-    return f"{c.id}: {c.verdict}" + (f" ({c.reason})" if c.reason else "")
+    hidden = len(comparisons) - len(shown)
+    if hidden:
+        lines.append(f"| {hidden} more configurations: equivalent, faster or skipped | | | | | |")
+    return lines
 
 
 def render_part(part: PartResult) -> str:
-    lines = [
-        f"### {TIER_ICON[part.tier]} {part.tier} · {_code(part.workload)}",
-        f"job {_code(part.job)} · environment {_code(part.environment)} · "
-        f"compare: {part.compare} · mode: {part.mode}",
-        "",
-    ]
-    if part.outage:
-        lines += [f"> **Gate server not reached**: {_text(part.outage)}. Not blocking.", ""]
-    if part.reasons:
-        lines += [f"- {_text(r)}" for r in part.reasons] + [""]
-    if part.comparisons:
+    about = [f"job {_code(part.job)}"] if part.job else []
+    about.append(f"environment {_code(part.environment)}")
+    about += [f"compare: {inert_text(part.compare)}"] if part.compare else []
+    about += [f"mode: {inert_text(part.mode)}"] if part.mode else []
+    lines = [f"### {TIER_ICON[part.tier]} {part.tier} · {_code(part.workload)}", " · ".join(about)]
+    lines.append("")
+    if part.accepted is not None:
+        a = part.accepted
         lines += [
-            "| configuration | base median | head median | ratio head/base (90% interval) "
-            "| verdict | correctness |",
-            "|---|---:|---:|---|---|---|",
+            _accepted_note(a.user, a.reason),
+            "",
+            f"Measured before acceptance: {a.measured}.",
         ]
-        shown = part.comparisons
-        # A comment holds 65,536 characters and gathers many parts: past a dozen rows, list
-        # only what needs a look; the run page has every configuration.
-        if len(shown) > MAX_ROWS:
-            shown = [c for c in shown if c.verdict not in QUIET_VERDICTS]
-        for c in shown:
-            lines.append(
-                f"| `{c.id}` | {format_ns(c.base_median_ns)} | {format_ns(c.head_median_ns)} "
-                f"| {format_ratio_interval(c.ratio, c.low, c.high)} | {c.verdict} "
-                f"| {_correctness(c)} |"
-            )
-        hidden = len(part.comparisons) - len(shown)
-        if hidden:
-            lines.append(
-                f"| {hidden} more configurations: equivalent, faster or skipped | | | | | |"
-            )
         lines.append("")
+    if part.outage:
+        lines += [f"> **Gate server not reached**: {inert_text(part.outage)}. Not blocking.", ""]
+    if part.reasons:
+        lines += [f"- {inert_text(r)}" for r in part.reasons] + [""]
+    if part.comparisons:
+        lines += [*_table(part.comparisons), ""]
     if part.url:
-        lines += [f"[Run page]({part.url})", ""]
+        lines += [_link("Run page", part.url), ""]
     return "\n".join(lines)
 
 
@@ -142,14 +178,24 @@ def _wrap(part: PartResult) -> str:
     )
 
 
+def has_part(body: str, part: PartResult) -> bool:
+    """Whether `body` holds this part's section with its tier (a check after writing)."""
+    return f"key={quote(part.key, safe='')} tier={part.tier}" in body
+
+
 def parse_parts(body: str) -> dict[str, tuple[Tier, str]]:
     """The parts kept in an existing comment: key -> (tier, wrapped section)."""
-    parts: dict[str, tuple[Tier, str]] = {}
-    for m in _PART_RE.finditer(body):
-        tier = m.group("tier")
-        assert tier in TIER_ORDER
-        parts[unquote(m.group("key"))] = (tier, m.group(0))  # type: ignore[assignment]
-    return parts
+    return {
+        unquote(m.group("key")): (tier_of(m.group("tier")), m.group(0))
+        for m in _PART_RE.finditer(body)
+    }
+
+
+# ---- the whole comment
+
+
+def _header(tier: Tier) -> str:
+    return f"## {TIER_ICON[tier]} rnx-benchmark: {tier}"
 
 
 @dataclass(frozen=True)
@@ -160,7 +206,7 @@ class Combined:
 
 
 def combine(existing_bodies: list[str], mine: list[PartResult], *, sha: str) -> Combined:
-    """Merge this job's parts into the parts already reported for the commit (any comments)."""
+    """Merge these parts into the parts already reported for the commit (any comments)."""
     parts: dict[str, tuple[Tier, str]] = {}
     for body in existing_bodies:
         if f"commit {sha[:12]}" in body:  # parts of an older push are dropped
@@ -172,7 +218,7 @@ def combine(existing_bodies: list[str], mine: list[PartResult], *, sha: str) -> 
     tally = ", ".join(f"{n} {t}" for t, n in counts.items() if n)
     header = [
         COMMENT_MARKER,
-        f"## {TIER_ICON[tier]} rnx-benchmark: {tier}",
+        _header(tier),
         f"commit {sha[:12]} · {len(parts)} part(s): {tally}",
         "",
     ]
@@ -184,11 +230,32 @@ def combine(existing_bodies: list[str], mine: list[PartResult], *, sha: str) -> 
     )
 
 
+def mark_accepted(body: str | None, user: str, reason: str, head_sha: str) -> str:
+    """The comment with its verdict turned to PASS and who accepted it and why (the action's
+    accept mode edits the comment it finds; the server re-renders its parts instead)."""
+    note = _accepted_note(user, reason)
+    if not body or not _HEADER.search(body):
+        return f"{COMMENT_MARKER}\n{_header('PASS')}\ncommit {head_sha[:12]}\n\n{note}\n"
+    body = _ACCEPTED.sub("", body)
+    return _HEADER.sub(lambda _: f"{_header('PASS')}\n\n{note}", body, count=1)
+
+
+# ---- the commit status
+
+
+def status_state(tier: Tier, mode: str) -> str:
+    # report-only and soft-fail promise never to fail: their status must not block a merge.
+    return "failure" if tier == "BLOCK" and mode == "enforce" else "success"
+
+
 def status_description(tier: Tier, mode: str, reasons: list[str]) -> str:
     first = reasons[0] if reasons else {"PASS": "no credible slowdown"}.get(tier, "")
     suffix = f" ({mode})" if mode != "enforce" and tier == "BLOCK" else ""
     text = f"{tier}{suffix}: {first}" if first else f"{tier}{suffix}"
-    return text if len(text) <= 140 else text[:137] + "..."
+    return text if len(text) <= STATUS_LIMIT else text[: STATUS_LIMIT - 3] + "..."
+
+
+# ---- reading and writing it on GitHub
 
 
 def sticky_comments(gh: GitHubClient, repository: str, pr: int, *, author: str) -> list[Comment]:

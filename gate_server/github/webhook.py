@@ -26,7 +26,7 @@ from gate_server.api import read_body
 from gate_server.errors import ApiError
 from gate_server.github import store
 from gate_server.github.integration import GitHubIntegration, integration_for
-from gate_server.github.pulls import accept_runs, accepted_line, latest_runs, publish
+from gate_server.github.pulls import accept_runs, latest_runs, publish
 from gate_server.openapi import error, operation
 from gate_server.services import services
 from gate_server.storage import Storage
@@ -40,6 +40,7 @@ from rnx_github.accept_rules import (
     pull_request_comment,
 )
 from rnx_github.client import GitHubClient, GitHubError
+from rnx_github.comment import accepted_line
 
 log = logging.getLogger("gate_server.github")
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from gate_helpers import LiveServer, create_token, start_server
 
+from action.annotations import annotate
 from action.context import read_context
-from action.gate import Measured, annotate, decide, exit_code, local_report, main
+from action.gate import Measured, decide, exit_code, local_report, main
 from action.upload import Credential, Outage, UploadAnswer, upload
 from action.workflow import Workflow
 from rnx.config import Benchmark, KernalinConfig

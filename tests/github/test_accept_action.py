@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from action.accept import Server, credentials_from, mark_accepted, run
+from action.accept import Server, credentials_from, run
 from action.workflow import Workflow
 from gate_server.app import create_app
 from gate_server.github.settings import GitHubSettings
 from gate_server.settings import ServerSettings
-from rnx_github.comment import COMMENT_MARKER
+from rnx_github.comment import COMMENT_MARKER, mark_accepted
 from tests.fakes import fake_github
 from tests.github.accept_world import (
     GITHUB_TOKEN,

@@ -19,7 +19,13 @@ from gate_server.settings import ServerSettings
 from rnx_github.app_auth import AppCredentials, GitHubApp, InstallationTokens, app_jwt
 from rnx_github.client import ACTIONS_BOT
 from tests.conftest import Token, signed_headers
-from tests.factories import body, make_results
+from tests.factories import (
+    HOSTILE_REASON,
+    HOSTILE_WORKLOAD,
+    assert_inert,
+    body,
+    make_results,
+)
 from tests.fakes import fake_github
 from tests.fakes.github_endpoints import FakeApp, extras
 
@@ -142,6 +148,28 @@ def test_the_server_posts_a_fork_prs_verdict_and_updates_it_in_place(
     assert "commit cccccccccccc" in comment and "BLOCK" not in comment.splitlines()[1]
     (status,) = state.statuses[(REPO, "c" * 40)]
     assert status["state"] == "success"
+
+
+def test_markdown_and_html_from_a_results_document_are_posted_as_text(
+    client: TestClient, ci_token: Any, github: tuple[str, fake_github.State]
+) -> None:
+    # The server's way of publishing (App mode); test_action_publish.py checks the action's.
+    _, state = github
+    token: Token = ci_token(workspace="octo", repository=REPO, branches=("main",))
+    upload(
+        client,
+        token,
+        branch="feature",
+        event="pull_request",
+        pr_number=6,
+        base_branch="main",
+        workload=HOSTILE_WORKLOAD,
+        broken=["pytorch_eager/float32/bs1"],
+        broken_reason=HOSTILE_REASON,
+    )
+    (comment,) = state.comment_bodies(REPO, 6, login=BOT)
+    assert "rnx-benchmark: BLOCK" in comment
+    assert_inert(comment)
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
