@@ -9,17 +9,16 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from functools import lru_cache
 
 from gate_server.errors import ApiError
 from gate_server.storage import Storage, TokenRecord, utcnow
+from rnx.branches import BRANCH_PATTERN
 from rnx.errors import UserError
 
 CI, VIEWER = "ci", "viewer"
 _PREFIX = {CI: "rnx_ci_", VIEWER: "rnx_view_"}
 # Recording each use as a write would make every read a write; a minute is precise enough.
 _TOUCH_EVERY = timedelta(minutes=1)
-_BRANCH_PATTERN = re.compile(r"^[A-Za-z0-9_.*/+-]{1,255}$")
 
 
 def hash_token(secret: str) -> str:
@@ -36,24 +35,12 @@ def sign_upload(secret: str, timestamp: str, body: bytes) -> str:
 def check_branch_patterns(patterns: Sequence[str]) -> list[str]:
     cleaned = [p.strip() for p in patterns if p.strip()]
     for p in cleaned:
-        if not _BRANCH_PATTERN.match(p):
+        if not BRANCH_PATTERN.match(p):
             raise UserError(
                 f"{p!r} is not a branch pattern; use names like main or release/* "
                 "(letters, digits, . _ - / and * only)"
             )
     return cleaned
-
-
-@lru_cache(maxsize=256)
-def _pattern_regex(pattern: str) -> re.Pattern[str]:
-    # Like GitHub's branch filters: * stays within one path segment, ** crosses them.
-    parts = re.split(r"(\*\*|\*)", pattern)
-    body = "".join(".*" if p == "**" else "[^/]*" if p == "*" else re.escape(p) for p in parts)
-    return re.compile(f"^{body}$")
-
-
-def branch_matches(patterns: Sequence[str], branch: str) -> bool:
-    return any(_pattern_regex(p).match(branch) for p in patterns)
 
 
 def issue_token(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gate_server.auth import CI, branch_matches
+from gate_server.auth import CI
 from gate_server.errors import ApiError
 from gate_server.receipts import ReceiptSigner
 from gate_server.settings import ServerSettings
@@ -21,6 +21,7 @@ from gate_server.storage import (
     load_branch_renames,
     utcnow,
 )
+from rnx.branches import branch_matches
 from rnx.schema import InvalidDocument, ResultsDocument, parse_results
 
 MAX_REASON_CHARS = 2000

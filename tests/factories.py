@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from rnx.schema import ResultsDocument
+from rnx.schema import MIN_SAMPLES, ResultsDocument
 
 DEFAULT_CONFIGS: tuple[tuple[str, str, int], ...] = tuple(
     (runtime, dtype, bs)
@@ -91,7 +91,8 @@ def make_results(
         "environment": {"key": environment, "name": "test runner"},
         "workload": {"path": workload, "sha256": "0" * 64},
         "settings": {
-            "samples": n,
+            # Asked for at least what the statistics need; a configuration may hold fewer.
+            "samples": max(n, MIN_SAMPLES),
             "warmup": 1,
             "rounds": n // processes or 1,
             "processes": processes,

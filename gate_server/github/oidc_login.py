@@ -8,11 +8,12 @@ read, but never make or accept a baseline.
 
 from __future__ import annotations
 
-from gate_server.auth import CI, branch_matches
+from gate_server.auth import CI
 from gate_server.errors import ApiError
 from gate_server.github import store
 from gate_server.github.oidc import OidcError, OidcVerifier
 from gate_server.storage import Storage, TokenRecord, utcnow
+from rnx.branches import branch_matches
 
 _UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
 
