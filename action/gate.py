@@ -20,9 +20,9 @@ from typing import TextIO
 from action.annotations import BROKEN_STATUSES, annotate
 from action.context import RunContext, read_context
 from action.inputs import GateInputs, read_inputs
+from action.overlay import effective_config
 from action.paired import base_worktree
 from action.publish import github_client, publish
-from action.settings import effective_config
 from action.upload import Clock, Credential, Outage, UploadAnswer, oidc_token, upload
 from action.workflow import Workflow
 from rnx.config import Benchmark, KernalinConfig

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from action.inputs import InputError, read_inputs
-from action.settings import effective_config
+from action.overlay import effective_config
 from rnx.errors import UserError
 
 
