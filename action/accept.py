@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from action.context import event_payload
+from action.inputs import Connection, InputError, read_connection
 from action.publish import github_client
 from action.upload import oidc_token
 from action.workflow import Workflow
@@ -88,10 +89,12 @@ def _message(r: httpx.Response) -> str:
         return r.text[:200]
 
 
-def credentials_from(env: Mapping[str, str]) -> list[Callable[[], str | None]]:
+def credentials_from(
+    env: Mapping[str, str], connection: Connection
+) -> list[Callable[[], str | None]]:
     # A fresh OIDC token per request: the server refuses a token id it has seen.
     found: list[Callable[[], str | None]] = [lambda: oidc_token(env)]
-    ci = env.get("KERNALIN_TOKEN", "").strip()
+    ci = connection.kernalin_token
     if ci:
         found.append(lambda: ci)
     return found
@@ -130,23 +133,28 @@ def run(
     if isinstance(found, Outcome):
         return found
     comment, command = found
-    token = env.get("GITHUB_TOKEN", "").strip()
+    try:
+        connection = read_connection(env)
+    except InputError as e:
+        workflow.error(str(e), title="rnx-benchmark: cannot accept")
+        return Outcome(1, str(e))
+    token = connection.github_token
     if not token:
         workflow.error("accept mode needs github-token (the default, ${{ github.token }}, works)")
         return Outcome(1, "no GitHub token")
     workflow.mask(token)
+    workflow.mask(connection.kernalin_token or "")
     gh = github or github_client(env.get("GITHUB_API_URL", DEFAULT_API_URL), token)
     reply = _replier(gh, comment, workflow)
 
     if isinstance(command, MalformedCommand):
         reply(command.problem)
         return Outcome(0, f"malformed command: {command.problem}")
-    url = env.get("KERNALIN_URL", "").strip()
-    if not url:
+    if not connection.kernalin_url:
         workflow.error("accept mode needs kernalin-url: the gate server that holds the runs")
         reply("this workflow has no gate server configured (kernalin-url); nothing was accepted.")
         return Outcome(1, "no kernalin-url")
-    server = server or Server(url, credentials_from(env))
+    server = server or Server(connection.kernalin_url, credentials_from(env, connection))
     try:
         done = _accept(gh, server, comment, command, reply)
     except ServerError as e:

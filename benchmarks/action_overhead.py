@@ -113,7 +113,7 @@ def main() -> int:
                 env = {
                     k: v
                     for k, v in os.environ.items()
-                    if not k.startswith(("GITHUB_", "RNX_", "KERNALIN_"))
+                    if not k.startswith(("GITHUB_", "RNX_", "KERNALIN_", "INPUT_"))
                 }
                 env.update(
                     KERNALIN_URL=server.url,
@@ -124,7 +124,7 @@ def main() -> int:
                     GITHUB_JOB="gate",
                     GITHUB_OUTPUT=str(work / "output"),
                     GITHUB_STEP_SUMMARY=str(work / "summary"),
-                    RNX_WORKLOAD="kernels/k.py",
+                    INPUT_WORKLOAD="kernels/k.py",
                 )
                 branch = (
                     ["--branch", "main", "--sha", f"{i:040x}"]

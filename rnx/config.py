@@ -80,10 +80,9 @@ class GateSettings(_Strict):
     rope: Annotated[Fraction, Field(gt=0, lt=1)] = 0.02
     probability: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
     compare: Literal["baseline", "paired"] = "baseline"
-    # Pushes to these branches are gated as baseline candidates (docs/configuration.md).
-    baseline_branches: list[BranchPattern] = Field(
-        default_factory=lambda: ["main"], alias="baseline-branches"
-    )
+    # Which branches' pushes are uploaded as baseline candidates; None: every push is, and the
+    # server's CI token alone decides (docs/configuration.md).
+    baseline_branches: list[BranchPattern] | None = Field(None, alias="baseline-branches")
 
 
 class HarnessSettings(_Strict):

@@ -13,6 +13,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from action.accept import Server, credentials_from, run
+from action.inputs import read_connection
 from action.workflow import Workflow
 from gate_server.app import create_app
 from gate_server.github.settings import GitHubSettings
@@ -92,7 +93,8 @@ def env_for(
 
 def go(env: dict[str, str], client: TestClient) -> tuple[Any, str]:
     out = io.StringIO()
-    server = Server(env["KERNALIN_URL"], credentials_from(env), transport=client._transport)
+    credentials = credentials_from(env, read_connection(env))
+    server = Server(env["KERNALIN_URL"], credentials, transport=client._transport)
     outcome = run(env, workflow=Workflow(env, out), server=server)
     return outcome, out.getvalue()
 
