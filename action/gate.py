@@ -25,7 +25,7 @@ from action.upload import Clock, Credential, Outage, UploadAnswer, oidc_token, u
 from action.workflow import Workflow
 from rnx.branches import branch_matches
 from rnx.config import KernalinConfig
-from rnx.errors import UserError
+from rnx.errors import InvalidInput, UserError
 from rnx.schema import GateReport, Tier
 from rnx_github.comment import Combined, PartResult, combine, worst
 
@@ -279,7 +279,7 @@ def main(
         run = _prepare(args, env, wf, Path.cwd())
         setup_s = time.monotonic() - started
         measured = _measure_all(run)
-    except UserError as e:
+    except (UserError, InvalidInput) as e:
         wf.error(str(e), title="rnx-benchmark: cannot run")
         wf.append_summary(f"### ❌ rnx-benchmark could not run\n\n{e}")
         return 2

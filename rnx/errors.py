@@ -8,19 +8,32 @@ from collections.abc import Callable
 
 
 class UserError(Exception):
-    """Something the user gave us is wrong; the message says what and how to fix it."""
+    """A command's input is wrong (a flag, a file it names, the checkout it runs in): the CLI
+    prints the message, which says what and how to fix it, and exits with `exit_code`."""
 
     exit_code = 2
+
+
+class InvalidInput(Exception):
+    """Data handed to the contracts is not what they take (a results document): a domain error,
+    whoever handed it over. The CLI shows it as it shows a UserError; the server answers 422."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, details: list[dict[str, str]] | None = None):
+        super().__init__(message)
+        self.details = details or []
 
 
 def run_command(name: str, command: Callable[[], int]) -> int:
     """Run a command's body and turn what a person can fix into one line and an exit code.
 
-    Used at the edges only (the `rnx` dispatcher, `python -m gate_server`): a UserError is
-    printed as `NAME: error: ...`; anything else is a bug and keeps its traceback."""
+    Used at the edges only (the `rnx` dispatcher, `python -m gate_server`): a UserError or an
+    InvalidInput is printed as `NAME: error: ...`; anything else is a bug and keeps its
+    traceback."""
     try:
         return command()
-    except UserError as e:
+    except (UserError, InvalidInput) as e:
         print(f"{name}: error: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:

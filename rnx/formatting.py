@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 MISSING = "–"
-# Units for times given in nanoseconds, largest first.
+# Units for times given in nanoseconds, largest first; below a microsecond, nanoseconds.
 _UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
 
 
@@ -27,11 +27,11 @@ def format_ns(ns: float | None) -> str:
     """A time in nanoseconds in the unit a person would say it in: 812 ns, 12.3 µs, 1.23 ms."""
     if ns is None or not math.isfinite(ns):
         return MISSING
-    for unit, scale in _UNITS:
+    for unit, scale in _UNITS[:-1]:
         # Judge the unit by the rounded value, so 999.7 ms reads "1 s", not "1e+03 ms".
-        if abs(float(f"{ns / scale:.3g}")) >= 1 or unit == "ns":
+        if abs(float(f"{ns / scale:.3g}")) >= 1:
             return f"{_three_digits(ns / scale)} {unit}"
-    raise AssertionError("unreachable: the last unit always matches")
+    return f"{_three_digits(ns)} ns"
 
 
 def format_ratio(ratio: float | None) -> str:

@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 import stats
-from rnx.errors import UserError
+from rnx.errors import InvalidInput, UserError
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
@@ -294,10 +294,8 @@ def validation_details(err: ValidationError, limit: int = 20) -> list[dict[str, 
     ]
 
 
-class InvalidDocument(UserError):
-    def __init__(self, message: str, details: list[dict[str, str]] | None = None):
-        super().__init__(message)
-        self.details = details or []
+class InvalidDocument(InvalidInput):
+    """A results document that does not parse or validate; `details` name the fields."""
 
 
 def parse_results(
