@@ -8,7 +8,7 @@ and splits each gate run into: interpreter start and imports, setup (inputs, ker
 identity), the benchmark (the harness: what is not overhead), upload, reports (summary,
 comment, status). Prints medians and the overhead as a ratio of the benchmark time.
 
-    .venv/bin/python benchmarks/action_overhead.py [--runs 3] [--samples 10] [--processes 2]
+    .venv/bin/python -m benchmarks.action_overhead [--runs 3] [--samples 10] [--processes 2]
 
 Network latency to a real server and to api.github.com is not in these figures (loopback).
 """
@@ -26,12 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.support.fakes.fake_github import State, Token, serve
+from tests.support.gate_helpers import create_token, start_server
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "tests")]
-
-from gate_helpers import create_token, start_server  # noqa: E402
-
-from tests.fakes.fake_github import State, Token, serve  # noqa: E402
 
 TIMINGS = re.compile(
     r"timings: setup (?P<setup>[\d.]+)s, benchmark (?P<benchmark>[\d.]+)s, "

@@ -5,7 +5,7 @@ alternating runs with the harness's CPU pinning on and off (RNX_PIN_CPUS=0), and
 run, each slot's head/base median ratio and the largest |log ratio| over the slots: the offset
 between a slot's two processes that per-round ratios cannot cancel.
 
-    .venv/bin/python benchmarks/paired_pinning.py [--runs 7] [--processes 4] [--samples 40]
+    .venv/bin/python -m benchmarks.paired_pinning [--runs 7] [--processes 4] [--samples 40]
 """
 
 from __future__ import annotations

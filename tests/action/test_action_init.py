@@ -11,7 +11,7 @@ import yaml
 from action.init import CONFIG_PATH, PR_BRANCH, WORKFLOW_PATH
 from rnx.config import load_config
 from rnx_cli.main import main as rnx
-from tests.fakes.fake_github import Repo, State, Token, serve
+from tests.support.fakes.fake_github import Repo, State, Token, serve
 
 KERNEL = Path(__file__).resolve().parents[1] / "data" / "action-kernel.py"
 

@@ -22,8 +22,8 @@ from gate_server.storage import (
 )
 from rnx.errors import UserError
 from rnx_cli.main import main
-from tests.factories import body, make_results
-from tests.gate_helpers import LiveServer, Token, signed_headers
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import LiveServer, Token, signed_headers
 
 REPO = "acme/kernels"
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

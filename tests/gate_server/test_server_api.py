@@ -16,7 +16,7 @@ from gate_server.app import create_app
 from gate_server.settings import ServerSettings
 from gate_server.storage import Storage
 from rnx_cli.receipt import verify
-from tests.factories import body, make_results
+from tests.support.factories import body, make_results
 
 UPLOAD = "/api/v1/runs"
 

@@ -14,7 +14,7 @@ from gate_server.storage import Storage
 from rnx.schema import ResultsDocument
 from rnx_cli.main import main as rnx
 from rnx_cli.receipt import verify
-from tests.factories import body, make_results
+from tests.support.factories import body, make_results
 
 
 class Uploader:

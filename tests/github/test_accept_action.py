@@ -19,7 +19,6 @@ from gate_server.app import create_app
 from gate_server.github.settings import GitHubSettings
 from gate_server.settings import ServerSettings
 from rnx_github.comment import COMMENT_MARKER, mark_accepted
-from tests.fakes import fake_github
 from tests.github.accept_world import (
     GITHUB_TOKEN,
     HEAD,
@@ -31,8 +30,9 @@ from tests.github.accept_world import (
     seed_github,
     upload_runs,
 )
-from tests.github.oidc_issuer import OidcIssuer
 from tests.github.payloads import load_payload
+from tests.support.fakes import fake_github
+from tests.support.oidc_issuer import OidcIssuer
 
 
 @pytest.fixture
@@ -184,7 +184,7 @@ def test_malformed_and_non_commands(
 def test_an_unreachable_server_is_a_warning_and_a_reply(
     world: tuple[AcceptWorld, TestClient, str], tmp_path: Path
 ) -> None:
-    from tests.gate_helpers import free_port
+    from tests.support.gate_helpers import free_port
 
     w, client, api = world
     env = env_for(tmp_path, api, "/kernalin accept on purpose", ci=w.ci_token)

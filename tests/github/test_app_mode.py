@@ -18,16 +18,16 @@ from gate_server.github.settings import GitHubSettings
 from gate_server.settings import ServerSettings
 from rnx_github.app_auth import AppCredentials, GitHubApp, InstallationTokens, app_jwt
 from rnx_github.client import ACTIONS_BOT
-from tests.conftest import Token, signed_headers
-from tests.factories import (
+from tests.support.factories import (
     HOSTILE_REASON,
     HOSTILE_WORKLOAD,
     assert_inert,
     body,
     make_results,
 )
-from tests.fakes import fake_github
-from tests.fakes.github_endpoints import FakeApp, extras
+from tests.support.fakes import fake_github
+from tests.support.fakes.github_endpoints import FakeApp, extras
+from tests.support.gate_helpers import Token, signed_headers
 
 REPO = "Codertocat/Hello-World"
 INSTALLATION = 77
@@ -177,7 +177,7 @@ def test_github_being_down_never_fails_an_upload(
     database_url: str, ci_token: Any, app_key: rsa.RSAPrivateKey
 ) -> None:
     from gate_server.app import create_app
-    from tests.gate_helpers import free_port
+    from tests.support.gate_helpers import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
     settings = ServerSettings(

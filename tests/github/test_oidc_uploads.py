@@ -14,9 +14,9 @@ from gate_server.github import store
 from gate_server.github.settings import GitHubSettings
 from gate_server.settings import ServerSettings
 from gate_server.storage import Storage
-from tests.conftest import Token, signed_headers
-from tests.factories import body, make_results
-from tests.github.oidc_issuer import OidcIssuer
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import Token, signed_headers
+from tests.support.oidc_issuer import OidcIssuer
 
 REPO = "Codertocat/Hello-World"
 GITHUB_ID = 186853002

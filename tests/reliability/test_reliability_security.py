@@ -9,14 +9,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from factories import body, make_results
-from gate_helpers import create_token, signed_headers
 from sqlalchemy.exc import OperationalError
 from starlette.testclient import TestClient
 
 from gate_server.app import create_app
 from gate_server.settings import ServerSettings
 from gate_server.storage import Storage
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import create_token, signed_headers
 
 REPO = "acme/kernels"
 

@@ -1,7 +1,5 @@
 """Helpers for tests and benchmarks of the gate server: databases, tokens, signed uploads and
-the real server on loopback. Import them from here (`from gate_helpers import ...`): the name
-`conftest` is shared by several folders' conftest.py files, so `from conftest import` can pick
-up the wrong one."""
+the real server on loopback (`from tests.support.gate_helpers import ...`)."""
 
 from __future__ import annotations
 
