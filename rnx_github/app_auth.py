@@ -95,24 +95,15 @@ class InstallationTokens:
             return str(body["token"])
 
 
-class GitHubApp:
-    """The App: its token cache, and a client per installation."""
+class GitHubApp(InstallationTokens):
+    """The App: its installation tokens, its login, and a client per installation."""
 
-    def __init__(
-        self,
-        credentials: AppCredentials,
-        *,
-        http: httpx.Client | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.credentials = credentials
-        self.tokens = InstallationTokens(credentials, http=http, clock=clock)
-        self._bot_login: str | None = None
+    _bot_login: str | None = None
 
     def bot_login(self) -> str:
         """The login the App's comments carry ("<slug>[bot]"), to find its own comments."""
         if self._bot_login is None:
-            slug = self.tokens.as_app.request("GET", "/app").json()["slug"]
+            slug = self.as_app.request("GET", "/app").json()["slug"]
             self._bot_login = f"{slug}[bot]"
         return self._bot_login
 
@@ -122,14 +113,11 @@ class GitHubApp:
         if installation_id is None:
             if repository is None:
                 raise ValueError("an installation id or a repository is needed")
-            installation_id = self.tokens.installation_for(repository)
+            installation_id = self.installation_for(repository)
         iid = installation_id
         return GitHubClient(
-            self.credentials.api_url,
-            lambda: self.tokens.token(iid),
-            http=self.tokens.http,
-            user_agent=USER_AGENT,
+            self.credentials.api_url, lambda: self.token(iid), http=self.http, user_agent=USER_AGENT
         )
 
     def close(self) -> None:
-        self.tokens.http.close()
+        self.http.close()
