@@ -1,4 +1,4 @@
-"""A gate server on a loopback port in a subprocess: for the demo, the tests and the benchmarks."""
+"""A gate server on a loopback port in a subprocess, for the tests and the benchmarks."""
 
 from __future__ import annotations
 

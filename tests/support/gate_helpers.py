@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# The loopback server lives with the server (the demo uses it too); tests import it from here.
+# The loopback server lives with the server; tests and benchmarks import it from here.
 from gate_server.local import LiveServer, free_port, start_server  # noqa: F401
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
