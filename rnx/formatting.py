@@ -48,6 +48,11 @@ def format_ratio_interval(ratio: float | None, low: float | None, high: float | 
     return f"{format_ratio(ratio)} ({low:.3f}–{high:.3f})"
 
 
+def format_probability(p: float | None) -> str:
+    """A probability as the statistics' reasons write it: 0.953."""
+    return f"{p:.3f}" if p is not None and _known(p) else MISSING
+
+
 def format_percent(fraction: float | None, digits: int = 0) -> str:
     """A fraction as a percentage: 0.953 -> 95% (digits=1: 95.3%)."""
     return f"{100 * fraction:.{digits}f}%" if fraction is not None and _known(fraction) else MISSING

@@ -7,13 +7,13 @@ import sys
 from collections.abc import Sequence
 
 from rnx.config import GateSettings, load_config, override
-from rnx.formatting import format_ns, format_percent, format_ratio_interval
+from rnx.formatting import format_ns, format_probability, format_ratio_interval
 from rnx.schema import GateReport, ResultsDocument, load_results
 from rnx.verdict import evaluate
 
 
 def format_table(report: GateReport) -> str:
-    """The per-configuration table, then the tier and its reasons (shared by demo and action)."""
+    """The per-configuration table, then the tier and its reasons."""
     header = ("configuration", "base", "head", "ratio [90% interval]", "P(slower)", "verdict")
     rows = [header]
     for c in report.comparisons:
@@ -23,7 +23,7 @@ def format_table(report: GateReport) -> str:
                 format_ns(c.base_median_ns),
                 format_ns(c.head_median_ns),
                 format_ratio_interval(c.ratio, c.low, c.high),
-                format_percent(c.p_slower, digits=1),
+                format_probability(c.p_slower),
                 c.verdict,
             )
         )

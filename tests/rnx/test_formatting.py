@@ -8,6 +8,7 @@ from rnx.formatting import (
     MISSING,
     format_ns,
     format_percent,
+    format_probability,
     format_ratio,
     format_ratio_interval,
 )
@@ -45,7 +46,8 @@ def test_ratios_with_and_without_their_interval() -> None:
     assert format_ratio(float("nan")) == MISSING
 
 
-def test_percentages() -> None:
+def test_percentages_and_probabilities() -> None:
+    assert format_probability(0.9534) == "0.953" and format_probability(None) == MISSING
     assert format_percent(0.25) == "25%"
     assert format_percent(0.9534, digits=1) == "95.3%"
     assert format_percent(None) == MISSING
