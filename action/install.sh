@@ -16,7 +16,7 @@ if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
 fi
 
 # One venv per job and action version: a second step of the same job reuses it.
-sources="$(cd "$action_path" && for d in rnx stats bench_runner gate_server action; do
+sources="$(cd "$action_path" && for d in rnx rnx_github rnx_cli stats bench_runner gate_server action; do
   if [ -d "$d" ]; then find "$d" -name '*.py'; fi
 done | LC_ALL=C sort)"
 digest="$(cd "$action_path" && cat pyproject.toml $sources | sha256sum | cut -c1-16)"

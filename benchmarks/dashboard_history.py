@@ -1,7 +1,7 @@
 """How fast the dashboard's history page renders for a repository with 10,000 runs, against one
 with 100, side by side on the real server over loopback.
 
-    .venv/bin/python benchmarks/dashboard_history.py [--runs 10000] [--small 100] [--requests 40]
+    .venv/bin/python -m benchmarks.dashboard_history [--runs 10000] [--small 100] [--requests 40]
                                                      [--db sqlite|postgresql]
 
 Both repositories live in one database; their runs are bulk-inserted through the database
@@ -19,24 +19,26 @@ import argparse
 import hashlib
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import httpx
+from sqlalchemy import text
+
+from gate_server.db import Database, open_database, repositories
+from gate_server.db import runs as stored_runs
+from gate_server.db.runs import NewRun
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import (
+    create_token,
+    fresh_postgres_schema,
+    postgres_base_url,
+    start_server,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.append(str(ROOT / "tests"))  # the shared test helpers: factories, server start
-
-from conftest import create_token, fresh_postgres_schema, postgres_base_url, start_server  # noqa: E402
-from factories import body, make_results  # noqa: E402
-from sqlalchemy import text  # noqa: E402
-
-from gate_server.db import Database, open_database, repositories  # noqa: E402
-from gate_server.db import runs as stored_runs  # noqa: E402
-from gate_server.db.runs import NewRun  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:

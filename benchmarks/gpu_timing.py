@@ -9,7 +9,7 @@
    fresh processes for contrast.
 3. hidden: a workload that leaves work on a side stream must be an error, not a fast kernel.
 
-Run: PYTHONPATH=. python3 benchmarks/gpu_timing.py [--out DIR] [--parts compare,spread,hidden]
+Run: python3 -m benchmarks.gpu_timing [--out DIR] [--parts compare,spread,hidden]
 """
 
 from __future__ import annotations

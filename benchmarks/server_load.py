@@ -1,7 +1,7 @@
 """Load on the real gate server over loopback: upload latency (p50/p99) and uploads per second,
 on SQLite and PostgreSQL, with an empty database and with 1,000,000 stored runs.
 
-    .venv/bin/python benchmarks/server_load.py [--uploads 100] [--runs 1000000]
+    .venv/bin/python -m benchmarks.server_load [--uploads 100] [--runs 1000000]
 
 Per engine, two databases each behind its own `rnx serve` process: one empty, one holding
 1,000,000 filler runs. Each upload is a results document of 8 configurations x 30 samples, a
@@ -27,24 +27,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import text
 
-ROOT = Path(__file__).resolve().parents[1]
-# The shared test helpers (factories, server start); the root too, so that tests/rnx and
-# tests/gate_server (plain folders) never shadow the packages of the same name.
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from factories import body, make_results  # noqa: E402
-from gate_helpers import (  # noqa: E402
+from gate_server.db import Database
+from gate_server.db import runs as stored_runs
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import (
     create_token,
     fresh_postgres_schema,
     postgres_base_url,
     signed_headers,
     start_server,
 )
-from sqlalchemy import text  # noqa: E402
 
-from gate_server.db import Database  # noqa: E402
-from gate_server.db import runs as stored_runs  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 REPO = "acme/kernels"
 ENV = "bench-env"

@@ -1,7 +1,7 @@
 """How good is the verdict? Record a timing corpus here, then score our rule and known rules on it.
 
-Run `python benchmarks/verdict_quality.py` (record about 10 minutes, then analyse) or
-`python benchmarks/verdict_quality.py --corpus benchmarks/data/corpus.npz` (analyse a saved corpus;
+Run `python -m benchmarks.verdict_quality` (record about 10 minutes, then analyse) or
+`python -m benchmarks.verdict_quality --corpus benchmarks/data/corpus.npz` (analyse a saved corpus;
 `--history-only` runs only the comparison the gate server makes: base = several baseline runs).
 The recording: many separate processes ("CI jobs") time the same small torch kernels on CPU.
 Each round times three variants in random order: the kernel (v0), the kernel again (v0', an

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from gate_server.answers import ApiError
-from gate_server.auth import branch_matches
 from gate_server.branches import current_name, hold_names
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, runs
 from gate_server.db.runs import RunRecord
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.runs import check_run_id
+from rnx.branches import branch_matches
 
 MAX_REASON_CHARS = 2000
 MAX_ACCEPT_BODY = 64 * 1024  # the JSON body of an accept request, in bytes

@@ -9,7 +9,6 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from functools import lru_cache
 
 from gate_server.answers import ApiError
 from gate_server.clock import utcnow
@@ -17,11 +16,11 @@ from gate_server.db import Database, audit, repositories, tokens
 from gate_server.db.tokens import CI, VIEWER, TokenRecord
 from gate_server.errors import InvalidInput, NotFound
 from gate_server.github.oidc import looks_like_jwt
+from rnx.branches import BRANCH_PATTERN
 
 _PREFIX = {CI: "rnx_ci_", VIEWER: "rnx_view_"}
 # Recording each use as a write would make every read a write; a minute is precise enough.
 _TOUCH_EVERY = timedelta(minutes=1)
-_BRANCH_PATTERN = re.compile(r"^[A-Za-z0-9_.*/+-]{1,255}$")
 
 
 def hash_token(secret: str) -> str:
@@ -38,24 +37,12 @@ def sign_upload(secret: str, timestamp: str, body: bytes) -> str:
 def check_branch_patterns(patterns: Sequence[str]) -> list[str]:
     cleaned = [p.strip() for p in patterns if p.strip()]
     for p in cleaned:
-        if not _BRANCH_PATTERN.match(p):
+        if not BRANCH_PATTERN.match(p):
             raise InvalidInput(
                 f"{p!r} is not a branch pattern; use names like main or release/* "
                 "(letters, digits, . _ - / and * only)"
             )
     return cleaned
-
-
-@lru_cache(maxsize=256)
-def _pattern_regex(pattern: str) -> re.Pattern[str]:
-    # Like GitHub's branch filters: * stays within one path segment, ** crosses them.
-    parts = re.split(r"(\*\*|\*)", pattern)
-    body = "".join(".*" if p == "**" else "[^/]*" if p == "*" else re.escape(p) for p in parts)
-    return re.compile(f"^{body}$")
-
-
-def branch_matches(patterns: Sequence[str], branch: str) -> bool:
-    return any(_pattern_regex(p).match(branch) for p in patterns)
 
 
 def issue_token(

@@ -1,5 +1,8 @@
 """`rnx serve`, `rnx token create|list|revoke` and `rnx branch rename`: the server's command
-line, an edge where the core's domain errors become one line and exit code 2 (UserError)."""
+line, an edge where the core's domain errors become one line and exit code 2 (UserError).
+
+The same commands run without the `rnx` dispatcher as `python -m gate_server serve|token|branch`
+(main below), so the server starts with only its own package (gate_server/local.py uses it)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import getpass
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -21,7 +24,7 @@ from gate_server.db.engine import shown_url
 from gate_server.db.tokens import TokenRecord
 from gate_server.errors import GateServerError
 from gate_server.settings import load_settings
-from rnx.errors import UserError
+from rnx.errors import UserError, run_command
 
 
 def _one_line_errors(main: Callable[[list[str]], int]) -> Callable[[list[str]], int]:
@@ -232,3 +235,20 @@ def branch_main(argv: list[str]) -> int:
         many = len(result.tokens_widened) > 1
         print(f"CI token{'s' if many else ''} {ids} now also cover{'' if many else 's'} {new}")
     return 0
+
+
+COMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "serve": serve_main,
+    "token": token_main,
+    "branch": branch_main,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m gate_server COMMAND ...`: what `rnx COMMAND ...` runs, errors shown alike."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in COMMANDS:
+        print(f"usage: python -m gate_server {{{','.join(COMMANDS)}}} [ARGS...]", file=sys.stderr)
+        return 2
+    name, rest = args[0], args[1:]
+    return run_command(f"rnx {name}", lambda: COMMANDS[name](rest))

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from gate_server.errors import SettingsError
-from gate_server.github.app import DEFAULT_API_URL, AppCredentials
 from gate_server.github.oidc import DEFAULT_ISSUER
 from rnx.config import GateSettings
+from rnx_github.app_auth import AppCredentials
+from rnx_github.client import DEFAULT_API_URL
 from stats import MIN_RESAMPLES
 
 DEFAULT_DATABASE_FILE = "rnx-gate.db"

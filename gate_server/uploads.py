@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any
 
 from gate_server.answers import Answer, ApiError
-from gate_server.auth import branch_matches
 from gate_server.baselines import BaselineCandidates, candidates, choose_baselines
 from gate_server.branches import current_name, hold_names
 from gate_server.clock import utcnow
@@ -21,6 +20,7 @@ from gate_server.db.runs import NewRun, RunRecord
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.receipts import ReceiptSigner
 from gate_server.settings import ServerSettings
+from rnx.branches import branch_matches
 from rnx.schema import GateReport, InvalidDocument, ResultsDocument, parse_results
 
 

@@ -1,6 +1,6 @@
 """Shared fixtures: a real database (SQLite and PostgreSQL), the app in-process, the real server
-on loopback, tokens and signed uploads. The plain helpers live in gate_helpers.py (import them
-from there, not from conftest: several folders have a conftest.py)."""
+on loopback, tokens and signed uploads. The plain helpers live in tests/support/ (import them
+from there, never from a conftest)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from gate_helpers import (
+
+from tests.support.gate_helpers import (
     LiveServer,
     Token,
     create_token,

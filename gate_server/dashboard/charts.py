@@ -10,20 +10,10 @@ from functools import lru_cache
 
 from markupsafe import Markup, escape
 
-# Units for times given in nanoseconds, largest first.
+from rnx.formatting import format_ns, format_ratio
+
+# Units for times given in nanoseconds, largest first (the axis picks one for all its ticks).
 _UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
-
-
-def format_ns(ns: float | None) -> str:
-    """A time in the unit a person would say it in: 812 ns, 12.3 µs, 1.23 ms."""
-    if ns is None or not math.isfinite(ns):
-        return "–"
-    for name, scale in _UNITS:
-        if abs(ns) >= scale or name == "ns":
-            value = ns / scale
-            digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
-            return f"{value:.{digits}f} {name}"
-    raise AssertionError("unreachable")
 
 
 def _unit_for(ns: float) -> tuple[str, float]:
@@ -80,7 +70,11 @@ class HistoryPoint:
 
 
 def _point_title(p: HistoryPoint) -> str:
-    ratio = f"×{p.ratio:.3f} vs. its baseline" if p.ratio is not None else "no baseline to compare"
+    ratio = (
+        f"{format_ratio(p.ratio)} vs. its baseline"
+        if p.ratio is not None
+        else "no baseline to compare"
+    )
     lines = [
         f"{p.sha[:10]} · {p.created_at:%Y-%m-%d %H:%M} UTC",
         f"median {format_ns(p.median_ns)} "

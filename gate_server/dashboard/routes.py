@@ -31,11 +31,11 @@ from gate_server.dashboard.access import (
     set_prelogin_cookie,
     set_session_cookie,
 )
-from gate_server.dashboard.charts import format_ns
 from gate_server.dashboard.reads import AUDIT_PAGE
 from gate_server.dashboard.sessions import PRELOGIN_COOKIE, SESSION_COOKIE, new_nonce
 from gate_server.endpoints import read_body
 from gate_server.services import services
+from rnx.formatting import format_ns, format_percent, format_ratio
 
 HERE = Path(__file__).parent
 MAX_FORM_BODY = 8 * 1024
@@ -51,14 +51,6 @@ def _ago(when: datetime | None) -> str:
     return "just now"
 
 
-def _ratio(value: float | None) -> str:
-    return "–" if value is None else f"×{value:.3f}"
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.0f}%"
-
-
 templates = Environment(
     loader=FileSystemLoader(HERE / "templates"),
     autoescape=select_autoescape(["html"]),
@@ -67,8 +59,8 @@ templates = Environment(
 )
 templates.filters.update(
     ns=format_ns,
-    ratio=_ratio,
-    pct=_pct,
+    ratio=format_ratio,
+    pct=format_percent,
     dt=lambda d: "–" if d is None else f"{d:%Y-%m-%d %H:%M} UTC",
     dts=lambda d: "–" if d is None else f"{d:%Y-%m-%d %H:%M:%S}",
     ago=_ago,

@@ -12,9 +12,10 @@ from starlette.background import BackgroundTask
 
 from gate_server.answers import Answer
 from gate_server.db import Database, runs
-from gate_server.github.app import GitHubApp, GitHubClient, GitHubError
 from gate_server.github.pulls import latest_runs, publish
 from gate_server.services import Services
+from rnx_github.app_auth import GitHubApp
+from rnx_github.client import GitHubClient, GitHubError
 
 log = logging.getLogger("gate_server.github")
 

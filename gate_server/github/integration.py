@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from gate_server.answers import ApiError
 from gate_server.db import Database
 from gate_server.db.tokens import TokenRecord
-from gate_server.github.app import GitHubApp
 from gate_server.github.oidc import JwksCache, OidcVerifier
 from gate_server.github.oidc_login import oidc_principal
 from gate_server.settings import ServerSettings
+from rnx_github.app_auth import GitHubApp
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,12 @@ from __future__ import annotations
 from sqlalchemy.engine import Connection
 
 from gate_server.answers import ApiError
-from gate_server.auth import branch_matches
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, oidc_tokens, repositories, tokens
 from gate_server.db.repositories import Repository
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.github.oidc import OidcClaims, OidcError, OidcVerifier
+from rnx.branches import branch_matches
 
 _UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
 

@@ -26,13 +26,12 @@ from gate_server.branches import current_name, rename_branch
 from gate_server.db import Database, audit, deliveries, repositories, runs
 from gate_server.endpoints import parse_json, read_body
 from gate_server.errors import GateServerError
-from gate_server.github.app import GitHubApp, GitHubClient, GitHubError
 from gate_server.github.app_mode import publish_pull_request
 from gate_server.github.integration import GitHubIntegration
-from gate_server.github.pulls import accept_runs, accepted_line, latest_runs
+from gate_server.github.pulls import accept_runs, latest_runs
 from gate_server.openapi import endpoint, error, header
 from gate_server.services import services
-from rnx.accept_rules import (
+from rnx_github.accept_rules import (
     AcceptCommand,
     MalformedCommand,
     PullRequestComment,
@@ -40,6 +39,9 @@ from rnx.accept_rules import (
     parse_comment,
     pull_request_comment,
 )
+from rnx_github.app_auth import GitHubApp
+from rnx_github.client import GitHubClient, GitHubError
+from rnx_github.comment import accepted_line
 
 log = logging.getLogger("gate_server.github")
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from harness_helpers import WORKLOADS
+
+from tests.bench_runner.harness_helpers import WORKLOADS
 
 
 def _failures(result: dict) -> str:

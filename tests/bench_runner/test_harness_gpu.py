@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from harness_helpers import WORKLOADS, prepare_cmd
 
 from bench_runner.worker import Side, configure_process
+from tests.bench_runner.harness_helpers import WORKLOADS, prepare_cmd
 
 pytestmark = pytest.mark.gpu
 

@@ -15,8 +15,8 @@ from starlette.testclient import TestClient
 from gate_server.asgi import create_app
 from gate_server.db import Database, audit, runs
 from gate_server.settings import ServerSettings
-from rnx.receipt import verify
-from tests.factories import body, make_results
+from rnx_cli.receipt import verify
+from tests.support.factories import body, make_results
 
 UPLOAD = "/api/v1/runs"
 

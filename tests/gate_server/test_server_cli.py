@@ -12,7 +12,7 @@ import pytest
 
 from gate_server.auth import hash_token
 from gate_server.db import Database, audit, tokens
-from rnx.cli import main
+from rnx_cli.main import main
 
 
 def test_token_lifecycle(database_url, capsys):
@@ -131,7 +131,7 @@ def test_serve_stops_with_one_line_naming_a_bad_variable(
     env = {k: v for k, v in os.environ.items() if not k.startswith("RNX_")}
     env[variable] = value
     done = subprocess.run(
-        [sys.executable, "-m", "rnx.cli", "serve", "--database-url", f"sqlite:///{tmp_path}/x.db"],
+        [sys.executable, "-m", "rnx_cli", "serve", "--database-url", f"sqlite:///{tmp_path}/x.db"],
         env=env,
         cwd=tmp_path,
         capture_output=True,

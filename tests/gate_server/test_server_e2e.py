@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 
 from gate_server.db import Database, audit, runs
-from rnx.cli import main as rnx
-from rnx.receipt import verify
 from rnx.schema import ResultsDocument
-from tests.factories import body, make_results
+from rnx_cli.main import main as rnx
+from rnx_cli.receipt import verify
+from tests.support.factories import body, make_results
 
 
 class Uploader:

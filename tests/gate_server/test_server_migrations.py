@@ -22,9 +22,9 @@ from gate_server.db.migrations import schema_version
 from gate_server.receipts import KEY_NAME, ReceiptSigner, generate_private_key_pem
 from gate_server.server_keys import stored_key
 from gate_server.settings import ServerSettings
-from tests.factories import body, make_results
-from tests.gate_helpers import fresh_postgres_schema, signed_headers
 from tests.gate_server import schema_v3 as v3
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import fresh_postgres_schema, signed_headers
 
 WHEN = datetime(2026, 3, 1, tzinfo=timezone.utc)
 SECRET = "rnx_ci_" + "s" * 43

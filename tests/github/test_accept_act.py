@@ -14,11 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from action.github_api import ACTIONS_BOT
 from gate_server.db import Database, audit
-from tests.action.act_harness import ACT, ACTION_FILES, ActRun, _git, _ignore
-from tests.conftest import start_server
-from tests.fakes import fake_github
+from rnx_github.client import ACTIONS_BOT
 from tests.github.accept_world import (
     GITHUB_TOKEN,
     HEAD,
@@ -29,7 +26,10 @@ from tests.github.accept_world import (
     seed_github,
     upload_runs,
 )
-from tests.github.oidc_issuer import OidcIssuer
+from tests.support.act_harness import ACT, ACTION_FILES, ActRun, _git, _ignore
+from tests.support.fakes import fake_github
+from tests.support.gate_helpers import start_server
+from tests.support.oidc_issuer import OidcIssuer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

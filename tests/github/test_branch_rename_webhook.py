@@ -15,13 +15,13 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gate_server.db import Database, audit
 from gate_server.db.schema import branch_renames
-from gate_server.github.app import branch_of_location
 from gate_server.github.webhook import WEBHOOK_PATH, signature_of
-from tests.factories import body, make_results
-from tests.fakes import fake_github
-from tests.fakes.github_endpoints import FakeApp, add_pull, extras, rename_branch
-from tests.gate_helpers import LiveServer, Token, create_token, free_port, signed_headers
+from rnx_github.client import branch_of_location
 from tests.github import payloads
+from tests.support.factories import body, make_results
+from tests.support.fakes import fake_github
+from tests.support.fakes.github_endpoints import FakeApp, add_pull, extras, rename_branch
+from tests.support.gate_helpers import LiveServer, Token, create_token, free_port, signed_headers
 
 SECRET = "webhook secret for branch renames"
 REPO = "Codertocat/Hello-World"  # as in the recorded payloads

@@ -15,14 +15,14 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
 from gate_server.db import Database, audit, repositories
-from gate_server.github.app import AppCredentials
 from gate_server.github.webhook import WEBHOOK_PATH, signature_of, signature_ok
 from gate_server.settings import ServerSettings
-from tests.conftest import Token
-from tests.factories import body, make_results
-from tests.fakes import fake_github, github_endpoints
-from tests.fakes.github_endpoints import FakeApp, add_pull, extras
+from rnx_github.app_auth import AppCredentials
 from tests.github.payloads import load_payload, make_pr_comment
+from tests.support.factories import body, make_results
+from tests.support.fakes import fake_github, github_endpoints
+from tests.support.fakes.github_endpoints import FakeApp, add_pull, extras
+from tests.support.gate_helpers import Token
 
 SECRET = "webhook secret for tests"
 REPO = "Codertocat/Hello-World"  # as in the recorded payloads
@@ -114,7 +114,7 @@ def upload_pr_run(client: TestClient, token: Token, *, slowdown: float, sha: str
         slowdown=slowdown,
         seed=2,
     )
-    from tests.conftest import signed_headers
+    from tests.support.gate_helpers import signed_headers
 
     r = client.post(
         "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
@@ -126,7 +126,7 @@ def upload_pr_run(client: TestClient, token: Token, *, slowdown: float, sha: str
 @pytest.fixture
 def slow_pr(client: TestClient, ci_token: Any) -> tuple[Token, str]:
     """A baseline on master, then a PR run twice as slow: BLOCK."""
-    from tests.conftest import signed_headers
+    from tests.support.gate_helpers import signed_headers
 
     token: Token = ci_token(workspace="octo", repository=REPO, branches=("master",))
     base = make_results(repository=REPO, branch="master", sha="a" * 40, seed=1)

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from factories import make_results
-from gate_helpers import create_token, start_server
 
 from action.gate import main
 from action.upload import Clock
 from gate_server.db import Database, repositories, runs
-from tests.github.oidc_issuer import OidcIssuer
+from tests.support.factories import make_results
+from tests.support.gate_helpers import create_token, start_server
+from tests.support.oidc_issuer import OidcIssuer
 
 REPO = "Codertocat/Hello-World"
 GITHUB_ID = 186853002

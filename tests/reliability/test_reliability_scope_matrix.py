@@ -8,12 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from factories import body, make_results
-from gate_helpers import Token, create_token, signed_headers
 from starlette.testclient import TestClient
 
 from gate_server.auth import revoke_token
 from gate_server.db import Database, audit, runs
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import Token, create_token, signed_headers
 
 REPO = "acme/kernels"
 PR = 7

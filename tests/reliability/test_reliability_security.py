@@ -9,8 +9,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from factories import body, make_results
-from gate_helpers import create_token, signed_headers
 from sqlalchemy.exc import OperationalError
 from starlette.testclient import TestClient
 
@@ -18,6 +16,8 @@ from gate_server.asgi import create_app
 from gate_server.db import Database, runs
 from gate_server.db import audit as audit_log
 from gate_server.settings import ServerSettings
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import create_token, signed_headers
 
 REPO = "acme/kernels"
 

@@ -26,6 +26,8 @@ ACTION_FILES = (
     "README.md",
     "action",
     "rnx",
+    "rnx_github",
+    "rnx_cli",
     "stats",
     "bench_runner",
 )

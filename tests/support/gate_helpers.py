@@ -1,7 +1,5 @@
 """Helpers for tests and benchmarks of the gate server: databases, tokens, signed uploads and
-the real server on loopback. Import them from here (`from gate_helpers import ...`): the name
-`conftest` is shared by several folders' conftest.py files, so `from conftest import` can pick
-up the wrong one."""
+the real server on loopback (`from tests.support.gate_helpers import ...`)."""
 
 from __future__ import annotations
 
@@ -11,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# The loopback server lives with the server (the demo uses it too); tests import it from here.
+# The loopback server lives with the server; tests and benchmarks import it from here.
 from gate_server.local import LiveServer, free_port, start_server  # noqa: F401
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -24,8 +24,16 @@ from urllib.parse import quote
 import jwt
 from starlette.requests import Request
 
-from tests.fakes import fake_github
-from tests.fakes.fake_github import Fail, Handler, State, Token, _repo_name, _token, recorded
+from tests.support.fakes import fake_github
+from tests.support.fakes.fake_github import (
+    Fail,
+    Handler,
+    State,
+    Token,
+    _repo_name,
+    _token,
+    recorded,
+)
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from rnx.schema import ResultsDocument
+from rnx.schema import MIN_SAMPLES, ResultsDocument
 
 DEFAULT_CONFIGS: tuple[tuple[str, str, int], ...] = tuple(
     (runtime, dtype, bs)
@@ -54,6 +54,8 @@ def make_results(
     broken: Sequence[str] = (),
     seed: int = 0,
     run_id: uuid.UUID | str | None = None,
+    workload: str = "kernels/attention.py",
+    broken_reason: str = "max abs error 0.5 > atol 1e-05",
 ) -> ResultsDocument:
     """A valid document. `slowdown` scales every configuration's times (or, as a dict keyed by
     configuration id like "pytorch_eager/float32/bs1", only those); `broken` ids get status
@@ -66,7 +68,7 @@ def make_results(
         factor = slowdown.get(cid, 1.0) if isinstance(slowdown, dict) else slowdown
         entry: dict[str, Any] = {"runtime": runtime, "dtype": dtype, "batch_size": bs}
         if cid in broken:
-            entry.update(status="diverged", reason="max abs error 0.5 > atol 1e-05")
+            entry.update(status="diverged", reason=broken_reason)
         else:
             base = median_ns * (1 + 0.1 * i)  # configurations differ, as real ones do
             entry.update(
@@ -87,9 +89,10 @@ def make_results(
             "base_branch": base_branch if base_branch is not None else ("main" if is_pr else None),
         },
         "environment": {"key": environment, "name": "test runner"},
-        "workload": {"path": "kernels/attention.py", "sha256": "0" * 64},
+        "workload": {"path": workload, "sha256": "0" * 64},
         "settings": {
-            "samples": n,
+            # Asked for at least what the statistics need; a configuration may hold fewer.
+            "samples": max(n, MIN_SAMPLES),
             "warmup": 1,
             "rounds": n // processes or 1,
             "processes": processes,
@@ -97,6 +100,21 @@ def make_results(
         "configurations": configurations,
     }
     return ResultsDocument.model_validate(doc)
+
+
+# What a fork's workflow may write into a results document to dress up, link from or break
+# the sticky comment: it must come out as the characters it is (assert_inert).
+HOSTILE_WORKLOAD = "kernels/<img src=x onerror=alert(1)>[click](https://evil.example)**b**.py"
+HOSTILE_REASON = "<!-- rnx-benchmark:part-end --> [click](https://evil.example) **b** <script>"
+
+
+def assert_inert(comment: str, *, parts: int = 1) -> None:
+    """The hostile texts above are shown, escaped, and neither format nor link nor forge."""
+    assert "[click](" not in comment and "**b**" not in comment
+    assert "<img" not in comment and "<script" not in comment
+    assert comment.count("<!-- rnx-benchmark:part-end -->") == parts
+    assert "&lt;img src=x onerror=alert\\(1\\)&gt;" in comment
+    assert "&lt;script&gt;" in comment
 
 
 def body(doc: ResultsDocument) -> bytes:

@@ -7,40 +7,23 @@ import sys
 from collections.abc import Sequence
 
 from rnx.config import GateSettings, load_config, override
+from rnx.formatting import format_ns, format_probability, format_ratio_interval
 from rnx.schema import GateReport, ResultsDocument, load_results
 from rnx.verdict import evaluate
 
-_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
-
-
-def format_duration(ns: float | None) -> str:
-    """A time in nanoseconds in the unit that keeps it readable: 12.3 µs, 4.56 ms."""
-    if ns is None:
-        return "-"
-    for scale, unit in _UNITS:
-        if ns >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.3g} ns"
-
-
-def _ratio(c_ratio: float | None, low: float | None, high: float | None) -> str:
-    if c_ratio is None or low is None or high is None:
-        return "-"
-    return f"{c_ratio:.3f} [{low:.3f}, {high:.3f}]"
-
 
 def format_table(report: GateReport) -> str:
-    """The per-configuration table, then the tier and its reasons (shared by demo and action)."""
+    """The per-configuration table, then the tier and its reasons."""
     header = ("configuration", "base", "head", "ratio [90% interval]", "P(slower)", "verdict")
     rows = [header]
     for c in report.comparisons:
         rows.append(
             (
                 c.id,
-                format_duration(c.base_median_ns),
-                format_duration(c.head_median_ns),
-                _ratio(c.ratio, c.low, c.high),
-                "-" if c.p_slower is None else f"{c.p_slower:.3f}",
+                format_ns(c.base_median_ns),
+                format_ns(c.head_median_ns),
+                format_ratio_interval(c.ratio, c.low, c.high),
+                format_probability(c.p_slower),
                 c.verdict,
             )
         )
@@ -105,4 +88,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if report.tier == "BLOCK" else 0
 
 
-__all__ = ["format_duration", "format_table", "main"]
+__all__ = ["format_table", "main"]

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from collections.abc import Callable, Sequence
 
-from rnx.errors import UserError
+from rnx import __version__
+from rnx.errors import UserError, run_command
 
 # name -> (module:function, extra that provides it, one-line help). Modules load lazily so
 # `rnx compare` never imports torch and `rnx bench` never imports the server.
 COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "bench": ("bench_runner.cli:main", "torch", "run a workload's benchmarks, write results"),
-    "compare": ("rnx.compare:main", None, "offline verdict between two results files"),
+    "compare": ("rnx_cli.compare:main", None, "offline verdict between two results files"),
     "gate": ("action.gate:main", None, "benchmark, upload and report (what CI runs)"),
     "init": ("action.init:main", None, "add a CI gate: write the workflow and kernalin.yml"),
     "serve": ("gate_server.cli:serve_main", "server", "run the gate server"),
     "token": ("gate_server.cli:token_main", "server", "create, list or revoke tokens"),
     "branch": ("gate_server.cli:branch_main", "server", "follow a branch renamed on GitHub"),
-    "receipt": ("rnx.receipt:main", None, "verify a server's signed receipt offline"),
-    "schema": ("rnx.schema_cmd:main", None, "print the JSON Schema of results documents"),
+    "receipt": ("rnx_cli.receipt:main", None, "verify a server's signed receipt offline"),
+    "schema": ("rnx_cli.schema:main", None, "print the JSON Schema of results documents"),
 }
 
 
@@ -44,12 +44,14 @@ def _load(target: str, extra: str | None) -> Callable[[list[str]], int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    return run_command("rnx", lambda: _dispatch(args))
+
+
+def _dispatch(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0
     if args[0] == "--version":
-        from rnx import __version__
-
         print(f"rnx-benchmark {__version__}")
         return 0
     name, rest = args[0], args[1:]
@@ -57,18 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rnx: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     target, extra, _ = COMMANDS[name]
-    try:
-        return _load(target, extra)(rest)
-    except UserError as e:
-        print(f"rnx {name}: error: {e}", file=sys.stderr)
-        return e.exit_code
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        # The reader went away (`rnx compare ... | head`): not an error of ours. Point stdout
-        # at /dev/null so the interpreter's final flush does not fail a second time.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    return run_command(f"rnx {name}", lambda: _load(target, extra)(rest))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rnx.codeowners import CODEOWNERS_LOCATIONS, owners_of, parse_codeowners
+from rnx_github.codeowners import CODEOWNERS_LOCATIONS, owners_of, parse_codeowners
 
 COMMAND = "/kernalin"
 USAGE = "`/kernalin accept <reason>`"
