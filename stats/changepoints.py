@@ -174,18 +174,21 @@ def _divide(y: np.ndarray, start: int, p_value: float, min_runs: int, margin: fl
     found: list[int] = []
     while pending:
         lo, hi = pending.pop()
-        tau = _candidate(y[lo:hi], min_runs)
-        if tau is None:
+        candidate = _candidate(y[lo:hi], min_runs)
+        if candidate is None:
             continue
-        if _significance(y[lo : lo + tau], y[lo + tau : hi], p_value, margin) <= 1.0:
+        # Test the candidate's own two sides: for a change that is later taken back (a spike),
+        # the runs after the end kappa would hide it from a test against the whole segment.
+        tau, kappa, _ = candidate
+        if _significance(y[lo : lo + tau], y[lo + tau : lo + kappa], p_value, margin) <= 1.0:
             found.append(lo + tau)
             pending += [(lo, lo + tau), (lo + tau, hi)]
     return sorted(found)
 
 
-def _candidate(z: np.ndarray, min_runs: int) -> int | None:
-    """The split tau (runs before it: z[:tau]) of the largest E-Divisive statistic Q(tau, kappa)
-    with at least `min_runs` runs in X = z[:tau] and in Y = z[tau:kappa]; None if none fits."""
+def _candidate(z: np.ndarray, min_runs: int) -> tuple[int, int, float] | None:
+    """The largest E-Divisive statistic Q(tau, kappa) with at least `min_runs` runs in X =
+    z[:tau] and in Y = z[tau:kappa], as (tau, kappa, Q); None if no split fits."""
     m = len(z)
     if m < 2 * min_runs:
         return None
@@ -197,7 +200,8 @@ def _candidate(z: np.ndarray, min_runs: int) -> int | None:
     c_tt, c_tk, c_kk = flat[grid.tt], flat[grid.tk], flat[grid.kk]
     q = grid.between * (c_tk - c_tt) - grid.within_x * c_tt
     q -= grid.within_y * (c_kk - 2 * c_tk + c_tt)
-    return int(grid.tau[int(np.argmax(q))])
+    best = int(np.argmax(q))
+    return int(grid.tau[best]), int(grid.kappa[best]), float(q[best])
 
 
 @dataclass(frozen=True)
@@ -206,6 +210,7 @@ class _Grid:
     flat indices into the (m + 1, m + 1) block-sum matrix and the coefficients of Q."""
 
     tau: np.ndarray
+    kappa: np.ndarray
     tt: np.ndarray
     tk: np.ndarray
     kk: np.ndarray
@@ -223,6 +228,7 @@ def _grid(m: int, min_runs: int) -> _Grid:
     size = n_x * n_y / (n_x + n_y)
     return _Grid(
         tau=tau,
+        kappa=kappa,
         tt=tau * (m + 1) + tau,
         tk=tau * (m + 1) + kappa,
         kk=kappa * (m + 1) + kappa,
