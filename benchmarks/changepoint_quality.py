@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 import stats
+from stats.bootstrap import LOW, point_location
 from stats.changepoints import ChangePoint, KnownChange
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +47,7 @@ PLAIN_LAST = 2
 PLAIN_TRAILING = 10
 OURS = "ours"
 AA = "unchanged"  # the name of the histories without any change
+CALL_SECONDS: list[float] = []  # CPU time of every detect call in the last measure()
 
 
 # ---------------------------------------------------------------- runs from a corpus
@@ -54,7 +56,7 @@ AA = "unchanged"  # the name of the histories without any change
 class Corpus:
     """Unchanged timings of one recorded corpus: per job, kernel, block and variant 30 rounds."""
 
-    def __init__(self, path: Path, processes: int, samples: int) -> None:
+    def __init__(self, path: Path, processes: int, samples: int, location: str = "band") -> None:
         with np.load(path) as z:
             times = z["data"] / z["reps"][:, :, None, None, None]
         # Variants 0 and 1 of every block time the kernel itself (variant 2 adds busy work), so
@@ -63,6 +65,7 @@ class Corpus:
         self.jobs, self.kernels, self.blocks, self.rounds, _ = self.times.shape
         self.processes = processes
         self.samples = samples
+        self.location = location
         if processes > self.jobs or samples > self.rounds:
             raise SystemExit(f"{path} has {self.jobs} jobs of {self.rounds} rounds; ask for less")
 
@@ -74,6 +77,8 @@ class Corpus:
             start = rng.integers(0, self.rounds - self.samples + 1)
             stretch = self.times[job, kernel, block, start : start + self.samples, variant]
             groups.append(stretch * factor)
+        if self.location == "mean":  # the plain mean of the processes' band means, to compare
+            return float(np.mean([point_location([np.log(g)], LOW) for g in groups]))
         return stats.run_location(groups)
 
 
@@ -86,8 +91,10 @@ class Tracker:
     the change points reported so far as known, and remember the new ones."""
 
     window: int
+    p_value: float
     runs: list[float] = field(default_factory=list)
     reported: list[tuple[int, ChangePoint]] = field(default_factory=list)  # (absolute after, cp)
+    seconds: list[float] = field(default_factory=list)  # CPU time of each detect call
 
     def add(self, run: float) -> list[tuple[int, ChangePoint]]:
         self.runs.append(run)
@@ -95,7 +102,9 @@ class Tracker:
         inside = [(a - start, cp) for a, cp in self.reported if a > start]
         before = [(a - start, cp) for a, cp in self.reported if a <= start][-1:]
         known = [KnownChange(a, cp.ratio, cp.low, cp.high, key=cp) for a, cp in before + inside]
-        new = stats.detect(self.runs[start:], known=known)
+        started = time.process_time()
+        new = stats.detect(self.runs[start:], known=known, p_value=self.p_value)
+        self.seconds.append(time.process_time() - started)
         found = [(cp.after + start, cp) for cp in new]
         self.reported = sorted(self.reported + found, key=lambda x: x[0])
         return found
@@ -203,10 +212,9 @@ class Report:
 
 
 def play(
-    corpus: Corpus, kernel: int, scenario: Scenario, window: int, rng: np.random.Generator
+    corpus: Corpus, kernel: int, scenario: Scenario, tracker: Tracker, rng: np.random.Generator
 ) -> dict[str, list[Report]]:
     """Run one history through every detector (all see the same runs); what each reported."""
-    tracker = Tracker(window)
     plain = {f"plain {t:.0%}": PlainRule(t) for t in PLAIN_THRESHOLDS}
     reports: dict[str, list[Report]] = {OURS: [], **{name: [] for name in plain}}
     for i, factor in enumerate(scenario.factors):
@@ -282,17 +290,21 @@ def measure(
     histories: int,
     aa_runs: int,
     window: int,
+    p_value: float,
     seed: int,
 ) -> dict[tuple[str, str, str], Score]:
     """Scores per (scenario name, corpus label, detector)."""
     scores: dict[tuple[str, str, str], Score] = {}
+    CALL_SECONDS.clear()
     rng = np.random.default_rng(seed)
     for label, corpus in corpora.items():
         jobs = [(h % corpus.kernels, make(rng)) for h in range(histories) for make in makers]
         jobs += [(k, Scenario(AA, np.ones(aa_runs), (), 0)) for k in range(corpus.kernels)]
         for kernel, scenario in jobs:
-            for name, reports in play(corpus, kernel, scenario, window, rng).items():
+            tracker = Tracker(window, p_value)
+            for name, reports in play(corpus, kernel, scenario, tracker, rng).items():
                 scores.setdefault((scenario.name, label, name), Score()).add(scenario, reports)
+            CALL_SECONDS.extend(tracker.seconds)
     return scores
 
 
@@ -318,6 +330,17 @@ def placement(scores: dict[tuple[str, str, str], Score]) -> str:
     steps = [s for (name, _, det), s in scores.items() if det == OURS and "% step," in name]
     exact, found = sum(s.exact for s in steps), sum(s.found for s in steps)
     return f"ours: {exact} of {found} found single steps placed exactly at their first run"
+
+
+def call_times() -> str:
+    """What detect cost in the histories above, call by call (CPU time, so a busy machine
+    does not count against it; sizes of segments change from call to call, as on a server)."""
+    ms = np.array(CALL_SECONDS) * 1e3
+    q99, top = np.quantile(ms, 0.99), ms.max()
+    return (
+        f"incremental: {ms.size} detect calls, CPU time per call mean {ms.mean():.2f} ms, "
+        f"99th percentile {q99:.1f} ms, max {top:.0f} ms"
+    )
 
 
 def speed(corpus: Corpus, window: int, rng: np.random.Generator) -> str:
@@ -349,26 +372,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=200, help="newest runs passed to detect")
     parser.add_argument("--processes", type=int, default=3, help="per run")
     parser.add_argument("--samples", type=int, default=10, help="per process")
+    parser.add_argument("--p-value", type=float, default=0.0005, help="passed to detect")
+    parser.add_argument(
+        "--location",
+        choices=("band", "mean"),
+        default="band",
+        help="run location: stats.run_location, or the mean of the processes' band means",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     labels = ["Q"] if args.quick else list(CORPORA)
     histories, aa_runs = (4, 150) if args.quick else (args.histories, args.aa_runs)
-    corpora = {label: Corpus(CORPORA[label], args.processes, args.samples) for label in labels}
+    corpora = {
+        label: Corpus(CORPORA[label], args.processes, args.samples, args.location)
+        for label in labels
+    }
     makers = [step(0.10, 3), step(0.05, 10), stairs, drift, revert]
     started = time.monotonic()
     scores = measure(
-        corpora, makers, histories=histories, aa_runs=aa_runs, window=args.window, seed=args.seed
+        corpora,
+        makers,
+        histories=histories,
+        aa_runs=aa_runs,
+        window=args.window,
+        p_value=args.p_value,
+        seed=args.seed,
     )
     print(
         f"corpora {', '.join(labels)}: {histories} histories per scenario and corpus, "
         f"{aa_runs} unchanged runs per kernel (6 kernels) and corpus; {args.processes} processes "
-        f"x {args.samples} samples per run; window {args.window} runs; "
+        f"x {args.samples} samples per run, location {args.location}; window {args.window} "
+        f"runs; p_value {args.p_value:g}; "
         f"{time.monotonic() - started:.0f} s\n"
     )
     print("share of histories where the change was found in time, median runs to find it\n")
     print(table(scores, labels))
     print()
     print(placement(scores))
+    print(call_times())
     print(speed(next(iter(corpora.values())), args.window, np.random.default_rng(args.seed)))
     return 0
 
