@@ -204,6 +204,8 @@ def revert(rng: np.random.Generator) -> Scenario:
 
 @dataclass(frozen=True)
 class Report:
+    """One change a detector reported."""
+
     at: int  # the run after which it was reported
     after: int  # the first run after the change, as reported
     ratio: float
@@ -229,6 +231,8 @@ def play(
 
 @dataclass
 class Score:
+    """One detector's results on one scenario (and corpus): found in time, and false reports."""
+
     histories: int = 0
     found: int = 0
     delays: list[int] = field(default_factory=list)  # runs stored since the change, when found
