@@ -4,6 +4,7 @@ Signatures, redeliveries, "/kernalin accept" and everything that is not an error
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from rnx_github.app_auth import AppCredentials
 from tests.github.payloads import load_payload, make_pr_comment
 from tests.support.factories import body, make_results
 from tests.support.fakes import fake_github, github_endpoints
-from tests.support.fakes.github_endpoints import FakeApp, add_pull, extras
+from tests.support.fakes.github_endpoints import FakeApp, add_file, add_pull, extras
 from tests.support.gate_helpers import Token
 
 SECRET = "webhook secret for tests"
@@ -31,6 +32,9 @@ PR = 7
 HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
 INSTALLATION = 4242
 BOT = "rnx-gate[bot]"
+# The workload the PR's runs measured, as it is in each PR commit the tests upload for.
+KERNEL = "import torch\n\n\nclass Model(torch.nn.Module):\n    pass\n"
+PR_COMMITS = (HEAD, "b" * 40, "c" * 40)
 
 
 def test_githubs_hmac_test_vector() -> None:
@@ -58,6 +62,8 @@ def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]
         extras(state).app = FakeApp("12345", public.decode(), installations={REPO: INSTALLATION})
         state.repo(REPO).default_branch = "master"
         add_pull(state, REPO, PR, base="master", head_sha=HEAD)
+        for sha in PR_COMMITS:
+            add_file(state, REPO, sha, "kernels/attention.py", KERNEL)
         yield url, state
 
 
@@ -103,7 +109,15 @@ def deliver(
     )
 
 
-def upload_pr_run(client: TestClient, token: Token, *, slowdown: float, sha: str = HEAD) -> str:
+def upload_pr_run(
+    client: TestClient,
+    token: Token,
+    *,
+    slowdown: float,
+    sha: str = HEAD,
+    workload: str = "kernels/attention.py",
+    workload_sha256: str = hashlib.sha256(KERNEL.encode()).hexdigest(),
+) -> str:
     doc = make_results(
         repository=REPO,
         branch="feature",
@@ -113,6 +127,8 @@ def upload_pr_run(client: TestClient, token: Token, *, slowdown: float, sha: str
         base_branch="master",
         slowdown=slowdown,
         seed=2,
+        workload=workload,
+        workload_sha256=workload_sha256,
     )
     from tests.support.gate_helpers import signed_headers
 
