@@ -12,12 +12,12 @@ import json
 import re
 from typing import Any
 
-from gate_server.db.schema import MAX_WORKLOAD_BYTES
 from gate_server.errors import InvalidInput
 
-# A path's UTF-8 bytes are bounded (MAX_WORKLOAD_BYTES), not only its characters: the baseline
-# index (ix_runs_baseline) holds the workload next to a branch name and an environment key,
-# and PostgreSQL refuses an index entry over about 2,700 bytes.
+# A path's UTF-8 bytes are bounded, not only its characters (runs.workload is this wide): the
+# baseline index (ix_runs_baseline) holds the workload next to a branch name and an environment
+# key, and PostgreSQL refuses an index entry over about 2,700 bytes.
+MAX_WORKLOAD_BYTES = 1000
 # The workload of a run stored before migration 5 whose document cannot be read, or whose
 # workload.path is not a path these rules accept. It starts with "/", which no normalised path
 # does, so no upload is ever compared with such runs.

@@ -21,12 +21,13 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from gate_server.workloads import MAX_WORKLOAD_BYTES
+
 metadata = MetaData()
 
 # An auto-incrementing 64-bit id (SQLite's rowid is already 64 bits, and only INTEGER is its alias).
 _BIG_ID = BigInteger().with_variant(Integer, "sqlite")
 MAX_BRANCH_CHARS = 255  # the runs' branch columns
-MAX_WORKLOAD_BYTES = 1000  # runs.workload (gate_server/workloads.py bounds the path's bytes)
 
 migrations = Table(
     "rnx_schema_migrations",

@@ -453,3 +453,139 @@ def test_a_captured_comment_replayed_under_a_new_delivery_id_is_not_acted_on_aga
     replay = deliver(client, "issue_comment", comment, delivery="d-forged")
     assert replay.json() == first.json()
     assert not run_view(client, token, later)["is_baseline"]
+
+
+# ---- the accepted run's workload is the file it names (issue 11, section 2)
+
+def push_baseline(client: TestClient, token: Token, workload: str, *, slowdown: float) -> str:
+    from tests.support.gate_helpers import signed_headers
+
+    doc = make_results(
+        repository=REPO,
+        branch="master",
+        sha="a" * 40,
+        seed=1,
+        workload=workload,
+        slowdown=slowdown,
+    )
+    r = client.post(
+        "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
+    )
+    assert r.status_code == 201 and r.json()["is_baseline"], r.text
+    return str(r.json()["run_id"])
+
+
+@pytest.fixture
+def docs_owner(
+    client: TestClient, ci_token: Any, github: tuple[str, fake_github.State]
+) -> tuple[Token, str, str]:
+    """The issue's attack: dora owns only docs/ (CODEOWNERS on master); a pull request's run,
+    three times slower than attention.py's baseline, says its workload is docs/notes.md."""
+    _, state = github
+    token: Token = ci_token(workspace="octo", repository=REPO, branches=("master",))
+    baseline = push_baseline(client, token, "kernels/attention.py", slowdown=1.0)
+    state.repo(REPO).files[("master", ".github/CODEOWNERS")] = "* @nobody\n/docs/ @dora\n"
+    extras(state).permissions[(REPO, "dora")] = "read"
+    claimed = upload_pr_run(client, token, slowdown=3.0, workload="docs/notes.md")
+    return token, baseline, claimed
+
+
+def _dora_accepts(client: TestClient) -> Any:
+    comment = make_pr_comment(
+        "/kernalin accept docs only", user="dora", number=PR, installation_id=INSTALLATION
+    )
+    return deliver(client, "issue_comment", comment).json()
+
+
+@pytest.mark.parametrize("notes_exist", [False, True], ids=["not-in-commit", "other-content"])
+def test_a_docs_owner_cannot_accept_a_slow_kernel_claimed_as_docs(
+    client: TestClient,
+    github: tuple[str, fake_github.State],
+    docs_owner: tuple[Token, str, str],
+    notes_exist: bool,
+) -> None:
+    token, baseline, claimed = docs_owner
+    _, state = github
+    if notes_exist:
+        add_file(state, REPO, HEAD, "docs/notes.md", "# Notes\n")
+    answer = _dora_accepts(client)
+    # The CODEOWNERS rule alone would let her: the path is what GitHub refuses.
+    expected = (
+        "docs/notes.md at commit ec26c3e57ca3 is not the workload the run measured"
+        if notes_exist
+        else "docs/notes.md does not exist at commit ec26c3e57ca3"
+    )
+    assert expected in answer["denied"], answer
+    reply = state.comment_bodies(REPO, PR, login=BOT)[-1]
+    assert reply.startswith("@dora rnx-benchmark: not accepted:") and expected in reply
+    assert run_view(client, token, claimed)["accepted"] is None
+    # The next 3x slower pull request of the real kernel is still compared with its baseline.
+    later = upload_pr_run(client, token, slowdown=3.0, sha="b" * 40)
+    view = run_view(client, token, later)
+    assert view["tier"] == "BLOCK" and view["baseline"]["run_ids"] == [baseline]
+
+
+def test_a_webhook_accept_moves_only_its_workloads_baseline(
+    client: TestClient, ci_token: Any, github: tuple[str, fake_github.State]
+) -> None:
+    _, state = github
+    token: Token = ci_token(workspace="octo", repository=REPO, branches=("master",))
+    push_baseline(client, token, "kernels/attention.py", slowdown=1.0)
+    other = push_baseline(client, token, "kernels/other.py", slowdown=2.0)
+    slow = upload_pr_run(client, token, slowdown=3.0)
+    extras(state).permissions[(REPO, "alice")] = "write"
+    comment = make_pr_comment(
+        "/kernalin accept slower by design", user="alice", number=PR, installation_id=INSTALLATION
+    )
+    assert deliver(client, "issue_comment", comment).json()["accepted"] == [slow]
+    # other.py, three times slower than its own baseline, still BLOCKs against it.
+    add_file(state, REPO, "c" * 40, "kernels/other.py", KERNEL)
+    later = upload_pr_run(client, token, slowdown=6.0, sha="c" * 40, workload="kernels/other.py")
+    view = run_view(client, token, later)
+    assert view["baseline"]["run_ids"] == [other] and view["tier"] == "BLOCK"
+
+
+def test_the_token_apis_check_the_workload_in_app_mode(
+    client: TestClient, docs_owner: tuple[Token, str, str]
+) -> None:
+    token, _, claimed = docs_owner
+    auth = {"Authorization": f"Bearer {token.secret}"}
+    r = client.post(f"/api/v1/runs/{claimed}/accept", json={"reason": "x"}, headers=auth)
+    assert r.status_code == 409, r.text
+    assert r.json()["error"]["code"] == "workload_mismatch"
+    assert "docs/notes.md does not exist at commit" in r.json()["error"]["message"]
+    r = client.post(
+        f"/api/v1/pulls/{PR}/accept",
+        json={"reason": "x", "user": "dora", "run_ids": [claimed]},
+        headers=auth,
+    )
+    assert r.status_code == 409 and r.json()["error"]["code"] == "workload_mismatch"
+    assert run_view(client, token, claimed)["accepted"] is None
+
+
+def test_a_repository_without_the_app_is_accepted_by_token_as_without_app_mode(
+    client: TestClient, ci_token: Any
+) -> None:
+    # The App is installed on Codertocat/Hello-World only: it cannot ask about this repository.
+    from tests.support.gate_helpers import signed_headers
+
+    token: Token = ci_token(workspace="octo", repository="octo/elsewhere", branches=("main",))
+    doc = make_results(
+        repository="octo/elsewhere",
+        event="pull_request",
+        pr_number=3,
+        branch="f",
+        seed=3,
+        workload="docs/notes.md",
+    )
+    r = client.post(
+        "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
+    )
+    assert r.status_code == 201, r.text
+    run_id = r.json()["run_id"]
+    r = client.post(
+        f"/api/v1/runs/{run_id}/accept",
+        json={"reason": "x"},
+        headers={"Authorization": f"Bearer {token.secret}"},
+    )
+    assert r.status_code == 200 and r.json()["workload"] == "docs/notes.md", r.text
