@@ -27,6 +27,7 @@ from sqlalchemy import create_engine, insert, select
 
 from gate_server.db import open_database
 from gate_server.db.schema import runs as runs_table
+from tests.gate_server import schema_v3 as v3
 from tests.gate_server import schema_v4 as v4
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import fresh_postgres_schema, postgres_base_url
@@ -41,12 +42,7 @@ def fill(url: str, count: int) -> None:
     engine = create_engine(url)
     try:
         with engine.begin() as conn:
-            conn.execute(insert(v4.workspaces).values(id=1, name="acme", created_at=WHEN))
-            conn.execute(
-                insert(v4.repositories).values(
-                    id=1, workspace_id=1, name="acme/kernels", created_at=WHEN
-                )
-            )
+            v3.add_repository(conn, WHEN)
             for start in range(0, count, 1000):
                 rows = [_row(i, documents) for i in range(start, min(start + 1000, count))]
                 conn.execute(insert(v4.runs), rows)

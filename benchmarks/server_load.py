@@ -9,8 +9,9 @@ pull-request run that the server re-gates against the same six baseline runs on 
 the same bytes go to both servers, alternating which goes first, so the only difference is how
 many rows the baseline lookup has to get past, and background load falls on both alike. The
 filler runs are written straight into the runs table with one INSERT ... SELECT; a quarter of
-them belong to the measured repository, and ~4,000 are older baselines for the very same
-(repository, branch, environment, workload), as many again of another workload. Everything is bounded by counts and by --max-seconds.
+them belong to the measured repository, and ~8,000 are older baselines for the very same
+(repository, branch, environment, workload), as many again of another workload. Everything
+is bounded by counts and by --max-seconds.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ server_keys = Table(
     Column("secret", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
-workspaces, repositories, tokens, runs = v3.workspaces, v3.repositories, v3.tokens, v3.runs
+runs = v3.runs
 
 VERSION_4 = "server_keys.private_key_pem renamed secret (it also holds an HMAC key)"
 

@@ -44,23 +44,9 @@ def _fill(url: str) -> dict[str, Any]:
     engine = create_engine(url)
     try:
         with engine.begin() as conn:
-            conn.execute(insert(v3.workspaces).values(id=1, name="acme", created_at=WHEN))
-            conn.execute(
-                insert(v3.repositories).values(
-                    id=1, workspace_id=1, name="acme/kernels", created_at=WHEN
-                )
-            )
-            conn.execute(
-                insert(v3.tokens).values(
-                    id=1,
-                    kind="ci",
-                    workspace_id=1,
-                    repository_id=1,
-                    branches=json.dumps(["master", "main"]),  # widened by the rename
-                    token_hash=hash_token(SECRET),
-                    prefix=SECRET[:11],
-                    created_at=WHEN,
-                )
+            # The CI token's branches were widened by the rename below.
+            v3.add_repository(
+                conn, WHEN, token_hash=hash_token(SECRET), branches=["master", "main"]
             )
             answer = {"run_id": str(baseline.run_id), "tier": "WARN", "reasons": []}
             conn.execute(
@@ -228,24 +214,7 @@ def _fill_v4(url: str) -> dict[str, str]:
     engine = create_engine(url)
     try:
         with engine.begin() as conn:
-            conn.execute(insert(v4.workspaces).values(id=1, name="acme", created_at=WHEN))
-            conn.execute(
-                insert(v4.repositories).values(
-                    id=1, workspace_id=1, name="acme/kernels", created_at=WHEN
-                )
-            )
-            conn.execute(
-                insert(v4.tokens).values(
-                    id=1,
-                    kind="ci",
-                    workspace_id=1,
-                    repository_id=1,
-                    branches=json.dumps(["main"]),
-                    token_hash=hash_token(SECRET),
-                    prefix=SECRET[:11],
-                    created_at=WHEN,
-                )
-            )
+            v3.add_repository(conn, WHEN, token_hash=hash_token(SECRET), prefix=SECRET[:11])
             _v4_run(conn, 1, body(attention), run_id=str(attention.run_id), sha="a" * 40)
             _v4_run(conn, 2, body(other), run_id=str(other.run_id), sha="b" * 40)
             _v4_run(conn, 3, b"\x00 not a document", run_id=unreadable, sha="c" * 40)

@@ -457,6 +457,7 @@ def test_a_captured_comment_replayed_under_a_new_delivery_id_is_not_acted_on_aga
 
 # ---- the accepted run's workload is the file it names (issue 11, section 2)
 
+
 def push_baseline(client: TestClient, token: Token, workload: str, *, slowdown: float) -> str:
     from tests.support.gate_helpers import signed_headers
 
