@@ -7,6 +7,7 @@ POST /api/v1/pulls/{pr_number}/accept              {"reason", "user", "run_ids"}
 
 The action applies the accept rules itself with the workflow's GITHUB_TOKEN (the server needs
 no GitHub credentials for this way); the server checks the token's scope as for any accept
+(and, with App credentials, each run's workload at its commit: github/workload_check.py)
 and records the GitHub user it was told in the audit log.
 """
 
