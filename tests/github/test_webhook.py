@@ -590,3 +590,40 @@ def test_a_repository_without_the_app_is_accepted_by_token_as_without_app_mode(
         headers={"Authorization": f"Bearer {token.secret}"},
     )
     assert r.status_code == 200 and r.json()["workload"] == "docs/notes.md", r.text
+
+
+def test_when_github_cannot_be_asked_nothing_is_accepted(
+    database_url: str, ci_token: Any, app_key: rsa.RSAPrivateKey
+) -> None:
+    from gate_server.asgi import create_app
+    from tests.support.gate_helpers import free_port, signed_headers
+
+    pem = app_key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    dead = f"http://127.0.0.1:{free_port()}"
+    settings = ServerSettings(
+        database_url=database_url,
+        github_app=AppCredentials("12345", pem, dead),
+        oidc_audience=None,
+    )
+    token: Token = ci_token(workspace="octo", repository=REPO, branches=("master",))
+    doc = make_results(
+        repository=REPO, event="pull_request", pr_number=PR, branch="f", base_branch="master"
+    )
+    with TestClient(create_app(settings)) as c:
+        r = c.post(
+            "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
+        )
+        assert r.status_code == 201, r.text
+        run_id = r.json()["run_id"]
+        r = c.post(
+            f"/api/v1/runs/{run_id}/accept",
+            json={"reason": "x"},
+            headers={"Authorization": f"Bearer {token.secret}"},
+        )
+        assert r.status_code == 502 and r.json()["error"]["code"] == "github_unavailable"
+        assert "nothing was accepted" in r.json()["error"]["message"]
+        assert run_view(c, token, run_id)["accepted"] is None
