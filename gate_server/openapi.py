@@ -147,8 +147,16 @@ _ANSWERS: dict[str, Any] = {
         receipt={"type": "string", "description": "JWT signed by the server"},
     ),
     "RunView": _object(
-        ["run_id", "repository", "sha", "workload", "tier", "reasons", "comparisons"]
-        + ["is_baseline"],
+        [
+            "run_id",
+            "repository",
+            "sha",
+            "workload",
+            "tier",
+            "reasons",
+            "comparisons",
+            "is_baseline",
+        ],
         run_id=_STR,
         repository=_STR,
         sha=_STR,
@@ -169,8 +177,15 @@ _ANSWERS: dict[str, Any] = {
         document={"type": "object"},
     ),
     "Acceptance": _object(
-        ["run_id", "baseline_branch", "environment", "workload", "accepted_at", "accepted_by"]
-        + ["reason"],
+        [
+            "run_id",
+            "baseline_branch",
+            "environment",
+            "workload",
+            "accepted_at",
+            "accepted_by",
+            "reason",
+        ],
         run_id=_STR,
         baseline_branch=_STR,
         environment=_STR,
