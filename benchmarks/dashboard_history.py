@@ -106,6 +106,7 @@ def bulk_insert(
                     event="push",
                     pr_number=None,
                     environment_key=doc.environment.key,
+                    workload=doc.workload.path,
                     tier=str(answer["tier"]),
                     answer=answer,
                     document=data,

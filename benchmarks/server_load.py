@@ -10,7 +10,8 @@ the same bytes go to both servers, alternating which goes first, so the only dif
 many rows the baseline lookup has to get past, and background load falls on both alike. The
 filler runs are written straight into the runs table with one INSERT ... SELECT; a quarter of
 them belong to the measured repository, and ~8,000 are older baselines for the very same
-(repository, branch, environment). Everything is bounded by counts and by --max-seconds.
+(repository, branch, environment, workload), as many again of another workload. Everything
+is bounded by counts and by --max-seconds.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 REPO = "acme/kernels"
 ENV = "bench-env"
+WORKLOAD = "kernels/attention.py"  # the factory's workload: the uploads' baselines are its
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -131,8 +133,8 @@ def bulk_insert(storage: Database, runs: int, repo_id: int, ws_id: int, others: 
     an unindexed lookup would have to wade through them."""
     cols = (
         "run_id, workspace_id, repository_id, token_id, sha, branch, base_branch, event, "
-        "environment_key, tier, answer, document, body_sha256, signature, created_at, "
-        "received_at, baseline_branch, baseline_at"
+        "environment_key, workload, tier, answer, document, body_sha256, signature, "
+        "created_at, received_at, baseline_branch, baseline_at"
     )
     first_other, n_other = others[0], len(others)
     if storage.dialect == "postgresql":
@@ -146,6 +148,7 @@ def bulk_insert(storage: Database, runs: int, repo_id: int, ws_id: int, others: 
                CASE WHEN i % 10 = 0 THEN 'main' ELSE 'feature/' || (i % 5000) END, 'main',
                CASE WHEN i % 10 = 0 THEN 'push' ELSE 'pull_request' END,
                CASE WHEN i % 3 = 0 THEN '{ENV}' ELSE 'env-' || (i % 50) END,
+               CASE WHEN i % 8 = 0 THEN '{WORKLOAD}' ELSE 'kernels/other.py' END,
                'PASS', '{{}}', convert_to('{{}}', 'UTF8'), md5(i::text) || md5(i::text),
                'sha256=filler', {stamp}, {stamp},
                CASE WHEN i % 10 = 0 THEN 'main' END,
@@ -163,6 +166,7 @@ def bulk_insert(storage: Database, runs: int, repo_id: int, ws_id: int, others: 
                CASE WHEN i % 10 = 0 THEN 'main' ELSE 'feature/' || (i % 5000) END, 'main',
                CASE WHEN i % 10 = 0 THEN 'push' ELSE 'pull_request' END,
                CASE WHEN i % 3 = 0 THEN '{ENV}' ELSE 'env-' || (i % 50) END,
+               CASE WHEN i % 8 = 0 THEN '{WORKLOAD}' ELSE 'kernels/other.py' END,
                'PASS', '{{}}', CAST('{{}}' AS BLOB), printf('%064x', i), 'sha256=filler',
                {stamp}, {stamp},
                CASE WHEN i % 10 = 0 THEN 'main' END,
@@ -214,7 +218,8 @@ def bench_engine(
             out["bulk_insert_s"] = time.perf_counter() - t0
             with full.read() as conn:
                 out["stored_runs"] = stored_runs.count(conn)
-            out["plan"] = full.explain(stored_runs.baselines_query(repo_id, "main", ENV, 6))
+            key = stored_runs.BaselineKey(repo_id, "main", ENV, WORKLOAD)
+            out["plan"] = full.explain(stored_runs.baselines_query(key, 6))
         finally:
             full.close()
         out["empty"], out["full"] = latency(pair, args.uploads, 20_000, deadline)

@@ -1,4 +1,5 @@
-"""Accepting a run: it becomes the newest baseline of its base branch and environment."""
+"""Accepting a run: it becomes the newest baseline of its base branch, environment and workload
+(only of its workload: another workload's baseline never moves)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def check_accept_scope(database: Database, token: TokenRecord, run_id: str) -> R
     return run
 
 
-def _check_reason(reason: str) -> str:
+def check_reason(reason: str) -> str:
     reason = (reason or "").strip()
     if not reason:
         raise ApiError(
@@ -72,10 +73,12 @@ def accept_run(
     via: str,
     token_id: int | None = None,
 ) -> dict[str, Any]:
-    """Make a run the newest baseline for its base branch and environment. The caller has
-    checked that `actor` may do so (a scoped token, or a GitHub user with write access)."""
+    """Make a run the newest baseline for its base branch, environment and workload. The caller
+    has checked that `actor` may do so (a scoped token, or a GitHub user with write access),
+    and, in App mode, that the run's workload is the file at its commit
+    (gate_server/github/workload_check.py)."""
     run_id = check_run_id(run_id)
-    reason = _check_reason(reason)
+    reason = check_reason(reason)
     with database.write() as conn:
         run = runs.by_run_id(conn, run_id)
         if run is None:
@@ -100,6 +103,7 @@ def accept_run(
                     "via": via,
                     "branch": target,
                     "environment": run.environment_key,
+                    "workload": run.workload,
                 },
             )
             run = runs.by_run_id(conn, run_id) or run
@@ -113,6 +117,7 @@ def _acceptance(run: RunRecord, already: bool) -> dict[str, Any]:
         "run_id": run.run_id,
         "baseline_branch": run.baseline_branch,
         "environment": run.environment_key,
+        "workload": run.workload,
         "accepted_at": run.accepted_at.isoformat(),
         "accepted_by": run.accepted_by,
         "reason": run.accept_reason,

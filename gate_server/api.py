@@ -9,11 +9,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gate_server.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope
+from gate_server.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope, check_reason
 from gate_server.answers import ApiError
 from gate_server.auth import check_signature
 from gate_server.endpoints import authenticated, base_url, parse_json, read_body, require_json
 from gate_server.github.app_mode import after_upload as github_after_upload
+from gate_server.github.workload_check import check_before_accept
 from gate_server.openapi import (
     ACCEPT_REASON,
     BODY_ERRORS,
@@ -105,29 +106,33 @@ def _accept_reason(body: bytes) -> str:
             'send {"reason": "why this run is the new normal"}',
             [{"field": "reason", "problem": "required string"}],
         )
-    return str(data["reason"])
+    return check_reason(str(data["reason"]))
 
 
 @endpoint(
     "post",
-    "Accept a run: it becomes the baseline for its base branch and environment",
+    "Accept a run: it becomes the baseline for its base branch, environment and workload",
     bearer=True,
     body={"type": "object", "required": ["reason"], "properties": {"reason": ACCEPT_REASON}},
     responses={
         "200": json_body("Acceptance", "accepted (or already accepted)"),
         **BODY_ERRORS,
         "404": error("no such run visible to this token"),
+        "409": error("App mode: GitHub says the run's workload is not the file at its commit"),
         "415": error("the body is not application/json"),
         "422": error("no reason given"),
+        "502": error("App mode: GitHub could not be asked about the run's workload"),
     },
 )
 async def accept(request: Request) -> Response:
-    database = services(request).database
+    svc = services(request)
+    database = svc.database
     token, _ = await authenticated(request)
     run_id = request.path_params["run_id"]
-    await run_in_threadpool(check_accept_scope, database, token, run_id)
+    run = await run_in_threadpool(check_accept_scope, database, token, run_id)
     require_json(request)
     reason = _accept_reason(await read_body(request, MAX_ACCEPT_BODY))
+    await run_in_threadpool(check_before_accept, svc.github.app, database, run)
     result = await run_in_threadpool(
         lambda: accept_run(
             database, run_id, actor=f"token:{token.id}", reason=reason, via="api", token_id=token.id

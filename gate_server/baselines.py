@@ -10,13 +10,13 @@ from sqlalchemy.engine import Connection
 
 from gate_server.branches import follow_renames
 from gate_server.db import renames, runs
-from gate_server.db.runs import RunRecord
+from gate_server.db.runs import BaselineKey, RunRecord
 from rnx.schema import ResultsDocument
 
 
 @dataclass(frozen=True)
 class BaselineCandidates:
-    branch: str  # the branch compared with, by the name it has now
+    key: BaselineKey  # what the run is compared with: its branch by the name it has now
     home: str  # the run's own branch, by the name it has now
     runs: list[tuple[RunRecord, bytes]]  # newest first, each with its document
 
@@ -28,16 +28,17 @@ def comparison_branch(doc: ResultsDocument) -> str:
 
 
 def candidates(
-    conn: Connection, repository_id: int, doc: ResultsDocument, history: int
+    conn: Connection, repository_id: int, doc: ResultsDocument, workload: str, history: int
 ) -> BaselineCandidates:
-    """The newest baseline run and up to `history` earlier ones of the run's comparison branch
-    and environment. A CI job that started before its branch was renamed still names the old
-    branch: it is compared with, and recorded under, the name the branch has now."""
+    """The newest baseline run and up to `history` earlier ones of the run's comparison branch,
+    environment and workload (its normalised path: gate_server/workloads.py). A CI job that
+    started before its branch was renamed still names the old branch: it is compared with,
+    and recorded under, the name the branch has now."""
     log = renames.log(conn, repository_id)
     branch = follow_renames(log, comparison_branch(doc))[0]
     home = follow_renames(log, doc.git.branch)[0]
-    found = runs.baselines(conn, repository_id, branch, doc.environment.key, 1 + history)
-    return BaselineCandidates(branch, home, found)
+    key = BaselineKey(repository_id, branch, doc.environment.key, workload)
+    return BaselineCandidates(key, home, runs.baselines(conn, key, 1 + history))
 
 
 def choose_baselines(

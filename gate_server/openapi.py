@@ -110,6 +110,11 @@ def _object(required: list[str], **props: Any) -> dict[str, Any]:
 
 
 _STR: dict[str, Any] = {"type": "string"}
+_WORKLOAD = {
+    "type": "string",
+    "description": "the workload's path in the repository, normalised: baselines are kept "
+    "per (repository, base branch, environment, workload)",
+}
 _COMPARISONS = {"type": "array", "items": {"$ref": "#/components/schemas/ConfigComparison"}}
 _BASELINE = {
     "oneOf": [
@@ -118,6 +123,12 @@ _BASELINE = {
             ["branch", "environment", "run_ids", "shas"],
             branch=_STR,
             environment=_STR,
+            workload={
+                "type": "string",
+                "description": "the workload compared (its normalised path); in every answer "
+                "since baselines are kept per workload (schema version 5), absent from the "
+                "stored answers of runs uploaded before",
+            },
             run_ids={"type": "array", "items": _STR},
             shas={"type": "array", "items": _STR},
         ),
@@ -136,7 +147,16 @@ _ANSWERS: dict[str, Any] = {
         receipt={"type": "string", "description": "JWT signed by the server"},
     ),
     "RunView": _object(
-        ["run_id", "repository", "sha", "tier", "reasons", "comparisons", "is_baseline"],
+        [
+            "run_id",
+            "repository",
+            "sha",
+            "workload",
+            "tier",
+            "reasons",
+            "comparisons",
+            "is_baseline",
+        ],
         run_id=_STR,
         repository=_STR,
         sha=_STR,
@@ -144,6 +164,7 @@ _ANSWERS: dict[str, Any] = {
         base_branch=_STR,
         event=_STR,
         environment=_STR,
+        workload=_WORKLOAD,
         tier={"enum": ["PASS", "WARN", "BLOCK"]},
         reasons={"type": "array", "items": _STR},
         comparisons=_COMPARISONS,
@@ -156,10 +177,19 @@ _ANSWERS: dict[str, Any] = {
         document={"type": "object"},
     ),
     "Acceptance": _object(
-        ["run_id", "baseline_branch", "environment", "accepted_at", "accepted_by", "reason"],
+        [
+            "run_id",
+            "baseline_branch",
+            "environment",
+            "workload",
+            "accepted_at",
+            "accepted_by",
+            "reason",
+        ],
         run_id=_STR,
         baseline_branch=_STR,
         environment=_STR,
+        workload=_WORKLOAD,
         accepted_at=_STR,
         accepted_by=_STR,
         reason=_STR,

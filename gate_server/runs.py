@@ -52,6 +52,7 @@ def run_view(run: RunRecord) -> dict[str, Any]:
         "event": run.event,
         "pr_number": run.pr_number,
         "environment": run.environment_key,
+        "workload": run.workload,
         "tier": run.tier,
         "reasons": answer["reasons"],
         "comparisons": answer["comparisons"],

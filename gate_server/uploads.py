@@ -16,12 +16,15 @@ from gate_server.baselines import BaselineCandidates, candidates, choose_baselin
 from gate_server.branches import current_name, hold_names
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, runs
-from gate_server.db.runs import NewRun, RunRecord
+from gate_server.db.runs import BaselineKey, NewRun, RunRecord
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.receipts import ReceiptSigner
 from gate_server.settings import ServerSettings
+from gate_server.workloads import InvalidWorkloadPath, several_workloads, workload_identity
 from rnx.branches import branch_matches
 from rnx.schema import GateReport, InvalidDocument, ResultsDocument, parse_results
+
+NO_WORKLOAD_BASELINE = "no baseline yet for this workload in this environment"
 
 
 def run_url(base_url: str, run_id: str) -> str:
@@ -38,10 +41,32 @@ def parse_upload(body: bytes) -> ResultsDocument:
         ) from None
     except (ValueError, UnicodeDecodeError) as e:
         raise ApiError(400, "invalid_json", f"the body is not valid JSON: {e}") from None
+    several = several_workloads(raw)
+    if several is not None:
+        raise ApiError(
+            422,
+            "several_workloads",
+            f"{several}: a run measures one workload, and each workload has its own baseline; "
+            "upload one results document per workload, each with its own POST /api/v1/runs "
+            "(the action uploads one per workload)",
+        )
     try:
         return parse_results(raw, source="the uploaded document")
     except InvalidDocument as e:
         raise ApiError(422, "invalid_document", str(e), e.details) from None
+
+
+def upload_workload(doc: ResultsDocument) -> str:
+    """The run's workload identity (gate_server/workloads.py); 422 when its path is refused."""
+    try:
+        return workload_identity(doc.workload.path)
+    except InvalidWorkloadPath as e:
+        raise ApiError(
+            422,
+            "invalid_workload_path",
+            str(e),
+            [{"field": "workload.path", "problem": str(e)}],
+        ) from None
 
 
 def _refuse_constant(name: str) -> Any:
@@ -115,8 +140,11 @@ def ingest_run(
     run_id = str(doc.run_id)
     digest = hashlib.sha256(body).hexdigest()
     with database.read() as conn:
-        stored = runs.by_run_id(conn, run_id) is not None
-        found = None if stored else candidates(conn, repository_id, doc, settings.baseline_history)
+        found = None
+        if runs.by_run_id(conn, run_id) is None:
+            # A stored run's retry gets its stored answer, whatever today's rules say of it.
+            workload = upload_workload(doc)
+            found = candidates(conn, repository_id, doc, workload, settings.baseline_history)
     if found is None:
         return _retry(database, token, run_id, digest, signature)
 
@@ -134,12 +162,12 @@ def ingest_run(
         "tier": report.tier,
         "reasons": report.reasons,
         "comparisons": [c.model_dump(mode="json") for c in report.comparisons],
-        "baseline": _baseline_block(found, chosen, doc),
+        "baseline": _baseline_block(found, chosen),
         "is_baseline": becomes_baseline,
         "url": run_url(public_url, run_id),
         "receipt": _receipt(signer, public_url, doc, report, digest, now),
     }
-    new = _new_run(token, repository_id, doc, answer, body, digest, signature, now)
+    new = _new_run(token, found.key, doc, answer, body, digest, signature, now)
     if not _store(database, token, new, doc, becomes_baseline):
         # Another request stored this run_id between our read and our write.
         return _retry(database, token, run_id, digest, signature)
@@ -150,22 +178,27 @@ def _regate(
     doc: ResultsDocument, chosen: list[tuple[RunRecord, bytes]], settings: ServerSettings
 ) -> GateReport:
     """The verdict from the samples, with the server's thresholds (never the client's tier)."""
-    from rnx.verdict import evaluate  # numpy and the statistics: loaded with the first upload
+    # numpy and the statistics: loaded with the first upload
+    from rnx.verdict import NO_BASELINE, evaluate
 
     baseline_docs = [parse_results(b, source=f"stored run {r.run_id}") for r, b in chosen]
-    return evaluate(
+    report = evaluate(
         doc, baseline_docs, settings.gate, resamples=settings.resamples, seed=settings.seed
     )
+    # Baselines are kept per workload: say so when this one has none, though others may.
+    reasons = [NO_WORKLOAD_BASELINE if r == NO_BASELINE else r for r in report.reasons]
+    return report.model_copy(update={"reasons": reasons})
 
 
 def _baseline_block(
-    found: BaselineCandidates, chosen: list[tuple[RunRecord, bytes]], doc: ResultsDocument
+    found: BaselineCandidates, chosen: list[tuple[RunRecord, bytes]]
 ) -> dict[str, Any] | None:
     if not chosen:
         return None
     return {
-        "branch": found.branch,
-        "environment": doc.environment.key,
+        "branch": found.key.branch,
+        "environment": found.key.environment_key,
+        "workload": found.key.workload,
         "run_ids": [r.run_id for r, _ in chosen],
         "shas": [r.sha for r, _ in chosen],
     }
@@ -196,7 +229,7 @@ def _receipt(
 
 def _new_run(
     token: TokenRecord,
-    repository_id: int,
+    key: BaselineKey,
     doc: ResultsDocument,
     answer: dict[str, Any],
     body: bytes,
@@ -207,14 +240,15 @@ def _new_run(
     return NewRun(
         run_id=str(doc.run_id),
         workspace_id=token.workspace_id,
-        repository_id=repository_id,
+        repository_id=key.repository_id,
         token_id=token.id,
         sha=doc.git.sha,
         branch=doc.git.branch,
         base_branch=doc.git.base_branch,
         event=doc.git.event,
         pr_number=doc.git.pr_number,
-        environment_key=doc.environment.key,
+        environment_key=key.environment_key,
+        workload=key.workload,
         tier=str(answer["tier"]),
         answer=answer,
         document=body,
@@ -246,6 +280,7 @@ def _store(
             details={
                 "repository": doc.repository,
                 "sha": new.sha,
+                "workload": new.workload,
                 "tier": new.tier,
                 "baseline": baseline,
                 "body_sha256": new.body_sha256,

@@ -8,12 +8,16 @@ Pure standard library: the action imports this module without the server's depen
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rnx_github.codeowners import CODEOWNERS_LOCATIONS, owners_of, parse_codeowners
+
+if TYPE_CHECKING:  # the client needs httpx; this module stays standard library at run time
+    from rnx_github.client import RepositoryPath
 
 COMMAND = "/kernalin"
 USAGE = "`/kernalin accept <reason>`"
@@ -201,3 +205,45 @@ def _owns(github: GitHubReader, user: str, owners: Iterable[str]) -> bool:
         elif name.lower() == user.lower():
             return True
     return False
+
+
+# ---- Is the accepted run's workload the file it claims to be?
+
+
+class ContentsReader(Protocol):
+    def path_at(self, repository: str, path: str, ref: str) -> RepositoryPath | None:
+        """What is at `path` at commit `ref` (GitHub's contents API), None when nothing is."""
+        ...
+
+
+def workload_problem(
+    github: ContentsReader,
+    *,
+    repository: str,
+    sha: str,
+    path: str,
+    sha256: str | None,
+) -> str | None:
+    """Why a run's workload is not the file it names, or None when it is.
+
+    The path comes from the uploaded document, so an uploader could name a file that someone
+    else owns (CODEOWNERS) to have an accept of a slow kernel pass as that file's. GitHub says
+    what is at `path` at the run's commit: it must be a file, and when GitHub sends its bytes
+    (files up to 1 MB), their SHA-256 must be the document's workload.sha256.
+    """
+    where = f"{path} at commit {sha[:12]}"
+    found = github.path_at(repository, path, sha)
+    if found is None:
+        return f"{path} does not exist at commit {sha[:12]}, the commit the run measured"
+    if found.kind != "file":
+        return f"{where} is a {found.kind or 'path'}, not a workload file"
+    if found.content is not None and sha256 is not None:
+        actual = hashlib.sha256(found.content).hexdigest()
+        if actual != sha256.lower():
+            return (
+                f"{where} is not the workload the run measured (its SHA-256 is "
+                f"{actual[:12]}…, the run's workload.sha256 {sha256[:12]}…); if the base "
+                f"branch changed {path} since the pull request branched, merge or rebase it "
+                f"and let the job run again"
+            )
+    return None

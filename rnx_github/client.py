@@ -71,6 +71,17 @@ class BranchLookup:
     to: str | None = None
 
 
+@dataclass(frozen=True)
+class RepositoryPath:
+    """What GitHub's contents API says is at a path at a commit: its `kind` ("file", "dir",
+    "symlink" or "submodule"; a symlink to a file in the repository reads as that file), and
+    a file's bytes when GitHub sends them (`content` is None for files over 1 MB, which GitHub
+    answers with encoding "none")."""
+
+    kind: str
+    content: bytes | None = None
+
+
 def branch_of_location(location: str) -> str | None:
     """The branch a redirect's Location names, or None when it names none."""
     match = _BRANCH_LOCATION.search(urlsplit(location).path)
@@ -156,18 +167,35 @@ class GitHubClient:
         return str(r.json().get("permission") or "none")
 
     def file_text(self, repository: str, path: str, ref: str) -> str | None:
+        found = self.path_at(repository, path, ref)
+        if found is None or found.kind != "file" or found.content is None:
+            return None
+        return found.content.decode("utf-8", "replace")
+
+    def path_at(self, repository: str, path: str, ref: str) -> RepositoryPath | None:
+        """GET /repos/{repository}/contents/{path}?ref={ref}: what is at `path` at commit (or
+        branch) `ref`, or None when nothing is (GitHub's 404)."""
+        url = f"/repos/{repository}/contents/{quote(path, safe='/')}"
         try:
-            r = self.request("GET", f"/repos/{repository}/contents/{path}", params={"ref": ref})
+            data = self.request("GET", url, params={"ref": ref}).json()
         except GitHubError as e:
             if e.status == 404:
                 return None
             raise
-        data = r.json()
-        if not isinstance(data, dict) or data.get("type") != "file":
-            return None
-        if data.get("encoding") == "base64":
-            return base64.b64decode(str(data.get("content", ""))).decode("utf-8", "replace")
-        return str(data.get("content", ""))
+        except ValueError:
+            raise GitHubError(f"GET {url} answered with a body that is not JSON") from None
+        if isinstance(data, list):  # a directory: one entry per item in it
+            return RepositoryPath("dir")
+        if not isinstance(data, dict):
+            raise GitHubError(f"GET {url} answered with an unexpected body")
+        kind = str(data.get("type") or "")
+        content = None
+        if kind == "file" and data.get("encoding") == "base64":
+            try:
+                content = base64.b64decode(str(data.get("content", "")))
+            except ValueError:
+                raise GitHubError(f"GET {url} answered with content that is not base64") from None
+        return RepositoryPath(kind, content)
 
     def is_team_member(self, org: str, team_slug: str, user: str) -> bool:
         # The workflow's GITHUB_TOKEN cannot read an organisation's teams: then a team in

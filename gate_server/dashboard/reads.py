@@ -4,6 +4,7 @@ its template; the shaping itself is in views.py, the SQL in gate_server/db/dashb
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -12,6 +13,7 @@ from gate_server.branches import all_names, follow_renames
 from gate_server.dashboard.views import (
     HistoryRun,
     SummaryCache,
+    anchor,
     branch_url,
     build_history,
     commit_url,
@@ -33,14 +35,15 @@ AUDIT_PAGE = 100
 def latest_per_branch(
     conn: Connection, repository_id: int, *, limit: int = 8, scan: int = 200
 ) -> list[ListedRun]:
-    """The newest run for each (branch, environment) among the repository's newest `scan`
-    runs, most recently active first: a branch silent for `scan` uploads is not news for an
-    overview. A renamed branch is one branch: its newest run, whichever name that run carried."""
+    """The newest run for each (branch, environment, workload) among the repository's newest
+    `scan` runs, most recently active first: a branch silent for `scan` uploads is not news
+    for an overview. A renamed branch is one branch: its newest run, whichever name that run
+    carried."""
     log = renames.log(conn, repository_id)
-    latest: dict[tuple[str, str], ListedRun] = {}
+    latest: dict[tuple[str, str, str], ListedRun] = {}
     for run in dashboard.newest_runs(conn, repository_id, limit=scan):
         branch = follow_renames(log, run.branch)[0]
-        latest.setdefault((branch, run.environment_key), run)
+        latest.setdefault((branch, run.environment_key, run.workload), run)
         if len(latest) >= limit:
             break
     return list(latest.values())
@@ -65,17 +68,27 @@ def overview(database: Database, workspace_id: int) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class HistoryFilter:
+    """What a history page shows: a baseline branch (None: main, or the most recent one), and
+    optionally one environment and one workload."""
+
+    branch: str | None = None
+    environment: str | None = None
+    workload: str | None = None
+
+
 def history(
     database: Database,
     summaries: SummaryCache,
     workspace_id: int,
     name: str,
+    shown: HistoryFilter,
     *,
-    branch: str | None,
-    environment: str | None,
     page: int,
 ) -> dict[str, Any] | None:
-    """A window of HISTORY_WINDOW commits of a baseline branch (None: no such repository)."""
+    """A window of HISTORY_WINDOW runs of a baseline branch, drawn as one chart set per
+    workload (None: no such repository)."""
     offset = (page - 1) * HISTORY_WINDOW
     with database.read() as conn:
         found = repositories.named(conn, name, workspace_id=workspace_id)
@@ -83,32 +96,62 @@ def history(
             return None
         repo_id = found[0].id
         branches = dashboard.baseline_branches(conn, repo_id)
-        branch = branch or ("main" if "main" in branches or not branches else branches[0])
+        branch = shown.branch or ("main" if "main" in branches or not branches else branches[0])
         names = all_names(conn, repo_id, branch)
         environments = dashboard.history_environments(conn, repo_id, names)
+        workloads = dashboard.history_workloads(conn, repo_id, names)
         rows = dashboard.history(
-            conn, repo_id, names, environment=environment, offset=offset, limit=HISTORY_WINDOW + 1
+            conn,
+            repo_id,
+            names,
+            environment=shown.environment,
+            workload=shown.workload,
+            offset=offset,
+            limit=HISTORY_WINDOW + 1,
         )
         missing = [r.run_id for r, _ in rows if summaries.get(r.run_id) is None]
         documents = runs.documents(conn, missing)
     for run_id, document in documents.items():
         summaries.put(run_id, summarize_document(document))
     window = rows[:HISTORY_WINDOW]
-    charts, events = build_history(_history_runs(window, summaries))
+    sections, events = _workload_sections(window, summaries)
     return {
         "repository": name,
         "branches": branches or [branch],
         "branch": branch,
         "branch_link": branch_url(name, branch),
         "environments": environments,
-        "environment": environment,
-        "charts": charts,
+        "environment": shown.environment,
+        "workloads": sorted(workloads),
+        "workload": shown.workload,
+        "sections": sections,
         "events": events,
         "shown": len(window),
         "offset": offset,
         "page": page,
         "has_older": len(rows) > HISTORY_WINDOW,
     }
+
+
+def _workload_sections(
+    window: list[tuple[ListedRun, dict[str, Any]]], summaries: SummaryCache
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One chart set per workload in the window (by path), and every workload's marked events,
+    newest first, each naming its workload. Each workload is its own series: its points, its
+    environment changes, its accepts (a baseline belongs to one workload)."""
+    by_workload: dict[str, list[tuple[ListedRun, dict[str, Any]]]] = {}
+    for row in window:
+        by_workload.setdefault(row[0].workload, []).append(row)
+    position = {run.run_id: i for i, (run, _) in enumerate(window)}  # 0 is the newest
+    sections, events = [], []
+    anchors: set[str] = set()
+    for workload in sorted(by_workload):
+        charts, marked = build_history(_history_runs(by_workload[workload], summaries))
+        label = anchor(workload, anchors)
+        sections.append({"workload": workload, "anchor": label, "charts": charts})
+        events += [{**e, "workload": workload} for e in marked]
+    events.sort(key=lambda e: position[e["run"].run_id])
+    return sections, events
 
 
 def _history_runs(

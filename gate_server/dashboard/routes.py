@@ -145,14 +145,19 @@ async def history(request: Request) -> Response:
         return viewer
     svc = services(request)
     name = f"{request.path_params['owner']}/{request.path_params['name']}"
+    query = request.query_params
+    shown = reads.HistoryFilter(
+        branch=query.get("branch"),
+        environment=query.get("environment") or None,
+        workload=query.get("workload") or None,
+    )
     data = await run_in_threadpool(
         lambda: reads.history(
             svc.database,
             svc.dashboard.summaries,
             viewer.workspace_id,
             name,
-            branch=request.query_params.get("branch"),
-            environment=request.query_params.get("environment") or None,
+            shown,
             page=_page_number(request),
         )
     )

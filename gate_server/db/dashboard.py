@@ -131,11 +131,13 @@ def history(
     names: Sequence[str],
     *,
     environment: str | None = None,
+    workload: str | None = None,
     offset: int = 0,
     limit: int = 120,
 ) -> list[tuple[ListedRun, dict[str, Any]]]:
-    """A window of a baseline branch's runs, newest first, each with its stored answer.
-    `names` are the branch's name now, then the names it had (gate_server/branches.py).
+    """A window of a baseline branch's runs (of one environment, of one workload, when given),
+    newest first, each with its stored answer. `names` are the branch's name now, then the
+    names it had (gate_server/branches.py).
 
     Documents are fetched separately (runs.documents) and only for runs the dashboard has not
     summarized yet: a stored run never changes.
@@ -143,22 +145,38 @@ def history(
     query = _select(runs.c.answer).where(_history_filter(repository_id, names))
     if environment is not None:
         query = query.where(runs.c.environment_key == environment)
+    if workload is not None:
+        query = query.where(runs.c.workload == workload)
     rows = conn.execute(query.order_by(*_NEWEST_FIRST).offset(offset).limit(limit))
     return [(_run(r._mapping), json.loads(r.answer)) for r in rows]
 
 
-def history_environments(
-    conn: Connection, repository_id: int, names: Sequence[str], *, scan: int = 300
+def _history_values(
+    conn: Connection, repository_id: int, names: Sequence[str], column: Any, scan: int
 ) -> list[str]:
-    """The environments of a branch's newest `scan` history runs, most recent first: a
-    bounded walk, so a repository with a million runs costs what one with a thousand does."""
+    """The values of `column` among a branch's newest `scan` history runs, most recent first:
+    a bounded walk, so a repository with a million runs costs what one with a thousand does."""
     rows = conn.execute(
-        select(runs.c.environment_key)
+        select(column)
         .where(_history_filter(repository_id, names))
         .order_by(*_NEWEST_FIRST)
         .limit(scan)
     )
     return list(dict.fromkeys(str(e) for e in rows.scalars()))
+
+
+def history_environments(
+    conn: Connection, repository_id: int, names: Sequence[str], *, scan: int = 300
+) -> list[str]:
+    """The environments of a branch's newest `scan` history runs, most recent first."""
+    return _history_values(conn, repository_id, names, runs.c.environment_key, scan)
+
+
+def history_workloads(
+    conn: Connection, repository_id: int, names: Sequence[str], *, scan: int = 300
+) -> list[str]:
+    """The workloads of a branch's newest `scan` history runs, most recent first."""
+    return _history_values(conn, repository_id, names, runs.c.workload, scan)
 
 
 def answers(conn: Connection, run_ids: list[str]) -> dict[str, dict[str, Any]]:

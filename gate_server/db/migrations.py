@@ -7,14 +7,33 @@ is refused.
 
 Each migration creates or changes tables as they were at its version: when a later migration
 changes a table, the earlier one keeps a frozen copy of the old definition (as version 1 does
-for server_keys), so an empty database and an old one end up with the same layout.
+for server_keys and runs), so an empty database and an old one end up with the same layout.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, func, insert, select
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    bindparam,
+    column,
+    func,
+    insert,
+    select,
+    table,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from gate_server.clock import utcnow
@@ -31,6 +50,7 @@ from gate_server.db.schema import (
     workspaces,
 )
 from gate_server.errors import SettingsError
+from gate_server.workloads import stored_workload
 
 # server_keys as version 1 created it (migration 4 renamed its key column).
 _v1_server_keys = Table(
@@ -41,11 +61,53 @@ _v1_server_keys = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
+# runs as version 1 created it (migration 5 added the workload and re-made ix_runs_baseline).
+_v1_runs = Table(
+    "runs",
+    MetaData(),
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
+    Column("run_id", String(36), nullable=False, unique=True),
+    Column("workspace_id", Integer, ForeignKey(workspaces.c.id), nullable=False),
+    Column("repository_id", Integer, ForeignKey(repositories.c.id), nullable=False),
+    Column("token_id", Integer, ForeignKey(tokens.c.id), nullable=True),
+    Column("sha", String(64), nullable=False),
+    Column("branch", String(255), nullable=False),
+    Column("base_branch", String(255), nullable=True),
+    Column("event", String(64), nullable=False),
+    Column("pr_number", Integer, nullable=True),
+    Column("environment_key", String(128), nullable=False),
+    Column("tier", String(5), nullable=False),
+    Column("answer", Text, nullable=False),
+    Column("document", LargeBinary, nullable=False),
+    Column("body_sha256", String(64), nullable=False),
+    Column("signature", String(80), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("received_at", DateTime(timezone=True), nullable=False),
+    Column("baseline_branch", String(255), nullable=True),
+    Column("baseline_at", DateTime(timezone=True), nullable=True),
+    Column("accepted_at", DateTime(timezone=True), nullable=True),
+    Column("accepted_by", String(200), nullable=True),
+    Column("accept_reason", Text, nullable=True),
+    Column("accepted_via", String(32), nullable=True),
+    Index(
+        "ix_runs_baseline",
+        "repository_id",
+        "baseline_branch",
+        "environment_key",
+        "baseline_at",
+        "id",
+    ),
+    Index("ix_runs_repository_received", "repository_id", "received_at"),
+)
+# What migration 5 reads and writes of runs (a lightweight table: no metadata to keep frozen).
+_v5_runs = table("runs", column("id"), column("document"), column("workload"))
+_V5_BATCH = 500  # runs read and re-keyed per round trip: documents can be large
+
 
 def _create(*tables: Table) -> Callable[[Connection], None]:
     def apply(conn: Connection) -> None:
-        for table in tables:
-            table.create(conn, checkfirst=True)
+        for each in tables:
+            each.create(conn, checkfirst=True)
 
     return apply
 
@@ -53,6 +115,33 @@ def _create(*tables: Table) -> Callable[[Connection], None]:
 def _v4_name_the_key_column(conn: Connection) -> None:
     # Data preserved: a rename, on SQLite (3.25+) and PostgreSQL alike.
     conn.exec_driver_sql("ALTER TABLE server_keys RENAME COLUMN private_key_pem TO secret")
+
+
+def _v5_workload_per_run(conn: Connection) -> None:
+    """Every run gets its workload, read from its stored document (a document that cannot be
+    read gets gate_server.workloads.UNKNOWN_WORKLOAD, so this never fails on one), and the
+    baseline index takes the workload. The new column's default only lets SQLite add a NOT
+    NULL column to a table that has rows; every row is written below."""
+    conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN workload VARCHAR(1000) NOT NULL DEFAULT ''")
+    last = 0
+    while True:
+        rows = conn.execute(
+            select(_v5_runs.c.id, _v5_runs.c.document)
+            .where(_v5_runs.c.id > last)
+            .order_by(_v5_runs.c.id)
+            .limit(_V5_BATCH)
+        ).all()
+        if not rows:
+            break
+        conn.execute(
+            update(_v5_runs)
+            .where(_v5_runs.c.id == bindparam("run"))
+            .values(workload=bindparam("found")),
+            [{"run": r.id, "found": stored_workload(bytes(r.document))} for r in rows],
+        )
+        last = rows[-1].id
+    conn.exec_driver_sql("DROP INDEX ix_runs_baseline")
+    next(i for i in runs.indexes if i.name == "ix_runs_baseline").create(conn)
 
 
 # (version, name, apply): applied in order, each once.
@@ -64,7 +153,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
             workspaces,
             repositories,
             tokens,
-            runs,
+            _v1_runs,
             audit_log,
             _v1_server_keys,
         ),
@@ -80,6 +169,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         "server_keys.private_key_pem renamed secret (it also holds an HMAC key)",
         _v4_name_the_key_column,
     ),
+    (5, "runs.workload: one baseline per workload", _v5_workload_per_run),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -26,6 +26,7 @@ class RunFacts:
     event: str
     pr_number: int | None
     environment_key: str
+    workload: str  # its path in the repository, normalised (gate_server/workloads.py)
     tier: str
     created_at: datetime  # from the document
     received_at: datetime
@@ -115,26 +116,35 @@ def documents(conn: Connection, run_ids: list[str]) -> dict[str, bytes]:
     return {str(r.run_id): bytes(r.document) for r in rows}
 
 
-def baselines_query(repository_id: int, branch: str, environment_key: str, limit: int) -> Any:
-    """The newest `limit` baseline runs of (repository, branch, environment), with documents:
-    a walk down ix_runs_baseline, however many runs are stored."""
+@dataclass(frozen=True)
+class BaselineKey:
+    """What a baseline belongs to: runs of other keys are never compared with each other."""
+
+    repository_id: int
+    branch: str  # by the name it has now
+    environment_key: str
+    workload: str
+
+
+def baselines_query(key: BaselineKey, limit: int) -> Any:
+    """The newest `limit` baseline runs of `key`, with documents: a walk down
+    ix_runs_baseline, however many runs are stored."""
     return (
         _select(runs.c.document)
         .where(
-            runs.c.repository_id == repository_id,
-            runs.c.baseline_branch == branch,
-            runs.c.environment_key == environment_key,
+            runs.c.repository_id == key.repository_id,
+            runs.c.baseline_branch == key.branch,
+            runs.c.environment_key == key.environment_key,
+            runs.c.workload == key.workload,
         )
         .order_by(runs.c.baseline_at.desc(), runs.c.id.desc())
         .limit(limit)
     )
 
 
-def baselines(
-    conn: Connection, repository_id: int, branch: str, environment_key: str, limit: int
-) -> list[tuple[RunRecord, bytes]]:
-    """The newest `limit` baseline runs for (repository, branch, environment), newest first."""
-    rows = conn.execute(baselines_query(repository_id, branch, environment_key, limit))
+def baselines(conn: Connection, key: BaselineKey, limit: int) -> list[tuple[RunRecord, bytes]]:
+    """The newest `limit` baseline runs of `key`, newest first."""
+    rows = conn.execute(baselines_query(key, limit))
     return [(_record(r._mapping), bytes(r._mapping["document"])) for r in rows]
 
 
@@ -177,7 +187,8 @@ def mark_accepted(
 
 
 def move_baselines(conn: Connection, repository_id: int, old: str, new: str) -> int:
-    """The baselines of branch `old` count for `new` from now on; returns how many moved."""
+    """The baselines of branch `old`, of every workload and environment, count for `new` from
+    now on; returns how many moved."""
     result = conn.execute(
         update(runs)
         .where(runs.c.repository_id == repository_id, runs.c.baseline_branch == old)

@@ -21,6 +21,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from gate_server.workloads import MAX_WORKLOAD_BYTES
+
 metadata = MetaData()
 
 # An auto-incrementing 64-bit id (SQLite's rowid is already 64 bits, and only INTEGER is its alias).
@@ -98,12 +100,17 @@ runs = Table(
     Column("accepted_by", String(200), nullable=True),
     Column("accept_reason", Text, nullable=True),
     Column("accepted_via", String(32), nullable=True),
+    # The workload's path in the repository, normalised (gate_server/workloads.py): baselines
+    # are kept per workload. Added by migration 5, which filled it from the stored documents
+    # (SQLite adds a NOT NULL column only with a default; the server always writes one).
+    Column("workload", String(MAX_WORKLOAD_BYTES), nullable=False, server_default=""),
     # The baseline lookup reads only this index, however many runs are stored.
     Index(
         "ix_runs_baseline",
         "repository_id",
         "baseline_branch",
         "environment_key",
+        "workload",
         "baseline_at",
         "id",
     ),

@@ -7,6 +7,7 @@ POST /api/v1/pulls/{pr_number}/accept              {"reason", "user", "run_ids"}
 
 The action applies the accept rules itself with the workflow's GITHUB_TOKEN (the server needs
 no GitHub credentials for this way); the server checks the token's scope as for any accept
+(and, with App credentials, each run's workload at its commit: github/workload_check.py)
 and records the GitHub user it was told in the audit log.
 """
 
@@ -26,8 +27,10 @@ from gate_server.db import Database, runs
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.endpoints import authenticated, parse_json, read_body
 from gate_server.github.pulls import PullRun, latest_runs
+from gate_server.github.workload_check import check_before_accept
 from gate_server.openapi import ACCEPT_REASON, BODY_ERRORS, endpoint, error, query
 from gate_server.services import services
+from rnx_github.app_auth import GitHubApp
 
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
 _SHA = re.compile(r"^[0-9a-fA-F]{7,64}$")
@@ -121,18 +124,25 @@ def _accept_body(raw: bytes) -> tuple[str, str, list[str]]:
 
 def accept_pull_runs(
     database: Database,
+    app: GitHubApp | None,
     token: TokenRecord,
     pr_number: int,
     reason: str,
     user: str,
     run_ids: list[str],
 ) -> list[dict[str, Any]]:
+    """Every run is checked (scope, pull request, in App mode its workload) before any is
+    accepted."""
+    checked = []
     for run_id in run_ids:
         run = check_accept_scope(database, token, run_id)
         if run.pr_number != pr_number:
             raise ApiError(
                 404, "run_not_found", f"run {run_id} is not a run of pull request #{pr_number}"
             )
+        checked.append(run)
+    for run in checked:
+        check_before_accept(app, database, run)
     return [
         accept_run(
             database,
@@ -163,17 +173,19 @@ def accept_pull_runs(
         "200": {"description": "accepted (or already accepted)"},
         **BODY_ERRORS,
         "404": error("a run that is not this pull request's"),
+        "409": error("App mode: GitHub says a run's workload is not the file at its commit"),
         "422": error("reason, user or run_ids missing"),
+        "502": error("App mode: GitHub could not be asked about a run's workload"),
     },
 )
 async def accept_pull(request: Request) -> Response:
-    database = services(request).database
+    svc = services(request)
     token, _ = await authenticated(request)
     pr_number = _pr_number(request)
     reason, user, run_ids = _accept_body(await read_body(request, MAX_ACCEPT_BODY))
     _repository_id(token)  # a viewer token may not accept
     accepted = await run_in_threadpool(
-        accept_pull_runs, database, token, pr_number, reason, user, run_ids
+        accept_pull_runs, svc.database, svc.github.app, token, pr_number, reason, user, run_ids
     )
     return JSONResponse({"accepted": accepted})
 

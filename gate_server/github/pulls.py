@@ -6,7 +6,6 @@ a PR's verdict itself).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,20 +33,16 @@ from rnx_github.comment import (
 @dataclass(frozen=True)
 class PullRun:
     record: RunRecord
-    workload: str
+    document: bytes
+
+    @property
+    def workload(self) -> str:
+        return self.record.workload
 
     @property
     def tier(self) -> str:
         # An accepted run is the new normal: it passes whatever it measured.
         return "PASS" if self.record.accepted_at is not None else self.record.tier
-
-
-def _workload(document: bytes) -> str:
-    try:
-        data: Any = json.loads(document)
-        return str(data["workload"]["path"])
-    except (ValueError, KeyError, TypeError):
-        return "?"
 
 
 def latest_runs(records: Sequence[tuple[RunRecord, bytes]], head_sha: str | None) -> list[PullRun]:
@@ -61,15 +56,15 @@ def latest_runs(records: Sequence[tuple[RunRecord, bytes]], head_sha: str | None
     for record, document in records:
         if record.sha.lower() != sha:
             continue
-        run = PullRun(record, _workload(document))
-        chosen.setdefault((record.environment_key, run.workload), run)
+        chosen.setdefault((record.environment_key, record.workload), PullRun(record, document))
     return sorted(chosen.values(), key=lambda r: (r.workload, r.record.environment_key))
 
 
 def accept_runs(
     database: Database, runs: Sequence[PullRun], *, user: str, reason: str, via: str
 ) -> list[dict[str, Any]]:
-    """Each run becomes the baseline for its base branch and environment (audited there)."""
+    """Each run becomes the baseline for its base branch, environment and workload (audited
+    there)."""
     return [
         accept_run(database, r.record.run_id, actor=f"github:{user}", reason=reason, via=via)
         for r in runs

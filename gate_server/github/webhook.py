@@ -29,6 +29,7 @@ from gate_server.errors import GateServerError
 from gate_server.github.app_mode import publish_pull_request
 from gate_server.github.integration import GitHubIntegration
 from gate_server.github.pulls import accept_runs, latest_runs
+from gate_server.github.workload_check import run_problem
 from gate_server.openapi import endpoint, error, header
 from gate_server.services import services
 from rnx_github.accept_rules import (
@@ -370,6 +371,11 @@ def _accept(
     )
     if not decision.allowed:
         return _reply(client, comment, f"not accepted: {decision.why}.", denied=True)
+    # The paths judged above come from the uploaded documents: GitHub says whether they are
+    # the files measured, at the commit measured.
+    problems = [p for r in head_runs if (p := run_problem(client, r.record, r.document))]
+    if problems:
+        return _reply(client, comment, f"not accepted: {'; '.join(problems)}.", denied=True)
     accepted = accept_runs(
         database, head_runs, user=comment.user, reason=command.reason, via="github-webhook"
     )

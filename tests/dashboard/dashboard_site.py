@@ -48,6 +48,9 @@ MAIN_PUSHES_A = 8  # baseline pushes in environment cpu-a
 MAIN_PUSHES_B = 4  # then the team moved to cpu-b
 TORCH_UPGRADE_AT = 10  # in cpu-b, push 10 ran a newer torch: an environment *details* change
 MAIN_POINTS = MAIN_PUSHES_A + MAIN_PUSHES_B + 1 + 1  # + one BLOCKed push + one accepted PR run
+# A second workload on main, twice as slow: its own chart set, never compared with the first.
+OTHER_WORKLOAD = "kernels/other.py"
+OTHER_PUSHES = 3
 
 
 def browser_missing() -> str | None:
@@ -118,8 +121,9 @@ def _upload(
 
 
 def seed(site: Site) -> None:
-    """Real uploads through the API: a main-branch history with an environment change, a
-    BLOCKed push, a BLOCKed pull request that is then accepted, and a second repository."""
+    """Real uploads through the API: a main-branch history with an environment change, pushes
+    of a second workload, a BLOCKed push, a BLOCKed pull request that is then accepted, and a
+    second repository."""
     other_repo = create_token(site.server.database_url, repository="acme/tokenizer")
     with httpx.Client(base_url=site.url, timeout=30) as client:
         for i in range(MAIN_PUSHES_A + MAIN_PUSHES_B):
@@ -131,6 +135,16 @@ def seed(site: Site) -> None:
                 environment=env,
                 median_ns=1e6 * (1 + 0.002 * i),
                 torch="2.5.1" if i >= TORCH_UPGRADE_AT else "2.5.0",
+            )
+        for i in range(OTHER_PUSHES):
+            site.answers[f"other{i}"] = _upload(
+                client,
+                site.ci,
+                seed=50 + i,
+                environment="cpu-b",
+                workload=OTHER_WORKLOAD,
+                slowdown=2.0,
+                torch="2.5.1",
             )
         site.answers["blocked-push"] = _upload(
             client, site.ci, seed=100, environment="cpu-b", slowdown=1.6, torch="2.5.1"

@@ -10,7 +10,15 @@ import pytest
 
 # Registered before the import, so the fixture module's asserts explain themselves too.
 pytest.register_assert_rewrite("tests.dashboard.dashboard_site")
-from tests.dashboard.dashboard_site import CONFIGS, MAIN_POINTS, REPO, SCREENSHOTS, Site  # noqa: E402
+from tests.dashboard.dashboard_site import (  # noqa: E402
+    CONFIGS,
+    MAIN_POINTS,
+    OTHER_PUSHES,
+    OTHER_WORKLOAD,
+    REPO,
+    SCREENSHOTS,
+    Site,
+)
 
 pytest_plugins = ["tests.dashboard.dashboard_site"]  # the browser and site fixtures
 
@@ -86,6 +94,9 @@ def test_every_page_opens_and_the_overview_leads_to_a_run(page: Any, site: Site)
     assert page.locator("h1").inner_text() == "acme"
     repos = page.locator("article.repo h3").all_inner_texts()
     assert sorted(repos) == ["acme/kernels", "acme/tokenizer"]
+    # The latest run of each workload on a branch, not only the newest workload's.
+    workloads = page.locator("article.repo td.workload").all_inner_texts()
+    assert "kernels/attention.py" in workloads and OTHER_WORKLOAD in workloads
     assert "globex" not in page.content().replace("workspace", "")
     assert page.locator("section[aria-label='Recent BLOCKs'] a.run-link").count() >= 2
     accepted = page.locator("section[aria-label='Recent acceptances']")
@@ -111,12 +122,21 @@ def test_every_page_opens_and_the_overview_leads_to_a_run(page: Any, site: Site)
     assert len(differing) == 1 and "software.torch" in differing[0] and "2.6.0" in differing[0]
     shoot(page, site, "run")
 
-    # History: one chart per configuration, one point per run on main.
+    # History: one chart set per workload, one chart per configuration, one point per run.
     page.goto(f"/repos/{REPO}")
-    charts = page.locator("svg.history")
+    sections = page.locator("section.workload-history")
+    assert sections.locator("h2.workload-title code").all_inner_texts() == [
+        "kernels/attention.py",
+        OTHER_WORKLOAD,
+    ]
+    charts = sections.nth(0).locator("svg.history")
     assert charts.count() == len(CONFIGS)
     for i in range(len(CONFIGS)):
         assert charts.nth(i).locator(".pt").count() == MAIN_POINTS
+    others = sections.nth(1).locator("svg.history")
+    assert others.count() == len(CONFIGS)
+    assert others.first.locator(".pt").count() == OTHER_PUSHES
+    assert others.first.locator(".pt-block").count() == 0  # never compared with attention.py
     first = charts.nth(0)
     assert first.locator(".pt-accepted").count() == 1
     assert first.locator(".pt-block").count() == 1
@@ -128,9 +148,20 @@ def test_every_page_opens_and_the_overview_leads_to_a_run(page: Any, site: Site)
     ]
     hover = first.locator(".pt title").last.text_content() or ""
     assert "median" in hover and "×" in hover and "environment cpu-b" in hover
+    events = page.locator("section[aria-label='Marked events'] tbody tr")
+    assert "kernels/attention.py" in events.first.inner_text()
     shoot(page, site, "history")
 
+    # ?workload= keeps one workload's chart set.
+    sections.nth(1).locator("a", has_text="only this one").click()
+    page.wait_for_url(re.compile(r".*workload=kernels(/|%2F)other\.py.*"))
+    only = page.locator("section.workload-history")
+    assert only.count() == 1 and OTHER_WORKLOAD in only.locator("h2").inner_text()
+    assert only.locator("svg.history").count() == len(CONFIGS)
+
     # A point on the chart is a link to its run.
+    page.goto(f"/repos/{REPO}")
+    first = page.locator("section.workload-history").nth(0).locator("svg.history").nth(0)
     first.locator(".pt-accepted").click()
     page.wait_for_url(f"**/runs/{site.runs['pr']}")
 

@@ -7,11 +7,14 @@ database built from them, once migrated, has exactly the layout a fresh database
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import (
     BigInteger,
     Column,
+    Connection,
     DateTime,
     ForeignKey,
     Index,
@@ -175,3 +178,33 @@ def build_v3_database(url: str) -> None:
                 )
     finally:
         engine.dispose()
+
+
+def add_repository(
+    conn: Connection,
+    when: datetime,
+    *,
+    token_hash: str | None = None,
+    prefix: str = "rnx_ci_",
+    branches: Sequence[str] = ("main",),
+) -> None:
+    """Workspace 1 "acme" and its repository 1 "acme/kernels", as these versions stored them,
+    and CI token 1 of that repository (the hash and shown prefix of its secret) when
+    `token_hash` is given."""
+    conn.execute(insert(workspaces).values(id=1, name="acme", created_at=when))
+    conn.execute(
+        insert(repositories).values(id=1, workspace_id=1, name="acme/kernels", created_at=when)
+    )
+    if token_hash is not None:
+        conn.execute(
+            insert(tokens).values(
+                id=1,
+                kind="ci",
+                workspace_id=1,
+                repository_id=1,
+                branches=json.dumps(list(branches)),
+                token_hash=token_hash,
+                prefix=prefix,
+                created_at=when,
+            )
+        )

@@ -1,5 +1,6 @@
-"""A database written by the server before gate_server/db/ (schema version 3) opens with today's
-code on both engines: it migrates, keeps its data, and ends with a fresh database's layout."""
+"""Databases written by older servers open with today's code on both engines: one written before
+gate_server/db/ (schema version 3), and one written before baselines were kept per workload
+(version 4). Each migrates, keeps its data, and ends with a fresh database's layout."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, insert, inspect
+from sqlalchemy import create_engine, insert, inspect, select
 from starlette.testclient import TestClient
 
 from gate_server.asgi import create_app
@@ -19,10 +20,13 @@ from gate_server.auth import hash_token
 from gate_server.dashboard.state import SESSION_KEY_NAME
 from gate_server.db import LATEST_VERSION, open_database
 from gate_server.db.migrations import schema_version
+from gate_server.db.schema import runs as runs_table
 from gate_server.receipts import KEY_NAME, ReceiptSigner, generate_private_key_pem
 from gate_server.server_keys import stored_key
 from gate_server.settings import ServerSettings
+from gate_server.workloads import UNKNOWN_WORKLOAD
 from tests.gate_server import schema_v3 as v3
+from tests.gate_server import schema_v4 as v4
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import fresh_postgres_schema, signed_headers
 
@@ -40,23 +44,9 @@ def _fill(url: str) -> dict[str, Any]:
     engine = create_engine(url)
     try:
         with engine.begin() as conn:
-            conn.execute(insert(v3.workspaces).values(id=1, name="acme", created_at=WHEN))
-            conn.execute(
-                insert(v3.repositories).values(
-                    id=1, workspace_id=1, name="acme/kernels", created_at=WHEN
-                )
-            )
-            conn.execute(
-                insert(v3.tokens).values(
-                    id=1,
-                    kind="ci",
-                    workspace_id=1,
-                    repository_id=1,
-                    branches=json.dumps(["master", "main"]),  # widened by the rename
-                    token_hash=hash_token(SECRET),
-                    prefix=SECRET[:11],
-                    created_at=WHEN,
-                )
+            # The CI token's branches were widened by the rename below.
+            v3.add_repository(
+                conn, WHEN, token_hash=hash_token(SECRET), branches=["master", "main"]
             )
             answer = {"run_id": str(baseline.run_id), "tier": "WARN", "reasons": []}
             conn.execute(
@@ -168,13 +158,108 @@ def twin_url(database_url: str, tmp_path: Path, request: pytest.FixtureRequest) 
         drop()
 
 
+@pytest.mark.parametrize(
+    "build", [v3.build_v3_database, v4.build_v4_database], ids=["version-3", "version-4"]
+)
 def test_an_upgraded_database_has_the_layout_of_a_fresh_one(
-    database_url: str, twin_url: str
+    database_url: str, twin_url: str, build: Any
 ) -> None:
-    v3.build_v3_database(database_url)
+    build(database_url)
     open_database(database_url).close()
     open_database(twin_url).close()
     upgraded, fresh = _layout(database_url), _layout(twin_url)
     assert upgraded == fresh
     key_columns = [name for name, _, _ in fresh["server_keys"]["columns"]]
     assert key_columns == ["name", "secret", "created_at"]
+
+
+# ---- version 4: runs of two workloads, and documents migration 5 cannot use
+
+
+def _v4_run(conn: Any, n: int, data: bytes, *, run_id: str, sha: str) -> None:
+    """A push to main that version 4 stored as a baseline of main, n minutes after WHEN."""
+    when = WHEN.replace(minute=n)
+    conn.execute(
+        insert(v4.runs).values(
+            run_id=run_id,
+            workspace_id=1,
+            repository_id=1,
+            token_id=1,
+            sha=sha,
+            branch="main",
+            event="push",
+            environment_key="linux-x86_64-cpu-test",
+            tier="PASS",
+            answer=json.dumps({"run_id": run_id, "tier": "PASS", "reasons": []}),
+            document=data,
+            body_sha256=hashlib.sha256(data).hexdigest(),
+            signature="sha256=old",
+            created_at=when,
+            received_at=when,
+            baseline_branch="main",
+            baseline_at=when,
+        )
+    )
+
+
+def _fill_v4(url: str) -> dict[str, str]:
+    """kernels/attention.py (uploaded as ./kernels/attention.py), then kernels/other.py twice as
+    slow, both baselines of main, as version 4 stored them; then two newer baselines whose
+    documents migration 5 cannot use: bytes that are no JSON, and an absolute workload path."""
+    v4.build_v4_database(url)
+    attention = make_results(workload="./kernels/attention.py", sha="a" * 40, seed=1)
+    other = make_results(workload="kernels/other.py", sha="b" * 40, seed=2, slowdown=2.0)
+    absolute = make_results(workload="/home/runner/kernels/attention.py", sha="d" * 40, seed=5)
+    unreadable = "00000000-0000-4000-8000-00000000000c"
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            v3.add_repository(conn, WHEN, token_hash=hash_token(SECRET), prefix=SECRET[:11])
+            _v4_run(conn, 1, body(attention), run_id=str(attention.run_id), sha="a" * 40)
+            _v4_run(conn, 2, body(other), run_id=str(other.run_id), sha="b" * 40)
+            _v4_run(conn, 3, b"\x00 not a document", run_id=unreadable, sha="c" * 40)
+            _v4_run(conn, 4, body(absolute), run_id=str(absolute.run_id), sha="d" * 40)
+    finally:
+        engine.dispose()
+    return {
+        "attention": str(attention.run_id),
+        "other": str(other.run_id),
+        "unreadable": unreadable,
+        "absolute": str(absolute.run_id),
+    }
+
+
+def test_a_version_4_database_gives_each_workload_its_own_baseline(database_url: str) -> None:
+    old = _fill_v4(database_url)
+    settings = ServerSettings(database_url=database_url, public_url="http://gate.test")
+    with TestClient(create_app(settings)) as client:
+        for workload, key, slowdown in (
+            ("kernels/attention.py", "attention", 1.0),
+            ("kernels/other.py", "other", 2.0),
+        ):
+            doc = make_results(
+                event="pull_request",
+                pr_number=1,
+                branch="f",
+                seed=7,
+                workload=workload,
+                slowdown=slowdown,
+            )
+            r = client.post(
+                "/api/v1/runs", content=body(doc), headers=signed_headers(SECRET, body(doc))
+            )
+            assert r.status_code == 201, r.text
+            # Only its own workload's baseline; never the newer runs migration 5 could not use.
+            assert r.json()["baseline"]["run_ids"] == [old[key]], workload
+            assert r.json()["baseline"]["workload"] == workload
+            assert r.json()["tier"] == "PASS", r.json()["reasons"]
+    database = open_database(database_url)
+    try:
+        assert schema_version(database) == LATEST_VERSION
+        with database.read() as conn:
+            found = dict(conn.execute(select(runs_table.c.run_id, runs_table.c.workload)).all())
+    finally:
+        database.close()
+    assert found[old["attention"]] == "kernels/attention.py"
+    assert found[old["other"]] == "kernels/other.py"
+    assert found[old["unreadable"]] == found[old["absolute"]] == UNKNOWN_WORKLOAD

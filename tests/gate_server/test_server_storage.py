@@ -57,7 +57,8 @@ def test_bad_database_urls_are_clear_errors():
 def test_baseline_lookup_reads_the_index(storage, ci_token):
     """The query plan of the real baseline lookup uses ix_runs_baseline (no table scan)."""
     ci_token()
-    plan = storage.explain(runs.baselines_query(1, "main", "env", 6))
+    key = runs.BaselineKey(1, "main", "env", "kernels/attention.py")
+    plan = storage.explain(runs.baselines_query(key, 6))
     assert "ix_runs_baseline" in plan, plan
 
 

@@ -4,6 +4,7 @@ Signatures, redeliveries, "/kernalin accept" and everything that is not an error
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from rnx_github.app_auth import AppCredentials
 from tests.github.payloads import load_payload, make_pr_comment
 from tests.support.factories import body, make_results
 from tests.support.fakes import fake_github, github_endpoints
-from tests.support.fakes.github_endpoints import FakeApp, add_pull, extras
+from tests.support.fakes.github_endpoints import FakeApp, add_file, add_pull, extras
 from tests.support.gate_helpers import Token
 
 SECRET = "webhook secret for tests"
@@ -31,6 +32,9 @@ PR = 7
 HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
 INSTALLATION = 4242
 BOT = "rnx-gate[bot]"
+# The workload the PR's runs measured, as it is in each PR commit the tests upload for.
+KERNEL = "import torch\n\n\nclass Model(torch.nn.Module):\n    pass\n"
+PR_COMMITS = (HEAD, "b" * 40, "c" * 40)
 
 
 def test_githubs_hmac_test_vector() -> None:
@@ -58,6 +62,8 @@ def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]
         extras(state).app = FakeApp("12345", public.decode(), installations={REPO: INSTALLATION})
         state.repo(REPO).default_branch = "master"
         add_pull(state, REPO, PR, base="master", head_sha=HEAD)
+        for sha in PR_COMMITS:
+            add_file(state, REPO, sha, "kernels/attention.py", KERNEL)
         yield url, state
 
 
@@ -103,7 +109,15 @@ def deliver(
     )
 
 
-def upload_pr_run(client: TestClient, token: Token, *, slowdown: float, sha: str = HEAD) -> str:
+def upload_pr_run(
+    client: TestClient,
+    token: Token,
+    *,
+    slowdown: float,
+    sha: str = HEAD,
+    workload: str = "kernels/attention.py",
+    workload_sha256: str = hashlib.sha256(KERNEL.encode()).hexdigest(),
+) -> str:
     doc = make_results(
         repository=REPO,
         branch="feature",
@@ -113,6 +127,8 @@ def upload_pr_run(client: TestClient, token: Token, *, slowdown: float, sha: str
         base_branch="master",
         slowdown=slowdown,
         seed=2,
+        workload=workload,
+        workload_sha256=workload_sha256,
     )
     from tests.support.gate_helpers import signed_headers
 
@@ -437,3 +453,177 @@ def test_a_captured_comment_replayed_under_a_new_delivery_id_is_not_acted_on_aga
     replay = deliver(client, "issue_comment", comment, delivery="d-forged")
     assert replay.json() == first.json()
     assert not run_view(client, token, later)["is_baseline"]
+
+
+# ---- the accepted run's workload is the file it names (issue 11, section 2)
+
+
+def push_baseline(client: TestClient, token: Token, workload: str, *, slowdown: float) -> str:
+    from tests.support.gate_helpers import signed_headers
+
+    doc = make_results(
+        repository=REPO,
+        branch="master",
+        sha="a" * 40,
+        seed=1,
+        workload=workload,
+        slowdown=slowdown,
+    )
+    r = client.post(
+        "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
+    )
+    assert r.status_code == 201 and r.json()["is_baseline"], r.text
+    return str(r.json()["run_id"])
+
+
+@pytest.fixture
+def docs_owner(
+    client: TestClient, ci_token: Any, github: tuple[str, fake_github.State]
+) -> tuple[Token, str, str]:
+    """The issue's attack: dora owns only docs/ (CODEOWNERS on master); a pull request's run,
+    three times slower than attention.py's baseline, says its workload is docs/notes.md."""
+    _, state = github
+    token: Token = ci_token(workspace="octo", repository=REPO, branches=("master",))
+    baseline = push_baseline(client, token, "kernels/attention.py", slowdown=1.0)
+    state.repo(REPO).files[("master", ".github/CODEOWNERS")] = "* @nobody\n/docs/ @dora\n"
+    extras(state).permissions[(REPO, "dora")] = "read"
+    claimed = upload_pr_run(client, token, slowdown=3.0, workload="docs/notes.md")
+    return token, baseline, claimed
+
+
+def _dora_accepts(client: TestClient) -> Any:
+    comment = make_pr_comment(
+        "/kernalin accept docs only", user="dora", number=PR, installation_id=INSTALLATION
+    )
+    return deliver(client, "issue_comment", comment).json()
+
+
+@pytest.mark.parametrize("notes_exist", [False, True], ids=["not-in-commit", "other-content"])
+def test_a_docs_owner_cannot_accept_a_slow_kernel_claimed_as_docs(
+    client: TestClient,
+    github: tuple[str, fake_github.State],
+    docs_owner: tuple[Token, str, str],
+    notes_exist: bool,
+) -> None:
+    token, baseline, claimed = docs_owner
+    _, state = github
+    if notes_exist:
+        add_file(state, REPO, HEAD, "docs/notes.md", "# Notes\n")
+    answer = _dora_accepts(client)
+    # The CODEOWNERS rule alone would let her: the path is what GitHub refuses.
+    expected = (
+        "docs/notes.md at commit ec26c3e57ca3 is not the workload the run measured"
+        if notes_exist
+        else "docs/notes.md does not exist at commit ec26c3e57ca3"
+    )
+    assert expected in answer["denied"], answer
+    reply = state.comment_bodies(REPO, PR, login=BOT)[-1]
+    assert reply.startswith("@dora rnx-benchmark: not accepted:") and expected in reply
+    assert run_view(client, token, claimed)["accepted"] is None
+    # The next 3x slower pull request of the real kernel is still compared with its baseline.
+    later = upload_pr_run(client, token, slowdown=3.0, sha="b" * 40)
+    view = run_view(client, token, later)
+    assert view["tier"] == "BLOCK" and view["baseline"]["run_ids"] == [baseline]
+
+
+def test_a_webhook_accept_moves_only_its_workloads_baseline(
+    client: TestClient, ci_token: Any, github: tuple[str, fake_github.State]
+) -> None:
+    _, state = github
+    token: Token = ci_token(workspace="octo", repository=REPO, branches=("master",))
+    push_baseline(client, token, "kernels/attention.py", slowdown=1.0)
+    other = push_baseline(client, token, "kernels/other.py", slowdown=2.0)
+    slow = upload_pr_run(client, token, slowdown=3.0)
+    extras(state).permissions[(REPO, "alice")] = "write"
+    comment = make_pr_comment(
+        "/kernalin accept slower by design", user="alice", number=PR, installation_id=INSTALLATION
+    )
+    assert deliver(client, "issue_comment", comment).json()["accepted"] == [slow]
+    # other.py, three times slower than its own baseline, still BLOCKs against it.
+    add_file(state, REPO, "c" * 40, "kernels/other.py", KERNEL)
+    later = upload_pr_run(client, token, slowdown=6.0, sha="c" * 40, workload="kernels/other.py")
+    view = run_view(client, token, later)
+    assert view["baseline"]["run_ids"] == [other] and view["tier"] == "BLOCK"
+
+
+def test_the_token_apis_check_the_workload_in_app_mode(
+    client: TestClient, docs_owner: tuple[Token, str, str]
+) -> None:
+    token, _, claimed = docs_owner
+    auth = {"Authorization": f"Bearer {token.secret}"}
+    r = client.post(f"/api/v1/runs/{claimed}/accept", json={"reason": "x"}, headers=auth)
+    assert r.status_code == 409, r.text
+    assert r.json()["error"]["code"] == "workload_mismatch"
+    assert "docs/notes.md does not exist at commit" in r.json()["error"]["message"]
+    r = client.post(
+        f"/api/v1/pulls/{PR}/accept",
+        json={"reason": "x", "user": "dora", "run_ids": [claimed]},
+        headers=auth,
+    )
+    assert r.status_code == 409 and r.json()["error"]["code"] == "workload_mismatch"
+    assert run_view(client, token, claimed)["accepted"] is None
+
+
+def test_a_repository_without_the_app_is_accepted_by_token_as_without_app_mode(
+    client: TestClient, ci_token: Any
+) -> None:
+    # The App is installed on Codertocat/Hello-World only: it cannot ask about this repository.
+    from tests.support.gate_helpers import signed_headers
+
+    token: Token = ci_token(workspace="octo", repository="octo/elsewhere", branches=("main",))
+    doc = make_results(
+        repository="octo/elsewhere",
+        event="pull_request",
+        pr_number=3,
+        branch="f",
+        seed=3,
+        workload="docs/notes.md",
+    )
+    r = client.post(
+        "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
+    )
+    assert r.status_code == 201, r.text
+    run_id = r.json()["run_id"]
+    r = client.post(
+        f"/api/v1/runs/{run_id}/accept",
+        json={"reason": "x"},
+        headers={"Authorization": f"Bearer {token.secret}"},
+    )
+    assert r.status_code == 200 and r.json()["workload"] == "docs/notes.md", r.text
+
+
+def test_when_github_cannot_be_asked_nothing_is_accepted(
+    database_url: str, ci_token: Any, app_key: rsa.RSAPrivateKey
+) -> None:
+    from gate_server.asgi import create_app
+    from tests.support.gate_helpers import free_port, signed_headers
+
+    pem = app_key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    dead = f"http://127.0.0.1:{free_port()}"
+    settings = ServerSettings(
+        database_url=database_url,
+        github_app=AppCredentials("12345", pem, dead),
+        oidc_audience=None,
+    )
+    token: Token = ci_token(workspace="octo", repository=REPO, branches=("master",))
+    doc = make_results(
+        repository=REPO, event="pull_request", pr_number=PR, branch="f", base_branch="master"
+    )
+    with TestClient(create_app(settings)) as c:
+        r = c.post(
+            "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
+        )
+        assert r.status_code == 201, r.text
+        run_id = r.json()["run_id"]
+        r = c.post(
+            f"/api/v1/runs/{run_id}/accept",
+            json={"reason": "x"},
+            headers={"Authorization": f"Bearer {token.secret}"},
+        )
+        assert r.status_code == 502 and r.json()["error"]["code"] == "github_unavailable"
+        assert "nothing was accepted" in r.json()["error"]["message"]
+        assert run_view(c, token, run_id)["accepted"] is None

@@ -259,12 +259,13 @@ def test_nasty_but_valid_names_are_stored_verbatim_and_rendered_as_text(
     client: TestClient, database_url: str
 ) -> None:
     """Git allows quotes and semicolons in branch names and anything printable in workload
-    paths: such a run is stored as sent, found again by its name, and shown escaped."""
+    paths (a path in the repository: no '..' segment): such a run is stored as sent, found
+    again by its name, and shown escaped."""
     secret = create_token(database_url, branches=("*",)).secret
     viewer = create_token(database_url, viewer=True).secret
     branch = "x';DROP-TABLE-runs;--"
     doc = _doc(**{"git.branch": branch})
-    doc["workload"]["path"] = "<img src=x onerror=alert(1)>/../../etc/passwd"
+    doc["workload"]["path"] = "<img src=x onerror=alert(1)>/..etc/passwd"
     doc["environment"]["name"] = "<script>alert(1)</script>\u202e"
     doc["configurations"][0]["details"] = {"note": "</td><script>alert(2)</script>"}
     raw = json.dumps(doc).encode()

@@ -55,6 +55,7 @@ def make_results(
     seed: int = 0,
     run_id: uuid.UUID | str | None = None,
     workload: str = "kernels/attention.py",
+    workload_sha256: str = "0" * 64,
     broken_reason: str = "max abs error 0.5 > atol 1e-05",
 ) -> ResultsDocument:
     """A valid document. `slowdown` scales every configuration's times (or, as a dict keyed by
@@ -89,7 +90,7 @@ def make_results(
             "base_branch": base_branch if base_branch is not None else ("main" if is_pr else None),
         },
         "environment": {"key": environment, "name": "test runner"},
-        "workload": {"path": workload, "sha256": "0" * 64},
+        "workload": {"path": workload, "sha256": workload_sha256},
         "settings": {
             # Asked for at least what the statistics need; a configuration may hold fewer.
             "samples": max(n, MIN_SAMPLES),

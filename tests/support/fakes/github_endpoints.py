@@ -5,7 +5,8 @@ the fake's ROUTES table.
 
 - the GitHub App: GET /app, GET /repos/{o}/{r}/installation, POST
   /app/installations/{id}/access_tokens (app JWTs are verified with the App's public key)
-- the accept rules: collaborator permission, file contents (CODEOWNERS), team membership
+- the accept rules: collaborator permission, file contents (CODEOWNERS, and whether an
+  accepted run's workload is the file at its commit), team membership
 - pull requests (GET /repos/{o}/{r}/pulls/{n}) and comment reactions
 - branches (GET /repos/{o}/{r}/branches/{branch}): 200, 301 for a renamed branch, 404
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
+import json
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -26,6 +29,7 @@ from starlette.requests import Request
 
 from tests.support.fakes import fake_github
 from tests.support.fakes.fake_github import (
+    DATA,
     Fail,
     Handler,
     State,
@@ -149,26 +153,78 @@ async def get_permission(state: State, request: Request) -> tuple[int, Any, dict
     return 200, {"permission": permission, "role_name": role, "user": user}, {}
 
 
-async def get_contents(state: State, request: Request) -> tuple[int, Any, dict[str, str]]:
-    _token(state, request)
-    repo = state.repos.get(_repo_name(request))
-    path = request.path_params["path"]
-    ref = request.query_params.get("ref") or (repo.default_branch if repo else "main")
-    if repo is None or (ref, path) not in repo.files:
-        raise Fail(404, "Not Found")
-    text = repo.files[(ref, path)]
-    return (
-        200,
-        {
-            "type": "file",
-            "encoding": "base64",
-            "name": path.rsplit("/", 1)[-1],
-            "path": path,
-            "size": len(text.encode()),
-            "content": base64.encodebytes(text.encode()).decode(),
-        },
-        {},
+REST = DATA / "github-rest"
+MAX_CONTENT_BYTES = 1024 * 1024  # GitHub sends a file's bytes up to 1 MB, none above
+
+
+def rest_answer(name: str) -> dict[str, Any]:
+    """A recorded answer of GitHub's REST API (tests/data/github-rest/README.md)."""
+    data: dict[str, Any] = json.loads((REST / f"{name}.json").read_text())
+    return data
+
+
+def add_file(state: State, repo: str, ref: str, path: str, text: str) -> str:
+    """A file at `path` in commit (or branch) `ref`; returns the SHA-256 of its bytes, what a
+    results document of that workload carries as workload.sha256."""
+    state.repo(repo).files[(ref, path)] = text
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _entry(api: str, repo: str, ref: str, path: str, raw: bytes) -> dict[str, Any]:
+    """The recorded file answer with this file's name, path, blob id, size and links."""
+    blob = hashlib.sha1(b"blob %d\0" % len(raw) + raw).hexdigest()
+    item = rest_answer("contents.file")
+    self_url = f"{api}/repos/{repo}/contents/{quote(path)}?ref={quote(ref, safe='')}"
+    git_url = f"{api}/repos/{repo}/git/blobs/{blob}"
+    html_url = f"https://github.com/{repo}/blob/{quote(ref, safe='')}/{quote(path)}"
+    item.update(
+        name=path.rsplit("/", 1)[-1],
+        path=path,
+        sha=blob,
+        size=len(raw),
+        url=self_url,
+        git_url=git_url,
+        html_url=html_url,
+        download_url=f"https://raw.githubusercontent.com/{repo}/{ref}/{quote(path)}",
+        _links={"git": git_url, "self": self_url, "html": html_url},
     )
+    return item
+
+
+async def get_contents(state: State, request: Request) -> tuple[int, Any, dict[str, str]]:
+    """GitHub's "Get repository content": a file (base64 in lines of 60, or no content over
+    1 MB), a directory (an array of entries), or GitHub's 404 body."""
+    _token(state, request)
+    name = _repo_name(request)
+    repo = state.repos.get(name)
+    path = request.path_params["path"].strip("/")
+    ref = request.query_params.get("ref") or (repo.default_branch if repo else "main")
+    api = str(request.base_url).rstrip("/")
+    files = {p: t.encode() for (r, p), t in (repo.files.items() if repo else []) if r == ref}
+    if path in files:
+        raw = files[path]
+        item = _entry(api, name, ref, path, raw)
+        if len(raw) > MAX_CONTENT_BYTES:
+            item.update(encoding="none", content="")
+        else:
+            encoded = base64.b64encode(raw).decode()
+            item.update(
+                content="".join(encoded[i : i + 60] + "\n" for i in range(0, len(encoded), 60))
+            )
+        return 200, item, {}
+    children = sorted({p[len(path) + 1 :].split("/")[0] for p in files if p.startswith(path + "/")})
+    if children:
+        return 200, [_listed(api, name, ref, f"{path}/{c}", files) for c in children], {}
+    return 404, rest_answer("contents.not-found"), {}
+
+
+def _listed(api: str, repo: str, ref: str, path: str, files: dict[str, bytes]) -> dict[str, Any]:
+    """A directory listing's entry: a file or a directory, without content or encoding."""
+    entry = _entry(api, repo, ref, path, files.get(path, b""))
+    del entry["content"], entry["encoding"]
+    if path not in files:
+        entry.update(type="dir", size=0, download_url=None)
+    return entry
 
 
 async def get_membership(state: State, request: Request) -> tuple[int, Any, dict[str, str]]:
