@@ -65,5 +65,8 @@ class Progress:
                 f"elapsed {_dur(now - self.t0)}  eta {_dur(self._eta())}"
             )
 
+    def note(self, text: str) -> None:
+        self._emit(f"[note] {text}")
+
     def finish(self) -> None:
         self._emit(f"done in {_dur(time.monotonic() - self.t0)}")

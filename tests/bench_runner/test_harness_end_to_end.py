@@ -173,10 +173,11 @@ def test_cli_takes_tolerances_and_lists_from_kernalin_yml(tmp_path, monkeypatch)
 
 
 def test_each_slot_runs_on_its_own_cpus_and_every_side_of_a_slot_on_the_same(monkeypatch):
-    """Slots take consecutive blocks of `threads` CPUs (wrapping); RNX_PIN_CPUS=0 turns it off."""
+    """Slots take consecutive blocks of `threads` CPUs (wrapping); RNX_PIN_CPUS=0 turns it off
+    through the harness settings."""
     import os
 
-    from bench_runner.runner import cpus_for_slot
+    from bench_runner.placement import cpus_for_slot
 
     usable = sorted(os.sched_getaffinity(0))
     n = len(usable)
@@ -185,14 +186,28 @@ def test_each_slot_runs_on_its_own_cpus_and_every_side_of_a_slot_on_the_same(mon
     assert cpus_for_slot(n, 1) == [usable[0]]  # wraps around
     assert cpus_for_slot(0, n + 3) == usable  # never more CPUs than there are
     monkeypatch.setenv("RNX_PIN_CPUS", "0")
-    assert cpus_for_slot(1, 1) == []
+    harness = HarnessSettings()
+    assert harness.pin_cpus is False
+    assert cpus_for_slot(1, 1, pin=harness.pin_cpus) == []
+
+
+def test_thread_count_comes_from_the_settings_model(monkeypatch):
+    from bench_runner.placement import default_threads
+
+    monkeypatch.setenv("RNX_THREADS", "3")
+    assert HarnessSettings().threads == 3 and default_threads(HarnessSettings()) == 3
+    # kernalin.yml's harness.threads wins over the machine's default
+    assert default_threads(HarnessSettings(threads=2)) == 2
+    monkeypatch.setenv("RNX_THREADS", "many")
+    with pytest.raises(UserError, match="RNX_THREADS='many'"):
+        HarnessSettings()
 
 
 @pytest.mark.slow
 def test_a_worker_process_runs_on_the_cpus_it_was_given():
     import os
 
-    from bench_runner.runner import WorkerHandle
+    from bench_runner.workers import WorkerHandle
 
     cpu = sorted(os.sched_getaffinity(0))[-1]
     spec = {"path": str(WORKLOADS / "tiny.py"), "device": "cpu", "threads": 1, "seed": 0}
