@@ -6,16 +6,17 @@ from pathlib import Path
 from typing import Any
 
 from bench_runner.tolerances import DEFAULT_TOLERANCES
+from rnx.schema import config_id
 
 WORKLOADS = Path(__file__).parent / "workloads"
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
-def prepare_cmd(runtime: str, dtype: str, batch_size: int, **over: Any) -> dict[str, Any]:
+def prepare_cmd(runtime: str, dtype: str, batch_size: int | None, **over: Any) -> dict[str, Any]:
     tol = DEFAULT_TOLERANCES[dtype]
     cmd = {
         "op": "prepare",
-        "id": f"{runtime}/{dtype}/bs{batch_size}",
+        "id": config_id(runtime, dtype, batch_size),
         "runtime": runtime,
         "dtype": dtype,
         "batch_size": batch_size,

@@ -221,3 +221,27 @@ def test_a_worker_process_runs_on_the_cpus_it_was_given():
         assert unpinned.hello["cpus"] == []
     finally:
         unpinned.close()
+
+
+@pytest.mark.slow
+def test_no_batch_dimension_and_no_batch_sizes_run_at_the_workloads_own_shapes(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    args = [str(WORKLOADS / "square_matmul.py"), "--out", str(out), "--device", "cpu"]
+    rc = bench_main([*args, "--samples", "8", "--processes", "1", "--quiet", "--dtypes",
+                     "float32,float64"])  # fmt: skip
+    assert rc == 0
+    doc = parse_results(out.read_text())
+    assert [c.id for c in doc.configurations] == [
+        "pytorch_eager/float32/native",
+        "pytorch_eager/float64/native",
+    ]
+    assert all(c.batch_size is None and c.status == "ok" for c in doc.configurations)
+    assert "no batch dimension" in doc.configurations[0].details["shapes"]
+    printed = capsys.readouterr().out
+    assert "pytorch_eager/float32/native" in printed and "own shapes" in printed
+    # Given batch sizes, the same workload keeps the clear error.
+    rc = bench_main([*args, "--samples", "8", "--processes", "1", "--quiet", "--batch-sizes", "1"])
+    assert rc == 1
+    (c,) = parse_results(out.read_text()).configurations
+    assert c.id == "pytorch_eager/float32/bs1" and c.status == "error"
+    assert "give no batch sizes" in (c.reason or "")
