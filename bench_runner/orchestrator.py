@@ -208,13 +208,18 @@ class Orchestrator:
         for (slot, side), why in self.pool.start_errors.items():
             self.states.fail_side(side, f"process {slot}: {why}")
         builder = Builder(self)
+        self.progress.phase("building and checking")
         builder.build_all()
         for slot in range(self.plan.processes):
+            self.progress.phase("building later")
             builder.build_deferred(slot)
+            self.progress.phase("warm-up")
             self._warm_all(slot)
             if slot == 0:
                 self._more_rounds_under_contention()
+            self.progress.phase("timing")
             Rounds(self, slot).run()
+            self.progress.phase("closing workers")
             if slot == 0:
                 self._collect_reports()
             self.pool.close_slot(slot)

@@ -24,6 +24,8 @@ class Progress:
         self.round_s = 0.0
         self._last = self.t0
         self.round_guess = 0.0  # seconds per round, from the warm-up, until rounds are timed
+        self.phases: dict[str, float] = {}  # seconds spent per phase of the run
+        self._phase: tuple[str, float] | None = None
 
     def _emit(self, text: str) -> None:
         if self.stream is not None:
@@ -68,5 +70,15 @@ class Progress:
     def note(self, text: str) -> None:
         self._emit(f"[note] {text}")
 
+    def phase(self, name: str) -> None:
+        """From now on the run is in phase `name` (starting, building, warm-up, timing...)."""
+        now = time.monotonic()
+        if self._phase is not None:
+            was, since = self._phase
+            self.phases[was] = self.phases.get(was, 0.0) + now - since
+        self._phase = (name, now)
+
     def finish(self) -> None:
-        self._emit(f"done in {_dur(time.monotonic() - self.t0)}")
+        self.phase("done")
+        split = ", ".join(f"{k} {v:.1f}s" for k, v in self.phases.items() if k != "done")
+        self._emit(f"done in {_dur(time.monotonic() - self.t0)} ({split})")

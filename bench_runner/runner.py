@@ -122,6 +122,7 @@ def run_benchmark(
     pool = WorkerPool(plan, ctx, _spec_maker(plan, environment_name, environment is None))
     tracker = Progress(progress, n_configs=0, n_samples=harness.samples)
     try:
+        tracker.phase("starting workers")
         pool.start_all()
         plan = _started(pool, plan)
         tracker.n_configs = len(plan.configs) * len(sides) * plan.processes

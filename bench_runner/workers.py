@@ -15,7 +15,7 @@ from typing import Any
 
 START_TIMEOUT_S = 300.0
 # Imported once in the fork server and shared by every worker forked from it (CPU runs).
-PRELOAD = ["bench_runner.worker"]
+PRELOAD = ["bench_runner.forkserver_preload"]
 # What torch.compile and the ONNX exporter import on first use: seconds per process otherwise.
 PRELOAD_COMPILER = ["torch._dynamo", "torch._inductor.compile_fx"]
 
@@ -72,9 +72,9 @@ class WorkerHandle:
     def __init__(self, spec: dict[str, Any], *, ctx: Any = None, wait: bool = True):
         ctx = ctx or multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        from bench_runner.worker import worker_main
+        from bench_runner.worker_entry import main
 
-        self.process = ctx.Process(target=worker_main, args=(child, spec), daemon=True)
+        self.process = ctx.Process(target=main, args=(child, spec), daemon=True)
         with _nvml_cuda_check():
             self.process.start()
         child.close()

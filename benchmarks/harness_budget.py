@@ -1,0 +1,219 @@
+"""The CI minute budget: a run's wall time and where it goes, before and after, side by side.
+
+"before" is the harness of another revision (default: where this branch left main), taken with
+`git archive` into a temporary folder, or a folder given with --before-tree (on a machine
+without git: `git archive REV bench_runner rnx stats | tar -x -C DIR` beforehand). "after" is
+this checkout. Each run is a fresh process, as in CI: the wall time includes the interpreter,
+its imports and its exit. They alternate, `--repeat` times, so load on the machine hits both.
+
+Cases:
+  cpu-example   examples/attention.py, pytorch_eager, float32, batch size 1, on the CPU
+  attention12   examples/attention.py, pytorch_eager + torch_compile x float32/float16/bfloat16
+                x batch sizes 8 and 1024 (12 configurations), on the GPU (the issue's run)
+Defaults: 30 samples over 3 processes (the harness defaults); each run gets its own empty
+inductor cache, so neither side reuses the other's compilations.
+
+Run: .venv/bin/python benchmarks/harness_budget.py [--case cpu-example] [--repeat 3]
+     python3 benchmarks/harness_budget.py --case attention12 --repeat 1 --before-tree DIR --out $OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES: dict[str, dict[str, Any]] = {
+    "cpu-example": {
+        "device": "cpu",
+        "benchmark": {
+            "workload": str(ROOT / "examples" / "attention.py"),
+            "runtimes": ["pytorch_eager"],
+            "dtypes": ["float32"],
+            "batch-sizes": [1],
+        },
+    },
+    "attention12": {
+        "device": "cuda",
+        "benchmark": {
+            "workload": str(ROOT / "examples" / "attention.py"),
+            "runtimes": ["pytorch_eager", "torch_compile"],
+            "dtypes": ["float32", "float16", "bfloat16"],
+            "batch-sizes": [8, 1024],
+        },
+    },
+}
+# Runs in a fresh interpreter whose sys.path starts with the tree under test.
+DRIVER = """
+import io, json, sys, time
+def main():
+    t0 = time.perf_counter()
+    from bench_runner import run_benchmark
+    from rnx.config import Benchmark, HarnessSettings
+    import bench_runner
+    case = json.loads(sys.argv[1])
+    progress = io.StringIO()
+    t1 = time.perf_counter()
+    doc = run_benchmark(Benchmark.model_validate(case["benchmark"]), HarnessSettings(),
+                        progress=progress, device=case["device"])
+    t2 = time.perf_counter()
+    keys = ("check_wall_ns", "build_wall_ns", "warmup_wall_ns", "timing_wall_ns")
+    rows = []
+    for c in doc.configurations:
+        row = {"id": c.id, "status": c.status, "reason": c.reason}
+        row.update({k: c.details.get(k) or 0 for k in keys})
+        row["later_build_wall_ns"] = sum(x or 0 for x in c.details.get("build_wall_ns_per_process", []))
+        row["compile_ns"] = c.build.compile_ns or 0
+        rows.append(row)
+    done = [l for l in progress.getvalue().splitlines() if l.startswith("done in")]
+    print(json.dumps({"tree": bench_runner.__file__, "import_s": t1 - t0, "run_s": t2 - t1,
+                      "configs": rows, "done": done[-1] if done else ""}))
+if __name__ == "__main__":
+    main()
+"""
+
+
+def before_tree(rev: str | None, given: str | None, tmp: Path) -> Path | None:
+    if given:
+        return Path(given).resolve()
+    rev = rev or _git("merge-base", "HEAD", "main")
+    if not rev:
+        return None
+    out = tmp / "before"
+    out.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "bench_runner", "rnx", "stats"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    return out
+
+
+def _git(*args: str) -> str | None:
+    try:
+        found = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+    except OSError:
+        return None
+    return found.stdout.strip() or None if found.returncode == 0 else None
+
+
+def run_once(tree: Path, case: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    # Only the tree under test on the path: never this checkout (the cwd is a temp dir, and
+    # PYTHONPATH loses "." and the checkout), so "before" cannot pick up "after" by accident.
+    keep = [
+        p
+        for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if p and Path(p).resolve() != ROOT and p != "."
+    ]
+    cache = tempfile.mkdtemp(dir=tmp, prefix="inductor-")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tree), *keep]),
+        "TORCHINDUCTOR_CACHE_DIR": cache,
+    }
+    t0 = time.perf_counter()
+    found = subprocess.run(
+        [sys.executable, "-c", DRIVER, json.dumps(case)],
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+        env=env,
+    )
+    wall = time.perf_counter() - t0
+    if found.returncode != 0:
+        raise RuntimeError(f"the run in {tree} failed:\n{found.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(found.stdout.strip().splitlines()[-1])
+    result["process_s"] = wall
+    return result
+
+
+def split(result: dict[str, Any]) -> dict[str, float]:
+    rows = result["configs"]
+
+    def total(key: str) -> float:
+        return sum(r[key] for r in rows) / 1e9
+
+    parts = {
+        "process": result["process_s"],
+        "run": result["run_s"],
+        "correctness": total("check_wall_ns"),
+        "build": total("build_wall_ns"),
+        "later builds": total("later_build_wall_ns"),
+        "warm-up": total("warmup_wall_ns"),
+        "timing": total("timing_wall_ns"),
+    }
+    parts["rest"] = parts["run"] - sum(
+        parts[k] for k in ("correctness", "build", "later builds", "warm-up", "timing")
+    )
+    return parts
+
+
+def report(runs: dict[str, list[dict[str, Any]]]) -> None:
+    names = list(split(next(iter(runs.values()))[0]))
+    print(f"{'':8s}" + "".join(f"{n:>13s}" for n in names) + "   statuses")
+    for side, results in runs.items():
+        for r in results:
+            parts = split(r)
+            statuses = sorted({c["status"] for c in r["configs"]})
+            print(f"{side:8s}" + "".join(f"{parts[n]:12.2f}s" for n in names) + f"   {statuses}")
+            print(f"{'':8s}{r['done']}")
+    if all(runs.values()) and len(runs) == 2:
+        med = {s: statistics.median(split(r)["process"] for r in rs) for s, rs in runs.items()}
+        print(
+            f"median process wall: before {med['before']:.2f}s, after {med['after']:.2f}s, "
+            f"after/before {med['after'] / med['before']:.2f}"
+        )
+    print(
+        "(correctness, build, later builds, warm-up, timing: sums over configurations; after "
+        "this change the later builds overlap the first process's checks, so the parts can "
+        "add up to more than the run; rest = run - parts)"
+    )
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--case", choices=sorted(CASES), help="default: attention12 with CUDA")
+    p.add_argument("--repeat", type=int, default=None, help="runs per side (default 3, GPU 1)")
+    p.add_argument("--before-rev", help="git revision of 'before' (default: merge-base with main)")
+    p.add_argument("--before-tree", help="a folder holding the 'before' bench_runner, rnx, stats")
+    p.add_argument("--out", default=os.environ.get("OUT"), help="write the raw results here")
+    args = p.parse_args()
+    import torch
+
+    cuda = torch.cuda.is_available()
+    name = args.case or ("attention12" if cuda else "cpu-example")
+    case = CASES[name]
+    if case["device"] == "cuda" and not cuda:
+        print(f"--case {name} needs CUDA (no GPU is visible here)", file=sys.stderr)
+        return 2
+    repeat = args.repeat or (1 if cuda else 3)
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        before = before_tree(args.before_rev, args.before_tree, tmp)
+        trees = {"after": ROOT} if before is None else {"before": before, "after": ROOT}
+        if before is None:
+            print("no 'before' tree (no git here): give --before-tree; measuring after only")
+        runs: dict[str, list[dict[str, Any]]] = {side: [] for side in trees}
+        for i in range(repeat):
+            for side, tree in trees.items():
+                print(f"# run {i + 1}/{repeat} {side}", file=sys.stderr, flush=True)
+                runs[side].append(run_once(tree, case, tmp))
+    print(f"case {name}: {json.dumps(case['benchmark'])} on {case['device']}")
+    report(runs)
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / f"harness_budget_{name}.json").write_text(json.dumps(runs, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
