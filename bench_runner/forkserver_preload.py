@@ -9,6 +9,7 @@ stdout and stderr, so whoever waits for those (a CI step, subprocess.run) waits 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 
@@ -17,10 +18,8 @@ import bench_runner.worker  # noqa: F401 - the point of this module
 
 def _exit_now() -> None:
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     os._exit(0)
 
 

@@ -70,7 +70,8 @@ def main():
     for c in doc.configurations:
         row = {"id": c.id, "status": c.status, "reason": c.reason}
         row.update({k: c.details.get(k) or 0 for k in keys})
-        row["later_build_wall_ns"] = sum(x or 0 for x in c.details.get("build_wall_ns_per_process", []))
+        later = c.details.get("build_wall_ns_per_process", [])
+        row["later_build_wall_ns"] = sum(x or 0 for x in later)
         row["compile_ns"] = c.build.compile_ns or 0
         rows.append(row)
     done = [l for l in progress.getvalue().splitlines() if l.startswith("done in")]
