@@ -107,3 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     return 0
+
+
+if __name__ == "__main__":  # python -m bench_runner.cli: `rnx bench` without the rnx launcher
+    try:
+        sys.exit(main())
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)

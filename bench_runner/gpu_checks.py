@@ -71,13 +71,20 @@ class ContentionSigns:
     calibration_spread: float | None  # median / fastest time of a fixed kernel
     waited_for_gpu: bool
     wait_ns: float = 0.0
+    # Processes that ran kernels in the last second (None: the GPU cannot say). A process that
+    # only holds a context (an idle notebook) takes nothing from us.
+    active_pids: list[int] | None = None
 
     def others(self, run_pids: set[int]) -> list[int] | None:
-        """Processes on the GPU that are not this run's; None where NVML's process ids are not
-        this process's (a container's own PID namespace: this worker is missing from them)."""
+        """Processes busy on the GPU that are not this run's (all those present where activity
+        is unknown); None where NVML's process ids are not this process's (a container's own
+        PID namespace: this worker is missing from them)."""
         if self.gpu_pids is None or self.own_pid not in self.gpu_pids:
             return None
-        return [p for p in self.gpu_pids if p not in run_pids]
+        present = [p for p in self.gpu_pids if p not in run_pids]
+        if self.active_pids is None:
+            return present
+        return [p for p in present if p in self.active_pids]
 
     def seen(self, run_pids: set[int]) -> bool:
         spread = self.calibration_spread or 1.0
@@ -88,7 +95,8 @@ class ContentionSigns:
         others = self.others(run_pids)
         if others:
             listed = ", ".join(str(p) for p in others[:5])
-            parts.append(f"{len(others)} other process(es) on the GPU (pid {listed})")
+            busy = "running kernels" if self.active_pids is not None else "present"
+            parts.append(f"{len(others)} other process(es) {busy} on the GPU (pid {listed})")
         if self.waited_for_gpu:
             parts.append(
                 f"calls waited {self.wait_ns / 1e3:.0f} us for the GPU beyond their own work"
@@ -106,6 +114,7 @@ class ContentionSigns:
             "calibration_spread": self.calibration_spread,
             "waited_for_gpu": self.waited_for_gpu,
             "wait_ns": self.wait_ns,
+            "active_pids": self.active_pids,
         }
 
     @classmethod
@@ -116,4 +125,5 @@ class ContentionSigns:
             calibration_spread=data.get("calibration_spread"),
             waited_for_gpu=bool(data.get("waited_for_gpu")),
             wait_ns=float(data.get("wait_ns") or 0.0),
+            active_pids=data.get("active_pids"),
         )

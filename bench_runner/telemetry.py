@@ -5,6 +5,7 @@ NVML fails, every reading is None and `reason` says why; nothing raises."""
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +86,21 @@ class GpuTelemetry:
     def utilization(self) -> int | None:
         rates = self._query("utilization", "nvmlDeviceGetUtilizationRates")
         return None if rates is None else int(rates.gpu)
+
+    def active_pids(self, within_s: float = 1.0) -> list[int] | None:
+        """Processes that ran kernels on the GPU in the last `within_s` seconds (NVML's
+        per-process SM samples); None where the GPU or driver cannot say."""
+        if self.handle is None or "process_utilization" in self.errors:
+            return None
+        since_us = int((time.time() - within_s) * 1e6)
+        try:
+            samples = self.nvml.nvmlDeviceGetProcessUtilization(self.handle, since_us)
+        except Exception as e:  # noqa: BLE001 - NVMLError_*
+            if type(e).__name__ == "NVMLError_NotFound":  # no samples: nobody ran kernels
+                return []
+            self.errors["process_utilization"] = f"{type(e).__name__}: {e}"
+            return None
+        return sorted({int(s.pid) for s in samples if int(getattr(s, "smUtil", 0)) > 0})
 
     def compute_pids(self) -> list[int] | None:
         procs = self._query("processes", "nvmlDeviceGetComputeRunningProcesses")

@@ -274,6 +274,7 @@ class Side:
             calibration_spread=spread,
             waited_for_gpu=bool(stream is not None and stream.waited_for_gpu),
             wait_ns=0.0 if stream is None else max(0.0, stream.wall_ns - stream.event_ns),
+            active_pids=self.telemetry.active_pids(),
         )
 
     def measure(self, cid: str) -> dict[str, Any]:

@@ -43,11 +43,26 @@ def test_other_processes_on_the_gpu_are_contention_the_runs_own_are_not():
     )
     assert signs.others(run_pids) == [555]
     assert signs.seen(run_pids)
-    assert "1 other process(es) on the GPU (pid 555)" in signs.note(run_pids)
+    assert "1 other process(es) present on the GPU (pid 555)" in signs.note(run_pids)
     alone = ContentionSigns(
         gpu_pids=[100, 101], own_pid=100, calibration_spread=1.01, waited_for_gpu=False
     )
     assert not alone.seen(run_pids)
+
+
+def test_a_process_that_only_holds_a_context_is_not_contention():
+    run_pids = {100}
+    idle = ContentionSigns(
+        gpu_pids=[100, 555], own_pid=100, calibration_spread=1.0, waited_for_gpu=False,
+        active_pids=[100],
+    )  # fmt: skip
+    assert idle.others(run_pids) == [] and not idle.seen(run_pids)
+    busy = ContentionSigns(
+        gpu_pids=[100, 555], own_pid=100, calibration_spread=1.0, waited_for_gpu=False,
+        active_pids=[100, 555],
+    )  # fmt: skip
+    assert busy.seen(run_pids) and "running kernels on the GPU (pid 555)" in busy.note(run_pids)
+    assert ContentionSigns.from_message(busy.as_message()) == busy
 
 
 def test_pids_from_another_namespace_are_unknown_not_foreign():

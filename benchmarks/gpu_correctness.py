@@ -1,0 +1,130 @@
+"""Correctness on the GPU (issue 14, part 1): what fresh inputs and low precision do to the checks.
+
+1. scalar: a mean hinge loss over 4096 x 64 (tests/bench_runner/workloads/hinge_loss.py) on
+   pytorch_eager and torch_compile x float32/float16/bfloat16 x batch 4096 and 1024 (12
+   configurations) through the whole harness: how many are wrongly `diverged` (before: 10).
+2. cheats: the five cheats (cached output, shape special-casing, mutated input, lower precision
+   in float32, ignored input) and a cached scalar loss, each checked on the GPU: all `diverged`.
+3. margin: the kernel right only at batch size 8 (batch_eight_only.py), checked at batch 9 in
+   bfloat16 and float16: elements outside the tolerance per trial, drawn versus same-sign.
+
+Run: PYTHONPATH=. python3 benchmarks/gpu_correctness.py [--out DIR]   (about 1-2 minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from gpu_support import WORKLOADS, out_dir, require_cuda, save
+
+CHEATS = [
+    # (workload, dtype, batch size, the failure that must name it)
+    ("cached_output.py", "float32", 4, "did not change with fresh inputs"),
+    ("one_batch_size.py", "float32", 2, "outside atol"),
+    ("mutates_input.py", "float32", 4, "input 0 was modified"),
+    ("lower_precision.py", "float32", 8, "outside atol"),
+    ("ignores_input.py", "float32", 4, "input 1 is ignored"),
+    ("cached_loss.py", "bfloat16", 4096, "did not change with fresh inputs"),
+    ("cached_loss.py", "float16", 4096, "did not change with fresh inputs"),
+]
+
+
+def scalar_losses() -> dict[str, Any]:
+    from bench_runner import run_benchmark
+    from rnx.config import Benchmark, HarnessSettings
+
+    bench = Benchmark.model_validate(
+        {
+            "workload": str(WORKLOADS / "hinge_loss.py"),
+            "runtimes": ["pytorch_eager", "torch_compile"],
+            "dtypes": ["float32", "float16", "bfloat16"],
+            "batch-sizes": [4096, 1024],
+        }
+    )
+    t0 = time.perf_counter()
+    doc = run_benchmark(bench, HarnessSettings(samples=8, processes=1), progress=None)
+    rows = [{"id": c.id, "status": c.status, "reason": c.reason} for c in doc.configurations]
+    for r in rows:
+        print(f"  {r['id']:32s} {r['status']:9s} {(r['reason'] or '')[:110]}")
+    bad = [r for r in rows if r["status"] != "ok"]
+    print(
+        f"scalar loss: {len(bad)} of {len(rows)} configurations not ok "
+        f"(issue 14 before: 10 diverged on the H200); {time.perf_counter() - t0:.0f}s"
+    )
+    return {"rows": rows, "not_ok": len(bad)}
+
+
+def _prepare(name: str, dtype: str, batch_size: int) -> dict[str, Any]:
+    import torch
+
+    from bench_runner.tolerances import DEFAULT_TOLERANCES
+    from bench_runner.worker import Side
+    from rnx.schema import config_id
+
+    side = Side(path=str(WORKLOADS / name), device=torch.device("cuda"), threads=4, seed=0)
+    side.load()
+    tol = DEFAULT_TOLERANCES[dtype]
+    cmd = {
+        "id": config_id("pytorch_eager", dtype, batch_size),
+        "runtime": "pytorch_eager",
+        "dtype": dtype,
+        "batch_size": batch_size,
+        "check": True,
+        "atol": tol.atol,
+        "rtol": tol.rtol,
+        "trials": 3,
+        "warmup": 1,
+        "warmup_budget_ns": 5e7,
+        "target_sample_ns": 2e5,
+        "max_sample_ns": 1e6,
+    }
+    return side.prepare(cmd)
+
+
+def cheats() -> list[dict[str, Any]]:
+    rows = []
+    for name, dtype, bs, needle in CHEATS:
+        r = _prepare(name, dtype, bs)
+        failures = " | ".join((r.get("correctness") or {}).get("failures", []))
+        caught = r["status"] == "diverged" and needle in failures
+        rows.append({"workload": name, "dtype": dtype, "status": r["status"], "caught": caught})
+        print(f"  {name:22s} {dtype:9s} bs{bs:<5d} {r['status']:9s} named: {caught}")
+    print(f"cheats: {sum(r['caught'] for r in rows)} of {len(rows)} caught with their failure")
+    return rows
+
+
+def margin() -> list[dict[str, Any]]:
+    rows = []
+    for dtype in ("bfloat16", "float16"):
+        r = _prepare("batch_eight_only.py", dtype, 9)
+        misses = r["details"].get("correctness_notes", {}).get("mismatches", [])
+        for m in misses:
+            rows.append({"dtype": dtype, **m})
+            print(f"  {dtype:9s} {m['case']:18s} ({m['kind']:9s}) {m['outside']:6d} of {m['of']}")
+        ok8 = _prepare("batch_eight_only.py", dtype, 8)["status"]
+        print(f"  {dtype:9s} at batch size 8 (where it is right): {ok8}")
+    return rows
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out")
+    args = p.parse_args()
+    require_cuda("gpu_correctness.py")
+    import torch
+
+    from bench_runner.worker import configure_process
+
+    configure_process(4, torch.device("cuda"))
+    folder = out_dir(args.out)
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    result = {"scalar": scalar_losses(), "cheats": cheats(), "margin": margin()}
+    save(folder, "gpu_correctness.json", result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
