@@ -8,6 +8,7 @@ backend's requirement (setuptools) when it is missing.
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import re
 import sys
@@ -35,14 +36,14 @@ def _satisfied(requirement: str) -> bool:
         version = importlib.metadata.version(name.group(0))
     except importlib.metadata.PackageNotFoundError:
         return False
-    try:
-        from packaging.requirements import Requirement
-    except ImportError:
+    for module in ("packaging.requirements", "pip._vendor.packaging.requirements"):
         try:
-            from pip._vendor.packaging.requirements import Requirement  # type: ignore[no-redef]
+            requirements = importlib.import_module(module)
         except ImportError:
-            return True  # installed; its version cannot be judged here, pip will
-    return Requirement(requirement).specifier.contains(version, prereleases=True)
+            continue
+        spec = requirements.Requirement(requirement).specifier
+        return bool(spec.contains(version, prereleases=True))
+    return True  # installed; its version cannot be judged here (pip will)
 
 
 def missing(pyproject_path: str, *, build: bool) -> list[str]:
