@@ -66,28 +66,25 @@ def scalar_losses(device: str) -> dict[str, Any]:
 def _prepare(name: str, dtype: str, batch_size: int, device: str) -> dict[str, Any]:
     import torch
 
-    from bench_runner.tolerances import DEFAULT_TOLERANCES
     from bench_runner.worker import Side
-    from rnx.schema import config_id
 
     side = Side(path=str(WORKLOADS / name), device=torch.device(device), threads=4, seed=0)
     side.load()
-    tol = DEFAULT_TOLERANCES[dtype]
-    cmd = {
-        "id": config_id("pytorch_eager", dtype, batch_size),
-        "runtime": "pytorch_eager",
-        "dtype": dtype,
-        "batch_size": batch_size,
-        "check": True,
-        "atol": tol.atol,
-        "rtol": tol.rtol,
-        "trials": 3,
-        "warmup": 1,
-        "warmup_budget_ns": 5e7,
-        "target_sample_ns": 2e5,
-        "max_sample_ns": 1e6,
-    }
-    return side.prepare(cmd)
+    return side.prepare(_command(dtype, batch_size))
+
+
+def _command(dtype: str, batch_size: int) -> dict[str, Any]:
+    try:
+        from bench_runner.worker import in_process_command
+    except ImportError:  # a harness from before issue 14: its worker takes the same keys
+        from bench_runner.tolerances import DEFAULT_TOLERANCES
+
+        tol = DEFAULT_TOLERANCES[dtype]
+        return {"id": f"pytorch_eager/{dtype}/bs{batch_size}", "runtime": "pytorch_eager",
+                "dtype": dtype, "batch_size": batch_size, "check": True, "atol": tol.atol,
+                "rtol": tol.rtol, "trials": 3, "warmup": 1, "warmup_budget_ns": 5e7,
+                "target_sample_ns": 1e5, "max_sample_ns": 1e6}  # fmt: skip
+    return in_process_command("pytorch_eager", dtype, batch_size, warmup_budget_ns=5e7)
 
 
 def cheats(device: str) -> list[dict[str, Any]]:

@@ -32,8 +32,7 @@ from typing import Any
 import torch
 
 from bench_runner import run_benchmark
-from bench_runner.tolerances import DEFAULT_TOLERANCES
-from bench_runner.worker import Side, configure_process
+from bench_runner.worker import Side, configure_process, in_process_command
 from rnx.config import Benchmark, HarnessSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,23 +101,17 @@ def do_bench_same_callable(path: Path, cfg: Any, threads: int) -> dict[str, Any]
 
     side = Side(path=str(path), device=torch.device("cuda"), threads=threads, seed=0)
     side.load()
-    tol = DEFAULT_TOLERANCES[cfg.dtype]
     res = side.prepare(
-        {
-            "op": "prepare",
-            "id": cfg.id,
-            "runtime": cfg.runtime,
-            "dtype": cfg.dtype,
-            "batch_size": cfg.batch_size,
-            "check": False,
-            "atol": tol.atol,
-            "rtol": tol.rtol,
-            "trials": 3,
-            "warmup": 3,
-            "warmup_budget_ns": 1e9,
-            "target_sample_ns": 2e5,
-            "max_sample_ns": 1e8,
-        }
+        in_process_command(
+            cfg.runtime,
+            cfg.dtype,
+            cfg.batch_size,
+            check=False,
+            warmup=3,
+            warmup_budget_ns=1e9,
+            target_sample_ns=2e5,
+            max_sample_ns=1e8,
+        )  # fmt: skip
     )
     if res["status"] != "ok":
         return {"do_bench_error": res.get("reason")}
@@ -378,7 +371,10 @@ def dobench(out_dir: Path) -> list[dict[str, Any]]:
             if c.status == "ok":
                 side = Side(path=str(path), device=torch.device("cuda"), threads=4, seed=0)
                 side.load()
-                cmd = _timing_cmd(c.id, c.batch_size)
+                cmd = in_process_command(
+                    "pytorch_eager", "float16", c.batch_size, check=False, warmup=3,
+                    warmup_budget_ns=1e9, target_sample_ns=2e5, max_sample_ns=1e8,
+                )  # fmt: skip
                 if side.prepare(cmd)["status"] == "ok":
                     row.update(_patterns(side.ready[c.id].call))
                     row["ratio"] = row["harness_us"] / row["do_bench_us"]
@@ -389,15 +385,6 @@ def dobench(out_dir: Path) -> list[dict[str, Any]]:
     if in_range:
         print(f"harness / do_bench, 10 us - 2 ms: {min(in_range):.3f} .. {max(in_range):.3f}")
     return rows
-
-
-def _timing_cmd(cid: str, batch_size: int | None) -> dict[str, Any]:
-    tol = DEFAULT_TOLERANCES["float16"]
-    return {
-        "id": cid, "runtime": "pytorch_eager", "dtype": "float16", "batch_size": batch_size,
-        "check": False, "atol": tol.atol, "rtol": tol.rtol, "trials": 3, "warmup": 3,
-        "warmup_budget_ns": 1e9, "target_sample_ns": 2e5, "max_sample_ns": 1e8,
-    }  # fmt: skip
 
 
 def _print_dobench(r: dict[str, Any]) -> None:
