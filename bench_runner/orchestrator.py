@@ -11,6 +11,7 @@ Only one process warms up or measures at any moment.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import random
 import time
 from typing import Any
@@ -45,7 +46,7 @@ class WorkerPool:
         for slot in range(self.plan.processes):
             for side in self.plan.sides:
                 try:
-                    handle = WorkerHandle(self.spec(side, slot), ctx=self.ctx, wait=False)
+                    handle = self._start((slot, side))
                 except OSError as e:
                     self._failed((slot, side), f"cannot start a worker process: {e}")
                     continue
@@ -61,6 +62,17 @@ class WorkerPool:
             if started.pid is not None:
                 self.pids.add(started.pid)
 
+    def _start(self, key: WorkerKey, *, wait: bool = False) -> WorkerHandle:
+        slot, side = key
+        try:
+            return WorkerHandle(self.spec(side, slot), ctx=self.ctx, wait=wait)
+        except OSError:
+            if self.ctx.get_start_method() != "forkserver":
+                raise
+            # No fork server here (no room for its socket, say): spawn, as on a GPU machine.
+            self.ctx = multiprocessing.get_context("spawn")
+            return WorkerHandle(self.spec(side, slot), ctx=self.ctx, wait=wait)
+
     def _failed(self, key: WorkerKey, why: str) -> None:
         self.handles[key] = None
         self.start_errors[key] = why
@@ -75,9 +87,8 @@ class WorkerPool:
     def restart(self, key: WorkerKey) -> WorkerHandle | None:
         """A new process after one died: it will build the configurations still to come."""
         self.drop(key)
-        slot, side = key
         try:
-            handle = WorkerHandle(self.spec(side, slot), ctx=self.ctx)
+            handle = self._start(key, wait=True)
         except (OSError, WorkerDied) as e:
             self._failed(key, str(e))
             return None

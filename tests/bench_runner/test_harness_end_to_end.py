@@ -6,6 +6,8 @@ Each test starts real worker processes (spawn, about 2-4 s each on 2 cores).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -245,3 +247,69 @@ def test_no_batch_dimension_and_no_batch_sizes_run_at_the_workloads_own_shapes(t
     (c,) = parse_results(out.read_text()).configurations
     assert c.id == "pytorch_eager/float32/bs1" and c.status == "error"
     assert "give no batch sizes" in (c.reason or "")
+
+
+def test_cpu_runs_fork_their_workers_gpu_runs_spawn_them():
+    from bench_runner.workers import start_method
+
+    assert start_method("cuda") == "spawn" and start_method("cuda:1") == "spawn"
+    if sys.platform == "linux":
+        assert start_method("cpu") == "forkserver"
+
+
+def test_the_orchestrator_never_imports_torch():
+    # Importing torch costs seconds on a small runner and its teardown at exit another second;
+    # the workers import it, the process that drives them must not.
+    code = (
+        "import sys; import bench_runner.runner; from bench_runner.workers import WorkerHandle; "
+        "from bench_runner.orchestrator import Orchestrator; print('torch' in sys.modules)"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "False"
+
+
+def test_a_shared_gpu_buys_more_rounds_within_the_budget():
+    import io
+
+    from bench_runner.gpu_checks import ContentionSigns
+    from bench_runner.orchestrator import Orchestrator, WorkerPool
+    from bench_runner.plan import Plan
+    from bench_runner.progress import Progress
+
+    bench = _bench(WORKLOADS / "tiny.py", **{"batch-sizes": [1, 2]})
+    harness = HarnessSettings(samples=10, processes=2, **{"time-budget": 10.0})
+    plan = Plan(
+        configs=plan_configurations(bench), sides={"head": bench.workload}, samples=10,
+        processes=2, harness=harness, benchmark=bench, device="cuda", threads=1,
+    )  # fmt: skip
+    stream = io.StringIO()
+    orch = Orchestrator(
+        plan, Progress(stream, n_configs=4, n_samples=10), WorkerPool(plan, None, None)
+    )
+    for st in orch.states.ok("head"):
+        st.estimate_ns = 1e6
+    orch._more_rounds_under_contention()
+    assert orch.plan.samples == 10  # nobody else on the GPU: the rounds asked for
+    st = orch.states["head"]["pytorch_eager/float32/bs1"]
+    st.contention.append(
+        ContentionSigns(
+            gpu_pids=[7, 99],
+            own_pid=7,
+            calibration_spread=1.0,
+            waited_for_gpu=False,
+            active_pids=[99],
+        )  # fmt: skip
+    )
+    orch._more_rounds_under_contention()
+    assert orch.plan.samples == 20  # twice as many: 2 x 3 ms per round fits 60% of 10 s
+    assert "shared with other work: 20 rounds instead of 10" in stream.getvalue()
+    tight = Orchestrator(
+        plan.with_samples(10),
+        Progress(None, n_configs=4, n_samples=10),
+        WorkerPool(plan, None, None),
+    )
+    tight.states["head"]["pytorch_eager/float32/bs1"].contention = list(st.contention)
+    for s in tight.states.ok("head"):
+        s.estimate_ns = 0.4e9  # 0.8 s per round: 60% of 10 s pays for 7 rounds, fewer than 10
+    tight._more_rounds_under_contention()
+    assert tight.plan.samples == 10  # never fewer than asked, never beyond the budget
