@@ -31,10 +31,10 @@ def _gpu_present() -> bool:
 
 
 def start_method(device: str) -> str:
-    """forkserver for CPU runs: one interpreter imports torch and forks every worker from it
-    (on 2 cores, three workers were ready in 0.9-1.8 s instead of 3-10 s; benchmarks/
-    harness_budget.py). spawn on a GPU machine: a process forked from one that ever touched the
-    CUDA driver cannot use CUDA, and spawned workers start in parallel on its many cores."""
+    """forkserver for CPU runs: one interpreter imports torch and forks every worker from it,
+    instead of one torch import per worker on a runner of 2 cores (benchmarks/harness_budget.py
+    has the wall times). spawn on a GPU machine: a process forked from one that ever touched
+    the CUDA driver cannot use CUDA, and spawned workers start in parallel on its many cores."""
     if sys.platform != "linux" or device.startswith("cuda"):
         return "spawn"
     if device == "auto" and _gpu_present():
