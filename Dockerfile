@@ -13,6 +13,8 @@ WORKDIR /src
 # Only what the server needs; bench_runner and action are left out of the image.
 COPY pyproject.toml README.md constraints.txt ./
 COPY rnx ./rnx
+COPY rnx_github ./rnx_github
+COPY rnx_cli ./rnx_cli
 COPY stats ./stats
 COPY gate_server ./gate_server
 RUN pip install --no-cache-dir -c constraints.txt '.[server]' \

@@ -17,14 +17,14 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m rnx.demo
+	$(PY) -m rnx_cli.demo
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check rnx stats bench_runner gate_server action tests benchmarks examples
+	$(VENV)/bin/ruff format --check rnx rnx_github rnx_cli stats bench_runner gate_server action tests benchmarks examples
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy rnx stats bench_runner gate_server action
+	$(VENV)/bin/mypy rnx rnx_github rnx_cli stats bench_runner gate_server action
 
 pytest: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 $(PYTEST_ARGS)

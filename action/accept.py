@@ -1,6 +1,6 @@
 """Accept mode: the action run on `issue_comment` acts on "/kernalin accept <reason>".
 
-It applies the same rules as the server's webhook (gate_server/github/commands.py), asking
+It applies the same rules as the server's webhook (gate_server/github/webhook.py), asking
 GitHub with the workflow's GITHUB_TOKEN; then it asks the gate server to accept the PR's
 latest runs (with the OIDC token when the workflow grants id-token: write, else the CI token)
 and turns the sticky comment and the commit status to PASS. The server needs no GitHub
@@ -9,7 +9,6 @@ credentials for this. Comments that are not commands end the step quietly with s
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,31 +17,28 @@ from typing import Any
 import httpx
 
 from action.context import event_payload
-from action.github_api import GitHub, GitHubError
-from action.report import COMMENT_MARKER, TIER_ICON
+from action.inputs import Connection, InputError, read_connection
+from action.publish import github_client
 from action.upload import oidc_token
 from action.workflow import Workflow
-from rnx.accept_rules import (
+from rnx_github.accept_rules import (
+    AcceptCommand,
+    Command,
     MalformedCommand,
     PullRequestComment,
     decide_accept,
     parse_comment,
     pull_request_comment,
 )
-from rnx.github_reads import AcceptRuleReads
-
-_HEADER = re.compile(r"^## .* rnx-benchmark: (PASS|WARN|BLOCK)\b.*$", re.MULTILINE)
-_ACCEPTED = re.compile(r"^> ✅ \*\*Accepted\*\* by .*\n?", re.MULTILINE)
-
-
-class ReaderGitHub(GitHub, AcceptRuleReads):
-    """The action's GitHub client plus the reads the accept rules need."""
-
-    def pull_request(self, repository: str, number: int) -> tuple[str, str]:
-        """(base branch, head sha) of a pull request."""
-        data = self.request("GET", f"/repos/{repository}/pulls/{number}").json()
-        return str(data["base"]["ref"]), str(data["head"]["sha"])
-
+from rnx_github.client import DEFAULT_API_URL, GitHubClient, GitHubError
+from rnx_github.comment import (
+    TIER_ICON,
+    accepted_line,
+    inert_text,
+    mark_accepted,
+    status_description,
+    write_sticky,
+)
 
 # ---- the gate server
 
@@ -93,30 +89,15 @@ def _message(r: httpx.Response) -> str:
         return r.text[:200]
 
 
-def credentials_from(env: Mapping[str, str]) -> list[Callable[[], str | None]]:
+def credentials_from(
+    env: Mapping[str, str], connection: Connection
+) -> list[Callable[[], str | None]]:
     # A fresh OIDC token per request: the server refuses a token id it has seen.
     found: list[Callable[[], str | None]] = [lambda: oidc_token(env)]
-    ci = env.get("KERNALIN_TOKEN", "").strip()
+    ci = connection.kernalin_token
     if ci:
         found.append(lambda: ci)
     return found
-
-
-# ---- the sticky comment and the status
-
-
-def accepted_line(user: str, reason: str) -> str:
-    return f"accepted by @{user}: {reason}"
-
-
-def mark_accepted(body: str | None, user: str, reason: str, head_sha: str) -> str:
-    """The sticky comment with its verdict turned to PASS and who accepted it and why."""
-    note = f"> ✅ **Accepted** by @{user}: {reason}\n"
-    header = f"## {TIER_ICON['PASS']} rnx-benchmark: PASS"
-    if not body or not _HEADER.search(body):
-        return f"{COMMENT_MARKER}\n{header}\ncommit {head_sha[:12]}\n\n{note}"
-    body = _ACCEPTED.sub("", body)
-    return _HEADER.sub(lambda _: f"{header}\n\n{note.rstrip()}", body, count=1)
 
 
 # ---- the step
@@ -128,16 +109,9 @@ class Outcome:
     message: str
 
 
-def run(
-    env: Mapping[str, str],
-    *,
-    workflow: Workflow,
-    github: ReaderGitHub | None = None,
-    server: Server | None = None,
-) -> Outcome:
-    event_name = env.get("GITHUB_EVENT_NAME", "")
-    payload = event_payload(env)
-    comment = pull_request_comment(event_name, payload)
+def _command_in(env: Mapping[str, str]) -> tuple[PullRequestComment, Command] | Outcome:
+    """The comment and its command, or the quiet outcome when there is nothing to act on."""
+    comment = pull_request_comment(env.get("GITHUB_EVENT_NAME", ""), event_payload(env))
     if comment is None:
         return Outcome(0, "not a new comment on a pull request: nothing to accept")
     if comment.user_type == "Bot":
@@ -145,55 +119,44 @@ def run(
     command = parse_comment(comment.body)
     if command is None:
         return Outcome(0, "no /kernalin command in the comment")
+    return comment, command
 
-    token = env.get("GITHUB_TOKEN", "").strip()
+
+def run(
+    env: Mapping[str, str],
+    *,
+    workflow: Workflow,
+    github: GitHubClient | None = None,
+    server: Server | None = None,
+) -> Outcome:
+    found = _command_in(env)
+    if isinstance(found, Outcome):
+        return found
+    comment, command = found
+    try:
+        connection = read_connection(env)
+    except InputError as e:
+        workflow.error(str(e), title="rnx-benchmark: cannot accept")
+        return Outcome(1, str(e))
+    token = connection.github_token
     if not token:
         workflow.error("accept mode needs github-token (the default, ${{ github.token }}, works)")
         return Outcome(1, "no GitHub token")
     workflow.mask(token)
-    gh = github or ReaderGitHub(env.get("GITHUB_API_URL", "https://api.github.com"), token)
+    workflow.mask(connection.kernalin_token or "")
+    gh = github or github_client(env.get("GITHUB_API_URL", DEFAULT_API_URL), token)
     reply = _replier(gh, comment, workflow)
 
     if isinstance(command, MalformedCommand):
         reply(command.problem)
         return Outcome(0, f"malformed command: {command.problem}")
-    url = env.get("KERNALIN_URL", "").strip()
-    if not url:
+    if not connection.kernalin_url:
         workflow.error("accept mode needs kernalin-url: the gate server that holds the runs")
         reply("this workflow has no gate server configured (kernalin-url); nothing was accepted.")
         return Outcome(1, "no kernalin-url")
-    server = server or Server(url, credentials_from(env))
-
+    server = server or Server(connection.kernalin_url, credentials_from(env, connection))
     try:
-        base_ref, head_sha = gh.pull_request(comment.repository, comment.pr_number)
-        runs = server.call("GET", f"/api/v1/pulls/{comment.pr_number}/runs?head_sha={head_sha}")[
-            "runs"
-        ]
-        if not runs:
-            reply(
-                f"there is no rnx-benchmark run for this pull request's head commit "
-                f"{head_sha[:12]} yet; wait for its job to finish, then accept."
-            )
-            return Outcome(0, "no run to accept yet")
-        decision = decide_accept(
-            gh,
-            repository=comment.repository,
-            base_ref=base_ref,
-            user=comment.user,
-            workloads=[str(r["workload"]) for r in runs],
-        )
-        if not decision.allowed:
-            reply(f"not accepted: {decision.why}.")
-            return Outcome(0, f"not accepted: {decision.why}")
-        answer = server.call(
-            "POST",
-            f"/api/v1/pulls/{comment.pr_number}/accept",
-            {
-                "reason": command.reason,
-                "user": comment.user,
-                "run_ids": [r["run_id"] for r in runs],
-            },
-        )
+        done = _accept(gh, server, comment, command, reply)
     except ServerError as e:
         workflow.warning(f"nothing was accepted: {e}", title="rnx-benchmark")
         reply(f"could not reach the gate server, so nothing was accepted ({e}); try again.")
@@ -201,16 +164,64 @@ def run(
     except GitHubError as e:
         workflow.warning(f"nothing was accepted: GitHub answered: {e}", title="rnx-benchmark")
         return Outcome(0, f"GitHub error: {e}")
+    if isinstance(done, Outcome):
+        return done
+    return _report(gh, comment, command, done, workflow)
 
+
+@dataclass(frozen=True)
+class Accepted:
+    head_sha: str
+    runs: list[dict[str, Any]]  # the PR's latest runs, as the server listed them
+    answer: dict[str, Any]  # the server's answer to the accept
+
+
+def _accept(
+    gh: GitHubClient,
+    server: Server,
+    comment: PullRequestComment,
+    command: AcceptCommand,
+    reply: Callable[[str], None],
+) -> Accepted | Outcome:
+    """The same rules as the server's webhook, then the server accepts the PR's latest runs."""
+    pull = gh.pull_request(comment.repository, comment.pr_number)
+    path = f"/api/v1/pulls/{comment.pr_number}"
+    runs = server.call("GET", f"{path}/runs?head_sha={pull.head_sha}")["runs"]
+    if not runs:
+        reply(
+            f"there is no rnx-benchmark run for this pull request's head commit "
+            f"{pull.head_sha[:12]} yet; wait for its job to finish, then accept."
+        )
+        return Outcome(0, "no run to accept yet")
+    decision = decide_accept(
+        gh,
+        repository=comment.repository,
+        base_ref=pull.base_ref,
+        user=comment.user,
+        workloads=[str(r["workload"]) for r in runs],
+    )
+    if not decision.allowed:
+        reply(f"not accepted: {decision.why}.")
+        return Outcome(0, f"not accepted: {decision.why}")
+    body = {"reason": command.reason, "user": comment.user, "run_ids": [r["run_id"] for r in runs]}
+    return Accepted(pull.head_sha, runs, server.call("POST", f"{path}/accept", body))
+
+
+def _report(
+    gh: GitHubClient,
+    comment: PullRequestComment,
+    command: AcceptCommand,
+    done: Accepted,
+    workflow: Workflow,
+) -> Outcome:
     line = accepted_line(comment.user, command.reason)
-    _publish(gh, comment, head_sha, line, runs, workflow)
-    accepted = answer.get("accepted", [])
+    _publish(gh, comment, command, done, workflow)
     workflow.append_summary(
-        f"## {TIER_ICON['PASS']} rnx-benchmark: {line}\n\n"
+        f"## {TIER_ICON['PASS']} rnx-benchmark: {inert_text(line)}\n\n"
         + "\n".join(
-            f"- run `{a['run_id']}` is now the baseline for `{a['baseline_branch']}` "
-            f"in `{a['environment']}`"
-            for a in accepted
+            f"- run {inert_text(str(a['run_id']))} is now the baseline for "
+            f"{inert_text(str(a['baseline_branch']))} in {inert_text(str(a['environment']))}"
+            for a in done.answer.get("accepted", [])
         )
     )
     workflow.set_output("tier", "PASS")
@@ -219,37 +230,38 @@ def run(
 
 
 def _publish(
-    gh: ReaderGitHub,
+    gh: GitHubClient,
     comment: PullRequestComment,
-    head_sha: str,
-    line: str,
-    runs: list[dict[str, Any]],
+    command: AcceptCommand,
+    done: Accepted,
     workflow: Workflow,
 ) -> None:
-    user, reason = comment.user, line.split(": ", 1)[1]
+    user, reason = comment.user, command.reason
     try:
-        gh.write_sticky(
+        write_sticky(
+            gh,
             comment.repository,
             comment.pr_number,
             author=gh.whoami(),
-            body=lambda present: mark_accepted(present, user, reason, head_sha),
+            body=lambda present: mark_accepted(present, user, reason, done.head_sha),
         )
     except GitHubError as e:
         workflow.warning(f"could not update the pull request comment: {e}", title="rnx-benchmark")
-    description = f"PASS: {line}"
     try:
         gh.set_status(
             comment.repository,
-            head_sha,
+            done.head_sha,
             state="success",
-            description=description if len(description) <= 140 else description[:137] + "...",
-            target_url=next((str(r["url"]) for r in runs if r.get("url")), None),
+            description=status_description("PASS", "enforce", [accepted_line(user, reason)]),
+            target_url=next((str(r["url"]) for r in done.runs if r.get("url")), None),
         )
     except GitHubError as e:
         workflow.warning(f"could not set the commit status: {e}", title="rnx-benchmark")
 
 
-def _replier(gh: GitHub, comment: PullRequestComment, workflow: Workflow) -> Callable[[str], None]:
+def _replier(
+    gh: GitHubClient, comment: PullRequestComment, workflow: Workflow
+) -> Callable[[str], None]:
     def reply(text: str) -> None:
         try:
             gh.create_comment(

@@ -9,29 +9,25 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TextIO
 
+from action.annotations import BROKEN_STATUSES, annotate
 from action.context import RunContext, read_context
-from action.github_api import GitHub
 from action.inputs import GateInputs, read_inputs
-from action.paired import base_worktree
-from action.publish import publish
-from action.report import PartResult, combine, describe, worst
-from action.settings import effective_config
+from action.measure import Measured, maybe_base_checkout, measure, measured_elsewhere
+from action.overlay import effective_config
+from action.publish import github_client, publish
 from action.upload import Clock, Credential, Outage, UploadAnswer, oidc_token, upload
 from action.workflow import Workflow
-from rnx.config import Benchmark, KernalinConfig
-from rnx.errors import UserError
-from rnx.schema import GateReport, ResultsDocument, Tier, load_results
-
-BROKEN_STATUSES = ("diverged", "error")
+from rnx.branches import branch_matches
+from rnx.config import KernalinConfig
+from rnx.errors import InvalidInput, UserError
+from rnx.schema import GateReport, Tier
+from rnx_github.comment import Combined, PartResult, combine, worst
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,26 +61,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-@dataclass(frozen=True)
-class Measured:
-    benchmark: Benchmark
-    document: ResultsDocument
-    local: GateReport
-
-
-def _line_of_model(path: Path) -> int | None:
-    """Annotations point at the kernel's class, where a reviewer will look first."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    for pattern in (r"^class ModelNew\b", r"^class Model\b"):
-        m = re.search(pattern, text, re.MULTILINE)
-        if m:
-            return text.count("\n", 0, m.start()) + 1
-    return None
-
-
 def _credentials(inputs: GateInputs, env: Mapping[str, str], wf: Workflow) -> list[Credential]:
     creds = []
     oidc = oidc_token(env)
@@ -104,11 +80,40 @@ def _credentials(inputs: GateInputs, env: Mapping[str, str], wf: Workflow) -> li
     return creds
 
 
-def local_report(document: ResultsDocument, config: KernalinConfig) -> GateReport:
-    """What this job can decide without the server: a paired verdict, and broken runtimes."""
-    from rnx.verdict import evaluate
+@dataclass(frozen=True)
+class NotUploaded:
+    """Why a part was not sent to the gate server, and the tier that leaves it with."""
 
-    return evaluate(document, [], config.gate)
+    tier: Tier
+    why: str
+
+
+NO_SERVER = NotUploaded(
+    "WARN",
+    "no kernalin-url is set, so there is no stored baseline to compare with "
+    "(set kernalin-url, or use compare: paired in kernalin.yml)",
+)
+
+
+def upload_target(inputs: GateInputs, config: KernalinConfig, ctx: RunContext) -> str | NotUploaded:
+    """The gate server the parts go to, or why they stay here.
+
+    gate.baseline-branches, when set, says which branches' pushes are baseline candidates: a
+    run that is not for a pull request, on any other branch, is measured and checked but not
+    uploaded. (What becomes a baseline the server still decides, by the token's branches.)"""
+    patterns = config.gate.baseline_branches
+    if (
+        patterns is not None
+        and not ctx.git.is_pull_request
+        and not branch_matches(patterns, ctx.git.branch)
+    ):
+        return NotUploaded(
+            "PASS",
+            f"{ctx.git.branch} is not a baseline branch (gate.baseline-branches: "
+            f"{', '.join(patterns) or 'none'}), so this run was measured and checked but not "
+            f"uploaded",
+        )
+    return inputs.kernalin_url or NO_SERVER
 
 
 def _broken(report: GateReport) -> bool:
@@ -117,7 +122,7 @@ def _broken(report: GateReport) -> bool:
 
 def decide(
     measured: Measured,
-    answer: UploadAnswer | Outage | None,
+    answer: UploadAnswer | Outage | NotUploaded,
     *,
     ctx: RunContext,
     config: KernalinConfig,
@@ -125,10 +130,13 @@ def decide(
 ) -> PartResult:
     local = measured.local
     paired = measured.document.settings.mode == "paired"
-    common = dict(
+    part = PartResult(
         workload=measured.benchmark.workload,
         job=ctx.job,
         environment=environment,
+        tier=local.tier,
+        reasons=list(local.reasons),
+        comparisons=list(local.comparisons),
         compare="paired" if paired else "baseline",
         mode=config.gate.mode,
     )
@@ -140,118 +148,124 @@ def decide(
         reasons = list(answer.reasons)
         if tier != answer.tier:
             reasons = list(local.reasons) + reasons
-        return PartResult(
-            tier=tier,
-            reasons=reasons,
-            comparisons=list(answer.comparisons) or list(local.comparisons),
-            url=answer.url,
-            **common,
-        )
+        comparisons = list(answer.comparisons) or part.comparisons
+        return replace(part, tier=tier, reasons=reasons, comparisons=comparisons, url=answer.url)
     outage = answer.cause if isinstance(answer, Outage) else None
     if paired or _broken(local):
-        tier, reasons = local.tier, list(local.reasons)
-    else:
-        tier = "WARN"
-        why = (
-            f"gate server not reached ({outage})"
-            if outage
-            else "no kernalin-url is set, so there is no stored baseline to compare with "
-            "(set kernalin-url, or use compare: paired in kernalin.yml)"
+        return replace(part, outage=outage)
+    if isinstance(answer, Outage):
+        return replace(
+            part, tier="WARN", reasons=[f"gate server not reached ({outage})"], outage=outage
         )
-        reasons = [why]
-    return PartResult(
-        tier=tier,
-        reasons=reasons,
-        comparisons=list(local.comparisons),
-        outage=outage,
-        **common,
-    )
+    return replace(part, tier=answer.tier, reasons=[answer.why])
 
 
 def exit_code(tier: Tier, mode: str) -> int:
     return 1 if tier == "BLOCK" and mode == "enforce" else 0
 
 
-def annotate(wf: Workflow, part: PartResult, *, root: Path, block_threshold: float) -> None:
-    line = _line_of_model(root / part.workload)
-    blocking = part.tier == "BLOCK" and part.mode == "enforce"
-    for c in part.comparisons:
-        credible_slowdown = c.verdict == "slower"
-        broken = c.verdict == "broken" or c.status in BROKEN_STATUSES
-        if not (broken or credible_slowdown or c.verdict == "undecided"):
-            continue
-        text = describe(c, block_threshold=block_threshold)
-        severe = broken or (c.low is not None and c.low > 1 + block_threshold)
-        title = f"rnx-benchmark {part.tier}: {part.workload}"
-        if blocking and severe:
-            wf.error(text, file=part.workload, line=line, title=title)
-        else:
-            wf.warning(text, file=part.workload, line=line, title=title)
-    if part.tier == "BLOCK" and part.mode == "soft-fail":
-        wf.warning(
-            f"{part.workload} would BLOCK (mode soft-fail: not failing the job): "
-            + "; ".join(part.reasons[:3]),
-            file=part.workload,
-            line=line,
-        )
-
-
-@contextmanager
-def _maybe_base_checkout(
-    root: Path, config: KernalinConfig, ctx: RunContext, base_sha: str | None
-) -> Iterator[Path | None]:
-    # A push has no base to pair with: it is measured alone and, uploaded, becomes a baseline.
-    if config.gate.compare != "paired" or not ctx.git.is_pull_request:
-        yield None
-        return
-    sha = base_sha or ctx.git.base_sha
-    if not sha:
-        raise UserError(
-            "compare: paired needs the pull request's base commit; GitHub's pull_request "
-            "event has it; elsewhere pass --base-sha SHA (or use compare: baseline)"
-        )
-    with base_worktree(root, sha) as path:
-        yield path
-
-
-def measure(
-    bench: Benchmark,
-    config: KernalinConfig,
-    ctx: RunContext,
-    *,
-    base_root: Path | None,
-    environment: str | None,
-    progress: TextIO,
-) -> Measured:
-    from bench_runner import run_benchmark
-
-    base_workload = None
-    if base_root is not None and (base_root / bench.workload).is_file():
-        base_workload = str(base_root / bench.workload)
-    document = run_benchmark(
-        bench,
-        config.harness,
-        repository=ctx.repository,
-        git=ctx.git,
-        base_workload=base_workload,
-        environment_name=environment,
-        progress=progress,
-    )
-    return Measured(bench, document, local_report(document, config))
-
-
-def _measured_elsewhere(path: str, ctx: RunContext, config: KernalinConfig) -> Measured:
-    """A document from an untrusted job (a fork's PR): its numbers are gated, but who it is
-    for (repository, commit, PR) comes from this trusted run, never from the file."""
-    document = load_results(path)
-    document = document.model_copy(update={"repository": ctx.repository, "git": ctx.git})
-    bench = Benchmark(workload=document.workload.path)
-    return Measured(bench, document, local_report(document, config))
-
-
 def one_line(parts: list[PartResult], tier: Tier) -> str:
     first = next((r for p in parts for r in p.reasons), "")
     return f"{tier}: {first}" if first else tier
+
+
+# ---- the steps of `rnx gate`
+
+
+@dataclass(frozen=True)
+class Run:
+    """What this gate run works from, settled before anything is measured."""
+
+    args: argparse.Namespace
+    env: Mapping[str, str]
+    root: Path
+    inputs: GateInputs
+    config: KernalinConfig
+    ctx: RunContext
+
+
+def _prepare(args: argparse.Namespace, env: Mapping[str, str], wf: Workflow, root: Path) -> Run:
+    flags = ("runtimes", "batch_sizes", "dtypes", "config", "mode", "environment")
+    inputs = read_inputs(
+        env, root=root, workloads=args.workload, **{f: getattr(args, f) for f in flags}
+    )
+    for secret in (inputs.kernalin_token, inputs.github_token):
+        wf.mask(secret or "")
+    config = effective_config(inputs, root=root, require_benchmarks=not args.from_results)
+    identity = ("repository", "branch", "sha", "base_branch", "pr")
+    ctx = read_context(env, root=root, **{f: getattr(args, f) for f in identity})
+    return Run(args, env, root, inputs, config, ctx)
+
+
+def _measure_all(run: Run) -> list[Measured]:
+    if run.args.from_results:
+        return [measured_elsewhere(path, run.ctx, run.config) for path in run.args.from_results]
+    with maybe_base_checkout(run.root, run.config, run.ctx, run.args.base_sha) as base_root:
+        return [
+            measure(
+                b,
+                run.config,
+                run.ctx,
+                base_root=base_root,
+                environment=run.inputs.environment,
+                progress=sys.stderr,
+            )
+            for b in run.config.benchmarks
+        ]
+
+
+def _upload(
+    m: Measured, url: str, run: Run, wf: Workflow, clock: Clock | None
+) -> UploadAnswer | Outage:
+    # Per upload: the server spends an OIDC token on first use.
+    credentials = _credentials(run.inputs, run.env, wf)
+    answer = upload(m.document, url=url, credentials=credentials, clock=clock)
+    if isinstance(answer, Outage):
+        wf.warning(
+            f"rnx-benchmark did not reach the gate server, not failing the build: {answer.cause}",
+            title="rnx-benchmark: gate server unavailable",
+        )
+    return answer
+
+
+def _gate_one(m: Measured, run: Run, wf: Workflow, clock: Clock | None) -> PartResult:
+    """Keep the document if asked, upload it unless it stays here, decide and annotate."""
+    if run.args.results_dir:
+        out = Path(run.args.results_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{m.document.run_id}.json").write_text(m.document.to_json(indent=2))
+    target = upload_target(run.inputs, run.config, run.ctx)
+    answer = target if isinstance(target, NotUploaded) else _upload(m, target, run, wf, clock)
+    environment = m.document.environment.name or m.document.environment.key
+    part = decide(m, answer, ctx=run.ctx, config=run.config, environment=environment)
+    annotate(wf, part, root=run.root, block_threshold=run.config.gate.block_threshold)
+    return part
+
+
+def _report(run: Run, parts: list[PartResult], wf: Workflow) -> Tier:
+    """The sticky comment and status on a pull request, the job summary and the outputs."""
+    tier = worst([p.tier for p in parts])
+    combined: Combined = combine([], parts, sha=run.ctx.git.sha)
+    if run.ctx.git.pr_number and run.inputs.github_token:
+        with github_client(run.ctx.api_url, run.inputs.github_token) as gh:
+            published = publish(
+                gh,
+                repository=run.ctx.repository,
+                pr=run.ctx.git.pr_number,
+                sha=run.ctx.git.sha,
+                status_sha=run.ctx.status_sha,
+                parts=parts,
+                mode=run.config.gate.mode,
+                target_url=next((p.url for p in parts if p.url), run.ctx.run_url),
+            )
+        for warning in published.warnings:
+            wf.warning(warning, title="rnx-benchmark: GitHub report")
+        combined = published.combined or combined
+    wf.append_summary(combined.body)
+    wf.set_output("tier", tier)
+    wf.set_output("run-url", next((p.url for p in parts if p.url), ""))
+    wf.set_output("summary", one_line(parts, tier))
+    return tier
 
 
 def main(
@@ -260,110 +274,29 @@ def main(
     args = _parser().parse_args(argv)
     env = dict(os.environ if env is None else env)
     wf = Workflow(env)
-    root = Path.cwd()
     started = time.monotonic()
     try:
-        inputs = read_inputs(
-            env,
-            root=root,
-            workloads=args.workload,
-            runtimes=args.runtimes,
-            batch_sizes=args.batch_sizes,
-            dtypes=args.dtypes,
-            config=args.config,
-            mode=args.mode,
-            environment=args.environment,
-        )
-        for secret in (inputs.kernalin_token, inputs.github_token):
-            wf.mask(secret or "")
-        config = effective_config(inputs, root=root, require_benchmarks=not args.from_results)
-        ctx = read_context(
-            env,
-            root=root,
-            repository=args.repository,
-            branch=args.branch,
-            sha=args.sha,
-            base_branch=args.base_branch,
-            pr=args.pr,
-        )
+        run = _prepare(args, env, wf, Path.cwd())
         setup_s = time.monotonic() - started
-        if args.from_results:
-            measured = [_measured_elsewhere(path, ctx, config) for path in args.from_results]
-        else:
-            with _maybe_base_checkout(root, config, ctx, args.base_sha) as base_root:
-                measured = [
-                    measure(
-                        b,
-                        config,
-                        ctx,
-                        base_root=base_root,
-                        environment=inputs.environment,
-                        progress=sys.stderr,
-                    )
-                    for b in config.benchmarks
-                ]
-    except UserError as e:
+        measured = _measure_all(run)
+    except (UserError, InvalidInput) as e:
         wf.error(str(e), title="rnx-benchmark: cannot run")
         wf.append_summary(f"### ❌ rnx-benchmark could not run\n\n{e}")
         return 2
     benchmark_s = time.monotonic() - started - setup_s
     upload_started = time.monotonic()
-
-    parts = []
-    for m in measured:
-        if args.results_dir:
-            out = Path(args.results_dir)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / f"{m.document.run_id}.json").write_text(m.document.to_json(indent=2))
-        answer: UploadAnswer | Outage | None = None
-        if inputs.kernalin_url:
-            # Per upload: the server spends an OIDC token on first use.
-            credentials = _credentials(inputs, env, wf)
-            answer = upload(
-                m.document, url=inputs.kernalin_url, credentials=credentials, clock=clock
-            )
-            if isinstance(answer, Outage):
-                wf.warning(
-                    f"rnx-benchmark did not reach the gate server, not failing the build: "
-                    f"{answer.cause}",
-                    title="rnx-benchmark: gate server unavailable",
-                )
-        environment = m.document.environment.name or m.document.environment.key
-        part = decide(m, answer, ctx=ctx, config=config, environment=environment)
-        parts.append(part)
-        annotate(wf, part, root=root, block_threshold=config.gate.block_threshold)
-
+    parts = [_gate_one(m, run, wf, clock) for m in measured]
     upload_s = time.monotonic() - upload_started
-    tier = worst([p.tier for p in parts])
-    combined = combine([], parts, sha=ctx.git.sha)
-    if ctx.git.pr_number and inputs.github_token:
-        with GitHub(ctx.api_url, inputs.github_token) as gh:
-            published = publish(
-                gh,
-                repository=ctx.repository,
-                pr=ctx.git.pr_number,
-                sha=ctx.git.sha,
-                status_sha=ctx.status_sha,
-                parts=parts,
-                mode=config.gate.mode,
-                target_url=next((p.url for p in parts if p.url), ctx.run_url),
-            )
-        for warning in published.warnings:
-            wf.warning(warning, title="rnx-benchmark: GitHub report")
-        combined = published.combined or combined
-
-    wf.append_summary(combined.body)
-    wf.set_output("tier", tier)
-    wf.set_output("run-url", next((p.url for p in parts if p.url), ""))
-    wf.set_output("summary", one_line(parts, tier))
+    tier = _report(run, parts, wf)
     reports_s = time.monotonic() - upload_started - upload_s
-    wf.log(f"rnx-benchmark: {tier} ({config.gate.mode})")
+    mode = run.config.gate.mode
+    wf.log(f"rnx-benchmark: {tier} ({mode})")
     # One parseable line: benchmarks/action_overhead.py reads it to split the action's time.
     wf.log(
         f"rnx-benchmark timings: setup {setup_s:.3f}s, benchmark {benchmark_s:.3f}s, "
         f"upload {upload_s:.3f}s, reports {reports_s:.3f}s"
     )
-    code = exit_code(tier, config.gate.mode)
+    code = exit_code(tier, mode)
     if code:
         wf.error(
             f"rnx-benchmark BLOCKs this change: {one_line(parts, tier)}",

@@ -7,15 +7,17 @@ import argparse
 import base64
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from action.github_api import GitHub, GitHubError
-from action.inputs import WORKLOAD_SUFFIXES, parse_runtimes
+from action.inputs import WORKLOAD_SUFFIXES, parse_runtimes, read_connection
+from action.publish import github_client
 from rnx.config import parse_config
 from rnx.errors import UserError
+from rnx_github.client import DEFAULT_API_URL, GitHubClient, GitHubError
 
 WORKFLOW_PATH = ".github/workflows/kernalin.yml"
 CONFIG_PATH = "kernalin.yml"
@@ -137,7 +139,7 @@ def _check_workloads(root: Path, workloads: list[str]) -> list[str]:
     return list(dict.fromkeys(Path(w).as_posix() for w in workloads))
 
 
-def open_pull_request(gh: GitHub, repo: str, files: Files, *, branch: str = PR_BRANCH) -> str:
+def open_pull_request(gh: GitHubClient, repo: str, files: Files, *, branch: str = PR_BRANCH) -> str:
     """Branch from the default branch, commit both files, open the PR; returns its URL."""
     try:
         default = gh.request("GET", f"/repos/{repo}").json()["default_branch"]
@@ -185,8 +187,9 @@ def open_pull_request(gh: GitHub, repo: str, files: Files, *, branch: str = PR_B
     return str(pull["html_url"])
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], *, env: Mapping[str, str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    env = os.environ if env is None else env
     root = Path.cwd()
     workloads = _check_workloads(root, args.workload) if args.workload else find_workloads(root)
     if not workloads:
@@ -198,8 +201,9 @@ def main(argv: list[str]) -> int:
     files = render(workloads, runtimes=runtimes, branch=args.branch, action_ref=args.action_ref)
 
     if args.open_pr:
-        repo = args.repo or os.environ.get("GITHUB_REPOSITORY")
-        token = os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN")
+        repo = args.repo or env.get("GITHUB_REPOSITORY")
+        # The gh CLI's GH_TOKEN too: `rnx init --open-pr` runs on a developer's machine.
+        token = read_connection(env).github_token or env.get("GH_TOKEN")
         if not repo or not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
             raise UserError("--open-pr needs --repo OWNER/NAME")
         if not token:
@@ -207,8 +211,8 @@ def main(argv: list[str]) -> int:
                 "--open-pr needs a GitHub token in GITHUB_TOKEN (or GH_TOKEN) allowed to write "
                 "contents, pull requests and workflows"
             )
-        api = args.api_url or os.environ.get("GITHUB_API_URL") or "https://api.github.com"
-        with GitHub(api, token) as gh:
+        api = args.api_url or env.get("GITHUB_API_URL") or DEFAULT_API_URL
+        with github_client(api, token) as gh:
             url = open_pull_request(gh, repo, files)
         print(f"opened {url}")
         return 0

@@ -1,8 +1,10 @@
-"""What the user asked for: action inputs (env) and `rnx gate` flags, validated with fixes.
+"""What the user asked for: the action's inputs and `rnx gate`'s flags, validated with fixes.
 
-The action passes every input through `env:` (never pasted into a script), so this module
-is where they are first read; each problem is reported as what was written, what is wrong
-and what to write instead.
+The one place they are read. action.yml hands each input to Python in its own environment
+variable, INPUT_<NAME> (as GitHub does for JavaScript and Docker actions; never pasted into a
+script); a flag wins over it. Outside the action, in any CI or a terminal, the server and the
+tokens come from the documented KERNALIN_URL, KERNALIN_TOKEN and GITHUB_TOKEN. Each problem is
+reported as what was written, what is wrong and what to write instead.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from rnx.errors import UserError
-from rnx.schema import DTYPES, MAX_CONFIGURATIONS, RUNTIMES
+from rnx.schema import DTYPES, MAX_BATCH_SIZE, MAX_CONFIGURATIONS, RUNTIMES
 
 # `accept` (record an intended slowdown as the new baseline) is the next mode to come; it
 # is listed so that a user who writes it learns it is known but not yet available here.
@@ -24,23 +26,52 @@ LATER_MODES = ("accept",)
 WORKLOAD_SUFFIXES = (".py", ".onnx")
 _ENVIRONMENT_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
-# The action's input name -> the environment variable action.yml passes it in.
-INPUT_ENV = {
-    "workload": "RNX_WORKLOAD",
-    "runtimes": "RNX_RUNTIMES",
-    "batch-sizes": "RNX_BATCH_SIZES",
-    "dtypes": "RNX_DTYPES",
-    "config": "RNX_CONFIG",
-    "mode": "RNX_MODE",
-    "environment": "RNX_ENVIRONMENT",
+INPUTS = (
+    "workload",
+    "runtimes",
+    "batch-sizes",
+    "dtypes",
+    "config",
+    "mode",
+    "environment",
+    "kernalin-url",
+    "kernalin-token",
+    "github-token",
+)
+# Where an input comes from when the action did not set it: `rnx gate` in another CI.
+CLI_VARIABLES = {
     "kernalin-url": "KERNALIN_URL",
     "kernalin-token": "KERNALIN_TOKEN",
     "github-token": "GITHUB_TOKEN",
 }
+# Names earlier versions read; refused with the way to say it now, never silently ignored.
+RETIRED_VARIABLES = {
+    "RNX_WORKLOAD": "workload",
+    "RNX_RUNTIMES": "runtimes",
+    "RNX_BATCH_SIZES": "batch-sizes",
+    "RNX_DTYPES": "dtypes",
+    "RNX_CONFIG": "config",
+    "RNX_MODE": "mode",
+    "RNX_ENVIRONMENT": "environment",
+}
+
+
+def input_variable(name: str) -> str:
+    """The environment variable action.yml passes an input in: batch-sizes -> INPUT_BATCH_SIZES."""
+    return "INPUT_" + name.upper().replace("-", "_")
 
 
 class InputError(UserError):
     """A malformed input; the message names the input and says what to write instead."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    """The gate server and the tokens: what both the gate and accept mode need."""
+
+    kernalin_url: str | None = None
+    kernalin_token: str | None = None
+    github_token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,9 +123,10 @@ def parse_batch_sizes(text: str) -> tuple[int, ...]:
         raise InputError("input 'batch-sizes' is empty; write for example batch-sizes: \"1,8\"")
     sizes = []
     for item in items:
-        if not re.fullmatch(r"[0-9]{1,7}", item) or int(item) < 1:
+        if not re.fullmatch(r"[0-9]{1,7}", item) or not 1 <= int(item) <= MAX_BATCH_SIZE:
             raise InputError(
-                f"input 'batch-sizes': {item!r} is not a positive whole number; "
+                f"input 'batch-sizes': {item!r} is not a positive whole number (at most "
+                f"{MAX_BATCH_SIZE:,}); "
                 f'write a comma-separated list in quotes, e.g. batch-sizes: "1,8"'
             )
         sizes.append(int(item))
@@ -177,6 +209,34 @@ def parse_config_path(text: str, *, root: Path) -> str:
     return path
 
 
+def _given(env: Mapping[str, str], name: str, flag: str | None = None) -> str | None:
+    """A flag, else the action's input, else (for the server and tokens) the CLI's variable;
+    an empty value means "not given"."""
+    value = flag if flag is not None else env.get(input_variable(name), "")
+    if not value.strip() and flag is None and name in CLI_VARIABLES:
+        value = env.get(CLI_VARIABLES[name], "")
+    return value if value.strip() else None
+
+
+def _refuse_retired(env: Mapping[str, str]) -> None:
+    for variable, name in RETIRED_VARIABLES.items():
+        if env.get(variable, "").strip():
+            raise InputError(
+                f"{variable} is no longer read; pass --{name} to rnx gate (in the action: the "
+                f"'{name}' input), and unset {variable}"
+            )
+
+
+def read_connection(env: Mapping[str, str]) -> Connection:
+    url = _given(env, "kernalin-url")
+    token, github_token = _given(env, "kernalin-token"), _given(env, "github-token")
+    return Connection(
+        kernalin_url=parse_url(url) if url else None,
+        kernalin_token=token.strip() if token else None,
+        github_token=github_token.strip() if github_token else None,
+    )
+
+
 def read_inputs(
     env: Mapping[str, str],
     *,
@@ -189,24 +249,17 @@ def read_inputs(
     mode: str | None = None,
     environment: str | None = None,
 ) -> GateInputs:
-    """Flags win over the environment; an empty value means "not given"."""
-
-    def given(flag: str | None, input_name: str) -> str | None:
-        value = flag if flag is not None else env.get(INPUT_ENV[input_name], "")
-        return value if value.strip() else None
-
-    workload_text = "\n".join(workloads) if workloads else given(None, "workload")
-    runtimes_text = given(runtimes, "runtimes")
-    batch_text = given(batch_sizes, "batch-sizes")
-    dtypes_text = given(dtypes, "dtypes")
-    config_text = given(config, "config")
-    mode_text = given(mode, "mode")
-    env_text = given(environment, "environment")
-    url_text = given(None, "kernalin-url")
-    token = given(None, "kernalin-token")
-    github_token = given(None, "github-token")
-
-    inputs = GateInputs(
+    """Flags win over the action's inputs; an empty value means "not given"."""
+    _refuse_retired(env)
+    workload_text = "\n".join(workloads) if workloads else _given(env, "workload")
+    runtimes_text = _given(env, "runtimes", runtimes)
+    batch_text = _given(env, "batch-sizes", batch_sizes)
+    dtypes_text = _given(env, "dtypes", dtypes)
+    config_text = _given(env, "config", config)
+    mode_text = _given(env, "mode", mode)
+    env_text = _given(env, "environment", environment)
+    connection = read_connection(env)
+    return GateInputs(
         workloads=parse_workloads(workload_text, root=root) if workload_text else (),
         runtimes=parse_runtimes(runtimes_text) if runtimes_text else None,
         batch_sizes=parse_batch_sizes(batch_text) if batch_text else None,
@@ -214,11 +267,10 @@ def read_inputs(
         config=parse_config_path(config_text, root=root) if config_text else None,
         mode=parse_mode(mode_text) if mode_text else None,
         environment=parse_environment(env_text) if env_text else None,
-        kernalin_url=parse_url(url_text) if url_text else None,
-        kernalin_token=token.strip() if token else None,
-        github_token=github_token.strip() if github_token else None,
+        kernalin_url=connection.kernalin_url,
+        kernalin_token=connection.kernalin_token,
+        github_token=connection.github_token,
     )
-    return inputs
 
 
 def check_configuration_count(count: int, workload: str) -> None:

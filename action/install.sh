@@ -16,7 +16,7 @@ if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
 fi
 
 # One venv per job and action version: a second step of the same job reuses it.
-sources="$(cd "$action_path" && for d in rnx stats bench_runner gate_server action; do
+sources="$(cd "$action_path" && for d in rnx rnx_github rnx_cli stats bench_runner gate_server action; do
   if [ -d "$d" ]; then find "$d" -name '*.py'; fi
 done | LC_ALL=C sort)"
 digest="$(cd "$action_path" && cat pyproject.toml $sources | sha256sum | cut -c1-16)"
@@ -38,12 +38,12 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.installed" ]; then
   # Offline runners: the input `wheels` names a folder to install from instead of an index.
   # PIP_FIND_LINKS, PIP_INDEX_URL and PIP_NO_INDEX in the job's environment reach pip as they are.
   sources=()
-  if [ -n "${RNX_WHEELS:-}" ]; then
-    if [ ! -d "$RNX_WHEELS" ]; then
-      echo "::error title=rnx-benchmark::input wheels: '$RNX_WHEELS' is not a folder (give a folder of .whl files, relative to the workspace)"
+  if [ -n "${INPUT_WHEELS:-}" ]; then
+    if [ ! -d "$INPUT_WHEELS" ]; then
+      echo "::error title=rnx-benchmark::input wheels: '$INPUT_WHEELS' is not a folder (give a folder of .whl files, relative to the workspace)"
       exit 1
     fi
-    sources=(--no-index --find-links "$(cd "$RNX_WHEELS" && pwd)")
+    sources=(--no-index --find-links "$(cd "$INPUT_WHEELS" && pwd)")
   fi
   log="$(mktemp)"
   install_or_explain() {
@@ -52,8 +52,8 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.installed" ]; then
     fi
     missing="$("$venv/bin/python" "$action_path/action/install_check.py" "$action_path/pyproject.toml" --build | paste -sd ';' - | sed 's/;/; /g')"
     where="index ${PIP_INDEX_URL:-https://pypi.org/simple}"
-    if [ -n "${RNX_WHEELS:-}" ] || [ -n "${PIP_NO_INDEX:-}" ]; then where="no index"; fi
-    links="${RNX_WHEELS:-${PIP_FIND_LINKS:-none}}"
+    if [ -n "${INPUT_WHEELS:-}" ] || [ -n "${PIP_NO_INDEX:-}" ]; then where="no index"; fi
+    links="${INPUT_WHEELS:-${PIP_FIND_LINKS:-none}}"
     sed 's/^/pip: /' "$log" | tail -n 15 >&2
     echo "::error title=rnx-benchmark::cannot install rnx-benchmark: this runner's Python lacks ${missing:-(nothing it can name: see the pip output above)}, and pip could not get them (${where}; wheel folders: ${links}). On a runner without a package index, download wheels for them (pip download -d wheels PACKAGE ...) and pass the folder as the input 'wheels', or set PIP_FIND_LINKS to it and PIP_NO_INDEX=1"
     exit 1

@@ -7,11 +7,40 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import quote
 
-from action.github_api import GitHub, GitHubError
-from action.report import Combined, PartResult, combine, status_description, worst
+import httpx
+
 from rnx.schema import Tier
+from rnx_github.client import GitHubClient, GitHubError
+from rnx_github.comment import (
+    Combined,
+    PartResult,
+    combine,
+    has_part,
+    status_description,
+    status_state,
+    sticky_comments,
+    worst,
+)
+
+# Where a user fixes a refused write: a fork's PR gets a read-only GITHUB_TOKEN.
+REFUSED_WRITE_HINT = (
+    " (a pull request from a fork gets a read-only token; see docs/action.md, "
+    "'Pull requests from forks', or grant the permission in the workflow)"
+)
+
+
+def github_client(
+    api_url: str, token: str, *, transport: httpx.BaseTransport | None = None
+) -> GitHubClient:
+    """The action's GitHub client, with the workflow's token."""
+    return GitHubClient(
+        api_url,
+        token,
+        transport=transport,
+        user_agent="rnx-benchmark-action",
+        refused_write_hint=REFUSED_WRITE_HINT,
+    )
 
 
 @dataclass
@@ -21,13 +50,8 @@ class Published:
     warnings: list[str] = field(default_factory=list)
 
 
-def status_state(tier: Tier, mode: str) -> str:
-    # report-only and soft-fail promise never to fail: their status must not block a merge.
-    return "failure" if tier == "BLOCK" and mode == "enforce" else "success"
-
-
 def publish(
-    gh: GitHub,
+    gh: GitHubClient,
     *,
     repository: str,
     pr: int,
@@ -43,7 +67,7 @@ def publish(
     try:
         author = gh.whoami()
         for attempt in range(attempts):
-            comments = gh.our_comments(repository, pr, author=author)
+            comments = sticky_comments(gh, repository, pr, author=author)
             combined = combine([c.body for c in comments], parts, sha=sha)
             if comments:
                 keep = comments[0]
@@ -62,11 +86,11 @@ def publish(
             # Another job may have written between our read and our write: check our parts
             # survived, else merge again (bounded; the last writer always has every part it saw).
             sleep(random.uniform(0.05, 0.3) if attempt == 0 else random.uniform(0.5, 1.5))
-            now = gh.our_comments(repository, pr, author=author)
+            now = sticky_comments(gh, repository, pr, author=author)
             if (
                 len(now) == 1
                 and all("key=" in now[0].body for _ in parts)
-                and all(_has_part(now[0].body, p) for p in parts)
+                and all(has_part(now[0].body, p) for p in parts)
             ):
                 result.combined = combine([now[0].body], [], sha=sha)
                 break
@@ -85,10 +109,6 @@ def publish(
     except GitHubError as e:
         result.warnings.append(f"could not set the commit status: {e}")
     return result
-
-
-def _has_part(body: str, part: PartResult) -> bool:
-    return f"key={quote(part.key, safe='')} tier={part.tier}" in body
 
 
 def _worst_of(parts: list[PartResult]) -> Tier:

@@ -11,7 +11,10 @@ import os
 import sys
 import uuid
 from collections.abc import Mapping
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO, TypedDict
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 def _escape_data(text: str) -> str:
@@ -22,6 +25,14 @@ def _escape_data(text: str) -> str:
 
 def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+class Where(TypedDict, total=False):
+    """Where an annotation points (GitHub shows it on that file and line)."""
+
+    file: str | None
+    line: int | None
+    title: str | None
 
 
 class Workflow:
@@ -38,28 +49,14 @@ class Workflow:
         self.out.write(f"::{name}{sep}{prop_text}::{_escape_data(message)}\n")
         self.out.flush()
 
-    def error(
-        self,
-        message: str,
-        *,
-        file: str | None = None,
-        line: int | None = None,
-        title: str | None = None,
-    ) -> None:
-        self._command("error", message, file=file, line=line, title=title)
+    def error(self, message: str, **where: Unpack[Where]) -> None:
+        self._command("error", message, **where)
 
-    def warning(
-        self,
-        message: str,
-        *,
-        file: str | None = None,
-        line: int | None = None,
-        title: str | None = None,
-    ) -> None:
-        self._command("warning", message, file=file, line=line, title=title)
+    def warning(self, message: str, **where: Unpack[Where]) -> None:
+        self._command("warning", message, **where)
 
-    def notice(self, message: str, *, file: str | None = None, title: str | None = None) -> None:
-        self._command("notice", message, file=file, title=title)
+    def notice(self, message: str, **where: Unpack[Where]) -> None:
+        self._command("notice", message, **where)
 
     def mask(self, secret: str) -> None:
         if secret:

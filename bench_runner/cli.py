@@ -10,7 +10,7 @@ from pathlib import Path
 from bench_runner.runner import run_benchmark
 from bench_runner.table import format_table
 from rnx.config import Benchmark, HarnessSettings, KernalinConfig, load_config, override
-from rnx.errors import UserError
+from rnx.errors import UserError, run_command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -110,8 +110,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # python -m bench_runner.cli: `rnx bench` without the rnx launcher
-    try:
-        sys.exit(main())
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(e.exit_code)
+    sys.exit(run_command("rnx bench", main))

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import statistics
 
+from rnx.formatting import format_ns, format_percent, format_ratio
 from rnx.schema import Configuration, ResultsDocument
-
-
-def _time(ns: float) -> str:
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if ns >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.3g} ns"
 
 
 def _row(c: Configuration) -> list[str]:
@@ -19,14 +13,14 @@ def _row(c: Configuration) -> list[str]:
     if c.samples is not None and c.samples.ns:
         ns = c.samples.ns
         med = statistics.median(ns)
-        median = _time(med)
+        median = format_ns(med)
         per_proc = [statistics.median(g) for g in c.samples.by_process()]
         if len(per_proc) > 1:
-            spread = f"{(max(per_proc) - min(per_proc)) / med * 100:.1f}%"
+            spread = format_percent((max(per_proc) - min(per_proc)) / med, digits=1)
     base = "-"
     if c.base_samples is not None and c.base_samples.ns and c.samples is not None:
         ratio = statistics.median(c.samples.ns) / statistics.median(c.base_samples.ns)
-        base = f"{ratio:.3f}x"
+        base = format_ratio(ratio)
     err = "-"
     if c.correctness is not None and c.correctness.max_rel_error is not None:
         err = f"{c.correctness.max_abs_error:.1e}/{c.correctness.max_rel_error:.1e}"
@@ -37,13 +31,13 @@ def _row(c: Configuration) -> list[str]:
     if c.status == "ok":
         bits = []
         if build:
-            bits.append(f"build {_time(build)}")
+            bits.append(f"build {format_ns(build)}")
         if "provider" in c.details:
             bits.append(str(c.details["provider"]))
         if c.details.get("graph_breaks"):
             bits.append(f"{c.details['graph_breaks']} graph breaks")
         if "launch_overhead_ns" in c.details:
-            bits.append(f"launch {_time(c.details['launch_overhead_ns'])}")
+            bits.append(f"launch {format_ns(c.details['launch_overhead_ns'])}")
         note = ", ".join(bits)
     n = str(len(c.samples.ns)) if c.samples is not None else "-"
     return [c.id, c.status, median, spread, n, base, err, note]

@@ -1,6 +1,6 @@
 """The action against every outage mode, with the real clock: mode -> outcome -> time taken.
 
-    .venv/bin/python benchmarks/action_faults.py [--parallel 4] [--modes http-500,trickle]
+    .venv/bin/python -m benchmarks.action_faults [--parallel 4] [--modes http-500,trickle]
 
 Each mode runs the real `rnx gate` command (a fresh Python process, as in CI) on a results
 document measured elsewhere (--from-results), with KERNALIN_URL pointing at a loopback server
@@ -21,11 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "reliability")]
+from tests.support.factories import make_results
+from tests.support.misbehaving import OUTAGE_MODES, outage
 
-from factories import make_results  # noqa: E402
-from misbehaving import OUTAGE_MODES, outage  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 REPO = "acme/kernels"
 BUDGET_S = 60.0
@@ -73,7 +72,7 @@ def run_mode(mode: str, work: Path) -> Outcome:
             "GITHUB_OUTPUT": str(folder / "output"),
             "GITHUB_STEP_SUMMARY": str(folder / "summary.md"),
         }
-        argv = [sys.executable, "-m", "rnx.cli", "gate", "--from-results", str(results)]
+        argv = [sys.executable, "-m", "rnx_cli", "gate", "--from-results", str(results)]
         argv += ["--pr", "3", "--sha", "a" * 40, "--branch", "feature", "--base-branch", "main"]
         started = time.monotonic()
         done = subprocess.run(

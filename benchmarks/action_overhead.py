@@ -2,13 +2,13 @@
 
 Runs what a pull-request job runs, side by side in one process tree:
   install   action/install.sh into a fresh RUNNER_TEMP (cold: venv + pip), then again (warm)
-  gate      `python -m rnx.cli gate` against the real gate server (SQLite, loopback) and the
+  gate      `python -m rnx_cli gate` against the real gate server (SQLite, loopback) and the
             fake GitHub API (loopback), for a pull request, N times
 and splits each gate run into: interpreter start and imports, setup (inputs, kernalin.yml,
 identity), the benchmark (the harness: what is not overhead), upload, reports (summary,
 comment, status). Prints medians and the overhead as a ratio of the benchmark time.
 
-    .venv/bin/python benchmarks/action_overhead.py [--runs 3] [--samples 10] [--processes 2]
+    .venv/bin/python -m benchmarks.action_overhead [--runs 3] [--samples 10] [--processes 2]
 
 Network latency to a real server and to api.github.com is not in these figures (loopback).
 """
@@ -26,12 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.support.fakes.fake_github import State, Token, serve
+from tests.support.gate_helpers import create_token, start_server
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "tests")]
-
-from gate_helpers import create_token, start_server  # noqa: E402
-
-from tests.fakes.fake_github import State, Token, serve  # noqa: E402
 
 TIMINGS = re.compile(
     r"timings: setup (?P<setup>[\d.]+)s, benchmark (?P<benchmark>[\d.]+)s, "
@@ -113,7 +111,7 @@ def main() -> int:
                 env = {
                     k: v
                     for k, v in os.environ.items()
-                    if not k.startswith(("GITHUB_", "RNX_", "KERNALIN_"))
+                    if not k.startswith(("GITHUB_", "RNX_", "KERNALIN_", "INPUT_"))
                 }
                 env.update(
                     KERNALIN_URL=server.url,
@@ -124,7 +122,7 @@ def main() -> int:
                     GITHUB_JOB="gate",
                     GITHUB_OUTPUT=str(work / "output"),
                     GITHUB_STEP_SUMMARY=str(work / "summary"),
-                    RNX_WORKLOAD="kernels/k.py",
+                    INPUT_WORKLOAD="kernels/k.py",
                 )
                 branch = (
                     ["--branch", "main", "--sha", f"{i:040x}"]
@@ -142,7 +140,7 @@ def main() -> int:
                 )
                 t0 = time.perf_counter()
                 done = subprocess.run(
-                    [python, "-m", "rnx.cli", "gate", *branch],
+                    [python, "-m", "rnx_cli", "gate", *branch],
                     cwd=repo,
                     env=env,
                     capture_output=True,

@@ -1,10 +1,10 @@
 """How fast the dashboard's history page renders for a repository with 10,000 runs, against one
 with 100, side by side on the real server over loopback.
 
-    .venv/bin/python benchmarks/dashboard_history.py [--runs 10000] [--small 100] [--requests 40]
+    .venv/bin/python -m benchmarks.dashboard_history [--runs 10000] [--small 100] [--requests 40]
                                                      [--db sqlite|postgresql]
 
-Both repositories live in one database; their runs are bulk-inserted through the storage
+Both repositories live in one database; their runs are bulk-inserted through the database
 module (the same row an upload writes: the document bytes, an answer with per-configuration
 ratios, baseline marks), because gating 10,000 uploads one by one would take longer than the
 measurement is worth. One run in 500 is BLOCKed, one in 1,000 accepted, and the environment
@@ -17,25 +17,28 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import httpx
+from sqlalchemy import text
+
+from gate_server.db import Database, open_database, repositories
+from gate_server.db import runs as stored_runs
+from gate_server.db.runs import NewRun
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import (
+    create_token,
+    fresh_postgres_schema,
+    postgres_base_url,
+    start_server,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.append(str(ROOT / "tests"))  # the shared test helpers: factories, server start
-
-from conftest import create_token, fresh_postgres_schema, postgres_base_url, start_server  # noqa: E402
-from factories import body, make_results  # noqa: E402
-from sqlalchemy import text  # noqa: E402
-
-from gate_server.storage import Storage  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -45,14 +48,14 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def _repo_ids(storage: Storage, names: list[str]) -> tuple[int, dict[str, int]]:
+def _repo_ids(storage: Database, names: list[str]) -> tuple[int, dict[str, int]]:
     with storage.write() as conn:
-        workspace_id = storage.ensure_workspace(conn, "acme")
-        return workspace_id, {n: storage.ensure_repository(conn, workspace_id, n) for n in names}
+        workspace_id = repositories.ensure_workspace(conn, "acme")
+        return workspace_id, {n: repositories.ensure(conn, workspace_id, n) for n in names}
 
 
 def bulk_insert(
-    storage: Storage, workspace_id: int, repository_id: int, name: str, count: int
+    storage: Database, workspace_id: int, repository_id: int, name: str, count: int
 ) -> None:
     """`count` runs on main, oldest first, as uploads would have stored them."""
     start = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -92,34 +95,37 @@ def bulk_insert(
                     "receipt": "",
                 }
                 data = body(doc)
-                storage.insert_run(
-                    conn,
-                    {
-                        "run_id": str(doc.run_id),
-                        "workspace_id": workspace_id,
-                        "repository_id": repository_id,
-                        "token_id": None,
-                        "sha": doc.git.sha,
-                        "branch": "main",
-                        "base_branch": None,
-                        "event": "push",
-                        "pr_number": None,
-                        "environment_key": doc.environment.key,
-                        "tier": answer["tier"],
-                        "answer": json.dumps(answer),
-                        "document": data,
-                        "body_sha256": hashlib.sha256(data).hexdigest(),
-                        "signature": "sha256=bulk",
-                        "created_at": when,
-                        "received_at": when,
-                        "baseline_branch": None if blocked else "main",
-                        "baseline_at": None if blocked else when,
-                        "accepted_at": when if accepted else None,
-                        "accepted_by": "bench" if accepted else None,
-                        "accept_reason": "intended" if accepted else None,
-                        "accepted_via": "api" if accepted else None,
-                    },
+                run = NewRun(
+                    run_id=str(doc.run_id),
+                    workspace_id=workspace_id,
+                    repository_id=repository_id,
+                    token_id=None,
+                    sha=doc.git.sha,
+                    branch="main",
+                    base_branch=None,
+                    event="push",
+                    pr_number=None,
+                    environment_key=doc.environment.key,
+                    tier=str(answer["tier"]),
+                    answer=answer,
+                    document=data,
+                    body_sha256=hashlib.sha256(data).hexdigest(),
+                    signature="sha256=bulk",
+                    created_at=when,
+                    received_at=when,
+                    baseline_branch=None if blocked else "main",
                 )
+                stored_runs.insert_run(conn, run)
+                if accepted:
+                    stored_runs.mark_accepted(
+                        conn,
+                        run.run_id,
+                        branch="main",
+                        when=when,
+                        accepted_by="bench",
+                        reason="intended",
+                        via="api",
+                    )
 
 
 def timed_get(client: httpx.Client, path: str) -> tuple[float, httpx.Response]:
@@ -147,14 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         viewer = create_token(url, viewer=True)
         big, small = "acme/long-history", "acme/short-history"
-        storage = Storage(url)
-        storage.migrate()
+        storage = open_database(url)
         workspace_id, ids = _repo_ids(storage, [big, small])
         t0 = time.perf_counter()
         bulk_insert(storage, workspace_id, ids[big], big, args.runs)
         bulk_insert(storage, workspace_id, ids[small], small, args.small)
         with storage.read() as conn:
-            stored = storage.count_runs(conn)
+            stored = stored_runs.count(conn)
         if storage.dialect == "postgresql":
             # What autovacuum does within a minute of a bulk load; measured right after the
             # load, PostgreSQL would otherwise plan from the statistics of an empty table.

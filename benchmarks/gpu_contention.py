@@ -8,7 +8,7 @@
 2. hidden: the side-stream workload (tests/bench_runner/workloads/side_stream.py), alone and
    while two other runs share the GPU: it must still be `error` ("another stream").
 
-Run: PYTHONPATH=. python3 benchmarks/gpu_contention.py [--out DIR]   (about 2-3 minutes)
+Run: python3 -m benchmarks.gpu_contention [--out DIR]   (about 2-3 minutes)
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpu_support import EXAMPLES, ROOT, WORKLOADS, out_dir, require_cuda, save
+from benchmarks.gpu_support import EXAMPLES, ROOT, WORKLOADS, out_dir, require_cuda, save
 
 HONEST = ["attention.py", "softmax.py", "gelu_linear.py", "conv_block.py"]
 

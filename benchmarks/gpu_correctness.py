@@ -8,8 +8,8 @@
 3. margin: the kernel right only at batch size 8 (batch_eight_only.py), checked at batch 9 in
    bfloat16 and float16: elements outside the tolerance per trial, drawn versus same-sign.
 
-Run: PYTHONPATH=. python3 benchmarks/gpu_correctness.py [--out DIR]   (about 1-2 minutes)
-     .venv/bin/python benchmarks/gpu_correctness.py --device cpu         (the same on the CPU)
+Run: python3 -m benchmarks.gpu_correctness [--out DIR]   (about 1-2 minutes)
+     .venv/bin/python -m benchmarks.gpu_correctness --device cpu         (the same on the CPU)
 Another revision's harness: put its bench_runner, rnx and stats first on PYTHONPATH.
 """
 
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpu_support import WORKLOADS, out_dir, require_cuda, save
+from benchmarks.gpu_support import WORKLOADS, out_dir, require_cuda, save
 
 CHEATS = [
     # (workload, dtype, batch size, the failure that must name it)

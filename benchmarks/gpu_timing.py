@@ -12,7 +12,7 @@
 4. spread: a ~10 us kernel measured by the harness in 10 worker processes: the spread of the
    per-process medians; the same kernel timed naively in 10 fresh processes for contrast.
 
-Run: PYTHONPATH=. python3 benchmarks/gpu_timing.py [--out DIR] [--parts dobench,hidden]
+Run: python3 -m benchmarks.gpu_timing [--out DIR] [--parts dobench,hidden]
      (about 2-3 minutes with the defaults; compare takes about 7 minutes more)
 """
 
@@ -308,7 +308,7 @@ def _patterns(call: Any) -> dict[str, Any]:
     """The same call back to back (as do_bench runs it) and with idle gaps (as the harness's
     rounds leave the GPU between samples), with the clock during each."""
     import triton.testing
-    from gpu_support import ClockSampler
+    from benchmarks.gpu_support import ClockSampler
 
     flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
     out: dict[str, Any] = {}

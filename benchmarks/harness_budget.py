@@ -13,8 +13,8 @@ Cases:
 Defaults: 30 samples over 3 processes (the harness defaults); each run gets its own empty
 inductor cache, so neither side reuses the other's compilations.
 
-Run: .venv/bin/python benchmarks/harness_budget.py [--case cpu-example] [--repeat 3]
-     python3 benchmarks/harness_budget.py --case attention12 --repeat 1 --before-tree DIR --out $OUT
+Run: .venv/bin/python -m benchmarks.harness_budget [--case cpu-example] [--repeat 3]
+     python3 -m benchmarks.harness_budget --case attention12 --repeat 1 --before-tree DIR --out $OUT
 """
 
 from __future__ import annotations

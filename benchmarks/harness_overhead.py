@@ -1,7 +1,7 @@
 """Harness overhead on CPU: the per-sample cost against an empty callable, and where the wall
 time of the examples' default run goes (correctness, build, warm-up, timing, the rest).
 
-Run: .venv/bin/python benchmarks/harness_overhead.py [--samples 30] [--processes 3]
+Run: .venv/bin/python -m benchmarks.harness_overhead [--samples 30] [--processes 3]
 """
 
 from __future__ import annotations

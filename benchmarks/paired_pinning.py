@@ -5,7 +5,7 @@ alternating runs with the harness's CPU pinning on and off (RNX_PIN_CPUS=0), and
 run, each slot's head/base median ratio and the largest |log ratio| over the slots: the offset
 between a slot's two processes that per-round ratios cannot cancel.
 
-    .venv/bin/python benchmarks/paired_pinning.py [--runs 7] [--processes 4] [--samples 40]
+    .venv/bin/python -m benchmarks.paired_pinning [--runs 7] [--processes 4] [--samples 40]
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def main() -> int:
                 out = work / f"{setting}-{run}.json"
                 env = dict(os.environ, RNX_PIN_CPUS="0" if setting == "unpinned" else "1")
                 subprocess.run(
-                    [sys.executable, "-m", "rnx.cli", "bench", str(work / "head.py")]
+                    [sys.executable, "-m", "rnx_cli", "bench", str(work / "head.py")]
                     + ["--base", str(work / "base.py"), "--runtimes", "pytorch_eager"]
                     + ["--batch-sizes", "8", "--samples", str(args.samples)]
                     + ["--processes", str(args.processes), "--out", str(out)],

@@ -1,7 +1,7 @@
 """Crash the gate server (kill -9) and restart PostgreSQL under it, both mid-burst of uploads,
 then prove that nothing acknowledged is lost, nothing is half-stored, and retries store once.
 
-    .venv/bin/python benchmarks/server_crash.py [--database sqlite,postgresql] [--pg-restart]
+    .venv/bin/python -m benchmarks.server_crash [--database sqlite,postgresql] [--pg-restart]
         [--uploads 240] [--threads 4]
 
 kill -9: `rnx serve` on loopback takes a burst of signed uploads from --threads uploaders (one
@@ -25,7 +25,6 @@ import argparse
 import hashlib
 import json
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -35,12 +34,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from sqlalchemy import create_engine, select, text
+from sqlalchemy.engine import make_url
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from factories import body, make_results  # noqa: E402
-from gate_helpers import (  # noqa: E402
+from action.upload import Credential, UploadAnswer, upload
+from gate_server.db import Database
+from gate_server.db import runs as stored_runs
+from gate_server.db.schema import audit_log, runs
+from rnx.schema import ResultsDocument, parse_results
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import (
     LiveServer,
     create_token,
     fresh_postgres_schema,
@@ -48,12 +51,8 @@ from gate_helpers import (  # noqa: E402
     signed_headers,
     start_server,
 )
-from sqlalchemy import create_engine, select, text  # noqa: E402
-from sqlalchemy.engine import make_url  # noqa: E402
 
-from action.upload import Credential, UploadAnswer, upload  # noqa: E402
-from gate_server.storage import Storage, audit_log, runs  # noqa: E402
-from rnx.schema import ResultsDocument, parse_results  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 REPO = "acme/kernels"
 CONFIGS = [("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8)]
@@ -118,7 +117,7 @@ def _burst(
 
 def _check_storage(database_url: str) -> dict[str, object]:
     """Every stored run whole; one upload audit entry per run, none for a missing run."""
-    storage = Storage(database_url)
+    storage = Database(database_url)
     problems: list[str] = []
     try:
         with storage.read() as conn:
@@ -233,11 +232,11 @@ def kill_during_burst(db: str, work: Path, uploads: int, threads: int) -> bool:
 
     def killer() -> None:
         # Kill once a third of the burst is acknowledged, so the kill lands mid-stream.
-        storage = Storage(db)
+        storage = Database(db)
         try:
             while not fault.is_set():
                 with storage.read() as conn:
-                    if storage.count_runs(conn) >= uploads // 3:
+                    if stored_runs.count(conn) >= uploads // 3:
                         break
                 time.sleep(0.01)
         finally:
@@ -278,11 +277,11 @@ def pg_restart_during_burst(db: str, work: Path, uploads: int, threads: int) -> 
     timeline: dict[str, float] = {}
 
     def restarter() -> None:
-        storage = Storage(db)
+        storage = Database(db)
         try:
             while not fault.is_set():
                 with storage.read() as conn:
-                    if storage.count_runs(conn) >= uploads // 3:
+                    if stored_runs.count(conn) >= uploads // 3:
                         break
                 time.sleep(0.01)
         finally:

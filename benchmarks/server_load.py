@@ -1,7 +1,7 @@
 """Load on the real gate server over loopback: upload latency (p50/p99) and uploads per second,
 on SQLite and PostgreSQL, with an empty database and with 1,000,000 stored runs.
 
-    .venv/bin/python benchmarks/server_load.py [--uploads 100] [--runs 1000000]
+    .venv/bin/python -m benchmarks.server_load [--uploads 100] [--runs 1000000]
 
 Per engine, two databases each behind its own `rnx serve` process: one empty, one holding
 1,000,000 filler runs. Each upload is a results document of 8 configurations x 30 samples, a
@@ -27,23 +27,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import text
 
-ROOT = Path(__file__).resolve().parents[1]
-# The shared test helpers (factories, server start); the root too, so that tests/rnx and
-# tests/gate_server (plain folders) never shadow the packages of the same name.
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from factories import body, make_results  # noqa: E402
-from gate_helpers import (  # noqa: E402
+from gate_server.db import Database
+from gate_server.db import runs as stored_runs
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import (
     create_token,
     fresh_postgres_schema,
     postgres_base_url,
     signed_headers,
     start_server,
 )
-from sqlalchemy import text  # noqa: E402
 
-from gate_server.storage import Storage  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 REPO = "acme/kernels"
 ENV = "bench-env"
@@ -128,7 +125,7 @@ def throughput(client: Client, count: int, threads: int, seed0: int) -> dict[str
     return {"n": count, "threads": threads, "seconds": elapsed, "uploads_per_s": count / elapsed}
 
 
-def bulk_insert(storage: Storage, runs: int, repo_id: int, ws_id: int, others: list[int]) -> None:
+def bulk_insert(storage: Database, runs: int, repo_id: int, ws_id: int, others: list[int]) -> None:
     """`runs` filler runs in one INSERT ... SELECT: older than every real run, so the real
     baselines stay the newest, but in the same repository and environment often enough that
     an unindexed lookup would have to wade through them."""
@@ -183,7 +180,7 @@ def prepare(url: str) -> tuple[str, int, int, list[int]]:
     token = create_token(url, workspace="bench", repository=REPO, branches=("main",))
     for i in range(20):
         create_token(url, workspace="bench", repository=f"other/repo-{i}", branches=("main",))
-    storage = Storage(url)
+    storage = Database(url)
     try:
         with storage.read() as conn:
             repo_ids = dict(conn.execute(text("SELECT name, id FROM repositories")).all())
@@ -209,15 +206,15 @@ def bench_engine(
             )
             for client in pair:
                 client.upload(doc)
-        full = Storage(urls[1])
+        full = Database(urls[1])
         try:
             t0 = time.perf_counter()
             _, repo_id, ws_id, others = prepared[1]
             bulk_insert(full, args.runs, repo_id, ws_id, others)
             out["bulk_insert_s"] = time.perf_counter() - t0
             with full.read() as conn:
-                out["stored_runs"] = full.count_runs(conn)
-            out["plan"] = full.explain_baselines(repo_id, "main", ENV)
+                out["stored_runs"] = stored_runs.count(conn)
+            out["plan"] = full.explain(stored_runs.baselines_query(repo_id, "main", ENV, 6))
         finally:
             full.close()
         out["empty"], out["full"] = latency(pair, args.uploads, 20_000, deadline)

@@ -1,8 +1,8 @@
 """Soak: concurrent uploaders and readers against the real gate server on loopback for minutes,
 then prove nothing was lost or duplicated, and show latency, throughput and memory over time.
 
-    .venv/bin/python benchmarks/soak.py --database sqlite [--seconds 180] [--servers 1]
-    .venv/bin/python benchmarks/soak.py --database postgresql --servers 2 [--seconds 180]
+    .venv/bin/python -m benchmarks.soak --database sqlite [--seconds 180] [--servers 1]
+    .venv/bin/python -m benchmarks.soak --database postgresql --servers 2 [--seconds 180]
 
 --uploaders threads upload signed results documents (4 configurations x 20 samples: pushes to
 main that become baselines, and pull-request runs gated against them), round-robin over the
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -27,21 +26,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from sqlalchemy import func, select
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from factories import body, make_results  # noqa: E402
-from gate_helpers import (  # noqa: E402
+from gate_server.db import Database
+from gate_server.db.schema import runs
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import (
     create_token,
     fresh_postgres_schema,
     postgres_base_url,
     signed_headers,
     start_server,
 )
-from sqlalchemy import func, select  # noqa: E402
 
-from gate_server.storage import Storage, runs  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 REPO = "acme/kernels"
 CONFIGS = [("pytorch_eager", dt, bs) for dt in ("float32", "float16") for bs in (1, 8)]
@@ -203,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         for s in servers:
             s.stop()
 
-    storage = Storage(db)
+    storage = Database(db)
     try:
         with storage.read() as conn:
             stored = list(conn.execute(select(runs.c.run_id)).scalars())

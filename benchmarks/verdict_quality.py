@@ -1,7 +1,7 @@
 """How good is the verdict? Record a timing corpus here, then score our rule and known rules on it.
 
-Run `python benchmarks/verdict_quality.py` (record about 10 minutes, then analyse) or
-`python benchmarks/verdict_quality.py --corpus benchmarks/data/corpus.npz` (analyse a saved corpus;
+Run `python -m benchmarks.verdict_quality` (record about 10 minutes, then analyse) or
+`python -m benchmarks.verdict_quality --corpus benchmarks/data/corpus.npz` (analyse a saved corpus;
 `--history-only` runs only the comparison the gate server makes: base = several baseline runs).
 The recording: many separate processes ("CI jobs") time the same small torch kernels on CPU.
 Each round times three variants in random order: the kernel (v0), the kernel again (v0', an
@@ -451,8 +451,8 @@ def analyse(
 
 def server_history() -> int:
     """How many baseline runs the gate server compares a head run with at most: the newest one
-    plus `baseline_history` earlier ones of the same branch and environment (gate_server/runs.py
-    stops earlier only at a run a person accepted as the new normal)."""
+    plus `baseline_history` earlier ones of the same branch and environment
+    (gate_server/baselines.py stops earlier only at a run a person accepted as the new normal)."""
     from gate_server.settings import ServerSettings
 
     return 1 + ServerSettings.baseline_history

@@ -9,17 +9,18 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from functools import lru_cache
 
-from gate_server.errors import ApiError
-from gate_server.storage import Storage, TokenRecord, utcnow
-from rnx.errors import UserError
+from gate_server.answers import ApiError
+from gate_server.clock import utcnow
+from gate_server.db import Database, audit, repositories, tokens
+from gate_server.db.tokens import CI, VIEWER, TokenRecord
+from gate_server.errors import InvalidInput, NotFound
+from gate_server.github.oidc import looks_like_jwt
+from rnx.branches import BRANCH_PATTERN
 
-CI, VIEWER = "ci", "viewer"
 _PREFIX = {CI: "rnx_ci_", VIEWER: "rnx_view_"}
 # Recording each use as a write would make every read a write; a minute is precise enough.
 _TOUCH_EVERY = timedelta(minutes=1)
-_BRANCH_PATTERN = re.compile(r"^[A-Za-z0-9_.*/+-]{1,255}$")
 
 
 def hash_token(secret: str) -> str:
@@ -36,28 +37,16 @@ def sign_upload(secret: str, timestamp: str, body: bytes) -> str:
 def check_branch_patterns(patterns: Sequence[str]) -> list[str]:
     cleaned = [p.strip() for p in patterns if p.strip()]
     for p in cleaned:
-        if not _BRANCH_PATTERN.match(p):
-            raise UserError(
+        if not BRANCH_PATTERN.match(p):
+            raise InvalidInput(
                 f"{p!r} is not a branch pattern; use names like main or release/* "
                 "(letters, digits, . _ - / and * only)"
             )
     return cleaned
 
 
-@lru_cache(maxsize=256)
-def _pattern_regex(pattern: str) -> re.Pattern[str]:
-    # Like GitHub's branch filters: * stays within one path segment, ** crosses them.
-    parts = re.split(r"(\*\*|\*)", pattern)
-    body = "".join(".*" if p == "**" else "[^/]*" if p == "*" else re.escape(p) for p in parts)
-    return re.compile(f"^{body}$")
-
-
-def branch_matches(patterns: Sequence[str], branch: str) -> bool:
-    return any(_pattern_regex(p).match(branch) for p in patterns)
-
-
 def issue_token(
-    storage: Storage,
+    database: Database,
     *,
     workspace: str,
     repository: str | None,
@@ -68,23 +57,21 @@ def issue_token(
     """Create a token; returns (id, secret). The secret is never stored, only its hash."""
     kind = VIEWER if viewer else CI
     if not viewer and not repository:
-        raise UserError("a CI token needs --repo OWNER/NAME (viewer tokens take --viewer)")
+        raise InvalidInput("a CI token needs --repo OWNER/NAME (viewer tokens take --viewer)")
     if not viewer and not branches:
-        raise UserError("a CI token needs --branches, e.g. --branches main,release/*")
+        raise InvalidInput("a CI token needs --branches, e.g. --branches main,release/*")
     if not re.match(r"^[A-Za-z0-9_.-]{1,100}$", workspace):
-        raise UserError(f"workspace {workspace!r}: use letters, digits, '.', '_' and '-' only")
+        raise InvalidInput(f"workspace {workspace!r}: use letters, digits, '.', '_' and '-' only")
     if repository is not None and not re.match(
         r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$", repository
     ):
-        raise UserError(f"--repo {repository!r} must look like OWNER/NAME")
+        raise InvalidInput(f"--repo {repository!r} must look like OWNER/NAME")
     patterns = check_branch_patterns(branches)
     secret = _PREFIX[kind] + secrets.token_urlsafe(32)
-    with storage.write() as conn:
-        workspace_id = storage.ensure_workspace(conn, workspace)
-        repository_id = (
-            storage.ensure_repository(conn, workspace_id, repository) if repository else None
-        )
-        token_id = storage.insert_token(
+    with database.write() as conn:
+        workspace_id = repositories.ensure_workspace(conn, workspace)
+        repository_id = repositories.ensure(conn, workspace_id, repository) if repository else None
+        token_id = tokens.insert_token(
             conn,
             kind=kind,
             workspace_id=workspace_id,
@@ -93,7 +80,7 @@ def issue_token(
             token_hash=hash_token(secret),
             prefix=secret[: len(_PREFIX[kind]) + 4],
         )
-        storage.audit(
+        audit.record(
             conn,
             actor=actor,
             action="token.create",
@@ -108,13 +95,14 @@ def issue_token(
     return token_id, secret
 
 
-def revoke_token(storage: Storage, token_id: int, *, actor: str) -> bool:
-    with storage.write() as conn:
-        if storage.get_token(conn, token_id) is None:
-            raise UserError(f"no token with id {token_id}; `rnx token list` shows the ids")
-        done = storage.revoke_token(conn, token_id, utcnow())
+def revoke_token(database: Database, token_id: int, *, actor: str) -> bool:
+    """False when the token was revoked before."""
+    with database.write() as conn:
+        if tokens.by_id(conn, token_id) is None:
+            raise NotFound(f"no token with id {token_id}; `rnx token list` shows the ids")
+        done = tokens.revoke(conn, token_id, utcnow())
         if done:
-            storage.audit(conn, actor=actor, action="token.revoke", subject=f"token:{token_id}")
+            audit.record(conn, actor=actor, action="token.revoke", subject=f"token:{token_id}")
     return done
 
 
@@ -138,20 +126,20 @@ def bearer_secret(authorization: str | None) -> str:
 
 
 def authenticate(
-    storage: Storage,
+    database: Database,
     authorization: str | None,
     *,
-    oidc: Callable[[Storage, str], TokenRecord] | None = None,
+    oidc: Callable[[Database, str], TokenRecord] | None = None,
 ) -> tuple[TokenRecord, str]:
     """The token behind an Authorization header, and its secret (it keys the signature)."""
     secret = bearer_secret(authorization)
-    if oidc is not None and secret.startswith("eyJ") and secret.count(".") == 2:
+    if oidc is not None and looks_like_jwt(secret):
         # A JWT is a GitHub Actions OIDC token (gate_server/github/oidc_login.py): it acts
         # with its repository's CI scope and keys the upload signature like a CI token.
-        return oidc(storage, secret), secret
+        return oidc(database, secret), secret
     digest = hash_token(secret)
-    with storage.read() as conn:
-        token = storage.find_token(conn, digest)
+    with database.read() as conn:
+        token = tokens.by_hash(conn, digest)
     # The lookup is by hash of a 256-bit secret; compare_digest keeps the final check
     # constant-time anyway, so no timing difference tells a near-miss from a miss.
     if token is None or not hmac.compare_digest(token.token_hash, digest):
@@ -169,8 +157,8 @@ def authenticate(
             headers={"WWW-Authenticate": "Bearer"},
         )
     if token.last_used_at is None or utcnow() - token.last_used_at > _TOUCH_EVERY:
-        with storage.write() as conn:
-            storage.touch_token(conn, token.id, utcnow())
+        with database.write() as conn:
+            tokens.touch(conn, token.id, utcnow())
     return token, secret
 
 
@@ -182,8 +170,9 @@ def check_signature(
     *,
     tolerance_s: int,
     now: float | None = None,
-) -> None:
-    """Refuse an upload whose timestamp is stale or whose signature does not match the body."""
+) -> str:
+    """Refuse an upload whose timestamp is stale or whose signature does not match the body;
+    the signature, as checked."""
     if not timestamp:
         raise ApiError(
             401, "missing_timestamp", "send X-Kernalin-Timestamp: the upload's time in Unix seconds"
@@ -210,10 +199,12 @@ def check_signature(
             "and check the runner's clock",
         )
     expected = sign_upload(secret, timestamp.strip(), body)
-    if not hmac.compare_digest(expected.encode(), signature.strip().encode("utf-8", "replace")):
+    signature = signature.strip()
+    if not hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace")):
         raise ApiError(
             401,
             "bad_signature",
             "X-Kernalin-Signature does not match the body: sign "
             "'timestamp.body' with HMAC-SHA256 keyed by the token, as sha256=<hex>",
         )
+    return signature

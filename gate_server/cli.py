@@ -1,31 +1,57 @@
-"""`rnx serve`, `rnx token create|list|revoke` and `rnx branch rename`."""
+"""`rnx serve`, `rnx token create|list|revoke` and `rnx branch rename`: the server's command
+line, an edge where the core's domain errors become one line and exit code 2 (UserError).
+
+The same commands run without the `rnx` dispatcher as `python -m gate_server serve|token|branch`
+(main below), so the server starts with only its own package (gate_server/local.py uses it)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import getpass
 import json
 import os
 import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from gate_server.auth import issue_token, revoke_token
+from gate_server.branches import check_branch_name, rename_branch
+from gate_server.db import Database, open_database, repositories, tokens
+from gate_server.db.engine import shown_url
+from gate_server.db.tokens import TokenRecord
+from gate_server.errors import GateServerError
 from gate_server.settings import load_settings
-from gate_server.storage import Storage, check_branch_name
-from rnx.errors import UserError
+from rnx.errors import UserError, run_command
+
+
+def _one_line_errors(main: Callable[[list[str]], int]) -> Callable[[list[str]], int]:
+    """A domain error (a bad setting, name or id) is the user's to fix: one line, exit 2."""
+
+    @functools.wraps(main)
+    def run(argv: list[str]) -> int:
+        try:
+            return main(argv)
+        except GateServerError as e:
+            raise UserError(str(e)) from None
+
+    return run
 
 
 def app_from_env() -> object:
     """uvicorn's factory: every worker process builds its app from the same RNX_* environment."""
-    from gate_server.app import create_app
+    from gate_server.asgi import create_app
 
     return create_app(load_settings())
 
 
+@_one_line_errors
 def serve_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rnx serve", description="Run the gate server.")
-    parser.add_argument("--host", default=os.environ.get("RNX_HOST", "127.0.0.1"))
-    parser.add_argument("--port", type=int, default=int(os.environ.get("RNX_PORT", "8000")))
+    parser.add_argument("--host", help="default: RNX_HOST, else 127.0.0.1")
+    parser.add_argument("--port", type=int, help="default: RNX_PORT, else 8000")
     parser.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
     parser.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
     parser.add_argument("--log-level", default="info")
@@ -36,23 +62,21 @@ def serve_main(argv: list[str]) -> int:
         # Workers are separate processes: they read the URL from the environment like the rest.
         os.environ["RNX_DATABASE_URL"] = args.database_url
     settings = load_settings()
-    storage = Storage(settings.database_url)
     try:
-        storage.migrate()  # once here, so a bad URL is one clear line instead of N tracebacks
-    except UserError:
-        raise
-    except Exception as e:
-        raise UserError(f"cannot open the database {storage.engine.url!r}: {e}") from None
-    finally:
-        storage.close()
+        # Once here, so a bad URL is one clear line instead of a traceback per worker.
+        open_database(settings.database_url).close()
+    except (SQLAlchemyError, OSError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        where = shown_url(settings.database_url)
+        raise UserError(f"cannot open the database {where}: {first}") from None
 
     import uvicorn
 
     uvicorn.run(
         "gate_server.cli:app_from_env",
         factory=True,
-        host=args.host,
-        port=args.port,
+        host=args.host or settings.host,
+        port=settings.port if args.port is None else args.port,
         workers=args.workers,
         log_level=args.log_level,
         proxy_headers=True,
@@ -60,10 +84,8 @@ def serve_main(argv: list[str]) -> int:
     return 0
 
 
-def _storage(url: str | None) -> Storage:
-    storage = Storage(url or load_settings().database_url)
-    storage.migrate()
-    return storage
+def _database(url: str | None) -> Database:
+    return open_database(url or load_settings().database_url)
 
 
 def _actor() -> str:
@@ -73,6 +95,7 @@ def _actor() -> str:
         return "cli"
 
 
+@_one_line_errors
 def token_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rnx token", description="Manage the server's tokens.")
     sub = parser.add_subparsers(dest="action", required=True)
@@ -89,13 +112,13 @@ def token_main(argv: list[str]) -> int:
         p.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
     args = parser.parse_args(argv)
 
-    storage = _storage(args.database_url)
+    database = _database(args.database_url)
     try:
         if args.action == "create":
             if args.viewer and args.branches:
                 raise UserError("--branches is for CI tokens; a viewer token only reads")
             token_id, secret = issue_token(
-                storage,
+                database,
                 workspace=args.workspace,
                 repository=args.repo,
                 branches=args.branches.split(",") if args.branches else [],
@@ -107,46 +130,50 @@ def token_main(argv: list[str]) -> int:
             print(secret)
             return 0
         if args.action == "list":
-            with storage.read() as conn:
-                found = storage.list_tokens(conn)
-            rows: list[dict[str, Any]] = [
-                {
-                    "id": t.id,
-                    "kind": t.kind,
-                    "workspace": t.workspace,
-                    "repository": t.repository,
-                    "branches": t.branches,
-                    "prefix": t.prefix + "...",
-                    "created_at": t.created_at.isoformat(timespec="seconds"),
-                    "last_used_at": t.last_used_at.isoformat(timespec="seconds")
-                    if t.last_used_at
-                    else None,
-                    "revoked": t.revoked_at is not None,
-                }
-                for t in found
-            ]
-            if args.json:
-                print(json.dumps(rows, indent=2))
-            else:
-                print(
-                    f"{'ID':>4}  {'KIND':<6}  {'WORKSPACE':<14}  {'REPOSITORY':<28}  "
-                    f"{'BRANCHES':<20}  {'LAST USED':<19}  STATUS"
-                )
-                for r in rows:
-                    print(
-                        f"{r['id']:>4}  {r['kind']:<6}  {r['workspace']:<14}  "
-                        f"{r['repository'] or '-':<28}  {','.join(r['branches']) or '-':<20}  "
-                        f"{r['last_used_at'] or 'never':<19}  "
-                        f"{'revoked' if r['revoked'] else 'active'}"
-                    )
+            with database.read() as conn:
+                _print_tokens(tokens.all_tokens(conn), as_json=args.json)
             return 0
-        done = revoke_token(storage, args.id, actor=_actor())
+        done = revoke_token(database, args.id, actor=_actor())
         print(f"token {args.id} revoked" if done else f"token {args.id} was already revoked")
         return 0
     finally:
-        storage.close()
+        database.close()
 
 
+def _print_tokens(found: list[TokenRecord], *, as_json: bool) -> None:
+    rows: list[dict[str, Any]] = [
+        {
+            "id": t.id,
+            "kind": t.kind,
+            "workspace": t.workspace,
+            "repository": t.repository,
+            "branches": t.branches,
+            "prefix": t.prefix + "...",
+            "created_at": t.created_at.isoformat(timespec="seconds"),
+            "last_used_at": t.last_used_at.isoformat(timespec="seconds")
+            if t.last_used_at
+            else None,
+            "revoked": t.revoked_at is not None,
+        }
+        for t in found
+    ]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(
+        f"{'ID':>4}  {'KIND':<6}  {'WORKSPACE':<14}  {'REPOSITORY':<28}  "
+        f"{'BRANCHES':<20}  {'LAST USED':<19}  STATUS"
+    )
+    for r in rows:
+        print(
+            f"{r['id']:>4}  {r['kind']:<6}  {r['workspace']:<14}  "
+            f"{r['repository'] or '-':<28}  {','.join(r['branches']) or '-':<20}  "
+            f"{r['last_used_at'] or 'never':<19}  "
+            f"{'revoked' if r['revoked'] else 'active'}"
+        )
+
+
+@_one_line_errors
 def branch_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="rnx branch",
@@ -173,12 +200,10 @@ def branch_main(argv: list[str]) -> int:
     if old == new:
         raise UserError(f"--from and --to are the same branch ({old!r}); nothing to rename")
 
-    from gate_server.github.store import repositories_named
-
-    storage = _storage(args.database_url)
+    database = _database(args.database_url)
     try:
-        with storage.read() as conn:
-            found = repositories_named(conn, args.repo)
+        with database.read() as conn:
+            found = repositories.named(conn, args.repo)
         if args.workspace:
             found = [r for r in found if r.workspace == args.workspace]
         if not found:
@@ -193,10 +218,10 @@ def branch_main(argv: list[str]) -> int:
                 f"{args.repo} is registered in several workspaces ({names}); "
                 "say which with --workspace"
             )
-        with storage.write() as conn:
-            result = storage.rename_branch(conn, found[0].id, old, new, actor=_actor(), via="cli")
+        with database.write() as conn:
+            result = rename_branch(conn, found[0].id, old, new, actor=_actor(), via="cli")
     finally:
-        storage.close()
+        database.close()
     if not result.changed:
         print(f"{result.repository}: {old} -> {new} was followed before; nothing changed")
         return 0
@@ -210,3 +235,20 @@ def branch_main(argv: list[str]) -> int:
         many = len(result.tokens_widened) > 1
         print(f"CI token{'s' if many else ''} {ids} now also cover{'' if many else 's'} {new}")
     return 0
+
+
+COMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "serve": serve_main,
+    "token": token_main,
+    "branch": branch_main,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m gate_server COMMAND ...`: what `rnx COMMAND ...` runs, errors shown alike."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in COMMANDS:
+        print(f"usage: python -m gate_server {{{','.join(COMMANDS)}}} [ARGS...]", file=sys.stderr)
+        return 2
+    name, rest = args[0], args[1:]
+    return run_command(f"rnx {name}", lambda: COMMANDS[name](rest))

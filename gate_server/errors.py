@@ -1,98 +1,25 @@
-"""The one JSON error shape, {"error": {"code", "message", "details"}}, and where it is produced."""
+"""The server's domain errors: plain exceptions whose message says what is wrong and how to fix it.
+
+The core (gate_server/db, branches, auth, settings, receipts...) raises these; the edges turn
+them into an answer: gate_server/answers.py into the one JSON error shape, gate_server/cli.py
+into one line and an exit code.
+"""
 
 from __future__ import annotations
 
-import logging
-from typing import Any
 
-from sqlalchemy.exc import OperationalError
-from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-
-log = logging.getLogger("gate_server")
-
-_HTTP_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "body_too_large",
-    415: "unsupported_media_type",
-    422: "invalid_request",
-}
+class GateServerError(Exception):
+    """Something the server cannot do as asked."""
 
 
-class ApiError(Exception):
-    """A request the server refuses; turned into the JSON error shape in one place."""
-
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        details: list[Any] | None = None,
-        headers: dict[str, str] | None = None,
-    ):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.details = details or []
-        self.headers = headers
+class InvalidInput(GateServerError):
+    """A value given to the server (by a command, a request or a webhook) that it refuses."""
 
 
-def error_response(
-    status: int,
-    code: str,
-    message: str,
-    details: list[Any] | None = None,
-    headers: dict[str, str] | None = None,
-) -> JSONResponse:
-    body = {"error": {"code": code, "message": message, "details": details or []}}
-    return JSONResponse(body, status_code=status, headers=headers)
+class NotFound(GateServerError):
+    """A name or id that the database does not hold."""
 
 
-async def _api_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, ApiError)
-    return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
-
-
-async def _http_exception(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    code = _HTTP_CODES.get(exc.status_code, "http_error")
-    message = exc.detail if isinstance(exc.detail, str) else code
-    if exc.status_code == 404:
-        message = f"nothing at {request.url.path}; see /openapi.json for the API's routes"
-    elif exc.status_code == 405:
-        message = f"{request.method} is not allowed on {request.url.path}"
-    headers = dict(exc.headers) if exc.headers else None
-    return error_response(exc.status_code, code, message, headers=headers)
-
-
-async def _server_error(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return error_response(500, "internal_error", "the server failed; the error is in its log")
-
-
-async def _database_unavailable(request: Request, exc: Exception) -> Response:
-    # The database went away (a restart, a failover, the network): a retry will succeed, so
-    # say that (503 + Retry-After, which the action honours) instead of a 500 that reads as a bug.
-    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, first)
-    return error_response(
-        503,
-        "database_unavailable",
-        "the server's database does not answer; retry in a few seconds",
-        headers={"Retry-After": "2"},
-    )
-
-
-EXCEPTION_HANDLERS: dict[Any, Any] = {
-    ApiError: _api_error,
-    HTTPException: _http_exception,
-    OperationalError: _database_unavailable,
-    Exception: _server_error,
-}
+class SettingsError(GateServerError):
+    """A setting the server cannot start with: an RNX_* variable, a key, a database URL, a
+    database written by a newer version. It stops the process with one line."""

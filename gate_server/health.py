@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gate_server.errors import error_response, log
+from gate_server.answers import error_response, log
 from gate_server.openapi import error, operation
 from gate_server.services import services
 
@@ -26,13 +26,13 @@ async def healthz(request: Request) -> Response:
     },
 )
 async def readyz(request: Request) -> Response:
-    storage = services(request).storage
+    database = services(request).database
     try:
-        await run_in_threadpool(storage.ping)
+        await run_in_threadpool(database.ping)
     except SQLAlchemyError as e:
         log.warning("readyz: database unreachable: %s", e)
         return error_response(503, "database_unavailable", "the database does not answer")
-    return JSONResponse({"status": "ready", "database": storage.dialect})
+    return JSONResponse({"status": "ready", "database": database.dialect})
 
 
 routes = [

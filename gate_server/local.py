@@ -1,4 +1,4 @@
-"""A gate server on a loopback port in a subprocess: for the demo, the tests and the benchmarks."""
+"""A gate server on a loopback port in a subprocess, for the tests and the benchmarks."""
 
 from __future__ import annotations
 
@@ -39,14 +39,15 @@ class LiveServer:
 def start_server(
     database_url: str, workdir: Path, *, env: dict[str, str] | None = None, timeout: float = 30.0
 ) -> LiveServer:
-    """`rnx serve` on a free loopback port, returned once /readyz answers 200.
+    """`python -m gate_server serve` (what `rnx serve` runs) on a free loopback port, returned
+    once /readyz answers 200.
 
     The caller's RNX_* variables are dropped so only `env` sets the server's policy."""
     port = free_port()
     log = workdir / f"server-{port}.log"
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RNX_")}
     clean.update(env or {})
-    command = [sys.executable, "-m", "rnx.cli", "serve", "--host", "127.0.0.1"]
+    command = [sys.executable, "-m", "gate_server", "serve", "--host", "127.0.0.1"]
     command += ["--port", str(port), "--database-url", database_url, "--log-level", "warning"]
     with open(log, "wb") as out:
         process = subprocess.Popen(

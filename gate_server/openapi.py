@@ -27,18 +27,64 @@ def operation(method: str, spec: dict[str, Any]) -> Callable[[F], F]:
     return attach
 
 
-def error(description: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-    }
-
-
 def json_body(ref: str, description: str) -> dict[str, Any]:
+    """A response (or request) whose JSON body is the component schema `ref`."""
     return {
         "description": description,
-        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}},
+        "content": {"application/json": {"schema": {"$ref": _REF.format(model=ref)}}},
     }
+
+
+def error(description: str) -> dict[str, Any]:
+    """An error response: the one JSON error shape."""
+    return json_body("Error", description)
+
+
+# What an endpoint that reads a JSON body may answer besides its own responses.
+BODY_ERRORS = {
+    "400": error("the body is not JSON"),
+    "413": error("the body is too large"),
+}
+# The "reason" of both accept endpoints' bodies.
+ACCEPT_REASON = {"type": "string", "minLength": 1}
+# What every endpoint that takes a bearer token may answer besides its own responses.
+AUTH_ERRORS = {
+    "401": error("missing, unknown or revoked token"),
+    "403": error("the token may not do this"),
+}
+
+
+def endpoint(
+    method: str,
+    summary: str,
+    *,
+    responses: dict[str, Any],
+    bearer: bool = False,
+    parameters: Iterable[dict[str, Any]] = (),
+    body: dict[str, Any] | None = None,
+) -> Callable[[F], F]:
+    """`operation` for the usual endpoint: a summary, its query or header parameters, a JSON
+    request body of schema `body`, and its responses (plus AUTH_ERRORS when `bearer`)."""
+    spec: dict[str, Any] = {"summary": summary}
+    if bearer:
+        spec["security"] = [{"bearer": []}]
+    if parameters:
+        spec["parameters"] = list(parameters)
+    if body is not None:
+        spec["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    spec["responses"] = {**responses, **(AUTH_ERRORS if bearer else {})}
+    return operation(method, spec)
+
+
+def header(name: str, description: str | None = None) -> dict[str, Any]:
+    """A required string header parameter."""
+    found = {"name": name, "in": "header", "required": True, "schema": {"type": "string"}}
+    return found if description is None else {**found, "description": description}
+
+
+def query(name: str, schema_type: str) -> dict[str, Any]:
+    """An optional query parameter."""
+    return {"name": name, "in": "query", "required": False, "schema": {"type": schema_type}}
 
 
 def schema_routes(routes: Iterable[BaseRoute], prefix: str = "") -> Iterable[tuple[str, str, Any]]:

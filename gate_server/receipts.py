@@ -9,8 +9,9 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
-from gate_server.storage import Storage
-from rnx.errors import UserError
+from gate_server.db import Database
+from gate_server.errors import SettingsError
+from gate_server.server_keys import stored_key
 
 KEY_NAME = "receipt"
 
@@ -29,17 +30,17 @@ class ReceiptSigner:
         try:
             key = serialization.load_pem_private_key(private_key_pem.encode("ascii"), None)
         except (ValueError, TypeError) as e:
-            raise UserError(
+            raise SettingsError(
                 f"the receipt signing key is not an unencrypted PEM private key: {e}"
             ) from None
         if isinstance(key, ed25519.Ed25519PrivateKey):
             self.algorithm = "EdDSA"
         elif isinstance(key, rsa.RSAPrivateKey):
             if key.key_size < 2048:
-                raise UserError("an RSA receipt key must have at least 2048 bits")
+                raise SettingsError("an RSA receipt key must have at least 2048 bits")
             self.algorithm = "RS256"
         else:
-            raise UserError("the receipt signing key must be Ed25519 or RSA (RS256)")
+            raise SettingsError("the receipt signing key must be Ed25519 or RSA (RS256)")
         self._key = key
         public = key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
@@ -54,7 +55,7 @@ class ReceiptSigner:
         return {"algorithm": self.algorithm, "kid": self.kid, "public_key_pem": self.public_key_pem}
 
 
-def load_signer(storage: Storage, private_key_pem: str | None) -> ReceiptSigner:
+def load_signer(database: Database, private_key_pem: str | None) -> ReceiptSigner:
     """The configured key, or the one kept in the database (made on first start)."""
-    pem = private_key_pem or storage.server_key(KEY_NAME, generate_private_key_pem)
+    pem = private_key_pem or stored_key(database, KEY_NAME, generate_private_key_pem)
     return ReceiptSigner(pem)

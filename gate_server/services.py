@@ -1,4 +1,4 @@
-"""What a request handler needs (storage, settings, receipt signer), kept on the app's state."""
+"""What request handlers share, built once when the app starts and kept on the app's state."""
 
 from __future__ import annotations
 
@@ -6,16 +6,40 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from gate_server.receipts import ReceiptSigner
+from gate_server.dashboard.state import DashboardState
+from gate_server.db import Database, open_database
+from gate_server.github.integration import GitHubIntegration
+from gate_server.receipts import ReceiptSigner, load_signer
 from gate_server.settings import ServerSettings
-from gate_server.storage import Storage
 
 
 @dataclass(frozen=True)
 class Services:
     settings: ServerSettings
-    storage: Storage
-    signer: ReceiptSigner
+    database: Database
+    signer: ReceiptSigner  # signs receipts
+    github: GitHubIntegration  # webhook secret, OIDC verifier, GitHub App (each when set)
+    dashboard: DashboardState  # session signer and run-summary cache
+
+    @classmethod
+    def start(cls, settings: ServerSettings) -> Services:
+        """Open (and migrate) the database and build everything the handlers use."""
+        database = open_database(settings.database_url)
+        try:
+            return cls(
+                settings=settings,
+                database=database,
+                signer=load_signer(database, settings.receipt_key_pem),
+                github=GitHubIntegration.from_settings(settings),
+                dashboard=DashboardState.load(database),
+            )
+        except BaseException:
+            database.close()
+            raise
+
+    def close(self) -> None:
+        self.github.close()
+        self.database.close()
 
 
 def services(request: Request) -> Services:

@@ -1,26 +1,53 @@
-"""The server's settings: read from RNX_* environment variables here and nowhere else."""
+"""The server process's settings: one model, read from the RNX_* environment here and nowhere else.
+
+Bounds come from what uses the value (the statistics' own minimum of resamples, TCP's ports);
+a bad value is a SettingsError naming the variable, which `rnx serve` prints as one line.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from gate_server.github.settings import GitHubSettings, load_github_settings
+from gate_server.errors import SettingsError
+from gate_server.github.oidc import DEFAULT_ISSUER
 from rnx.config import GateSettings
-from rnx.errors import UserError
+from rnx_github.app_auth import AppCredentials
+from rnx_github.client import DEFAULT_API_URL
+from stats import MIN_RESAMPLES
 
 DEFAULT_DATABASE_FILE = "rnx-gate.db"
+DEFAULT_OIDC_AUDIENCE = "kernalin"
 
 
 def default_database_url() -> str:
     return f"sqlite:///{Path.cwd() / DEFAULT_DATABASE_FILE}"
 
 
+# Whole-number settings: field -> (variable, least, most). Checked for values from the
+# environment and for settings built in code alike.
+_WHOLE_NUMBERS: dict[str, tuple[str, int, int | None]] = {
+    "port": ("RNX_PORT", 1, 65_535),
+    "max_body_bytes": ("RNX_MAX_BODY_BYTES", 1, None),
+    "max_samples": ("RNX_MAX_SAMPLES", 1, None),
+    "timestamp_tolerance_s": ("RNX_TIMESTAMP_TOLERANCE_S", 1, None),
+    "baseline_history": ("RNX_BASELINE_HISTORY", 0, None),
+    # The statistics refuse fewer resamples (stats.MIN_RESAMPLES): a server started with fewer
+    # would answer every upload that has a baseline with a 500.
+    "resamples": ("RNX_RESAMPLES", MIN_RESAMPLES, None),
+    "seed": ("RNX_SEED", 0, None),
+    "oidc_leeway_s": ("RNX_OIDC_LEEWAY_S", 0, 300),
+}
+
+
 @dataclass(frozen=True)
 class ServerSettings:
     database_url: str = field(default_factory=default_database_url)
+    # Where `rnx serve` listens (its --host / --port flags override these).
+    host: str = "127.0.0.1"
+    port: int = 8000
     # PEM text of an Ed25519 or RSA private key that signs receipts; None: the server generates
     # one on first start and keeps it in the database, so every process signs with the same key.
     receipt_key_pem: str | None = None
@@ -32,28 +59,50 @@ class ServerSettings:
     # The gate's thresholds are the server's, never the client's.
     gate: GateSettings = field(default_factory=GateSettings)
     baseline_history: int = 5  # the newest baseline run plus up to this many earlier ones
-    resamples: int = 2000
+    resamples: int = MIN_RESAMPLES
     seed: int = 0
-    # Webhook secret, OIDC trust and GitHub App mode (gate_server/github/settings.py).
-    github: GitHubSettings = field(default_factory=GitHubSettings)
+    # The GitHub webhook answers 503 until a secret is set: an unverifiable delivery is never
+    # acted on.
+    github_webhook_secret: str | None = None
+    # OIDC uploads: the audience the action asks GitHub for (action/upload.py); None (the
+    # variable set to "off") turns OIDC uploads off.
+    oidc_issuer: str = DEFAULT_ISSUER
+    oidc_audience: str | None = DEFAULT_OIDC_AUDIENCE
+    oidc_leeway_s: int = 60
+    # GitHub App mode: off unless both the App id and its private key are set.
+    github_app: AppCredentials | None = None
+    github_api_url: str = DEFAULT_API_URL
 
-    def with_database(self, url: str) -> ServerSettings:
-        return replace(self, database_url=url)
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name in _WHOLE_NUMBERS:
+                _check_bounds(f.name, getattr(self, f.name))
 
 
-def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -> int:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UserError(
-            f"{name}={raw!r} is not a whole number; set it like {name}={default}"
-        ) from None
-    if value < minimum:
-        raise UserError(f"{name}={value} must be at least {minimum}")
-    return value
+def _check_bounds(name: str, value: int) -> None:
+    variable, least, most = _WHOLE_NUMBERS[name]
+    if value < least:
+        raise SettingsError(f"{variable}={value} must be at least {least}")
+    if most is not None and value > most:
+        raise SettingsError(f"{variable}={value} must be at most {most}")
+
+
+def _whole_numbers(env: Mapping[str, str]) -> dict[str, int]:
+    """The whole-number settings the environment sets (bounds are checked by ServerSettings)."""
+    out = {}
+    for name, (variable, _, _) in _WHOLE_NUMBERS.items():
+        raw = env.get(variable, "").strip()
+        if not raw:
+            continue
+        try:
+            out[name] = int(raw)
+        except ValueError:
+            default = getattr(ServerSettings, name)
+            raise SettingsError(
+                f"{variable}={raw!r} is not a whole number; set it like {variable}={default}"
+            ) from None
+        _check_bounds(name, out[name])
+    return out
 
 
 def _gate(env: Mapping[str, str]) -> GateSettings:
@@ -66,43 +115,68 @@ def _gate(env: Mapping[str, str]) -> GateSettings:
     try:
         return GateSettings.model_validate(values)
     except ValueError as e:
-        raise UserError(
+        raise SettingsError(
             f"bad gate threshold in the environment ({', '.join(names)}): {e}".splitlines()[0]
         ) from None
 
 
-def _receipt_key(env: Mapping[str, str]) -> str | None:
-    if env.get("RNX_RECEIPT_KEY", "").strip():
-        return env["RNX_RECEIPT_KEY"]
-    path = env.get("RNX_RECEIPT_KEY_FILE", "").strip()
+def _secret(env: Mapping[str, str], name: str) -> str | None:
+    """A secret given inline (NAME) or as a file (NAME_FILE), as container secrets usually are."""
+    inline = env.get(name, "")
+    if inline.strip():
+        return inline
+    path = env.get(f"{name}_FILE", "").strip()
     if not path:
         return None
     try:
-        return Path(path).read_text(encoding="ascii")
+        return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read RNX_RECEIPT_KEY_FILE={path}: {e}") from None
+        raise SettingsError(f"cannot read {name}_FILE={path}: {e}") from None
+
+
+def _url(env: Mapping[str, str], name: str, default: str | None) -> str | None:
+    value = env.get(name, "").strip().rstrip("/") or default
+    if value is not None and not value.startswith(("https://", "http://")):
+        raise SettingsError(f"{name}={value!r} must be a URL starting with https:// or http://")
+    return value
+
+
+def _github_app(env: Mapping[str, str], api_url: str) -> AppCredentials | None:
+    app_id = env.get("RNX_GITHUB_APP_ID", "").strip()
+    key = _secret(env, "RNX_GITHUB_APP_PRIVATE_KEY")
+    if bool(app_id) != bool(key):
+        raise SettingsError(
+            "GitHub App mode needs both RNX_GITHUB_APP_ID and RNX_GITHUB_APP_PRIVATE_KEY "
+            "(or RNX_GITHUB_APP_PRIVATE_KEY_FILE); set both, or neither to turn it off"
+        )
+    if not app_id or not key:
+        return None
+    if not app_id.isdigit():
+        raise SettingsError(f"RNX_GITHUB_APP_ID={app_id!r} must be the App's numeric id")
+    if "PRIVATE KEY" not in key:
+        raise SettingsError("RNX_GITHUB_APP_PRIVATE_KEY must be the App's PEM private key")
+    return AppCredentials(app_id, key, api_url)
+
+
+def _oidc_audience(env: Mapping[str, str]) -> str | None:
+    value = env.get("RNX_OIDC_AUDIENCE", "").strip() or DEFAULT_OIDC_AUDIENCE
+    return None if value.lower() == "off" else value
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> ServerSettings:
-    """Build the settings from the environment; a bad value is a UserError naming the variable."""
+    """The settings from the environment; a bad value is a SettingsError naming the variable."""
     env = os.environ if env is None else env
-    public_url = env.get("RNX_PUBLIC_URL", "").strip().rstrip("/") or None
-    if public_url and not public_url.startswith(("http://", "https://")):
-        raise UserError(f"RNX_PUBLIC_URL={public_url!r} must start with http:// or https://")
+    api_url = _url(env, "RNX_GITHUB_API_URL", DEFAULT_API_URL) or DEFAULT_API_URL
     return ServerSettings(
         database_url=env.get("RNX_DATABASE_URL", "").strip() or default_database_url(),
-        receipt_key_pem=_receipt_key(env),
-        max_body_bytes=_int(env, "RNX_MAX_BODY_BYTES", ServerSettings.max_body_bytes),
-        max_samples=_int(env, "RNX_MAX_SAMPLES", ServerSettings.max_samples),
-        timestamp_tolerance_s=_int(
-            env, "RNX_TIMESTAMP_TOLERANCE_S", ServerSettings.timestamp_tolerance_s
-        ),
-        public_url=public_url,
+        host=env.get("RNX_HOST", "").strip() or ServerSettings.host,
+        receipt_key_pem=_secret(env, "RNX_RECEIPT_KEY"),
+        public_url=_url(env, "RNX_PUBLIC_URL", None),
         gate=_gate(env),
-        baseline_history=_int(
-            env, "RNX_BASELINE_HISTORY", ServerSettings.baseline_history, minimum=0
-        ),
-        resamples=_int(env, "RNX_RESAMPLES", ServerSettings.resamples, minimum=100),
-        seed=_int(env, "RNX_SEED", ServerSettings.seed, minimum=0),
-        github=load_github_settings(env),
+        github_webhook_secret=_secret(env, "RNX_GITHUB_WEBHOOK_SECRET"),
+        oidc_issuer=_url(env, "RNX_OIDC_ISSUER", DEFAULT_ISSUER) or DEFAULT_ISSUER,
+        oidc_audience=_oidc_audience(env),
+        github_app=_github_app(env, api_url),
+        github_api_url=api_url,
+        **_whole_numbers(env),
     )

@@ -9,10 +9,29 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
+from rnx.branches import BRANCH_PATTERN
 from rnx.errors import UserError
-from rnx.schema import DTYPES, RUNTIMES, Dtype, Runtime
+from rnx.schema import (
+    DTYPES,
+    RUNTIMES,
+    BatchSize,
+    Dtype,
+    ProcessCount,
+    Runtime,
+    SampleCount,
+    TimeBudget,
+    WarmupCount,
+)
 
 CONFIG_VERSION = 1
 DEFAULT_CONFIG_FILE = "kernalin.yml"
@@ -52,15 +71,19 @@ class Tolerance(_Strict):
     rtol: Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
+BranchPattern = Annotated[str, StringConstraints(pattern=BRANCH_PATTERN.pattern)]
+
+
 class GateSettings(_Strict):
+    # rope and probability: the ranges stats.compare itself accepts.
     mode: Literal["enforce", "soft-fail", "report-only"] = "enforce"
     block_threshold: Annotated[Fraction, Field(gt=0, le=10)] = Field(0.25, alias="block-threshold")
     rope: Annotated[Fraction, Field(gt=0, lt=1)] = 0.02
     probability: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
     compare: Literal["baseline", "paired"] = "baseline"
-    baseline_branches: list[Annotated[str, Field(min_length=1)]] = Field(
-        default_factory=lambda: ["main"], alias="baseline-branches"
-    )
+    # Which branches' pushes are uploaded as baseline candidates; None: every push is, and the
+    # server's CI token alone decides (docs/configuration.md).
+    baseline_branches: list[BranchPattern] | None = Field(None, alias="baseline-branches")
 
 
 def _threads_from_environment() -> int | None:
@@ -79,10 +102,12 @@ def _pin_from_environment() -> bool:
 
 
 class HarnessSettings(_Strict):
-    samples: Annotated[int, Field(ge=8, le=10_000)] = 30
-    processes: Annotated[int, Field(ge=1, le=64)] = 3
-    warmup: Annotated[int, Field(ge=0, le=10_000)] = 5
-    time_budget_s: Annotated[float, Field(gt=0, le=86_400)] = Field(120.0, alias="time-budget")
+    """How to measure (kernalin.yml `harness:`); the results document records what was asked."""
+
+    samples: SampleCount = 30
+    processes: ProcessCount = 3
+    warmup: WarmupCount = 5
+    time_budget_s: TimeBudget = Field(120.0, alias="time-budget")
     seed: int = 0
     # Per machine more than per repository: the defaults come from the environment, read here
     # and nowhere else (None: the harness picks, see bench_runner.placement).
@@ -98,7 +123,7 @@ class Benchmark(_Strict):
         default_factory=lambda: list[Runtime](["pytorch_eager"])
     )
     batch_sizes: Annotated[
-        list[Annotated[int, Field(ge=1, le=1_000_000)]],
+        list[BatchSize],
         BeforeValidator(_csv_list),
         Field(min_length=1),
     ] = Field(default_factory=lambda: [1], alias="batch-sizes")
@@ -138,6 +163,11 @@ def _describe(err: ValidationError, source: str, *, key_prefix: str = "") -> str
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key (check the spelling; see docs/configuration.md)"
+        elif e["type"] == "string_pattern_mismatch" and "branches" in loc:
+            msg = (
+                f"{_SHORT_REPR.repr(e['input'])} is not a branch name or pattern; write names "
+                "like main or release/* (letters, digits, . _ - + / and * only)"
+            )
         elif e["type"] == "literal_error":
             msg = f"{_SHORT_REPR.repr(e['input'])} is not allowed; {msg.lower()}"
         problems.append(f"{loc}: {msg}")

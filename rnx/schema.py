@@ -18,12 +18,28 @@ from pydantic import (
     model_validator,
 )
 
-from rnx.errors import UserError
+import stats
+from rnx.errors import InvalidInput, UserError
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
 MAX_CONFIGURATIONS = 48
 MAX_SAMPLES_PER_SIDE = 100_000
+
+# Bounds shared by kernalin.yml (what a run may ask for: rnx.config.HarnessSettings) and the
+# results document (what a run was asked for: Settings below), defined once here.
+# Fewer samples than the statistics need can never decide a comparison.
+MIN_SAMPLES = stats.MIN_SAMPLES
+MAX_SAMPLES = 10_000
+MAX_PROCESSES = 64
+MAX_WARMUP = 10_000
+MAX_TIME_BUDGET_S = 86_400.0
+MAX_BATCH_SIZE = 1_000_000
+SampleCount = Annotated[int, Field(ge=MIN_SAMPLES, le=MAX_SAMPLES)]
+ProcessCount = Annotated[int, Field(ge=1, le=MAX_PROCESSES)]
+WarmupCount = Annotated[int, Field(ge=0, le=MAX_WARMUP)]
+TimeBudget = Annotated[float, Field(gt=0, le=MAX_TIME_BUDGET_S, allow_inf_nan=False)]
+BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH_SIZE)]
 
 Runtime = Literal["pytorch_eager", "torch_compile", "onnxruntime", "tensorrt"]
 Dtype = Literal["float32", "float16", "bfloat16", "float64"]
@@ -104,13 +120,17 @@ class Workload(_Model):
 
 
 class Settings(_Model):
-    samples: Annotated[int, Field(ge=1, le=MAX_SAMPLES_PER_SIDE)]
-    warmup: Annotated[int, Field(ge=0)]
-    rounds: Annotated[int, Field(ge=1)]
-    processes: Annotated[int, Field(ge=1)]
+    """What the harness was asked to run: a record in the document, not settings (those are
+    kernalin.yml's `harness:`), bounded exactly as kernalin.yml bounds them. A configuration
+    may hold fewer samples than asked for (a time budget spent, a crash)."""
+
+    samples: SampleCount
+    warmup: WarmupCount
+    rounds: Annotated[int, Field(ge=1, le=MAX_SAMPLES_PER_SIDE)]
+    processes: ProcessCount
     mode: Literal["single", "paired"] = "single"
     seed: int = 0
-    time_budget_s: NonNegFloat | None = None
+    time_budget_s: TimeBudget | None = None
 
 
 class Correctness(_Model):
@@ -161,7 +181,7 @@ class Configuration(_Model):
     runtime: Runtime
     dtype: Dtype
     # None: the workload has no batch dimension and ran at its own shapes (id .../native).
-    batch_size: Annotated[int, Field(ge=1, le=1_000_000)] | None
+    batch_size: BatchSize | None
     status: Status
     reason: Annotated[str, Field(max_length=20_000)] | None = None
     correctness: Correctness | None = None
@@ -279,10 +299,8 @@ def validation_details(err: ValidationError, limit: int = 20) -> list[dict[str, 
     ]
 
 
-class InvalidDocument(UserError):
-    def __init__(self, message: str, details: list[dict[str, str]] | None = None):
-        super().__init__(message)
-        self.details = details or []
+class InvalidDocument(InvalidInput):
+    """A results document that does not parse or validate; `details` name the fields."""
 
 
 def parse_results(

@@ -159,7 +159,8 @@ def _paired_groups(cfg: Configuration) -> tuple[list[list[int]], list[list[int]]
     """Pair base and head samples measured in the same (process, round), grouped by process."""
     if cfg.base_samples is None or not cfg.base_samples.ns:
         return [], [], "paired mode, but this configuration has no base samples"
-    assert cfg.samples is not None
+    if cfg.samples is None:
+        return [], [], "paired mode, but this configuration has no head samples"
 
     def keyed(s: Samples) -> dict[tuple[int, int, int], int]:
         seen: Counter[tuple[int, int]] = Counter()

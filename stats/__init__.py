@@ -1,8 +1,23 @@
-"""Pure statistics for the gate: Bayesian bootstrap comparisons and the PASS/WARN/BLOCK decision."""
+"""Pure statistics: Bayesian bootstrap comparisons, the PASS/WARN/BLOCK decision, change points."""
 
 from __future__ import annotations
 
+from stats._validate import MIN_RESAMPLES
+from stats.changepoints import ChangePoint, KnownChange, detect, run_location
 from stats.compare import MIN_SAMPLES, Comparison, compare, compare_many
 from stats.gate import GateDecision, gate, holm
 
-__all__ = ["MIN_SAMPLES", "Comparison", "GateDecision", "compare", "compare_many", "gate", "holm"]
+__all__ = [
+    "MIN_RESAMPLES",
+    "MIN_SAMPLES",
+    "ChangePoint",
+    "Comparison",
+    "GateDecision",
+    "KnownChange",
+    "compare",
+    "compare_many",
+    "detect",
+    "gate",
+    "holm",
+    "run_location",
+]

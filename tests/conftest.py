@@ -1,6 +1,6 @@
 """Shared fixtures: a real database (SQLite and PostgreSQL), the app in-process, the real server
-on loopback, tokens and signed uploads. The plain helpers live in gate_helpers.py (import them
-from there, not from conftest: several folders have a conftest.py)."""
+on loopback, tokens and signed uploads. The plain helpers live in tests/support/ (import them
+from there, never from a conftest)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from gate_helpers import (
+
+from tests.support.gate_helpers import (
     LiveServer,
     Token,
     create_token,
@@ -24,8 +25,8 @@ from gate_helpers import (
 if TYPE_CHECKING:
     from starlette.testclient import TestClient
 
+    from gate_server.db import Database
     from gate_server.settings import ServerSettings
-    from gate_server.storage import Storage
 
 
 # ---- databases
@@ -69,12 +70,11 @@ def postgres_database(postgres_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def storage(database_url: str) -> Iterator[Storage]:
-    """The database of `database_url`, migrated (a gate_server.storage.Storage)."""
-    from gate_server.storage import Storage
+def storage(database_url: str) -> Iterator[Database]:
+    """The database of `database_url`, migrated (a gate_server.db.Database)."""
+    from gate_server.db import open_database
 
-    s = Storage(database_url)
-    s.migrate()
+    s = open_database(database_url)
     try:
         yield s
     finally:
@@ -129,7 +129,7 @@ def client(server_settings: ServerSettings) -> Iterator[TestClient]:
     """A starlette TestClient on create_app(settings); startup (migrations) has run."""
     from starlette.testclient import TestClient
 
-    from gate_server.app import create_app
+    from gate_server.asgi import create_app
 
     with TestClient(create_app(server_settings)) as c:
         yield c

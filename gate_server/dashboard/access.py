@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
-import threading
 import time
 from dataclasses import dataclass
 
@@ -11,19 +9,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gate_server.auth import VIEWER, authenticate
-from gate_server.dashboard.sessions import (
-    PRELOGIN_COOKIE,
-    SESSION_COOKIE,
-    SESSION_MAX_AGE_S,
-    SessionSigner,
-)
-from gate_server.dashboard.views import SummaryCache
-from gate_server.errors import ApiError
+from gate_server.answers import ApiError
+from gate_server.auth import authenticate
+from gate_server.dashboard.sessions import PRELOGIN_COOKIE, SESSION_COOKIE, SESSION_MAX_AGE_S
+from gate_server.dashboard.state import DashboardState
+from gate_server.db import Database, audit, tokens
+from gate_server.db.tokens import VIEWER
 from gate_server.services import services
-from gate_server.storage import Storage
-
-SESSION_KEY_NAME = "dashboard-session"
 
 # Pages hold a workspace's data: never cached, never framed, no script at all, nothing
 # loaded from elsewhere. SVG presentation attributes are not styles, so no 'unsafe-inline'.
@@ -57,36 +49,6 @@ class NotAViewer(Exception):
         self.message = message
 
 
-class DashboardState:
-    """Per app: the session signer (its key kept in the database, so every server process
-    accepts every other's cookies) and the cache of run summaries."""
-
-    def __init__(self, storage: Storage):
-        key = storage.server_key(SESSION_KEY_NAME, lambda: secrets.token_hex(32))
-        self.signer = SessionSigner(bytes.fromhex(key))
-        self.summaries = SummaryCache()
-
-
-_state_lock = threading.Lock()
-
-
-def _make_state(request: Request) -> DashboardState:
-    with _state_lock:
-        found = getattr(request.app.state, "dashboard", None)
-        if found is None:
-            found = DashboardState(services(request).storage)
-            request.app.state.dashboard = found
-        return found
-
-
-async def dashboard_state(request: Request) -> DashboardState:
-    found = getattr(request.app.state, "dashboard", None)
-    if found is None:
-        found = await run_in_threadpool(_make_state, request)
-    assert isinstance(found, DashboardState)
-    return found
-
-
 def secure_cookies(request: Request) -> bool:
     """Secure cookies over https, or whenever the server's public URL is https (behind a
     TLS-terminating proxy the request itself arrives as http)."""
@@ -94,9 +56,9 @@ def secure_cookies(request: Request) -> bool:
     return request.url.scheme == "https" or public.startswith("https://")
 
 
-def _from_bearer(storage: Storage, authorization: str) -> Viewer:
+def _from_bearer(database: Database, authorization: str) -> Viewer:
     try:
-        token, _ = authenticate(storage, authorization)
+        token, _ = authenticate(database, authorization)
     except ApiError as e:
         raise NotAViewer(401, e.message) from None
     if token.kind != VIEWER:
@@ -108,12 +70,12 @@ def _from_bearer(storage: Storage, authorization: str) -> Viewer:
     return Viewer(token.id, token.workspace_id, token.workspace, False, "")
 
 
-def _from_session(storage: Storage, state: DashboardState, cookie: str | None) -> Viewer | None:
+def _from_session(database: Database, state: DashboardState, cookie: str | None) -> Viewer | None:
     session = state.signer.read(cookie, now=time.time())
     if session is None or not session.token_id.isdigit():
         return None
-    with storage.read() as conn:
-        token = storage.get_token(conn, int(session.token_id))
+    with database.read() as conn:
+        token = tokens.by_id(conn, int(session.token_id))
     # Checked on every request, so revoking the viewer token ends its sessions at once.
     if token is None or token.kind != VIEWER or token.revoked_at is not None:
         return None
@@ -122,22 +84,33 @@ def _from_session(storage: Storage, state: DashboardState, cookie: str | None) -
 
 async def current_viewer(request: Request) -> Viewer | None:
     """The signed-in viewer; None for an anonymous visitor; NotAViewer for a refused token."""
-    storage = services(request).storage
+    svc = services(request)
     authorization = request.headers.get("authorization")
     if authorization:
-        return await run_in_threadpool(_from_bearer, storage, authorization)
-    state = await dashboard_state(request)
+        return await run_in_threadpool(_from_bearer, svc.database, authorization)
     return await run_in_threadpool(
-        _from_session, storage, state, request.cookies.get(SESSION_COOKIE)
+        _from_session, svc.database, svc.dashboard, request.cookies.get(SESSION_COOKIE)
     )
 
 
-def login_viewer(storage: Storage, secret: str) -> Viewer:
+def login_viewer(database: Database, secret: str) -> Viewer:
     """A pasted token as a viewer, or NotAViewer with a message fit for the login form."""
     secret = secret.strip()
     if not secret:
         raise NotAViewer(400, "Paste a viewer token.")
-    return _from_bearer(storage, f"Bearer {secret}")
+    return _from_bearer(database, f"Bearer {secret}")
+
+
+def record_login(database: Database, viewer: Viewer) -> None:
+    with database.write() as conn:
+        audit.record(
+            conn,
+            actor=f"token:{viewer.token_id}",
+            token_id=viewer.token_id,
+            action="dashboard.login",
+            subject=f"token:{viewer.token_id}",
+            details={"workspace": viewer.workspace},
+        )
 
 
 def set_session_cookie(response: Response, value: str, *, secure: bool) -> None:

@@ -10,20 +10,10 @@ from functools import lru_cache
 
 from markupsafe import Markup, escape
 
-# Units for times given in nanoseconds, largest first.
+from rnx.formatting import format_ns, format_ratio
+
+# Units for times given in nanoseconds, largest first (the axis picks one for all its ticks).
 _UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
-
-
-def format_ns(ns: float | None) -> str:
-    """A time in the unit a person would say it in: 812 ns, 12.3 µs, 1.23 ms."""
-    if ns is None or not math.isfinite(ns):
-        return "–"
-    for name, scale in _UNITS:
-        if abs(ns) >= scale or name == "ns":
-            value = ns / scale
-            digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
-            return f"{value:.{digits}f} {name}"
-    raise AssertionError("unreachable")
 
 
 def _unit_for(ns: float) -> tuple[str, float]:
@@ -80,7 +70,11 @@ class HistoryPoint:
 
 
 def _point_title(p: HistoryPoint) -> str:
-    ratio = f"×{p.ratio:.3f} vs. its baseline" if p.ratio is not None else "no baseline to compare"
+    ratio = (
+        f"{format_ratio(p.ratio)} vs. its baseline"
+        if p.ratio is not None
+        else "no baseline to compare"
+    )
     lines = [
         f"{p.sha[:10]} · {p.created_at:%Y-%m-%d %H:%M} UTC",
         f"median {format_ns(p.median_ns)} "
@@ -102,13 +96,55 @@ def history_svg(points: Sequence[HistoryPoint], *, label: str, width: int = 800)
     return _history_svg(tuple(points), label, width)
 
 
+@dataclass(frozen=True)
+class _Frame:
+    """Where a history chart's plot area lies, and its time range: maps points to pixels."""
+
+    width: int
+    count: int  # points along x
+    low_ns: float
+    high_ns: float
+    height: int = 260
+    left: int = 70
+    right: int = 64
+    top: int = 22
+    bottom: int = 40
+
+    @property
+    def plot_w(self) -> int:
+        return self.width - self.left - self.right
+
+    @property
+    def plot_h(self) -> int:
+        return self.height - self.top - self.bottom
+
+    def x(self, i: int) -> float:
+        return self.left + (i + 0.5) * self.plot_w / self.count
+
+    def y(self, ns: float) -> float:
+        return self.top + self.plot_h * (1 - (ns - self.low_ns) / (self.high_ns - self.low_ns))
+
+    def mark(self, xm: str, inner: str, css: str) -> str:
+        """A vertical marker line across the plot between two commits."""
+        return (
+            f'<g class="mark {css}"><line x1="{xm}" x2="{xm}" y1="{self.top}" '
+            f'y2="{self.top + self.plot_h}"/>{inner}</g>'
+        )
+
+
+def _history_frame(points: Sequence[HistoryPoint], width: int) -> _Frame:
+    lo = min(p.low_ns for p in points)
+    hi = max(p.high_ns for p in points)
+    pad = (hi - lo) * 0.08 or max(hi * 0.05, 1.0)
+    return _Frame(width, len(points), max(lo - pad, 0.0), hi + pad)
+
+
 # A pure function of frozen points: the same window (same runs, same accepts) draws the same
 # chart, so repeated views of a busy repository reuse it. An accept changes a point, and so
 # the key: nothing to invalidate by hand.
 @lru_cache(maxsize=256)
 def _history_svg(points: tuple[HistoryPoint, ...], label: str, width: int) -> Markup:
-    height, left, right, top, bottom = 260, 70, 64, 22, 40
-    plot_w, plot_h = width - left - right, height - top - bottom
+    height = _Frame.height
     out = [
         f'<svg class="chart history" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="{escape(label)}" data-points="{len(points)}" '
@@ -120,65 +156,68 @@ def _history_svg(points: tuple[HistoryPoint, ...], label: str, width: int) -> Ma
             "No runs on the baseline branch yet</text></svg>"
         )
         return Markup("".join(out))
+    frame = _history_frame(points, width)
+    out += _history_grid(frame)
+    out += _history_series(points, frame)
+    out += _history_axis(points, frame)
+    out += _history_points(points, frame)
+    out.append("</svg>")
+    return Markup("".join(out))
 
-    lo = min(p.low_ns for p in points)
-    hi = max(p.high_ns for p in points)
-    pad = (hi - lo) * 0.08 or max(hi * 0.05, 1.0)
-    lo, hi = max(lo - pad, 0.0), hi + pad
-    ticks = nice_ticks(lo, hi)
-    unit, scale = _unit_for(hi)
-    step = ticks[1] - ticks[0] if len(ticks) > 1 else hi
 
-    def x(i: int) -> float:
-        return left + (i + 0.5) * plot_w / len(points)
-
-    def y(ns: float) -> float:
-        return top + plot_h * (1 - (ns - lo) / (hi - lo))
-
-    out.append('<g class="grid">')
+def _history_grid(f: _Frame) -> list[str]:
+    ticks = nice_ticks(f.low_ns, f.high_ns)
+    unit, scale = _unit_for(f.high_ns)
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else f.high_ns
+    out = ['<g class="grid">']
     for t in ticks:
+        label = escape(_tick_label(t, scale, unit, step))
         out.append(
-            f'<line x1="{left}" x2="{width - right}" y1="{_fmt(y(t))}" y2="{_fmt(y(t))}"/>'
-            f'<text class="tick" x="{left - 8}" y="{_fmt(y(t) + 4)}" text-anchor="end">'
-            f"{escape(_tick_label(t, scale, unit, step))}</text>"
+            f'<line x1="{f.left}" x2="{f.width - f.right}" y1="{_fmt(f.y(t))}" '
+            f'y2="{_fmt(f.y(t))}"/>'
+            f'<text class="tick" x="{f.left - 8}" y="{_fmt(f.y(t) + 4)}" text-anchor="end">'
+            f"{label}</text>"
             # Mirrored on the right: a phone scrolls a wide chart to its newest (right) end.
-            f'<text class="tick" x="{width - right + 8}" y="{_fmt(y(t) + 4)}">'
-            f"{escape(_tick_label(t, scale, unit, step))}</text>"
+            f'<text class="tick" x="{f.width - f.right + 8}" y="{_fmt(f.y(t) + 4)}">'
+            f"{label}</text>"
         )
     out.append("</g>")
+    return out
 
-    # Bands and lines break where the environment changes: times from different machines
-    # must not look like one continuous series.
+
+def _history_series(points: Sequence[HistoryPoint], f: _Frame) -> list[str]:
+    """The interval band and the median line, broken where the environment changes (times
+    from different machines must not look like one series), and the change markers."""
     segments: list[list[int]] = [[0]]
     for i in range(1, len(points)):
         if points[i].environment != points[i - 1].environment:
             segments.append([])
         segments[-1].append(i)
+    out = []
     for seg in segments:
-        upper = " ".join(f"{_fmt(x(i))},{_fmt(y(points[i].high_ns))}" for i in seg)
-        lower = " ".join(f"{_fmt(x(i))},{_fmt(y(points[i].low_ns))}" for i in reversed(seg))
+        upper = " ".join(f"{_fmt(f.x(i))},{_fmt(f.y(points[i].high_ns))}" for i in seg)
+        lower = " ".join(f"{_fmt(f.x(i))},{_fmt(f.y(points[i].low_ns))}" for i in reversed(seg))
         out.append(f'<polygon class="band" points="{upper} {lower}"/>')
-        line = " ".join(f"{_fmt(x(i))},{_fmt(y(points[i].median_ns))}" for i in seg)
+        line = " ".join(f"{_fmt(f.x(i))},{_fmt(f.y(points[i].median_ns))}" for i in seg)
         out.append(f'<polyline class="line" points="{line}"/>')
     for seg in segments[1:]:
-        xm = _fmt((x(seg[0]) + x(seg[0] - 1)) / 2)
+        xm = _fmt((f.x(seg[0]) + f.x(seg[0] - 1)) / 2)
         env = points[seg[0]].environment
-        out.append(
-            f'<g class="mark env-change"><line x1="{xm}" x2="{xm}" y1="{top}" '
-            f'y2="{top + plot_h}"/><text x="{xm}" y="{top - 6}" text-anchor="middle">'
-            f"env → {escape(env[:24])}</text><title>environment changed to {escape(env)}"
-            "</title></g>"
+        label = (
+            f'<text x="{xm}" y="{f.top - 6}" text-anchor="middle">env → {escape(env[:24])}'
+            f"</text><title>environment changed to {escape(env)}</title>"
         )
-
+        out.append(f.mark(xm, label, "env-change"))
     for i, p in enumerate(points):
         if p.environment_note is not None and i > 0:
-            xm = _fmt((x(i) + x(i - 1)) / 2)
-            out.append(
-                f'<g class="mark env-details"><line x1="{xm}" x2="{xm}" y1="{top}" '
-                f'y2="{top + plot_h}"/><title>{escape(p.environment_note)}</title></g>'
-            )
+            xm = _fmt((f.x(i) + f.x(i - 1)) / 2)
+            out.append(f.mark(xm, f"<title>{escape(p.environment_note)}</title>", "env-details"))
+    return out
 
-    # x-axis labels: a handful of evenly spaced commits; the date only where it changes.
+
+def _history_axis(points: Sequence[HistoryPoint], f: _Frame) -> list[str]:
+    """x-axis labels: a handful of evenly spaced commits; the date only where it changes."""
+    out = []
     labels = min(len(points), 6)
     last_day = None
     for k in range(labels):
@@ -187,27 +226,32 @@ def _history_svg(points: tuple[HistoryPoint, ...], label: str, width: int) -> Ma
         day = f"{p.created_at:%b %d}"
         if day != last_day:
             out.append(
-                f'<text class="tick" x="{_fmt(x(i))}" y="{height - 22}" text-anchor="middle">'
-                f"{day}</text>"
+                f'<text class="tick" x="{_fmt(f.x(i))}" y="{f.height - 22}" '
+                f'text-anchor="middle">{day}</text>'
             )
         last_day = day
         out.append(
-            f'<text class="tick sha" x="{_fmt(x(i))}" y="{height - 8}" text-anchor="middle">'
-            f"{escape(p.sha[:7])}</text>"
+            f'<text class="tick sha" x="{_fmt(f.x(i))}" y="{f.height - 8}" '
+            f'text-anchor="middle">{escape(p.sha[:7])}</text>'
         )
+    return out
 
+
+def _point_kind(p: HistoryPoint) -> str:
+    if p.accepted_reason is not None:
+        return "accepted"
+    if p.tier == "BLOCK":
+        return "block"
+    return "baseline" if p.is_baseline else "other"
+
+
+def _history_points(points: Sequence[HistoryPoint], f: _Frame) -> list[str]:
+    """One marker per commit, linking to its run: a diamond for an accept, else a dot."""
+    out = []
     radius = 4.0 if len(points) <= 80 else 3.0 if len(points) <= 200 else 2.0
     for i, p in enumerate(points):
-        cx, cy = _fmt(x(i)), _fmt(y(p.median_ns))
-        kind = (
-            "accepted"
-            if p.accepted_reason is not None
-            else "block"
-            if p.tier == "BLOCK"
-            else "baseline"
-            if p.is_baseline
-            else "other"
-        )
+        cx, cy = _fmt(f.x(i)), _fmt(f.y(p.median_ns))
+        kind = _point_kind(p)
         title = f"<title>{escape(_point_title(p))}</title>"
         if kind == "accepted":
             r = radius + 2
@@ -221,8 +265,7 @@ def _history_svg(points: tuple[HistoryPoint, ...], label: str, width: int) -> Ma
                 f'cy="{cy}" r="{radius}">{title}</circle>'
             )
         out.append(f'<a href="/runs/{escape(p.run_id)}">{shape}</a>')
-    out.append("</svg>")
-    return Markup("".join(out))
+    return out
 
 
 def _quantile(sorted_values: Sequence[float], q: float) -> float:

@@ -138,6 +138,30 @@ def ratios_from_answer(answer: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _events(
+    previous: HistoryRun | None, run: HistoryRun
+) -> tuple[list[dict[str, Any]], str | None]:
+    """What the history marks at `run`, and the note of its changed environment details."""
+    events: list[dict[str, Any]] = []
+    environment_note = None
+    if previous is not None and previous.environment != run.environment:
+        text = f"environment {previous.environment} → {run.environment}"
+        events.append({"kind": "environment", "run": run, "text": text})
+    if previous is not None and previous.environment == run.environment:
+        changed = changed_fields(previous.summary.environment, run.summary.environment)
+        if changed:
+            environment_note = "environment details changed: " + ", ".join(changed)
+            text = f"{run.environment}: {environment_note}"
+            events.append({"kind": "environment-details", "run": run, "text": text})
+    if run.accepted_reason is not None:
+        text = f"accepted as the new baseline: {run.accepted_reason}"
+        events.append({"kind": "accepted", "run": run, "text": text})
+    elif run.tier == "BLOCK":
+        text = "BLOCK on the baseline branch: not used as a baseline"
+        events.append({"kind": "block", "run": run, "text": text})
+    return events, environment_note
+
+
 def build_history(
     history: Sequence[HistoryRun],
 ) -> tuple[list[ConfigHistory], list[dict[str, Any]]]:
@@ -146,42 +170,8 @@ def build_history(
     events: list[dict[str, Any]] = []
     previous: HistoryRun | None = None
     for run in history:
-        if previous is not None and previous.environment != run.environment:
-            events.append(
-                {
-                    "kind": "environment",
-                    "run": run,
-                    "text": f"environment {previous.environment} → {run.environment}",
-                }
-            )
-        environment_note = None
-        if previous is not None and previous.environment == run.environment:
-            changed = changed_fields(previous.summary.environment, run.summary.environment)
-            if changed:
-                environment_note = "environment details changed: " + ", ".join(changed)
-                events.append(
-                    {
-                        "kind": "environment-details",
-                        "run": run,
-                        "text": f"{run.environment}: {environment_note}",
-                    }
-                )
-        if run.accepted_reason is not None:
-            events.append(
-                {
-                    "kind": "accepted",
-                    "run": run,
-                    "text": f"accepted as the new baseline: {run.accepted_reason}",
-                }
-            )
-        elif run.tier == "BLOCK":
-            events.append(
-                {
-                    "kind": "block",
-                    "run": run,
-                    "text": "BLOCK on the baseline branch: not used as a baseline",
-                }
-            )
+        marked, environment_note = _events(previous, run)
+        events += marked
         for config_id, (med, low, high) in run.summary.medians.items():
             series.setdefault(config_id, []).append(
                 HistoryPoint(

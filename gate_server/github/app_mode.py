@@ -7,51 +7,71 @@ never delays or fails an upload; what goes wrong is logged.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from starlette.background import BackgroundTask
 
-from gate_server.github import store
-from gate_server.github.app import GitHubError
-from gate_server.github.integration import GitHubIntegration, integration_for
+from gate_server.answers import Answer
+from gate_server.db import Database, runs
 from gate_server.github.pulls import latest_runs, publish
-from gate_server.storage import Storage
+from gate_server.services import Services
+from rnx_github.app_auth import GitHubApp
+from rnx_github.client import GitHubClient, GitHubError
 
 log = logging.getLogger("gate_server.github")
 
 
-def after_upload(request: Any, status: int, answer: dict[str, Any]) -> BackgroundTask | None:
+def after_upload(svc: Services, answer: Answer) -> BackgroundTask | None:
     """The background task for a stored upload, or None when App mode is off."""
-    from gate_server.services import services
-
-    svc = services(request)
-    gh = integration_for(request.app.state, svc.settings.github)
-    if gh.app is None or status != 201 or not answer.get("run_id"):
+    app = svc.github.app
+    run_id = answer.body.get("run_id")
+    if app is None or answer.status != 201 or not run_id:
         return None
-    return BackgroundTask(publish_for_run, svc.storage, gh, str(answer["run_id"]))
+    return BackgroundTask(publish_for_run, svc.database, app, str(run_id))
 
 
-def publish_for_run(storage: Storage, gh: GitHubIntegration, run_id: str) -> list[str]:
+def publish_for_run(database: Database, app: GitHubApp, run_id: str) -> list[str]:
     """Post the verdict of the PR that `run_id` belongs to; returns the warnings."""
-    assert gh.app is not None
-    with storage.read() as conn:
-        run = storage.get_run(conn, run_id)
+    with database.read() as conn:
+        run = runs.by_run_id(conn, run_id)
     if run is None or run.pr_number is None:
         return []
     try:
-        client = gh.app.client(repository=run.repository)
-        with storage.read() as conn:
-            records = store.pull_request_runs(storage, conn, run.repository_id, run.pr_number)
-        warnings = publish(
+        client = app.client(repository=run.repository)
+        warnings = publish_pull_request(
+            database,
             client,
-            author=gh.app.bot_login(),
+            app,
             repository=run.repository,
+            repository_id=run.repository_id,
             pr_number=run.pr_number,
             head_sha=run.sha,
-            runs=latest_runs(records, run.sha),
         )
     except GitHubError as e:
         warnings = [f"GitHub App: {e}"]
     for w in warnings:
         log.warning("run %s on %s#%s: %s", run_id, run.repository, run.pr_number, w)
     return warnings
+
+
+def publish_pull_request(
+    database: Database,
+    client: GitHubClient,
+    app: GitHubApp,
+    *,
+    repository: str,
+    repository_id: int,
+    pr_number: int,
+    head_sha: str,
+) -> list[str]:
+    """Write the pull request's sticky comment and commit status from the runs stored for its
+    head commit, as the App; returns the warnings."""
+    with database.read() as conn:
+        records = runs.pull_request_runs(conn, repository_id, pr_number)
+    return publish(
+        client,
+        author=app.bot_login(),
+        repository=repository,
+        pr_number=pr_number,
+        head_sha=head_sha,
+        runs=latest_runs(records, head_sha),
+    )

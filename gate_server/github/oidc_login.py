@@ -8,52 +8,38 @@ read, but never make or accept a baseline.
 
 from __future__ import annotations
 
-from gate_server.auth import CI, branch_matches
-from gate_server.errors import ApiError
-from gate_server.github import store
-from gate_server.github.oidc import OidcError, OidcVerifier
-from gate_server.storage import Storage, TokenRecord, utcnow
+from sqlalchemy.engine import Connection
+
+from gate_server.answers import ApiError
+from gate_server.clock import utcnow
+from gate_server.db import Database, audit, oidc_tokens, repositories, tokens
+from gate_server.db.repositories import Repository
+from gate_server.db.tokens import CI, TokenRecord
+from gate_server.github.oidc import OidcClaims, OidcError, OidcVerifier
+from rnx.branches import branch_matches
 
 _UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
 
 
-def oidc_principal(storage: Storage, verifier: OidcVerifier, token: str) -> TokenRecord:
+def oidc_principal(database: Database, verifier: OidcVerifier, token: str) -> TokenRecord:
+    """The CI scope an OIDC token acts with (its repository's newest CI token's, minus the
+    baseline branches when the workflow runs pull-request code); the use is audited."""
     try:
         claims = verifier.verify(token)
     except OidcError as e:
         raise ApiError(401, "bad_oidc_token", str(e), headers=_UNAUTHORIZED) from None
-    with storage.write() as conn:
-        repo = store.repository_by_github_id(conn, claims.repository_id)
-        if repo is None and store.bind_github_id(conn, claims.repository_id, claims.repository):
-            # GitHub signed both the name and the id: the first token (or verified webhook
-            # delivery) ties the id to the registered repository of that name, once.
-            repo = store.repository_by_github_id(conn, claims.repository_id)
-        if repo is None:
-            raise ApiError(
-                403,
-                "repository_not_registered",
-                f"{claims.repository} (GitHub id {claims.repository_id}) is not registered "
-                "here, or that name is registered with another GitHub id: create its CI token "
-                "(`rnx token create --repo OWNER/NAME`) first (docs/accept.md)",
-            )
-        if repo.name.lower() != claims.repository.lower():
-            raise ApiError(
-                403,
-                "repository_mismatch",
-                f"the OIDC token is for {claims.repository}, but GitHub id "
-                f"{claims.repository_id} is registered as {repo.name}; a repository webhook "
-                "(event 'repository', renamed) updates the name",
-            )
-        scope = store.active_ci_branches(conn, repo.id)
-        if scope is None:
+    with database.write() as conn:
+        repo = _registered(conn, claims)
+        ci_tokens = tokens.active_ci(conn, repo.id)
+        if not ci_tokens:
             raise ApiError(
                 403,
                 "no_ci_token",
                 f"{repo.name} has no unrevoked CI token; an OIDC token acts with its scope, "
                 "so create one with `rnx token create`",
             )
-        token_id, patterns = scope
-        if not store.spend_jti(conn, claims.jti, repo.id, claims.expires_at):
+        scope = ci_tokens[-1]
+        if not oidc_tokens.spend(conn, claims.jti, repo.id, claims.expires_at):
             raise ApiError(
                 401,
                 "replayed_oidc_token",
@@ -63,12 +49,12 @@ def oidc_principal(storage: Storage, verifier: OidcVerifier, token: str) -> Toke
         trusted = (
             claims.branch is not None
             and not claims.event_name.startswith("pull_request")
-            and branch_matches(patterns, claims.branch)
+            and branch_matches(scope.branches, claims.branch)
         )
-        storage.audit(
+        audit.record(
             conn,
             actor=f"oidc:{claims.repository}",
-            token_id=token_id,
+            token_id=scope.id,
             action="oidc.authenticate",
             subject=f"repository:{repo.name}",
             details={
@@ -82,16 +68,42 @@ def oidc_principal(storage: Storage, verifier: OidcVerifier, token: str) -> Toke
         )
     now = utcnow()
     return TokenRecord(
-        id=token_id,
+        id=scope.id,
         kind=CI,
         workspace_id=repo.workspace_id,
         workspace=repo.workspace,
         repository_id=repo.id,
         repository=repo.name,
-        branches=list(patterns) if trusted else [],
+        branches=list(scope.branches) if trusted else [],
         prefix="oidc",
         token_hash="",
         created_at=now,
         revoked_at=None,
         last_used_at=now,
     )
+
+
+def _registered(conn: Connection, claims: OidcClaims) -> Repository:
+    """The registered repository the token's claims name, by GitHub's id."""
+    repo = repositories.by_github_id(conn, claims.repository_id)
+    if repo is None and repositories.bind_github_id(conn, claims.repository_id, claims.repository):
+        # GitHub signed both the name and the id: the first token (or verified webhook
+        # delivery) ties the id to the registered repository of that name, once.
+        repo = repositories.by_github_id(conn, claims.repository_id)
+    if repo is None:
+        raise ApiError(
+            403,
+            "repository_not_registered",
+            f"{claims.repository} (GitHub id {claims.repository_id}) is not registered "
+            "here, or that name is registered with another GitHub id: create its CI token "
+            "(`rnx token create --repo OWNER/NAME`) first (docs/accept.md)",
+        )
+    if repo.name.lower() != claims.repository.lower():
+        raise ApiError(
+            403,
+            "repository_mismatch",
+            f"the OIDC token is for {claims.repository}, but GitHub id "
+            f"{claims.repository_id} is registered as {repo.name}; a repository webhook "
+            "(event 'repository', renamed) updates the name",
+        )
+    return repo

@@ -11,13 +11,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gate_server.github.app import GitHubClient, GitHubError
-from gate_server.runs import accept_run
-from gate_server.storage import RunRecord, Storage
-from rnx.github_writes import COMMENT_MARKER
+from pydantic import ValidationError
 
-TIER_ICON = {"PASS": "✅", "WARN": "⚠️", "BLOCK": "❌"}
-_ORDER = {"PASS": 0, "WARN": 1, "BLOCK": 2}
+from gate_server.accepts import accept_run
+from gate_server.db import Database
+from gate_server.db.runs import RunRecord
+from rnx.schema import ConfigComparison, Tier
+from rnx_github.client import GitHubClient, GitHubError
+from rnx_github.comment import (
+    Acceptance,
+    PartResult,
+    accepted_line,
+    combine,
+    status_description,
+    status_state,
+    tier_of,
+    worst,
+    write_sticky,
+)
 
 
 @dataclass(frozen=True)
@@ -56,21 +67,17 @@ def latest_runs(records: Sequence[tuple[RunRecord, bytes]], head_sha: str | None
 
 
 def accept_runs(
-    storage: Storage, runs: Sequence[PullRun], *, user: str, reason: str, via: str
+    database: Database, runs: Sequence[PullRun], *, user: str, reason: str, via: str
 ) -> list[dict[str, Any]]:
     """Each run becomes the baseline for its base branch and environment (audited there)."""
     return [
-        accept_run(storage, r.record.run_id, actor=f"github:{user}", reason=reason, via=via)
+        accept_run(database, r.record.run_id, actor=f"github:{user}", reason=reason, via=via)
         for r in runs
     ]
 
 
-def accepted_line(user: str, reason: str) -> str:
-    return f"accepted by @{user}: {reason}"
-
-
-def overall_tier(runs: Sequence[PullRun]) -> str:
-    return max((r.tier for r in runs), key=lambda t: _ORDER[t]) if runs else "WARN"
+def overall_tier(runs: Sequence[PullRun]) -> Tier:
+    return worst([tier_of(r.tier) for r in runs]) if runs else "WARN"
 
 
 def status_of(runs: Sequence[PullRun]) -> tuple[str, str, str | None]:
@@ -79,58 +86,50 @@ def status_of(runs: Sequence[PullRun]) -> tuple[str, str, str | None]:
     accepted = [r.record for r in runs if r.record.accepted_at is not None]
     if tier == "PASS" and accepted and accepted[0].accepted_by:
         who = accepted[0].accepted_by.removeprefix("github:")
-        text = f"PASS: {accepted_line(who, accepted[0].accept_reason or '')}"
+        reasons = [accepted_line(who, accepted[0].accept_reason or "")]
     else:
         reasons = [str(x) for r in runs for x in r.record.answer.get("reasons", [])]
-        first = reasons[0] if reasons else "no credible slowdown"
-        text = f"{tier}: {first}"
     url = runs[0].record.answer.get("url") if runs else None
-    state = "failure" if tier == "BLOCK" else "success"
-    return state, text if len(text) <= 140 else text[:137] + "...", url
+    return status_state(tier, "enforce"), status_description(tier, "enforce", reasons), url
+
+
+def _comparisons(stored: Any) -> tuple[list[ConfigComparison], int]:
+    """The stored answer's comparisons, and how many could not be read back (a stored value
+    never makes the comment fail: what cannot be shown is counted, the run page has it)."""
+    found, unreadable = [], 0
+    for item in stored if isinstance(stored, list) else []:
+        try:
+            found.append(ConfigComparison.model_validate(item))
+        except ValidationError:
+            unreadable += 1
+    return found, unreadable
+
+
+def part_of(run: PullRun) -> PartResult:
+    """A run as a part of the sticky comment, rendered as the action renders its own."""
+    r = run.record
+    comparisons, unreadable = _comparisons(r.answer.get("comparisons"))
+    reasons = [str(x) for x in r.answer.get("reasons", [])]
+    if unreadable:
+        reasons.append(f"{unreadable} configuration(s) cannot be shown here; see the run page")
+    accepted = None
+    if r.accepted_at is not None:
+        who = (r.accepted_by or "").removeprefix("github:")
+        accepted = Acceptance(who, r.accept_reason or "", measured=tier_of(r.tier))
+    url = r.answer.get("url")
+    return PartResult(
+        workload=run.workload,
+        environment=r.environment_key,
+        tier=tier_of(run.tier),
+        reasons=reasons,
+        comparisons=comparisons,
+        url=str(url) if url else None,
+        accepted=accepted,
+    )
 
 
 def render_comment(head_sha: str, runs: Sequence[PullRun]) -> str:
-    tier = overall_tier(runs)
-    lines = [
-        COMMENT_MARKER,
-        f"## {TIER_ICON[tier]} rnx-benchmark: {tier}",
-        f"commit {head_sha[:12]} · {len(runs)} run(s), as the gate server recorded them",
-        "",
-    ]
-    for run in runs:
-        r = run.record
-        lines.append(f"### {TIER_ICON[run.tier]} {run.tier} · `{_cell(run.workload)}`")
-        lines.append(f"environment `{_cell(r.environment_key)}`")
-        lines.append("")
-        if r.accepted_at is not None:
-            who = (r.accepted_by or "").removeprefix("github:")
-            lines += [f"> **Accepted** by @{who}: {_cell(r.accept_reason or '')}", ""]
-            lines.append(f"Measured before acceptance: {r.tier}.")
-            lines.append("")
-        lines += [f"- {_cell(str(x))}" for x in r.answer.get("reasons", [])]
-        comparisons = r.answer.get("comparisons") or []
-        if comparisons:
-            lines += ["", "| configuration | ratio head/base (90% interval) | verdict |"]
-            lines.append("|---|---|---|")
-            for c in comparisons:
-                lines.append(f"| `{c.get('id')}` | {_ratio(c)} | {c.get('verdict')} |")
-        if r.answer.get("url"):
-            lines += ["", f"[Run page]({r.answer['url']})"]
-        lines.append("")
-    return "\n".join(lines)
-
-
-def _ratio(c: dict[str, Any]) -> str:
-    ratio, low, high = c.get("ratio"), c.get("low"), c.get("high")
-    if ratio is None:
-        return "–"
-    if low is not None and high is not None:
-        return f"{ratio:.3f}× ({low:.3f}–{high:.3f})"
-    return f"{ratio:.3f}×"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return combine([], [part_of(run) for run in runs], sha=head_sha).body
 
 
 def publish(
@@ -148,7 +147,7 @@ def publish(
     body = render_comment(head_sha, runs)
     try:
         # Our own comment is rewritten whole: the server renders every run of the commit.
-        client.write_sticky(repository, pr_number, author=author, body=lambda _present: body)
+        write_sticky(client, repository, pr_number, author=author, body=lambda _present: body)
     except GitHubError as e:
         warnings.append(f"could not write the sticky comment: {e}")
     state, description, url = status_of(runs)

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from gate_server.github import pulls_api, webhook
+from gate_server.github import pull_request_routes, webhook
 
-routes = [*webhook.routes, *pulls_api.routes]
+routes = [*webhook.routes, *pull_request_routes.routes]

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from gate_helpers import LiveServer, create_token, start_server
 
-from action.github_api import ACTIONS_BOT
-from tests.action.act_harness import ACT, REPOSITORY, ActRun, Workspace
-from tests.fakes.fake_github import State, Token, serve
+from rnx_github.client import ACTIONS_BOT
+from tests.support.act_harness import ACT, REPOSITORY, ActRun, Workspace
+from tests.support.fakes.fake_github import State, Token, serve
+from tests.support.gate_helpers import LiveServer, create_token, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -8,15 +8,19 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-from gate_helpers import LiveServer, create_token, start_server
 
+from action.annotations import annotate
 from action.context import read_context
-from action.gate import Measured, annotate, decide, exit_code, local_report, main
+from action.gate import NotUploaded, decide, exit_code, main, upload_target
+from action.inputs import GateInputs
+from action.measure import Measured, local_report
 from action.upload import Credential, Outage, UploadAnswer, upload
 from action.workflow import Workflow
 from rnx.config import Benchmark, KernalinConfig
-from tests.factories import make_results
+from tests.support.factories import make_results
+from tests.support.gate_helpers import LiveServer, create_token, start_server
 
 REPO = "acme/kernels"
 
@@ -118,7 +122,7 @@ def test_bad_input_is_an_error_in_the_log_and_the_summary(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     summary = tmp_path / "summary.md"
-    env = {"RNX_WORKLOAD": "kernels/nope.py", "GITHUB_STEP_SUMMARY": str(summary)}
+    env = {"INPUT_WORKLOAD": "kernels/nope.py", "GITHUB_STEP_SUMMARY": str(summary)}
     assert main([], env=env) == 2
     out = capsys.readouterr().out
     assert out.startswith("::error title=rnx-benchmark%3A cannot run::input 'workload'")
@@ -140,8 +144,8 @@ def test_gate_results_measured_elsewhere_end_to_end(
 ) -> None:
     """The workflow_run pattern: a fork's document, filed under the trusted run's identity,
     uploaded to the real server, reported to the fake GitHub; BLOCK fails in enforce mode."""
-    from action.github_api import ACTIONS_BOT
-    from tests.fakes.fake_github import State, Token, serve
+    from rnx_github.client import ACTIONS_BOT
+    from tests.support.fakes.fake_github import State, Token, serve
 
     live, secret = server
     monkeypatch.chdir(tmp_path)
@@ -200,16 +204,15 @@ def test_oidc_only_gets_a_fresh_token_for_each_workload(
 ) -> None:
     """With id-token: write and no kernalin-token, each upload of a run (one per workload)
     asks GitHub for its own OIDC token: the server spends each token once."""
-    from gate_server.github import store
-    from gate_server.storage import Storage
-    from tests.github.oidc_issuer import OidcIssuer
+    from gate_server.db import Database, repositories
+    from tests.support.oidc_issuer import OidcIssuer
 
     repo, github_id = "Codertocat/Hello-World", 186853002
     db = f"sqlite:///{tmp_path / 'gate.db'}"
     create_token(db, workspace="octo", repository=repo, branches=("master",))
-    storage = Storage(db)
+    storage = Database(db)
     with storage.write() as conn:
-        assert store.bind_github_id(conn, github_id, repo)
+        assert repositories.bind_github_id(conn, github_id, repo)
     storage.close()
     issuer = OidcIssuer()
     live = start_server(db, tmp_path, env={"RNX_OIDC_ISSUER": issuer.url})
@@ -239,3 +242,65 @@ def test_oidc_only_gets_a_fresh_token_for_each_workload(
     assert code == 0 and "did not reach the gate server" not in log, log
     assert sum(p.startswith("/actions-token") for p in issuer.requests) == 2
     assert (tmp_path / "summary.md").read_text().count("[Run page](") == 2
+
+
+@pytest.mark.parametrize(
+    ("patterns", "branch", "pr", "uploaded"),
+    [
+        (None, "feature", None, True),  # not set: every push goes up, the token decides
+        (["main", "release/*"], "main", None, True),
+        (["main", "release/*"], "release/2.0", None, True),
+        (["main", "release/*"], "release/2.0/fix", None, False),  # * stays in one segment
+        (["main", "release/**"], "release/2.0/fix", None, True),
+        (["main"], "feature", None, False),
+        (["main"], "feature", 5, True),  # pull requests are compared whatever the list says
+        ([], "main", None, False),
+    ],
+)
+def test_baseline_branches_choose_which_pushes_are_uploaded(
+    tmp_path: Path, patterns: list[str] | None, branch: str, pr: int | None, uploaded: bool
+) -> None:
+    config = KernalinConfig.model_validate({"gate": {"baseline-branches": patterns}})
+    ctx = read_context(
+        {}, root=tmp_path, repository=REPO, branch=branch, sha="a" * 40, base_branch="main", pr=pr
+    )
+    target = upload_target(GateInputs(kernalin_url="https://gate.test"), config, ctx)
+    assert (target == "https://gate.test") is uploaded, target
+    if not uploaded:
+        assert isinstance(target, NotUploaded) and target.tier == "PASS"
+        assert f"{branch} is not a baseline branch" in target.why
+
+
+def test_a_push_outside_the_baseline_branches_is_measured_but_never_uploaded(
+    server: tuple[LiveServer, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    live, secret = server
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kernalin.yml").write_text("version: 1\ngate:\n  baseline-branches: [main]\n")
+    env = {
+        "KERNALIN_URL": live.url,
+        "KERNALIN_TOKEN": secret,
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_EVENT_NAME": "push",
+        "GITHUB_OUTPUT": str(tmp_path / "output"),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+    }
+    outputs = {}
+    for branch, seed in (("feature", 31), ("main", 32)):
+        doc = make_results(repository=REPO, branch=branch, seed=seed)
+        results = tmp_path / f"{branch}.json"
+        results.write_text(doc.to_json())
+        (tmp_path / "output").unlink(missing_ok=True)
+        argv = ["--from-results", str(results), "--branch", branch, "--sha", f"{seed}" * 20]
+        assert main(argv, env=env) == 0
+        outputs[branch] = _outputs(tmp_path / "output")
+        stored = httpx.get(
+            f"{live.url}/api/v1/runs/{doc.run_id}", headers={"Authorization": f"Bearer {secret}"}
+        )
+        assert stored.status_code == (404 if branch == "feature" else 200), stored.text
+    assert outputs["feature"]["tier"] == "PASS" and outputs["feature"]["run-url"] == ""
+    assert (
+        "feature is not a baseline branch (gate.baseline-branches: main)"
+        in (outputs["feature"]["summary"])
+    )
+    assert outputs["main"]["run-url"].startswith(live.url)

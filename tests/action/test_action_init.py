@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from action.init import CONFIG_PATH, PR_BRANCH, WORKFLOW_PATH
-from rnx.cli import main as rnx
 from rnx.config import load_config
-from tests.fakes.fake_github import Repo, State, Token, serve
+from rnx_cli.main import main as rnx
+from tests.support.fakes.fake_github import Repo, State, Token, serve
 
 KERNEL = Path(__file__).resolve().parents[1] / "data" / "action-kernel.py"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from action.inputs import InputError, read_inputs
-from action.settings import effective_config
+from action.inputs import InputError, input_variable, read_inputs
+from action.overlay import effective_config
 from rnx.errors import UserError
 
 
@@ -21,10 +21,10 @@ def repo(tmp_path: Path) -> Path:
 
 def test_product_page_step_is_accepted(repo: Path) -> None:
     env = {
-        "RNX_WORKLOAD": "kernels/attention.py",
-        "RNX_RUNTIMES": "pytorch_eager",
-        "RNX_BATCH_SIZES": "1,8",
-        "RNX_DTYPES": "float32",
+        "INPUT_WORKLOAD": "kernels/attention.py",
+        "INPUT_RUNTIMES": "pytorch_eager",
+        "INPUT_BATCH_SIZES": "1,8",
+        "INPUT_DTYPES": "float32",
         "KERNALIN_TOKEN": "rnx_ci_secret",
         "KERNALIN_URL": "https://gate.example.com/",
     }
@@ -45,30 +45,53 @@ def test_product_page_step_is_accepted(repo: Path) -> None:
 @pytest.mark.parametrize(
     ("env", "expected"),
     [
-        ({"RNX_RUNTIMES": "pytorch"}, "did you mean 'pytorch_eager'"),
-        ({"RNX_RUNTIMES": "pytorch_eager;tensorrt"}, "write a comma-separated list"),
-        ({"RNX_DTYPES": "fp16"}, "dtypes: float32,float16"),
-        ({"RNX_BATCH_SIZES": "1,eight"}, "'eight' is not a positive whole number"),
-        ({"RNX_BATCH_SIZES": "0"}, 'batch-sizes: "1,8"'),
-        ({"RNX_MODE": "strict"}, "write one of enforce, soft-fail, report-only"),
-        ({"RNX_MODE": "accept"}, "not available in this version"),
+        ({"INPUT_RUNTIMES": "pytorch"}, "did you mean 'pytorch_eager'"),
+        ({"INPUT_RUNTIMES": "pytorch_eager;tensorrt"}, "write a comma-separated list"),
+        ({"INPUT_DTYPES": "fp16"}, "dtypes: float32,float16"),
+        ({"INPUT_BATCH_SIZES": "1,eight"}, "'eight' is not a positive whole number"),
+        ({"INPUT_BATCH_SIZES": "0"}, 'batch-sizes: "1,8"'),
+        ({"INPUT_MODE": "strict"}, "write one of enforce, soft-fail, report-only"),
+        ({"INPUT_MODE": "accept"}, "not available in this version"),
         ({"KERNALIN_URL": "gate.example.com"}, "kernalin-url: https://gate.example.com"),
-        ({"RNX_ENVIRONMENT": "my gpu"}, "environment: a100-80gb"),
-        ({"RNX_WORKLOAD": "kernels/missing.py"}, "does not exist in the checkout"),
-        ({"RNX_WORKLOAD": "kernels/attention.cu"}, "neither a .py nor an .onnx"),
-        ({"RNX_WORKLOAD": "../outside.py"}, "must be a path inside the repository"),
-        ({"RNX_CONFIG": "ci/kernalin.yml"}, "rnx init writes a starter"),
+        ({"INPUT_ENVIRONMENT": "my gpu"}, "environment: a100-80gb"),
+        ({"INPUT_WORKLOAD": "kernels/missing.py"}, "does not exist in the checkout"),
+        ({"INPUT_WORKLOAD": "kernels/attention.cu"}, "neither a .py nor an .onnx"),
+        ({"INPUT_WORKLOAD": "../outside.py"}, "must be a path inside the repository"),
+        ({"INPUT_CONFIG": "ci/kernalin.yml"}, "rnx init writes a starter"),
     ],
 )
 def test_malformed_input_says_what_to_write(repo: Path, env: dict[str, str], expected: str) -> None:
     with pytest.raises(InputError, match="input '") as err:
-        read_inputs({"RNX_WORKLOAD": "kernels/attention.py", **env}, root=repo)
+        read_inputs({"INPUT_WORKLOAD": "kernels/attention.py", **env}, root=repo)
     assert expected in str(err.value)
+
+
+def test_action_inputs_win_over_the_cli_variables_and_are_named_apart(repo: Path) -> None:
+    env = {
+        "INPUT_WORKLOAD": "kernels/attention.py",
+        "INPUT_KERNALIN_URL": "https://action.example.com",
+        "KERNALIN_URL": "https://cli.example.com",
+        "INPUT_KERNALIN_TOKEN": "",  # an empty input: the job's KERNALIN_TOKEN counts
+        "KERNALIN_TOKEN": "rnx_ci_job",
+        "INPUT_GITHUB_TOKEN": "ghs_input",
+        "GITHUB_TOKEN": "ghs_job",
+    }
+    inputs = read_inputs(env, root=repo)
+    assert inputs.kernalin_url == "https://action.example.com"
+    assert (inputs.kernalin_token, inputs.github_token) == ("rnx_ci_job", "ghs_input")
+    assert input_variable("batch-sizes") == "INPUT_BATCH_SIZES"
+    # The server's own settings (RNX_*) are never read as the action's inputs.
+    assert read_inputs({"RNX_ROPE": "10%", **env}, root=repo) == inputs
+
+
+def test_a_retired_variable_is_refused_with_the_flag_to_use(repo: Path) -> None:
+    with pytest.raises(InputError, match="RNX_WORKLOAD is no longer read; pass --workload"):
+        read_inputs({"RNX_WORKLOAD": "kernels/attention.py"}, root=repo)
 
 
 def test_flags_win_over_environment(repo: Path) -> None:
     inputs = read_inputs(
-        {"RNX_WORKLOAD": "kernels/attention.py", "RNX_MODE": "enforce"},
+        {"INPUT_WORKLOAD": "kernels/attention.py", "INPUT_MODE": "enforce"},
         root=repo,
         workloads=["kernels/mlp.py"],
         mode="report-only",
@@ -95,7 +118,11 @@ def test_inputs_override_kernalin_yml(repo: Path) -> None:
     assert config.gate.block_threshold == pytest.approx(0.10)
 
     inputs = read_inputs(
-        {"RNX_WORKLOAD": "kernels/attention.py", "RNX_BATCH_SIZES": "4", "RNX_MODE": "enforce"},
+        {
+            "INPUT_WORKLOAD": "kernels/attention.py",
+            "INPUT_BATCH_SIZES": "4",
+            "INPUT_MODE": "enforce",
+        },
         root=repo,
     )
     config = effective_config(inputs, root=repo)
@@ -110,7 +137,7 @@ def test_bad_key_in_kernalin_yml_is_named(repo: Path) -> None:
     (repo / "kernalin.yml").write_text("version: 1\ngate: {block_treshold: 10%}\n")
     with pytest.raises(UserError, match="gate.block_treshold: unknown key"):
         effective_config(
-            read_inputs({"RNX_WORKLOAD": "kernels/attention.py"}, root=repo), root=repo
+            read_inputs({"INPUT_WORKLOAD": "kernels/attention.py"}, root=repo), root=repo
         )
 
 
@@ -122,10 +149,10 @@ def test_nothing_to_benchmark_says_how_to_fix(repo: Path) -> None:
 def test_too_many_configurations(repo: Path) -> None:
     inputs = read_inputs(
         {
-            "RNX_WORKLOAD": "kernels/attention.py",
-            "RNX_RUNTIMES": "pytorch_eager,torch_compile,onnxruntime",
-            "RNX_DTYPES": "float32,float16,bfloat16,float64",
-            "RNX_BATCH_SIZES": "1,2,4,8,16",
+            "INPUT_WORKLOAD": "kernels/attention.py",
+            "INPUT_RUNTIMES": "pytorch_eager,torch_compile,onnxruntime",
+            "INPUT_DTYPES": "float32,float16,bfloat16,float64",
+            "INPUT_BATCH_SIZES": "1,2,4,8,16",
         },
         root=repo,
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.action.act_harness import ACTION_FILES, REPO_ROOT, _ignore
+from tests.support.act_harness import ACTION_FILES, REPO_ROOT, _ignore
 
 pytestmark = pytest.mark.slow
 RUNNER_HAS = ["numpy", "scipy", "pyyaml", "httpx"]
@@ -124,7 +124,7 @@ def _install(tmp_path: Path, python: Path, **extra: str) -> subprocess.Completed
 
 def test_installs_from_a_wheel_folder_given_as_the_input(tmp_path, runner_python, wheels):
     (tmp_path / "ci-wheels").symlink_to(wheels)  # relative to the workspace, as users write it
-    done = _install(tmp_path, runner_python, RNX_WHEELS="ci-wheels")
+    done = _install(tmp_path, runner_python, INPUT_WHEELS="ci-wheels")
     assert done.returncode == 0, done.stdout + done.stderr
     python = (tmp_path / "output").read_text().strip().split("=", 1)[1]
     where = subprocess.run(
@@ -144,7 +144,7 @@ def test_installs_from_pip_find_links_in_the_environment(tmp_path, runner_python
 
 def test_without_the_wheels_it_fails_naming_what_is_missing(tmp_path, runner_python):
     (tmp_path / "empty").mkdir()
-    done = _install(tmp_path, runner_python, RNX_WHEELS="empty")
+    done = _install(tmp_path, runner_python, INPUT_WHEELS="empty")
     assert done.returncode == 1
     error = next(line for line in done.stdout.splitlines() if line.startswith("::error"))
     assert "lacks pydantic>=2.6,<3; pyjwt[crypto]>=2.8" in error
@@ -154,6 +154,6 @@ def test_without_the_wheels_it_fails_naming_what_is_missing(tmp_path, runner_pyt
 
 
 def test_a_wheels_input_that_is_not_a_folder_is_named(tmp_path, runner_python):
-    done = _install(tmp_path, runner_python, RNX_WHEELS="no/such/dir")
+    done = _install(tmp_path, runner_python, INPUT_WHEELS="no/such/dir")
     assert done.returncode == 1
     assert "input wheels: 'no/such/dir' is not a folder" in done.stdout

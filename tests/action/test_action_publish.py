@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
 
-from action.github_api import ACTIONS_BOT, GitHub
-from action.publish import publish
-from action.report import COMMENT_MARKER, PartResult, combine, parse_parts
+from action.publish import github_client, publish
 from rnx.schema import ConfigComparison
-from tests.fakes.fake_github import State, Token, serve
+from rnx_github.client import ACTIONS_BOT
+from rnx_github.comment import COMMENT_MARKER, PartResult, combine, parse_parts
+from tests.support.factories import HOSTILE_REASON, HOSTILE_WORKLOAD, assert_inert
+from tests.support.fakes.fake_github import State, Token, serve
 
 REPO, PR, SHA = "Codertocat/Hello-World", 2, "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
 
@@ -55,7 +57,7 @@ def github() -> Iterator[tuple[str, State]]:
 
 
 def _publish(url: str, token: str, parts: list[PartResult], sha: str = SHA):
-    with GitHub(url, token) as gh:
+    with github_client(url, token) as gh:
         return publish(
             gh,
             repository=REPO,
@@ -129,3 +131,14 @@ def test_read_only_token_of_a_fork_is_a_warning(github) -> None:
     assert "403" in result.warnings[0] and "forks" in result.warnings[0]
     assert "commit status" in result.warnings[1]
     assert state.comment_bodies(REPO, PR) == []
+
+
+def test_markdown_and_html_from_a_results_document_are_posted_as_text(github) -> None:
+    # The action's way of publishing; tests/github/test_app_mode.py checks the server's.
+    url, state = github
+    hostile = part("BLOCK", workload=HOSTILE_WORKLOAD)
+    broken = _cmp("broken", 1.0, status="diverged").model_copy(update={"reason": HOSTILE_REASON})
+    hostile = dataclasses.replace(hostile, reasons=[HOSTILE_REASON], comparisons=[broken])
+    assert not _publish(url, "bot-token", [hostile]).warnings
+    (body,) = state.comment_bodies(REPO, PR, login=ACTIONS_BOT)
+    assert_inert(body)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from action.report import (
+from rnx.schema import ConfigComparison
+from rnx_github.comment import (
     COMMENT_MARKER,
     PartResult,
     combine,
-    format_ns,
     parse_parts,
     status_description,
 )
-from rnx.schema import ConfigComparison
 
 
 def _part(tier: str, env: str, *, reasons: list[str] | None = None) -> PartResult:
@@ -75,16 +74,6 @@ def test_status_description_fits_githubs_limit() -> None:
     text = status_description("BLOCK", "soft-fail", ["x" * 500])
     assert len(text) == 140 and text.startswith("BLOCK (soft-fail): xxx")
     assert status_description("PASS", "enforce", []) == "PASS: no credible slowdown"
-
-
-def test_format_ns() -> None:
-    assert [format_ns(v) for v in (None, 950, 35_400, 2.5e6, 3e9)] == [
-        "–",
-        "950 ns",
-        "35.4 µs",
-        "2.5 ms",
-        "3 s",
-    ]
 
 
 def test_many_configurations_list_only_what_needs_a_look() -> None:

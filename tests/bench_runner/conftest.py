@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 import torch
-from harness_helpers import prepare_cmd
 
 from bench_runner.worker import Side, configure_process
+from tests.bench_runner.harness_helpers import prepare_cmd
 
 
 @pytest.fixture(scope="session")

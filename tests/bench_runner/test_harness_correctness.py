@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from harness_helpers import WORKLOADS
+
+from tests.bench_runner.harness_helpers import WORKLOADS
 
 
 def _failures(result: dict) -> str:
@@ -164,7 +165,7 @@ def test_float16_accumulation_behind_float32_is_caught_over_a_long_reduction(pre
 
 def test_references_are_computed_once_per_dtype_and_batch_size(cpu_process):
     import torch
-    from harness_helpers import prepare_cmd
+    from tests.bench_runner.harness_helpers import prepare_cmd
 
     from bench_runner.worker import Side
 

@@ -11,7 +11,6 @@ import sys
 from collections import Counter
 
 import pytest
-from harness_helpers import EXAMPLES, WORKLOADS
 
 from bench_runner import run_benchmark
 from bench_runner.cli import main as bench_main
@@ -19,6 +18,7 @@ from bench_runner.runner import plan_configurations
 from rnx.config import Benchmark, HarnessSettings
 from rnx.errors import UserError
 from rnx.schema import parse_results
+from tests.bench_runner.harness_helpers import EXAMPLES, WORKLOADS
 
 FAST = HarnessSettings(samples=8, processes=2, warmup=1, **{"time-budget": 5.0})
 

@@ -6,10 +6,10 @@ import os
 
 import pytest
 import torch
-from harness_helpers import WORKLOADS, prepare_cmd
 
 from bench_runner.gpu_checks import ContentionSigns
 from bench_runner.worker import Side, configure_process
+from tests.bench_runner.harness_helpers import WORKLOADS, prepare_cmd
 
 pytestmark = pytest.mark.gpu
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from harness_helpers import EXAMPLES, WORKLOADS
 
 from bench_runner.runtimes import REGISTRY, get_runtime
+from tests.bench_runner.harness_helpers import EXAMPLES, WORKLOADS
 
 
 def test_registry_has_the_four_runtimes():

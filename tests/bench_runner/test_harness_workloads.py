@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-from harness_helpers import EXAMPLES, WORKLOADS
 
 from bench_runner.workload import PythonWorkload
+from tests.bench_runner.harness_helpers import EXAMPLES, WORKLOADS
 
 
 def test_batch_size_reaches_get_inputs_keyword():

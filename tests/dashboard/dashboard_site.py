@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from rnx.schema import Environment
-from tests.factories import body, make_results
-from tests.gate_helpers import (
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import (
     LiveServer,
     Token,
     create_token,

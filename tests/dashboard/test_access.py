@@ -10,12 +10,12 @@ from urllib.parse import quote
 import pytest
 from starlette.testclient import TestClient
 
-from gate_server.app import create_app
+from gate_server.asgi import create_app
 from gate_server.auth import revoke_token
+from gate_server.db import Database
 from gate_server.settings import ServerSettings
-from gate_server.storage import Storage
-from tests.factories import body, make_results
-from tests.gate_helpers import Token, signed_headers
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import Token, signed_headers
 
 PAGES = ["/", "/repos/acme/kernels", "/audit"]
 
@@ -170,7 +170,7 @@ def test_revoking_the_viewer_token_ends_its_sessions(
     viewer = viewer_token()
     assert login(web, viewer.secret)[0] == 303
     assert web.get("/").status_code == 200
-    storage = Storage(database_url)
+    storage = Database(database_url)
     try:
         revoke_token(storage, viewer.id, actor="test")
     finally:

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 # Registered before the import, so the fixture module's asserts explain themselves too.
-pytest.register_assert_rewrite("dashboard_site")
-from dashboard_site import CONFIGS, MAIN_POINTS, REPO, SCREENSHOTS, Site  # noqa: E402
+pytest.register_assert_rewrite("tests.dashboard.dashboard_site")
+from tests.dashboard.dashboard_site import CONFIGS, MAIN_POINTS, REPO, SCREENSHOTS, Site  # noqa: E402
 
-pytest_plugins = ["dashboard_site"]  # the browser and site fixtures
+pytest_plugins = ["tests.dashboard.dashboard_site"]  # the browser and site fixtures
 
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}

@@ -11,19 +11,24 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from gate_server import storage as q
-from gate_server.storage import (
-    LATEST_VERSION,
-    BranchRename,
-    Storage,
-    branch_renames,
+from gate_server.branches import (
+    BranchRenameResult,
+    all_names,
+    current_name,
     follow_renames,
     former_names,
+    rename_branch,
 )
-from rnx.cli import main
-from rnx.errors import UserError
-from tests.factories import body, make_results
-from tests.gate_helpers import LiveServer, Token, signed_headers
+from gate_server.dashboard.reads import latest_per_branch
+from gate_server.db import LATEST_VERSION, Database, audit, dashboard, repositories, tokens
+from gate_server.db.migrations import migrate, schema_version
+from gate_server.db.renames import BranchRename
+from gate_server.db.schema import branch_renames
+from gate_server.errors import GateServerError
+from rnx_cli.main import main
+from tests.gate_server.schema_v3 import build_v3_database
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import LiveServer, Token, signed_headers
 
 REPO = "acme/kernels"
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -65,22 +70,19 @@ def run_view(get: Any, token: Token, run_id: str) -> dict[str, Any]:
     return view
 
 
-def repository_id(storage: Storage) -> int:
+def repository_id(storage: Database) -> int:
     with storage.read() as conn:
-        found = q.dashboard_repository(conn, 1, REPO)
-    assert found is not None
-    return found
+        (found,) = repositories.named(conn, REPO, workspace_id=1)
+    return found.id
 
 
-def rename(storage: Storage, old: str, new: str) -> q.BranchRenameResult:
+def rename(storage: Database, old: str, new: str) -> BranchRenameResult:
     with storage.write() as conn:
-        return storage.rename_branch(
-            conn, repository_id(storage), old, new, actor="test", via="test"
-        )
+        return rename_branch(conn, repository_id(storage), old, new, actor="test", via="test")
 
 
 def test_a_rename_moves_the_baselines_once_and_keeps_what_was_uploaded(
-    client: Any, ci_token: Any, storage: Storage
+    client: Any, ci_token: Any, storage: Database
 ) -> None:
     token: Token = ci_token(repository=REPO, branches=("master",))
     first = upload(client.post, token, branch="master", sha="a" * 40, seed=1)
@@ -100,11 +102,11 @@ def test_a_rename_moves_the_baselines_once_and_keeps_what_was_uploaded(
         assert view["baseline_branch"] == "main"
     with storage.read() as conn:
         rows = conn.execute(branch_renames.select()).all()
-        audit = [e for e in storage.audit_entries(conn) if e["action"] == "branch.rename"]
-        (ci,) = [t for t in storage.list_tokens(conn) if t.kind == "ci"]
+        entries = [e for e in audit.entries(conn) if e["action"] == "branch.rename"]
+        (ci,) = [t for t in tokens.all_tokens(conn) if t.kind == "ci"]
     assert [(r.from_branch, r.to_branch, r.via) for r in rows] == [("master", "main", "test")]
-    assert len(audit) == 1 and audit[0]["subject"] == f"repository:{REPO}"
-    assert audit[0]["details"]["baseline_runs_moved"] == 2
+    assert len(entries) == 1 and entries[0]["subject"] == f"repository:{REPO}"
+    assert entries[0]["details"]["baseline_runs_moved"] == 2
     assert ci.branches == ["master", "main"]
 
     # A PR against main is compared with the history recorded under master.
@@ -128,7 +130,7 @@ def test_a_rename_moves_the_baselines_once_and_keeps_what_was_uploaded(
     assert r.status_code == 200 and r.json()["baseline_branch"] == "main", r.text
 
 
-def test_chains_and_renaming_back(client: Any, ci_token: Any, storage: Storage) -> None:
+def test_chains_and_renaming_back(client: Any, ci_token: Any, storage: Database) -> None:
     token: Token = ci_token(repository=REPO, branches=("master",))
     base = upload(client.post, token, branch="master", sha="a" * 40, seed=1)
     assert rename(storage, "master", "main").runs_moved == 1
@@ -136,18 +138,18 @@ def test_chains_and_renaming_back(client: Any, ci_token: Any, storage: Storage) 
     assert not rename(storage, "master", "main").changed  # a late event of the first rename
     rid = repository_id(storage)
     with storage.read() as conn:
-        assert [storage.current_branch(conn, rid, b) for b in ("master", "main")] == ["trunk"] * 2
+        assert [current_name(conn, rid, b) for b in ("master", "main")] == ["trunk"] * 2
     assert run_view(client.get, token, base["run_id"])["baseline_branch"] == "trunk"
 
     assert rename(storage, "trunk", "master").runs_moved == 1  # and back: a cycle
     with storage.read() as conn:
-        names = [storage.current_branch(conn, rid, b) for b in ("master", "main", "trunk")]
+        names = [current_name(conn, rid, b) for b in ("master", "main", "trunk")]
     assert names == ["master"] * 3
     pr = dict(event="pull_request", pr_number=4, branch="f", base_branch="trunk", seed=2)
     assert upload(client.post, token, sha="b" * 40, **pr)["baseline"]["run_ids"] == [base["run_id"]]
 
 
-def test_bad_renames_are_refused(storage: Storage, ci_token: Any) -> None:
+def test_bad_renames_are_refused(storage: Database, ci_token: Any) -> None:
     ci_token(repository=REPO)
     rid = repository_id(storage)
     cases = [
@@ -158,16 +160,16 @@ def test_bad_renames_are_refused(storage: Storage, ci_token: Any) -> None:
         ("master", "x" * 256, "at most 255"),
     ]
     for old, new, message in cases:
-        with storage.write() as conn, pytest.raises(UserError, match=message):
-            storage.rename_branch(conn, rid, old, new, actor="test", via="test")
-    with storage.write() as conn, pytest.raises(UserError, match="no repository with id 999"):
-        storage.rename_branch(conn, 999, "master", "main", actor="test", via="test")
+        with storage.write() as conn, pytest.raises(GateServerError, match=message):
+            rename_branch(conn, rid, old, new, actor="test", via="test")
+    with storage.write() as conn, pytest.raises(GateServerError, match="no repository with id 999"):
+        rename_branch(conn, 999, "master", "main", actor="test", via="test")
     with storage.read() as conn:
         assert conn.execute(branch_renames.select()).all() == []
 
 
 def test_the_dashboard_history_follows_the_rename(
-    client: Any, ci_token: Any, storage: Storage
+    client: Any, ci_token: Any, storage: Database
 ) -> None:
     token: Token = ci_token(repository=REPO, branches=("master",))
     base = upload(client.post, token, branch="master", sha="a" * 40, seed=1)
@@ -178,22 +180,23 @@ def test_the_dashboard_history_follows_the_rename(
     rid = repository_id(storage)
     with storage.read() as conn:
         for asked in ("main", "master"):  # an old link to master shows the same history
-            history = [r.run_id for r, _ in q.dashboard_history(conn, rid, asked)]
+            names = all_names(conn, rid, asked)
+            history = [r.run_id for r, _ in dashboard.history(conn, rid, names)]
             assert history == [pushed["run_id"], blocked["run_id"], base["run_id"]], asked
-        assert q.dashboard_baseline_branches(conn, rid) == ["main"]
-        latest = q.dashboard_latest_per_branch(conn, rid)
+        assert dashboard.baseline_branches(conn, rid) == ["main"]
+        latest = latest_per_branch(conn, rid)
     assert [r.run_id for r in latest] == [pushed["run_id"]]  # one branch, not two
 
 
 def test_migration_3_adds_the_rename_log_to_an_older_database(database_url: str) -> None:
-    s = Storage(database_url)
+    build_v3_database(database_url)
+    s = Database(database_url)
     try:
-        s.migrate()
         with s.write() as conn:  # the database as version 2 left it
             conn.execute(text("DROP TABLE branch_renames"))
             conn.execute(text("DELETE FROM rnx_schema_migrations WHERE version = 3"))
-        assert s.schema_version() == 2
-        assert s.migrate() == LATEST_VERSION == 3
+        assert schema_version(s) == 2
+        assert migrate(s) == LATEST_VERSION
         with s.read() as conn:
             assert conn.execute(branch_renames.select()).all() == []
     finally:
@@ -261,12 +264,12 @@ def test_an_upload_racing_a_rename_lands_on_the_new_name(
     token: Token = token_for(url, workspace="acme", repository=REPO, branches=("master",))
     with httpx.Client(base_url=live_server.url, timeout=60) as http:
         upload(http.post, token, branch="master", sha="a" * 40, seed=1)
-        s = Storage(url)
+        s = Database(url)
         answers: list[dict[str, Any]] = []
         try:
             rid = repository_id(s)
             with s.write() as conn:
-                s.rename_branch(conn, rid, "master", "main", actor="test", via="test")
+                rename_branch(conn, rid, "master", "main", actor="test", via="test")
                 racer = threading.Thread(
                     target=lambda: answers.append(
                         upload(http.post, token, branch="master", sha="b" * 40, seed=2)

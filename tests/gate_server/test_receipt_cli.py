@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from rnx.cli import main
-from tests.factories import body, make_results
+from rnx_cli.main import main
+from tests.support.factories import body, make_results
 
 
 def _upload(client, ci_token, sign):

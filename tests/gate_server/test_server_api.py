@@ -12,11 +12,11 @@ import jwt
 import pytest
 from starlette.testclient import TestClient
 
-from gate_server.app import create_app
+from gate_server.asgi import create_app
+from gate_server.db import Database, audit, runs
 from gate_server.settings import ServerSettings
-from gate_server.storage import Storage
-from rnx.receipt import verify
-from tests.factories import body, make_results
+from rnx_cli.receipt import verify
+from tests.support.factories import body, make_results
 
 UPLOAD = "/api/v1/runs"
 
@@ -34,10 +34,10 @@ def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
     return dict(err)
 
 
-def stored(storage: Storage) -> tuple[int, list[str]]:
+def stored(storage: Database) -> tuple[int, list[str]]:
     """(runs stored, audit actions): what a refused request must leave unchanged."""
     with storage.read() as conn:
-        return storage.count_runs(conn), [e["action"] for e in storage.audit_entries(conn)]
+        return runs.count(conn), [e["action"] for e in audit.entries(conn)]
 
 
 def test_health_and_readiness(client):
@@ -49,7 +49,7 @@ def test_health_and_readiness(client):
 def test_readyz_reports_an_unreachable_database(tmp_path):
     app = create_app(ServerSettings(database_url=f"sqlite:///{tmp_path / 'x.db'}"))
     with TestClient(app) as c:
-        c.app.state.services.storage.engine.dispose()  # type: ignore[attr-defined]
+        c.app.state.services.database.engine.dispose()  # type: ignore[attr-defined]
         (tmp_path / "x.db").unlink()
         (tmp_path / "x.db").mkdir()  # now nothing can open it as a database
         assert_error(c.get("/readyz"), 503, "database_unavailable")
@@ -406,7 +406,7 @@ def test_accept_needs_a_reason_and_the_branch_in_scope(client, ci_token, sign, s
     assert again["already_accepted"] is True
     assert again["reason"] == "new attention kernel trades speed for memory"
     with storage.read() as conn:
-        log = storage.audit_entries(conn, subject=f"run:{run_id}")
+        log = audit.entries(conn, subject=f"run:{run_id}")
     assert [e["action"] for e in log] == ["run.upload", "run.accept"]
     assert log[1]["details"]["reason"].startswith("new attention")
 

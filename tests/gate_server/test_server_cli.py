@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from gate_server.auth import hash_token
-from gate_server.storage import Storage
-from rnx.cli import main
+from gate_server.db import Database, audit, tokens
+from rnx_cli.main import main
 
 
 def test_token_lifecycle(database_url, capsys):
@@ -51,16 +57,16 @@ def test_token_lifecycle(database_url, capsys):
     assert main(["token", "revoke", str(rows[0]["id"]), *url]) == 0
     assert "already revoked" in capsys.readouterr().out
 
-    s = Storage(database_url)
+    s = Database(database_url)
     try:
         with s.read() as conn:
-            tokens = s.list_tokens(conn)
-            actions = [e["action"] for e in s.audit_entries(conn)]
+            stored = tokens.all_tokens(conn)
+            actions = [e["action"] for e in audit.entries(conn)]
     finally:
         s.close()
     # Stored only as a hash.
-    assert tokens[0].token_hash == hash_token(secret) and secret not in tokens[0].token_hash
-    assert tokens[0].revoked_at is not None
+    assert stored[0].token_hash == hash_token(secret) and secret not in stored[0].token_hash
+    assert stored[0].revoked_at is not None
     assert actions == ["token.create", "token.create", "token.revoke"]
 
 
@@ -107,3 +113,31 @@ def test_serve_refuses_a_bad_database_url(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("RNX_BLOCK_THRESHOLD", "lots")
     assert main(["serve", "--database-url", f"sqlite:///{tmp_path / 'x.db'}"]) == 2
     assert "RNX_BLOCK_THRESHOLD" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("RNX_RESAMPLES", "100", "RNX_RESAMPLES=100 must be at least 2000"),
+        ("RNX_PORT", "eighty", "RNX_PORT='eighty' is not a whole number"),
+        ("RNX_PORT", "0", "RNX_PORT=0 must be at least 1"),
+    ],
+)
+def test_serve_stops_with_one_line_naming_a_bad_variable(
+    tmp_path: Path, variable: str, value: str, says: str
+) -> None:
+    """The real command, as a user starts it: exit 2 and one line on stderr, no traceback
+    (RNX_PORT used to print one; RNX_RESAMPLES=100 used to start a server that answered 500)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RNX_")}
+    env[variable] = value
+    done = subprocess.run(
+        [sys.executable, "-m", "rnx_cli", "serve", "--database-url", f"sqlite:///{tmp_path}/x.db"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
+    assert not (tmp_path / "x.db").exists()  # stopped before it opened anything

@@ -10,11 +10,11 @@ from typing import Any
 
 import httpx
 
-from gate_server.storage import Storage
-from rnx.cli import main as rnx
-from rnx.receipt import verify
+from gate_server.db import Database, audit, runs
 from rnx.schema import ResultsDocument
-from tests.factories import body, make_results
+from rnx_cli.main import main as rnx
+from rnx_cli.receipt import verify
+from tests.support.factories import body, make_results
 
 
 class Uploader:
@@ -170,11 +170,11 @@ def test_scope_violations(live_server, ci_token, viewer_token, database_url, sig
     r = up.upload(make_results(seed=10))
     assert (r.status_code, _error_code(r)) == (401, "revoked_token")
 
-    s = Storage(database_url)
+    s = Database(database_url)
     try:
         with s.read() as conn:
-            assert s.count_runs(conn) == 1 + len(sneaky) + 1 + 1
-            actions = Counter(e["action"] for e in s.audit_entries(conn))
+            assert runs.count(conn) == 1 + len(sneaky) + 1 + 1
+            actions = Counter(e["action"] for e in audit.entries(conn))
     finally:
         s.close()
     assert actions["run.upload"] == 6 and actions["run.upload.replay"] == 1
@@ -215,12 +215,12 @@ def test_two_server_processes_on_one_postgresql(postgres_database, server_factor
         assert sorted(s for s, _ in pair) == [200, 201], (run_id, pair)
         assert pair[0][1] == pair[1][1]
 
-    s = Storage(url)
+    s = Database(url)
     try:
         with s.read() as conn:
-            assert s.count_runs(conn) == len(docs) + 1
-            uploads = [e for e in s.audit_entries(conn) if e["action"] == "run.upload"]
-            assert all(s.get_run(conn, str(d.run_id)) is not None for d in docs)
+            assert runs.count(conn) == len(docs) + 1
+            uploads = [e for e in audit.entries(conn) if e["action"] == "run.upload"]
+            assert all(runs.by_run_id(conn, str(d.run_id)) is not None for d in docs)
     finally:
         s.close()
     assert len(uploads) == len(docs) + 1

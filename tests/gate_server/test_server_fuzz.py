@@ -7,14 +7,14 @@ import json
 import uuid
 from typing import Any
 
-from gate_helpers import create_token, signed_headers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from gate_server.app import create_app
+from gate_server.asgi import create_app
 from gate_server.settings import ServerSettings
-from tests.factories import body, make_results
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import create_token, signed_headers
 
 JSON = st.recursive(
     st.none()

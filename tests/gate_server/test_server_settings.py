@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from gate_server.errors import SettingsError
 from gate_server.receipts import ReceiptSigner, generate_private_key_pem
-from gate_server.settings import load_settings
-from rnx.errors import UserError
+from gate_server.settings import ServerSettings, load_settings
+from stats import MIN_RESAMPLES
 
 
 def test_defaults(tmp_path, monkeypatch):
@@ -47,11 +48,24 @@ def test_values_from_the_environment(tmp_path):
         ({"RNX_ROPE": "2"}, "RNX_ROPE"),
         ({"RNX_PUBLIC_URL": "gate.example.com"}, "RNX_PUBLIC_URL"),
         ({"RNX_RECEIPT_KEY_FILE": "/nonexistent/key.pem"}, "RNX_RECEIPT_KEY_FILE"),
+        ({"RNX_RESAMPLES": "100"}, f"RNX_RESAMPLES=100 must be at least {MIN_RESAMPLES}"),
+        ({"RNX_RESAMPLES": "1999"}, "RNX_RESAMPLES"),
+        ({"RNX_PORT": "eighty"}, "RNX_PORT='eighty' is not a whole number"),
+        ({"RNX_PORT": "70000"}, "RNX_PORT=70000 must be at most 65535"),
+        ({"RNX_BASELINE_HISTORY": "-1"}, "RNX_BASELINE_HISTORY"),
     ],
 )
 def test_bad_values_name_the_variable(env, named):
-    with pytest.raises(UserError, match=named):
+    with pytest.raises(SettingsError, match=named):
         load_settings(env)
+
+
+def test_the_resamples_bound_is_the_statistics_own():
+    """The statistics refuse fewer than MIN_RESAMPLES; the settings say so before any upload."""
+    assert load_settings({"RNX_RESAMPLES": str(MIN_RESAMPLES)}).resamples == MIN_RESAMPLES
+    assert ServerSettings().resamples >= MIN_RESAMPLES
+    with pytest.raises(SettingsError, match="RNX_RESAMPLES"):
+        ServerSettings(resamples=MIN_RESAMPLES - 1)  # settings built in code are checked too
 
 
 def test_rsa_keys_sign_rs256_and_junk_is_refused():
@@ -68,5 +82,5 @@ def test_rsa_keys_sign_rs256_and_junk_is_refused():
         .decode()
     )
     assert ReceiptSigner(pem).algorithm == "RS256"
-    with pytest.raises(UserError, match="PEM private key"):
+    with pytest.raises(SettingsError, match="PEM private key"):
         ReceiptSigner("not a key")

@@ -1,4 +1,4 @@
-"""Storage on both databases: migrations, the indexed baseline lookup, concurrent first starts."""
+"""The database on both engines: migrations, the indexed baseline lookup, concurrent starts."""
 
 from __future__ import annotations
 
@@ -8,17 +8,21 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import insert, text
 
+from gate_server.clock import utcnow
+from gate_server.db import LATEST_VERSION, Database, migrate, runs, tokens
+from gate_server.db.migrations import schema_version
+from gate_server.db.schema import migrations
+from gate_server.errors import SettingsError
 from gate_server.receipts import generate_private_key_pem
-from gate_server.storage import LATEST_VERSION, Storage, migrations, utcnow
-from rnx.errors import UserError
+from gate_server.server_keys import stored_key
 
 
 def test_migrate_is_versioned_and_idempotent(database_url):
-    s = Storage(database_url)
+    s = Database(database_url)
     try:
-        assert s.migrate() == LATEST_VERSION
-        assert s.migrate() == LATEST_VERSION
-        assert s.schema_version() == LATEST_VERSION
+        assert migrate(s) == LATEST_VERSION
+        assert migrate(s) == LATEST_VERSION
+        assert schema_version(s) == LATEST_VERSION
         with s.read() as conn:
             rows = conn.execute(text("SELECT count(*) FROM rnx_schema_migrations")).scalar_one()
         assert rows == LATEST_VERSION
@@ -29,14 +33,14 @@ def test_migrate_is_versioned_and_idempotent(database_url):
 def test_a_newer_schema_than_the_code_is_refused(storage):
     with storage.write() as conn:
         conn.execute(insert(migrations).values(version=999, name="future", applied_at=utcnow()))
-    with pytest.raises(UserError, match="schema version 999"):
-        storage.migrate()
+    with pytest.raises(SettingsError, match="schema version 999"):
+        migrate(storage)
 
 
 def test_sqlite_uses_wal(tmp_path):
-    s = Storage(f"sqlite:///{tmp_path / 'sub' / 'gate.db'}")
+    s = Database(f"sqlite:///{tmp_path / 'sub' / 'gate.db'}")
     try:
-        s.migrate()
+        migrate(s)
         with s.read() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
     finally:
@@ -44,16 +48,16 @@ def test_sqlite_uses_wal(tmp_path):
 
 
 def test_bad_database_urls_are_clear_errors():
-    with pytest.raises(UserError, match="not a database URL"):
-        Storage("no such thing")
-    with pytest.raises(UserError, match="unsupported database 'mysql'"):
-        Storage("mysql://localhost/x")
+    with pytest.raises(SettingsError, match="not a database URL"):
+        Database("no such thing")
+    with pytest.raises(SettingsError, match="unsupported database 'mysql'"):
+        Database("mysql://localhost/x")
 
 
 def test_baseline_lookup_reads_the_index(storage, ci_token):
     """The query plan of the real baseline lookup uses ix_runs_baseline (no table scan)."""
     ci_token()
-    plan = storage.explain_baselines(1, "main", "env")
+    plan = storage.explain(runs.baselines_query(1, "main", "env", 6))
     assert "ix_runs_baseline" in plan, plan
 
 
@@ -63,10 +67,10 @@ def test_concurrent_first_starts_share_one_receipt_key(database_url):
     errors: list[BaseException] = []
 
     def start() -> None:
-        s = Storage(database_url)
+        s = Database(database_url)
         try:
-            s.migrate()
-            results.append(s.server_key("receipt", generate_private_key_pem))
+            migrate(s)
+            results.append(stored_key(s, "receipt", generate_private_key_pem))
         except BaseException as e:  # collected and asserted below
             errors.append(e)
         finally:
@@ -84,11 +88,11 @@ def test_concurrent_first_starts_share_one_receipt_key(database_url):
 def test_token_last_use_is_recorded(client, ci_token, storage):
     tok = ci_token()
     with storage.read() as conn:
-        assert storage.get_token(conn, tok.id).last_used_at is None  # type: ignore[union-attr]
+        assert tokens.by_id(conn, tok.id).last_used_at is None  # type: ignore[union-attr]
     client.get(
         "/api/v1/runs/00000000-0000-0000-0000-000000000000",
         headers={"Authorization": f"Bearer {tok.secret}"},
     )
     with storage.read() as conn:
-        used = storage.get_token(conn, tok.id).last_used_at  # type: ignore[union-attr]
+        used = tokens.by_id(conn, tok.id).last_used_at  # type: ignore[union-attr]
     assert used is not None and utcnow() - used < timedelta(minutes=1)

@@ -13,15 +13,14 @@ from typing import Any
 
 import httpx
 
-from action.github_api import ACTIONS_BOT
-from action.report import PartResult, combine
-from gate_server.github import store
-from gate_server.storage import Storage
+from gate_server.db import Database, repositories
 from rnx.schema import ConfigComparison
-from tests.conftest import create_token, signed_headers
-from tests.factories import body, make_results
-from tests.fakes import fake_github
-from tests.fakes.github_endpoints import add_pull, extras
+from rnx_github.client import ACTIONS_BOT
+from rnx_github.comment import PartResult, combine
+from tests.support.factories import body, make_results
+from tests.support.fakes import fake_github
+from tests.support.fakes.github_endpoints import add_pull, extras
+from tests.support.gate_helpers import create_token, signed_headers
 
 REPO = "Codertocat/Hello-World"
 GITHUB_ID = 186853002
@@ -42,10 +41,10 @@ class AcceptWorld:
 
 def register(database_url: str) -> str:
     token = create_token(database_url, workspace="octo", repository=REPO, branches=("master",))
-    s = Storage(database_url)
+    s = Database(database_url)
     try:
         with s.write() as conn:
-            store.bind_github_id(conn, GITHUB_ID, REPO)
+            repositories.bind_github_id(conn, GITHUB_ID, REPO)
     finally:
         s.close()
     return token.secret

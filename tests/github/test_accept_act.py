@@ -14,11 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from action.github_api import ACTIONS_BOT
-from gate_server.storage import Storage
-from tests.action.act_harness import ACT, ACTION_FILES, ActRun, _git, _ignore
-from tests.conftest import start_server
-from tests.fakes import fake_github
+from gate_server.db import Database, audit
+from rnx_github.client import ACTIONS_BOT
 from tests.github.accept_world import (
     GITHUB_TOKEN,
     HEAD,
@@ -29,7 +26,10 @@ from tests.github.accept_world import (
     seed_github,
     upload_runs,
 )
-from tests.github.oidc_issuer import OidcIssuer
+from tests.support.act_harness import ACT, ACTION_FILES, ActRun, _git, _ignore
+from tests.support.fakes import fake_github
+from tests.support.gate_helpers import start_server
+from tests.support.oidc_issuer import OidcIssuer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -148,10 +148,10 @@ def test_kernalin_accept_workflow_under_act(tmp_path: Path, issuer: OidcIssuer) 
         assert view["accepted"]["by"] == "github:alice" and view["is_baseline"], view
         assert any(p.startswith("/actions-token") for p in issuer.requests), "no OIDC token asked"
         # The workflow holds no KERNALIN_TOKEN: both requests came with fresh OIDC tokens.
-        storage = Storage(database_url)
+        storage = Database(database_url)
         try:
             with storage.read() as conn:
-                entries = storage.audit_entries(conn)
+                entries = audit.entries(conn)
         finally:
             storage.close()
         oidc_uses = [e for e in entries if e["action"] == "oidc.authenticate"]

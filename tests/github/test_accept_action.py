@@ -12,13 +12,12 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from action.accept import Server, credentials_from, mark_accepted, run
-from action.report import COMMENT_MARKER
+from action.accept import Server, credentials_from, run
+from action.inputs import read_connection
 from action.workflow import Workflow
-from gate_server.app import create_app
-from gate_server.github.settings import GitHubSettings
+from gate_server.asgi import create_app
 from gate_server.settings import ServerSettings
-from tests.fakes import fake_github
+from rnx_github.comment import COMMENT_MARKER, mark_accepted
 from tests.github.accept_world import (
     GITHUB_TOKEN,
     HEAD,
@@ -30,8 +29,9 @@ from tests.github.accept_world import (
     seed_github,
     upload_runs,
 )
-from tests.github.oidc_issuer import OidcIssuer
 from tests.github.payloads import load_payload
+from tests.support.fakes import fake_github
+from tests.support.oidc_issuer import OidcIssuer
 
 
 @pytest.fixture
@@ -53,7 +53,8 @@ def world(database_url: str, issuer: OidcIssuer) -> Iterator[tuple[AcceptWorld, 
     settings = ServerSettings(
         database_url=database_url,
         public_url="http://gate.test",
-        github=GitHubSettings(oidc_issuer=issuer.url, oidc_audience="kernalin"),
+        oidc_issuer=issuer.url,
+        oidc_audience="kernalin",
     )
     secret = register(database_url)
     with TestClient(create_app(settings)) as client, fake_github.serve() as (url, state):
@@ -92,7 +93,8 @@ def env_for(
 
 def go(env: dict[str, str], client: TestClient) -> tuple[Any, str]:
     out = io.StringIO()
-    server = Server(env["KERNALIN_URL"], credentials_from(env), transport=client._transport)
+    credentials = credentials_from(env, read_connection(env))
+    server = Server(env["KERNALIN_URL"], credentials, transport=client._transport)
     outcome = run(env, workflow=Workflow(env, out), server=server)
     return outcome, out.getvalue()
 
@@ -182,7 +184,7 @@ def test_malformed_and_non_commands(
 def test_an_unreachable_server_is_a_warning_and_a_reply(
     world: tuple[AcceptWorld, TestClient, str], tmp_path: Path
 ) -> None:
-    from tests.gate_helpers import free_port
+    from tests.support.gate_helpers import free_port
 
     w, client, api = world
     env = env_for(tmp_path, api, "/kernalin accept on purpose", ci=w.ci_token)

@@ -14,14 +14,19 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
-from action.github_api import ACTIONS_BOT
-from gate_server.github.app import AppCredentials, GitHubApp, InstallationTokens, app_jwt
-from gate_server.github.settings import GitHubSettings
 from gate_server.settings import ServerSettings
-from tests.conftest import Token, signed_headers
-from tests.factories import body, make_results
-from tests.fakes import fake_github
-from tests.fakes.github_endpoints import FakeApp, extras
+from rnx_github.app_auth import AppCredentials, GitHubApp, InstallationTokens, app_jwt
+from rnx_github.client import ACTIONS_BOT
+from tests.support.factories import (
+    HOSTILE_REASON,
+    HOSTILE_WORKLOAD,
+    assert_inert,
+    body,
+    make_results,
+)
+from tests.support.fakes import fake_github
+from tests.support.fakes.github_endpoints import FakeApp, extras
+from tests.support.gate_helpers import Token, signed_headers
 
 REPO = "Codertocat/Hello-World"
 INSTALLATION = 77
@@ -102,9 +107,9 @@ def server_settings(
     return ServerSettings(
         database_url=database_url,
         public_url="http://gate.test",
-        github=GitHubSettings(
-            app=AppCredentials("314", pem(app_key), url), api_url=url, oidc_audience=None
-        ),
+        github_app=AppCredentials("314", pem(app_key), url),
+        github_api_url=url,
+        oidc_audience=None,
     )
 
 
@@ -144,17 +149,40 @@ def test_the_server_posts_a_fork_prs_verdict_and_updates_it_in_place(
     assert status["state"] == "success"
 
 
+def test_markdown_and_html_from_a_results_document_are_posted_as_text(
+    client: TestClient, ci_token: Any, github: tuple[str, fake_github.State]
+) -> None:
+    # The server's way of publishing (App mode); test_action_publish.py checks the action's.
+    _, state = github
+    token: Token = ci_token(workspace="octo", repository=REPO, branches=("main",))
+    upload(
+        client,
+        token,
+        branch="feature",
+        event="pull_request",
+        pr_number=6,
+        base_branch="main",
+        workload=HOSTILE_WORKLOAD,
+        broken=["pytorch_eager/float32/bs1"],
+        broken_reason=HOSTILE_REASON,
+    )
+    (comment,) = state.comment_bodies(REPO, 6, login=BOT)
+    assert "rnx-benchmark: BLOCK" in comment
+    assert_inert(comment)
+
+
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_github_being_down_never_fails_an_upload(
     database_url: str, ci_token: Any, app_key: rsa.RSAPrivateKey
 ) -> None:
-    from gate_server.app import create_app
-    from tests.gate_helpers import free_port
+    from gate_server.asgi import create_app
+    from tests.support.gate_helpers import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
     settings = ServerSettings(
         database_url=database_url,
-        github=GitHubSettings(app=AppCredentials("314", pem(app_key), dead), oidc_audience=None),
+        github_app=AppCredentials("314", pem(app_key), dead),
+        oidc_audience=None,
     )
     token: Token = ci_token(workspace="octo", repository=REPO, branches=("main",))
     with TestClient(create_app(settings)) as c:
@@ -166,7 +194,7 @@ def test_the_servers_sticky_comment_is_found_across_pages_and_only_its_own_is_ed
     github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
 ) -> None:
     from gate_server.github.pulls import publish
-    from rnx.github_writes import COMMENT_MARKER
+    from rnx_github.comment import COMMENT_MARKER
 
     url, state = github
     app = GitHubApp(AppCredentials("314", pem(app_key), url))

@@ -13,14 +13,15 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gate_server.github.app import branch_of_location
+from gate_server.db import Database, audit
+from gate_server.db.schema import branch_renames
 from gate_server.github.webhook import WEBHOOK_PATH, signature_of
-from gate_server.storage import Storage, branch_renames
-from tests.factories import body, make_results
-from tests.fakes import fake_github
-from tests.fakes.github_endpoints import FakeApp, add_pull, extras, rename_branch
-from tests.gate_helpers import LiveServer, Token, create_token, free_port, signed_headers
+from rnx_github.client import branch_of_location
 from tests.github import payloads
+from tests.support.factories import body, make_results
+from tests.support.fakes import fake_github
+from tests.support.fakes.github_endpoints import FakeApp, add_pull, extras, rename_branch
+from tests.support.gate_helpers import LiveServer, Token, create_token, free_port, signed_headers
 
 SECRET = "webhook secret for branch renames"
 REPO = "Codertocat/Hello-World"  # as in the recorded payloads
@@ -121,14 +122,14 @@ def baseline_branch(server: LiveServer, token: Token, run_id: str) -> str | None
 
 def recorded(database_url: str) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
     """The rename log and the audit entries of renames."""
-    s = Storage(database_url)
+    s = Database(database_url)
     try:
         with s.read() as conn:
             rows = [(r.from_branch, r.to_branch) for r in conn.execute(branch_renames.select())]
-            audit = [e for e in s.audit_entries(conn) if e["action"] == "branch.rename"]
+            entries = [e for e in audit.entries(conn) if e["action"] == "branch.rename"]
     finally:
         s.close()
-    return rows, audit
+    return rows, entries
 
 
 def branch_lookups(state: fake_github.State) -> list[tuple[str, int]]:

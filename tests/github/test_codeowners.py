@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rnx.codeowners import owners_of, parse_codeowners
+from rnx_github.codeowners import owners_of, parse_codeowners
 
 # The example file from GitHub's documentation ("About code owners"), abridged.
 GITHUB_EXAMPLE = r"""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rnx.accept_rules import (
+from rnx_github.accept_rules import (
     AcceptCommand,
     MalformedCommand,
     decide_accept,

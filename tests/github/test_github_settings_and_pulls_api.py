@@ -8,22 +8,22 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from gate_server.github.settings import load_github_settings
-from rnx.errors import UserError
-from tests.conftest import Token, signed_headers
-from tests.factories import body, make_results
+from gate_server.errors import SettingsError
+from gate_server.settings import load_settings
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import Token, signed_headers
 
 
 def test_defaults_and_overrides(tmp_path: Path) -> None:
-    s = load_github_settings({})
-    assert s.webhook_secret is None and s.app is None
+    s = load_settings({})
+    assert s.github_webhook_secret is None and s.github_app is None
     assert (s.oidc_issuer, s.oidc_audience) == (
         "https://token.actions.githubusercontent.com",
         "kernalin",
     )
     key = tmp_path / "app.pem"
     key.write_text("-----BEGIN PRIVATE KEY-----\nabc\n-----END PRIVATE KEY-----\n")
-    s = load_github_settings(
+    s = load_settings(
         {
             "RNX_GITHUB_WEBHOOK_SECRET": "s3cret",
             "RNX_OIDC_AUDIENCE": "off",
@@ -32,11 +32,11 @@ def test_defaults_and_overrides(tmp_path: Path) -> None:
             "RNX_GITHUB_API_URL": "https://ghe.example/api/v3/",
         }
     )
-    assert s.webhook_secret == "s3cret" and s.oidc_audience is None
+    assert s.github_webhook_secret == "s3cret" and s.oidc_audience is None
     assert (
-        s.app is not None
-        and s.app.app_id == "123"
-        and s.app.api_url == "https://ghe.example/api/v3"
+        s.github_app is not None
+        and s.github_app.app_id == "123"
+        and s.github_app.api_url == "https://ghe.example/api/v3"
     )
 
 
@@ -55,8 +55,8 @@ def test_defaults_and_overrides(tmp_path: Path) -> None:
     ],
 )
 def test_bad_values_are_named(env: dict[str, str], names: str) -> None:
-    with pytest.raises(UserError, match=names):
-        load_github_settings(env)
+    with pytest.raises(SettingsError, match=names):
+        load_settings(env)
 
 
 @pytest.fixture

@@ -10,13 +10,11 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from gate_server.github import store
-from gate_server.github.settings import GitHubSettings
+from gate_server.db import Database, repositories
 from gate_server.settings import ServerSettings
-from gate_server.storage import Storage
-from tests.conftest import Token, signed_headers
-from tests.factories import body, make_results
-from tests.github.oidc_issuer import OidcIssuer
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import Token, signed_headers
+from tests.support.oidc_issuer import OidcIssuer
 
 REPO = "Codertocat/Hello-World"
 GITHUB_ID = 186853002
@@ -35,7 +33,8 @@ def server_settings(database_url: str, issuer: OidcIssuer) -> ServerSettings:
     return ServerSettings(
         database_url=database_url,
         public_url="http://gate.test",
-        github=GitHubSettings(oidc_issuer=issuer.url, oidc_audience=AUDIENCE),
+        oidc_issuer=issuer.url,
+        oidc_audience=AUDIENCE,
     )
 
 
@@ -43,10 +42,10 @@ def server_settings(database_url: str, issuer: OidcIssuer) -> ServerSettings:
 def registered(client: TestClient, ci_token: Any, database_url: str) -> Token:
     """The repository registered (a CI token) and its GitHub id known."""
     token: Token = ci_token(workspace="octo", repository=REPO, branches=("master",))
-    s = Storage(database_url)
+    s = Database(database_url)
     try:
         with s.write() as conn:
-            assert store.bind_github_id(conn, GITHUB_ID, REPO)
+            assert repositories.bind_github_id(conn, GITHUB_ID, REPO)
     finally:
         s.close()
     return token
@@ -119,10 +118,10 @@ def test_the_first_verified_token_ties_githubs_id_to_the_registered_name(
     ci_token(workspace="octo", repository=REPO, branches=("master",))
     r = upload(client, issuer.token(audience=AUDIENCE, repository_id=4711), branch="master")
     assert r.status_code == 201, r.text
-    s = Storage(database_url)
+    s = Database(database_url)
     try:
         with s.read() as conn:
-            bound = store.repository_by_github_id(conn, 4711)
+            bound = repositories.by_github_id(conn, 4711)
     finally:
         s.close()
     assert bound is not None and bound.name == REPO
@@ -144,7 +143,7 @@ def test_tokens_for_other_repositories_audiences_and_revoked_scopes_are_refused(
     assert r.status_code == 401 and "audience" in r.json()["error"]["message"]
     from gate_server.auth import revoke_token
 
-    s = Storage(database_url)
+    s = Database(database_url)
     try:
         revoke_token(s, registered.id, actor="test")
     finally:
@@ -155,9 +154,9 @@ def test_tokens_for_other_repositories_audiences_and_revoked_scopes_are_refused(
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_oidc_can_be_turned_off(database_url: str, ci_token: Any, issuer: OidcIssuer) -> None:
-    from gate_server.app import create_app
+    from gate_server.asgi import create_app
 
-    settings = ServerSettings(database_url=database_url, github=GitHubSettings(oidc_audience=None))
+    settings = ServerSettings(database_url=database_url, oidc_audience=None)
     with TestClient(create_app(settings)) as c:
         r = upload(c, issuer.token(audience=AUDIENCE), branch="master")
     assert r.status_code == 401 and r.json()["error"]["code"] == "oidc_disabled"

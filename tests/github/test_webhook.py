@@ -14,15 +14,15 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
-from gate_server.github.app import AppCredentials
-from gate_server.github.settings import GitHubSettings
+from gate_server.db import Database, audit, repositories
 from gate_server.github.webhook import WEBHOOK_PATH, signature_of, signature_ok
 from gate_server.settings import ServerSettings
-from tests.conftest import Token
-from tests.factories import body, make_results
-from tests.fakes import fake_github, github_endpoints
-from tests.fakes.github_endpoints import FakeApp, add_pull, extras
+from rnx_github.app_auth import AppCredentials
 from tests.github.payloads import load_payload, make_pr_comment
+from tests.support.factories import body, make_results
+from tests.support.fakes import fake_github, github_endpoints
+from tests.support.fakes.github_endpoints import FakeApp, add_pull, extras
+from tests.support.gate_helpers import Token
 
 SECRET = "webhook secret for tests"
 REPO = "Codertocat/Hello-World"  # as in the recorded payloads
@@ -74,12 +74,10 @@ def server_settings(
     return ServerSettings(
         database_url=database_url,
         public_url="http://gate.test",
-        github=GitHubSettings(
-            webhook_secret=SECRET,
-            oidc_audience=None,
-            app=AppCredentials("12345", pem, url),
-            api_url=url,
-        ),
+        github_webhook_secret=SECRET,
+        oidc_audience=None,
+        github_app=AppCredentials("12345", pem, url),
+        github_api_url=url,
     )
 
 
@@ -116,7 +114,7 @@ def upload_pr_run(client: TestClient, token: Token, *, slowdown: float, sha: str
         slowdown=slowdown,
         seed=2,
     )
-    from tests.conftest import signed_headers
+    from tests.support.gate_helpers import signed_headers
 
     r = client.post(
         "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
@@ -128,7 +126,7 @@ def upload_pr_run(client: TestClient, token: Token, *, slowdown: float, sha: str
 @pytest.fixture
 def slow_pr(client: TestClient, ci_token: Any) -> tuple[Token, str]:
     """A baseline on master, then a PR run twice as slow: BLOCK."""
-    from tests.conftest import signed_headers
+    from tests.support.gate_helpers import signed_headers
 
     token: Token = ci_token(workspace="octo", repository=REPO, branches=("master",))
     base = make_results(repository=REPO, branch="master", sha="a" * 40, seed=1)
@@ -183,7 +181,7 @@ def test_missing_headers_and_bad_json_are_400(client: TestClient) -> None:
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_without_a_secret_the_webhook_says_how_to_configure_it(database_url: str) -> None:
-    from gate_server.app import create_app
+    from gate_server.asgi import create_app
 
     with TestClient(create_app(ServerSettings(database_url=database_url))) as c:
         r = deliver(c, "ping", load_payload("ping"))
@@ -261,8 +259,8 @@ def test_write_user_accepts_and_a_redelivery_acts_once(
 
     s = storage_of()
     with s.read() as conn:
-        audit = [e for e in s.audit_entries(conn) if e["action"] == "run.accept"]
-    assert len(audit) == 1 and audit[0]["actor"] == "github:alice"
+        accepts = [e for e in audit.entries(conn) if e["action"] == "run.accept"]
+    assert len(accepts) == 1 and accepts[0]["actor"] == "github:alice"
 
     # GitHub redelivers: same answer, nothing done twice.
     again = deliver(client, "issue_comment", comment, delivery="d-accept-1")
@@ -398,22 +396,18 @@ def test_a_rename_keeps_the_repository_and_its_history(
     r = deliver(client, "repository", renamed)
     assert r.json()["renamed"] == {"from": REPO, "to": "Codertocat/Hello-Kernels"}
     assert run_view(client, token, run_id)["repository"] == "Codertocat/Hello-Kernels"
-    from gate_server.github import store
-
     s = storage_of()
     with s.read() as conn:
-        found = store.repository_by_github_id(conn, GITHUB_ID)
+        found = repositories.by_github_id(conn, GITHUB_ID)
     assert found is not None and found.name == "Codertocat/Hello-Kernels"
 
 
 @pytest.fixture
 def storage_of(database_url: str) -> Iterator[Any]:
-    from gate_server.storage import Storage
+    opened: list[Database] = []
 
-    opened: list[Storage] = []
-
-    def make() -> Storage:
-        s = Storage(database_url)
+    def make() -> Database:
+        s = Database(database_url)
         opened.append(s)
         return s
 

@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from factories import make_results
-from misbehaving import OUTAGE_MODES, STATUS_MODES, outage
 
 from action.gate import main
 from action.upload import Clock, Credential, Outage, upload
+from tests.support.factories import make_results
+from tests.support.misbehaving import OUTAGE_MODES, STATUS_MODES, outage
 
 REPO = "acme/kernels"
 # Modes that hold the connection open: real seconds, so they get their own test below.

@@ -13,18 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import body, make_results
-from gate_helpers import create_token, signed_headers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from gate_server.app import create_app
+from gate_server.asgi import create_app
+from gate_server.db import Database, runs
 from gate_server.settings import ServerSettings
-from gate_server.storage import Storage
 from rnx.config import KernalinConfig, load_config, parse_config
 from rnx.errors import UserError
 from rnx.schema import InvalidDocument, ResultsDocument, parse_results
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import create_token, signed_headers
 
 FUZZ = settings(
     max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
@@ -247,10 +247,10 @@ def test_hostile_upload_is_a_4xx_in_the_error_shape_and_stores_nothing(
     assert 400 <= r.status_code < 500, (name, r.status_code, r.text[:300])
     error = r.json()["error"]
     assert error["code"] and error["message"], r.text[:300]
-    storage = Storage(database_url)
+    storage = Database(database_url)
     try:
         with storage.read() as conn:
-            assert storage.count_runs(conn) == 0
+            assert runs.count(conn) == 0
     finally:
         storage.close()
 
@@ -282,10 +282,10 @@ def test_nasty_but_valid_names_are_stored_verbatim_and_rendered_as_text(
         for raw_markup in ("<script>alert", "<img src=x", "</td><script>"):
             assert raw_markup not in html.text, (page, raw_markup)
     # The runs table survived the branch name.
-    storage = Storage(database_url)
+    storage = Database(database_url)
     try:
         with storage.read() as conn:
-            assert storage.count_runs(conn) == 1
+            assert runs.count(conn) == 1
     finally:
         storage.close()
 
@@ -351,12 +351,9 @@ def test_hostile_bodies_to_the_accept_endpoints_are_4xx(
 def test_hostile_webhook_bodies_with_a_valid_signature_are_4xx_or_ignored(
     database_url: str, name: str
 ) -> None:
-    from gate_server.github.settings import GitHubSettings
     from gate_server.github.webhook import WEBHOOK_PATH, signature_of
 
-    settings_ = ServerSettings(
-        database_url=database_url, github=GitHubSettings(webhook_secret="s3cret")
-    )
+    settings_ = ServerSettings(database_url=database_url, github_webhook_secret="s3cret")
     raw = OTHER_BODIES[name]
     with TestClient(create_app(settings_)) as c:
         r = c.post(

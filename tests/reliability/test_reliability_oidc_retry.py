@@ -15,14 +15,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from factories import make_results
-from gate_helpers import create_token, start_server
 
 from action.gate import main
 from action.upload import Clock
-from gate_server.github import store
-from gate_server.storage import Storage
-from tests.github.oidc_issuer import OidcIssuer
+from gate_server.db import Database, repositories, runs
+from tests.support.factories import make_results
+from tests.support.gate_helpers import create_token, start_server
+from tests.support.oidc_issuer import OidcIssuer
 
 REPO = "Codertocat/Hello-World"
 GITHUB_ID = 186853002
@@ -85,10 +84,10 @@ def test_a_retried_oidc_upload_uses_a_fresh_token_and_is_stored_once(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     create_token(database_url, workspace="octo", repository=REPO, branches=("master",))
-    storage = Storage(database_url)
+    storage = Database(database_url)
     try:
         with storage.write() as conn:
-            assert store.bind_github_id(conn, GITHUB_ID, REPO)
+            assert repositories.bind_github_id(conn, GITHUB_ID, REPO)
     finally:
         storage.close()
     server = start_server(
@@ -125,9 +124,9 @@ def test_a_retried_oidc_upload_uses_a_fresh_token_and_is_stored_once(
     assert len(seen) == 2, seen
     assert seen[0] != seen[1], "the retry resent the spent OIDC token"
     assert "run-url<<" in (tmp_path / "output").read_text()
-    storage = Storage(database_url)
+    storage = Database(database_url)
     try:
         with storage.read() as conn:
-            assert storage.count_runs(conn) == 1
+            assert runs.count(conn) == 1
     finally:
         storage.close()

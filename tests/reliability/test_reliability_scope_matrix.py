@@ -8,12 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from factories import body, make_results
-from gate_helpers import Token, create_token, signed_headers
 from starlette.testclient import TestClient
 
 from gate_server.auth import revoke_token
-from gate_server.storage import Storage
+from gate_server.db import Database, audit, runs
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import Token, create_token, signed_headers
 
 REPO = "acme/kernels"
 PR = 7
@@ -41,7 +41,7 @@ def _build(client: TestClient, database_url: str) -> World:
         name: create_token(database_url, **kwargs)  # type: ignore[arg-type]
         for name, kwargs in names.items()
     }
-    storage = Storage(database_url)
+    storage = Database(database_url)
     try:
         for name in ("revoked-ci", "revoked-viewer"):
             found = tokens[name]
@@ -223,15 +223,13 @@ def test_every_endpoint_refuses_every_token_out_of_scope(
     assert not wrong, "\n".join(wrong)
 
     # Nothing a refused token tried left a trace: the run is accepted once, by the owner.
-    storage = Storage(database_url)
+    storage = Database(database_url)
     try:
         with storage.read() as conn:
-            run = storage.get_run(conn, world.pr_run)
-            assert storage.count_runs(conn) == 3  # two set up, one uploaded by the owner
+            run = runs.by_run_id(conn, world.pr_run)
+            assert runs.count(conn) == 3  # two set up, one uploaded by the owner
             accepts = [
-                e
-                for e in storage.audit_entries(conn, f"run:{world.pr_run}")
-                if e["action"] == "run.accept"
+                e for e in audit.entries(conn, f"run:{world.pr_run}") if e["action"] == "run.accept"
             ]
     finally:
         storage.close()

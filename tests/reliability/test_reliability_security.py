@@ -9,14 +9,15 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from factories import body, make_results
-from gate_helpers import create_token, signed_headers
 from sqlalchemy.exc import OperationalError
 from starlette.testclient import TestClient
 
-from gate_server.app import create_app
+from gate_server.asgi import create_app
+from gate_server.db import Database, runs
+from gate_server.db import audit as audit_log
 from gate_server.settings import ServerSettings
-from gate_server.storage import Storage
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import create_token, signed_headers
 
 REPO = "acme/kernels"
 
@@ -83,10 +84,10 @@ def test_no_secret_in_logs_answers_or_pages(
         r = app_client.get(page)
         assert r.status_code == 200, page
         seen.append(r.text)
-    storage = Storage(database_url)
+    storage = Database(database_url)
     try:
         with storage.read() as conn:
-            audit = str(storage.audit_entries(conn))
+            audit = str(audit_log.entries(conn))
     finally:
         storage.close()
     logs = "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
@@ -113,12 +114,12 @@ def test_a_replayed_upload_gets_the_stored_answer_and_nothing_more(
     stale = signed_headers(ci, other, timestamp=int(time.time()) - 301)
     late = app_client.post("/api/v1/runs", content=other, headers=stale)
     assert late.status_code == 401 and late.json()["error"]["code"] == "stale_timestamp"
-    storage = Storage(database_url)
+    storage = Database(database_url)
     try:
         with storage.read() as conn:
-            assert storage.count_runs(conn) == 1
+            assert runs.count(conn) == 1
             actions = [
-                e["action"] for e in storage.audit_entries(conn) if e["action"].startswith("run.")
+                e["action"] for e in audit_log.entries(conn) if e["action"].startswith("run.")
             ]
     finally:
         storage.close()
@@ -188,7 +189,7 @@ def test_a_database_outage_is_a_503_with_retry_after_not_a_500(
     as a server bug; it is a transient outage, so 503 with Retry-After (the action retries)."""
     ci = create_token(database_url).secret
     raw = body(make_results(repository=REPO))
-    storage: Storage = app_client.app.state.services.storage  # type: ignore[attr-defined]
+    storage: Database = app_client.app.state.services.database  # type: ignore[attr-defined]
 
     def down(*args: object, **kwargs: object) -> object:
         raise OperationalError("SELECT 1", {}, ConnectionRefusedError("connection refused"))

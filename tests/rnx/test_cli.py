@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rnx.cli import COMMANDS, main
+from rnx_cli.main import COMMANDS, main
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -42,7 +42,11 @@ def test_a_reader_that_goes_away_is_not_a_traceback() -> None:
     import sys
 
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from rnx.cli import main; sys.exit(main(['schema']))"],
+        [
+            sys.executable,
+            "-c",
+            "import sys; from rnx_cli.main import main; sys.exit(main(['schema']))",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+import stats
 from rnx.config import KernalinConfig, load_config, parse_config
 from rnx.errors import UserError
+from rnx.schema import (
+    MAX_PROCESSES,
+    MAX_SAMPLES,
+    MAX_TIME_BUDGET_S,
+    MAX_WARMUP,
+    MIN_SAMPLES,
+    InvalidDocument,
+    parse_results,
+)
 
 DESIGN_EXAMPLE = """
 version: 1
@@ -71,6 +82,7 @@ def test_comma_separated_inputs_are_lists() -> None:
         ),
         ({"benchmarks": [{"workload": "a.py", "batch-sizes": [0]}]}, r"batch-sizes\.0"),
         ({"harness": {"samples": 3}}, r"harness\.samples"),
+        ({"gate": {"baseline-branches": ["main", "a b"]}}, r"baseline-branches\.1: 'a b' is not a"),
         ({"version": 2}, r"version 2 is not supported"),
     ],
 )
@@ -89,3 +101,32 @@ def test_invalid_yaml_is_one_clear_error(tmp_path: Path) -> None:
 def test_top_level_must_be_a_mapping() -> None:
     with pytest.raises(UserError, match="must be a mapping"):
         parse_config(["a"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("key", "field", "values"),
+    [
+        ("samples", "samples", [MIN_SAMPLES - 1, MIN_SAMPLES, MAX_SAMPLES, MAX_SAMPLES + 1]),
+        ("processes", "processes", [0, 1, MAX_PROCESSES, MAX_PROCESSES + 1]),
+        ("warmup", "warmup", [-1, 0, MAX_WARMUP, MAX_WARMUP + 1]),
+        ("time-budget", "time_budget_s", [0, 0.5, MAX_TIME_BUDGET_S, MAX_TIME_BUDGET_S + 1]),
+    ],
+)
+def test_a_document_records_exactly_what_kernalin_yml_may_ask_for(
+    key: str, field: str, values: list[float]
+) -> None:
+    """One set of bounds: what the file may ask for is what a results document may record."""
+    golden = json.loads((Path(__file__).parents[1] / "data" / "results-v1-single.json").read_text())
+    for value in values:
+        try:
+            parse_config({"harness": {key: value}})
+            asked = True
+        except UserError:
+            asked = False
+        try:
+            parse_results(golden | {"settings": golden["settings"] | {field: value}})
+            recorded = True
+        except InvalidDocument:
+            recorded = False
+        assert asked == recorded, (key, value, asked, recorded)
+    assert MIN_SAMPLES == stats.MIN_SAMPLES  # the statistics' own minimum, not a copy

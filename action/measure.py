@@ -1,0 +1,84 @@
+"""Measuring for the gate: the harness on each workload (paired: with the PR's base checked out
+next to it), or results documents measured elsewhere, each with the verdict this job can reach
+on its own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from action.context import RunContext
+from action.paired import base_worktree
+from rnx.config import Benchmark, KernalinConfig
+from rnx.errors import UserError
+from rnx.schema import GateReport, ResultsDocument, load_results
+
+
+@dataclass(frozen=True)
+class Measured:
+    benchmark: Benchmark
+    document: ResultsDocument
+    local: GateReport
+
+
+def local_report(document: ResultsDocument, config: KernalinConfig) -> GateReport:
+    """What this job can decide without the server: a paired verdict, and broken runtimes."""
+    from rnx.verdict import evaluate
+
+    return evaluate(document, [], config.gate)
+
+
+@contextmanager
+def maybe_base_checkout(
+    root: Path, config: KernalinConfig, ctx: RunContext, base_sha: str | None
+) -> Iterator[Path | None]:
+    # A push has no base to pair with: it is measured alone and, uploaded, becomes a baseline.
+    if config.gate.compare != "paired" or not ctx.git.is_pull_request:
+        yield None
+        return
+    sha = base_sha or ctx.git.base_sha
+    if not sha:
+        raise UserError(
+            "compare: paired needs the pull request's base commit; GitHub's pull_request "
+            "event has it; elsewhere pass --base-sha SHA (or use compare: baseline)"
+        )
+    with base_worktree(root, sha) as path:
+        yield path
+
+
+def measure(
+    bench: Benchmark,
+    config: KernalinConfig,
+    ctx: RunContext,
+    *,
+    base_root: Path | None,
+    environment: str | None,
+    progress: TextIO,
+) -> Measured:
+    from bench_runner import run_benchmark
+
+    base_workload = None
+    if base_root is not None and (base_root / bench.workload).is_file():
+        base_workload = str(base_root / bench.workload)
+    document = run_benchmark(
+        bench,
+        config.harness,
+        repository=ctx.repository,
+        git=ctx.git,
+        base_workload=base_workload,
+        environment_name=environment,
+        progress=progress,
+    )
+    return Measured(bench, document, local_report(document, config))
+
+
+def measured_elsewhere(path: str, ctx: RunContext, config: KernalinConfig) -> Measured:
+    """A document from an untrusted job (a fork's PR): its numbers are gated, but who it is
+    for (repository, commit, PR) comes from this trusted run, never from the file."""
+    document = load_results(path)
+    document = document.model_copy(update={"repository": ctx.repository, "git": ctx.git})
+    bench = Benchmark(workload=document.workload.path)
+    return Measured(bench, document, local_report(document, config))

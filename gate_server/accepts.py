@@ -1,0 +1,121 @@
+"""Accepting a run: it becomes the newest baseline of its base branch and environment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gate_server.answers import ApiError
+from gate_server.branches import current_name, hold_names
+from gate_server.clock import utcnow
+from gate_server.db import Database, audit, runs
+from gate_server.db.runs import RunRecord
+from gate_server.db.tokens import CI, TokenRecord
+from gate_server.runs import check_run_id
+from rnx.branches import branch_matches
+
+MAX_REASON_CHARS = 2000
+MAX_ACCEPT_BODY = 64 * 1024  # the JSON body of an accept request, in bytes
+
+
+def check_accept_scope(database: Database, token: TokenRecord, run_id: str) -> RunRecord:
+    """The run, when a CI token may accept it: a run of its repository that targets one of its
+    baseline branches."""
+    run_id = check_run_id(run_id)
+    if token.kind != CI:
+        raise ApiError(
+            403,
+            "viewer_token",
+            "a viewer token cannot accept runs; use the "
+            "repository's CI token or '/kernalin accept <reason>' on the pull request",
+        )
+    with database.read() as conn:
+        run = runs.by_run_id(conn, run_id)
+        if run is None or run.repository_id != token.repository_id:
+            raise ApiError(404, "run_not_found", f"no run {run_id} that this token may see")
+        # The branch it would become a baseline of, by the name that branch has now.
+        target = current_name(conn, run.repository_id, run.base_branch or run.branch)
+    if not branch_matches(token.branches, target):
+        raise ApiError(
+            403,
+            "branch_out_of_scope",
+            f"the run would become a baseline for branch "
+            f"{target!r}, which is not among this token's baseline branches "
+            f"({', '.join(token.branches)})",
+        )
+    return run
+
+
+def _check_reason(reason: str) -> str:
+    reason = (reason or "").strip()
+    if not reason:
+        raise ApiError(
+            422,
+            "missing_reason",
+            'say why this run is accepted: {"reason": "..."}',
+            [{"field": "reason", "problem": "required, non-empty"}],
+        )
+    if len(reason) > MAX_REASON_CHARS:
+        raise ApiError(
+            422,
+            "reason_too_long",
+            f"the reason has {len(reason)} characters; at most {MAX_REASON_CHARS}",
+        )
+    return reason
+
+
+def accept_run(
+    database: Database,
+    run_id: str,
+    *,
+    actor: str,
+    reason: str,
+    via: str,
+    token_id: int | None = None,
+) -> dict[str, Any]:
+    """Make a run the newest baseline for its base branch and environment. The caller has
+    checked that `actor` may do so (a scoped token, or a GitHub user with write access)."""
+    run_id = check_run_id(run_id)
+    reason = _check_reason(reason)
+    with database.write() as conn:
+        run = runs.by_run_id(conn, run_id)
+        if run is None:
+            raise ApiError(404, "run_not_found", f"no run {run_id}")
+        already = run.accepted_at is not None
+        if not already:
+            # The base branch as it is called now, under the rename lock (see uploads._store).
+            hold_names(conn, run.repository_id)
+            target = current_name(conn, run.repository_id, run.base_branch or run.branch)
+            when = utcnow()
+            runs.mark_accepted(
+                conn, run_id, branch=target, when=when, accepted_by=actor, reason=reason, via=via
+            )
+            audit.record(
+                conn,
+                actor=actor,
+                token_id=token_id,
+                action="run.accept",
+                subject=f"run:{run_id}",
+                details={
+                    "reason": reason,
+                    "via": via,
+                    "branch": target,
+                    "environment": run.environment_key,
+                },
+            )
+            run = runs.by_run_id(conn, run_id) or run
+    return _acceptance(run, already)
+
+
+def _acceptance(run: RunRecord, already: bool) -> dict[str, Any]:
+    if run.accepted_at is None:
+        raise RuntimeError(f"run {run.run_id} was accepted but reads as not accepted")
+    return {
+        "run_id": run.run_id,
+        "baseline_branch": run.baseline_branch,
+        "environment": run.environment_key,
+        "accepted_at": run.accepted_at.isoformat(),
+        "accepted_by": run.accepted_by,
+        "reason": run.accept_reason,
+        "via": run.accepted_via,
+        "already_accepted": already,
+    }

@@ -1,0 +1,67 @@
+"""The ASGI app factory, create_app: routes from each part, the error handlers, and the shared
+services (database, keys, GitHub integration, dashboard state) built once at startup."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gate_server import api, health
+from gate_server.answers import EXCEPTION_HANDLERS
+from gate_server.dashboard.routes import routes as dashboard_routes
+from gate_server.github.routes import routes as github_routes
+from gate_server.openapi import openapi_document
+from gate_server.services import Services
+from gate_server.settings import ServerSettings, load_settings
+from rnx import __version__
+
+
+class NoSniff:
+    """Every answer, JSON included, tells browsers not to guess its content type."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).setdefault("X-Content-Type-Options", "nosniff")
+            await send(message)
+
+        await self.app(scope, receive, send_with_header if scope["type"] == "http" else send)
+
+
+def create_app(settings: ServerSettings | None = None) -> Starlette:
+    """The ASGI app: the API, the GitHub webhook and PR accept API, and the dashboard."""
+    settings = settings or load_settings()
+    routes: list[BaseRoute] = [*health.routes, *api.routes, *github_routes, *dashboard_routes]
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(openapi_document(request.app.routes, version=__version__))
+
+    routes.append(Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        svc = await run_in_threadpool(Services.start, settings)
+        app.state.services = svc
+        try:
+            yield
+        finally:
+            svc.close()
+
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(NoSniff)],
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=lifespan,
+    )

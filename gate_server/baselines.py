@@ -1,0 +1,53 @@
+"""Which stored runs an upload is compared with: the baseline rules, apart from the SQL that
+finds the candidates (gate_server/db/runs.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.engine import Connection
+
+from gate_server.branches import follow_renames
+from gate_server.db import renames, runs
+from gate_server.db.runs import RunRecord
+from rnx.schema import ResultsDocument
+
+
+@dataclass(frozen=True)
+class BaselineCandidates:
+    branch: str  # the branch compared with, by the name it has now
+    home: str  # the run's own branch, by the name it has now
+    runs: list[tuple[RunRecord, bytes]]  # newest first, each with its document
+
+
+def comparison_branch(doc: ResultsDocument) -> str:
+    """The branch whose baselines this run is compared with: its base branch, else its own.
+    (As uploaded: the server then maps it through the repository's branch renames.)"""
+    return doc.git.base_branch or doc.git.branch
+
+
+def candidates(
+    conn: Connection, repository_id: int, doc: ResultsDocument, history: int
+) -> BaselineCandidates:
+    """The newest baseline run and up to `history` earlier ones of the run's comparison branch
+    and environment. A CI job that started before its branch was renamed still names the old
+    branch: it is compared with, and recorded under, the name the branch has now."""
+    log = renames.log(conn, repository_id)
+    branch = follow_renames(log, comparison_branch(doc))[0]
+    home = follow_renames(log, doc.git.branch)[0]
+    found = runs.baselines(conn, repository_id, branch, doc.environment.key, 1 + history)
+    return BaselineCandidates(branch, home, found)
+
+
+def choose_baselines(
+    candidates: Sequence[tuple[RunRecord, bytes]],
+) -> list[tuple[RunRecord, bytes]]:
+    """Newest first; stop after the newest accepted run: accepting a run declares a new normal,
+    so earlier runs describe a level the team has moved away from."""
+    chosen = []
+    for record, body in candidates:
+        chosen.append((record, body))
+        if record.accepted_at is not None:
+            break
+    return chosen

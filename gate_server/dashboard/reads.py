@@ -1,0 +1,178 @@
+"""What each dashboard page reads from the database (run in a worker thread), as plain data for
+its template; the shaping itself is in views.py, the SQL in gate_server/db/dashboard.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from gate_server.branches import all_names, follow_renames
+from gate_server.dashboard.views import (
+    HistoryRun,
+    SummaryCache,
+    branch_url,
+    build_history,
+    commit_url,
+    correctness_rows,
+    distributions,
+    environment_rows,
+    pr_url,
+    ratios_from_answer,
+    short_reasons,
+    summarize_document,
+)
+from gate_server.db import Database, audit, dashboard, renames, repositories, runs
+from gate_server.db.runs import ListedRun
+
+HISTORY_WINDOW = 120  # commits per history page: enough to see a trend, light to render
+AUDIT_PAGE = 100
+
+
+def latest_per_branch(
+    conn: Connection, repository_id: int, *, limit: int = 8, scan: int = 200
+) -> list[ListedRun]:
+    """The newest run for each (branch, environment) among the repository's newest `scan`
+    runs, most recently active first: a branch silent for `scan` uploads is not news for an
+    overview. A renamed branch is one branch: its newest run, whichever name that run carried."""
+    log = renames.log(conn, repository_id)
+    latest: dict[tuple[str, str], ListedRun] = {}
+    for run in dashboard.newest_runs(conn, repository_id, limit=scan):
+        branch = follow_renames(log, run.branch)[0]
+        latest.setdefault((branch, run.environment_key), run)
+        if len(latest) >= limit:
+            break
+    return list(latest.values())
+
+
+def overview(database: Database, workspace_id: int) -> dict[str, Any]:
+    with database.read() as conn:
+        repos = dashboard.repositories_by_activity(conn, workspace_id)
+        for repo in repos:
+            repo["latest"] = latest_per_branch(conn, repo["id"])
+        repo_ids = [repo["id"] for repo in repos]
+        blocks = dashboard.recent_runs(conn, repo_ids, tier="BLOCK")
+        accepts = dashboard.recent_runs(conn, repo_ids, accepted=True)
+        answers = dashboard.answers(conn, [r.run_id for r in blocks])
+    reasons = {rid: short_reasons(a.get("reasons") or []) for rid, a in answers.items()}
+    return {
+        "repos": repos,
+        "blocks": blocks,
+        "accepts": accepts,
+        "block_reasons": reasons,
+        "total_runs": sum(r["run_count"] for r in repos),
+    }
+
+
+def history(
+    database: Database,
+    summaries: SummaryCache,
+    workspace_id: int,
+    name: str,
+    *,
+    branch: str | None,
+    environment: str | None,
+    page: int,
+) -> dict[str, Any] | None:
+    """A window of HISTORY_WINDOW commits of a baseline branch (None: no such repository)."""
+    offset = (page - 1) * HISTORY_WINDOW
+    with database.read() as conn:
+        found = repositories.named(conn, name, workspace_id=workspace_id)
+        if not found:
+            return None
+        repo_id = found[0].id
+        branches = dashboard.baseline_branches(conn, repo_id)
+        branch = branch or ("main" if "main" in branches or not branches else branches[0])
+        names = all_names(conn, repo_id, branch)
+        environments = dashboard.history_environments(conn, repo_id, names)
+        rows = dashboard.history(
+            conn, repo_id, names, environment=environment, offset=offset, limit=HISTORY_WINDOW + 1
+        )
+        missing = [r.run_id for r, _ in rows if summaries.get(r.run_id) is None]
+        documents = runs.documents(conn, missing)
+    for run_id, document in documents.items():
+        summaries.put(run_id, summarize_document(document))
+    window = rows[:HISTORY_WINDOW]
+    charts, events = build_history(_history_runs(window, summaries))
+    return {
+        "repository": name,
+        "branches": branches or [branch],
+        "branch": branch,
+        "branch_link": branch_url(name, branch),
+        "environments": environments,
+        "environment": environment,
+        "charts": charts,
+        "events": events,
+        "shown": len(window),
+        "offset": offset,
+        "page": page,
+        "has_older": len(rows) > HISTORY_WINDOW,
+    }
+
+
+def _history_runs(
+    window: list[tuple[ListedRun, dict[str, Any]]], summaries: SummaryCache
+) -> list[HistoryRun]:
+    """The window's runs oldest first, each with its summary (a run without one is skipped)."""
+    out = []
+    for run, answer in reversed(window):
+        summary = summaries.get(run.run_id)
+        if summary is None:  # evicted between the two reads: nothing to draw
+            continue
+        out.append(
+            HistoryRun(
+                run_id=run.run_id,
+                sha=run.sha,
+                created_at=run.created_at,
+                environment=run.environment_key,
+                tier=run.tier,
+                is_baseline=run.baseline_branch is not None,
+                accepted_reason=run.accept_reason if run.accepted_at else None,
+                ratios=ratios_from_answer(answer),
+                summary=summary,
+            )
+        )
+    return out
+
+
+def run_page(database: Database, workspace_id: int, run_id: str) -> dict[str, Any] | None:
+    """A run with its distributions, correctness and environment (None: not in the workspace)."""
+    with database.read() as conn:
+        run = runs.by_run_id(conn, run_id)
+        document = runs.document(conn, run_id)
+        if run is None or document is None or run.workspace_id != workspace_id:
+            return None
+        baseline = run.answer.get("baseline") or {}
+        base_ids = [str(b) for b in baseline.get("run_ids") or []]
+        base_docs_raw = runs.documents(conn, base_ids)
+    doc = json.loads(document)
+    base_docs = [json.loads(base_docs_raw[b]) for b in base_ids if b in base_docs_raw]
+    newest_base = base_docs[0] if base_docs else None
+    return {
+        "run": run,
+        "doc": doc,
+        "reasons": run.answer.get("reasons") or [],
+        "comparisons": run.answer.get("comparisons") or [],
+        "baseline": baseline or None,
+        "base_ids": base_ids,
+        "commit_link": commit_url(run.repository, run.sha),
+        "pr_link": pr_url(run.repository, run.pr_number) if run.pr_number else None,
+        "branch_link": branch_url(run.repository, run.branch),
+        "distributions": distributions(doc, base_docs),
+        "paired": doc.get("settings", {}).get("mode") == "paired",
+        "correctness": correctness_rows(doc),
+        "environment": environment_rows(
+            doc.get("environment") or {},
+            None if newest_base is None else newest_base.get("environment") or {},
+        ),
+        "base_environment_run": base_ids[0] if base_ids else None,
+    }
+
+
+def audit_page(database: Database, workspace_id: int, page: int) -> list[dict[str, Any]]:
+    """A page of the workspace's audit entries, newest first, and one more if there are older."""
+    with database.read() as conn:
+        return audit.of_workspace(
+            conn, workspace_id, offset=(page - 1) * AUDIT_PAGE, limit=AUDIT_PAGE + 1
+        )

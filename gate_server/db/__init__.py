@@ -1,0 +1,52 @@
+"""The server's database: every table, migration and SQL statement of the server is in here.
+
+    schema.py        the tables (including the GitHub integration's)
+    migrations.py    the schema's versions; migrate() and open_database()
+    engine.py        Database: the engine (SQLite WAL / PostgreSQL pool), read and write
+                     transactions, advisory locks
+    rows.py          rows as frozen dataclasses (times as UTC)
+    repositories.py  workspaces and repositories (by name, by GitHub id)
+    tokens.py        tokens (by hash, by id, a repository's CI tokens)
+    runs.py          runs: store, read, baselines, a pull request's runs, accepts
+    renames.py       the branch-rename log
+    audit.py         the audit log
+    keys.py          the server's own secret keys
+    deliveries.py    GitHub webhook deliveries (acted on once)
+    oidc_tokens.py   spent OIDC token ids
+    dashboard.py     the dashboard's bounded reads
+
+Query functions take a connection first (`with database.read() as conn: runs.by_run_id(conn,
+run_id)`); what to do with what they find (renames, baselines, scopes) is decided outside.
+"""
+
+from __future__ import annotations
+
+from gate_server.db import (
+    audit,
+    dashboard,
+    deliveries,
+    keys,
+    oidc_tokens,
+    renames,
+    repositories,
+    runs,
+    tokens,
+)
+from gate_server.db.engine import Database
+from gate_server.db.migrations import LATEST_VERSION, migrate, open_database
+
+__all__ = [
+    "LATEST_VERSION",
+    "Database",
+    "audit",
+    "dashboard",
+    "deliveries",
+    "keys",
+    "oidc_tokens",
+    "migrate",
+    "open_database",
+    "renames",
+    "repositories",
+    "runs",
+    "tokens",
+]

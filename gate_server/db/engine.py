@@ -1,0 +1,145 @@
+"""Opening the database and its transactions: SQLite (a file, WAL) or PostgreSQL (a pool).
+
+The only place that knows how each engine is set up, how a write transaction starts, and how
+transactions are ordered across processes (PostgreSQL advisory locks).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event, func, select, text
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError
+
+from gate_server.db.schema import migrations
+from gate_server.errors import SettingsError
+
+# First keys of PostgreSQL's advisory locks (any constants, distinct): migrations run one at a
+# time across processes; a repository's branch renames are ordered against its uploads and
+# accepts (second key: the repository id).
+MIGRATION_LOCK = 727_274_001
+BRANCH_LOCK = 727_274_002
+
+
+def shown_url(url: str) -> str:
+    """A database URL fit for a message: its password masked."""
+    try:
+        return repr(make_url(url))
+    except ArgumentError:
+        return repr(url)
+
+
+class Database:
+    """One database, chosen by its URL: `sqlite:///path.db` or `postgresql+psycopg://...`."""
+
+    def __init__(self, url: str, *, pool_size: int = 10):
+        try:
+            parsed = make_url(url)
+        except ArgumentError:
+            raise SettingsError(
+                f"{url!r} is not a database URL; use sqlite:///path/to/file.db or "
+                "postgresql+psycopg://user@host:5432/dbname"
+            ) from None
+        self.url = url
+        self.dialect = parsed.get_backend_name()
+        self.engine: Engine
+        if self.dialect == "sqlite":
+            self.engine = _sqlite_engine(url, parsed.database)
+        elif self.dialect == "postgresql":
+            self.engine = create_engine(
+                url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+            )
+        else:
+            raise SettingsError(f"unsupported database {self.dialect!r}: use SQLite or PostgreSQL")
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction; on SQLite it takes the write lock up front (BEGIN IMMEDIATE) so
+        two writers queue on busy_timeout instead of one failing with 'database is locked'."""
+        with self.engine.connect() as conn:
+            conn.execution_options(rnx_write=True)
+            with conn.begin():
+                yield conn
+
+    def ping(self) -> None:
+        """Raises when the database does not answer or holds no schema (for /readyz)."""
+        with self.engine.connect() as conn:
+            conn.execute(select(func.count()).select_from(migrations)).scalar_one()
+
+    def explain(self, query: Any) -> str:
+        """The database's plan for a query, on one line (tests and benchmarks check indexes)."""
+        sql = str(query.compile(self.engine, compile_kwargs={"literal_binds": True}))
+        with self.read() as conn:
+            if self.dialect == "sqlite":
+                rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql)
+                return " | ".join(str(r[-1]) for r in rows)
+            return " | ".join(str(r[0]) for r in conn.exec_driver_sql("EXPLAIN " + sql))
+
+
+def advisory_lock(
+    conn: Connection, key: int, sub: int | None = None, *, shared: bool = False
+) -> None:
+    """Hold a PostgreSQL advisory lock until this transaction ends. Nothing on SQLite: its
+    write transactions already run one at a time (BEGIN IMMEDIATE)."""
+    if conn.dialect.name != "postgresql":
+        return
+    fn = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    if sub is None:
+        conn.execute(text(f"SELECT {fn}(:k)"), {"k": key})
+    else:
+        conn.execute(
+            text(f"SELECT {fn}(CAST(:k AS integer), CAST(:r AS integer))"), {"k": key, "r": sub}
+        )
+
+
+def _sqlite_engine(url: str, database: str | None) -> Engine:
+    if database and database != ":memory:":
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy's begin event below emit BEGIN itself (pysqlite's own is deferred only).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA busy_timeout=30000")
+        _switch_to_wal(cur)
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get("rnx_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+def _switch_to_wal(cur: Any, *, wait_s: float = 30.0) -> None:
+    """Put the file in WAL mode (an in-memory database stays as it is). The switch needs an
+    exclusive lock, and SQLite answers 'database is locked' at once, without its busy handler,
+    while another process's first start holds the file; so retry until the deadline."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)

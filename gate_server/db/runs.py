@@ -1,0 +1,190 @@
+"""Runs: the uploaded bytes, the answer given, and the baseline and acceptance fields."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from gate_server.db.rows import as_record
+from gate_server.db.schema import repositories, runs
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What an upload said of its run and what the server made of it, as every view shows it."""
+
+    run_id: str
+    sha: str
+    branch: str
+    base_branch: str | None
+    event: str
+    pr_number: int | None
+    environment_key: str
+    tier: str
+    created_at: datetime  # from the document
+    received_at: datetime
+    baseline_branch: str | None  # set: the run is a baseline of this branch
+
+
+@dataclass(frozen=True)
+class NewRun(RunFacts):
+    """A run to store (a baseline from received_at when baseline_branch is set)."""
+
+    workspace_id: int
+    repository_id: int
+    token_id: int | None
+    answer: dict[str, Any]
+    document: bytes
+    body_sha256: str
+    signature: str
+
+
+@dataclass(frozen=True)
+class ListedRun(RunFacts):
+    """A run as lists show it (the dashboard's): no document, answer or signature."""
+
+    repository: str
+    accepted_at: datetime | None
+    accepted_by: str | None
+    accept_reason: str | None
+
+
+@dataclass(frozen=True)
+class RunRecord(ListedRun):
+    """A stored run, all but its document."""
+
+    id: int
+    workspace_id: int
+    repository_id: int
+    token_id: int | None
+    answer: dict[str, Any]
+    body_sha256: str
+    signature: str
+    baseline_at: datetime | None
+    accepted_via: str | None
+
+
+def insert_run(conn: Connection, run: NewRun) -> bool:
+    """Store one run; False when its run_id is already stored (another upload won)."""
+    values = {f.name: getattr(run, f.name) for f in fields(NewRun)}
+    values["answer"] = json.dumps(run.answer)
+    values["baseline_at"] = run.received_at if run.baseline_branch is not None else None
+    try:
+        with conn.begin_nested():
+            conn.execute(insert(runs).values(**values))
+    except IntegrityError:
+        return False
+    return True
+
+
+# Every column but the document (large, and read only where it is needed).
+_RECORD_COLUMNS = [c for c in runs.c if c.name != "document"]
+
+
+def _select(*extra: Any) -> Any:
+    return select(*_RECORD_COLUMNS, *extra, repositories.c.name.label("repository")).select_from(
+        runs.join(repositories, runs.c.repository_id == repositories.c.id)
+    )
+
+
+def _record(m: Any) -> RunRecord:
+    return as_record(RunRecord, m, answer=json.loads(m["answer"]))
+
+
+def by_run_id(conn: Connection, run_id: str) -> RunRecord | None:
+    row = conn.execute(_select().where(runs.c.run_id == run_id)).first()
+    return None if row is None else _record(row._mapping)
+
+
+def document(conn: Connection, run_id: str) -> bytes | None:
+    found = conn.execute(select(runs.c.document).where(runs.c.run_id == run_id)).scalar()
+    return None if found is None else bytes(found)
+
+
+def documents(conn: Connection, run_ids: list[str]) -> dict[str, bytes]:
+    """The stored documents of a few runs, by run id."""
+    if not run_ids:
+        return {}
+    rows = conn.execute(select(runs.c.run_id, runs.c.document).where(runs.c.run_id.in_(run_ids)))
+    return {str(r.run_id): bytes(r.document) for r in rows}
+
+
+def baselines_query(repository_id: int, branch: str, environment_key: str, limit: int) -> Any:
+    """The newest `limit` baseline runs of (repository, branch, environment), with documents:
+    a walk down ix_runs_baseline, however many runs are stored."""
+    return (
+        _select(runs.c.document)
+        .where(
+            runs.c.repository_id == repository_id,
+            runs.c.baseline_branch == branch,
+            runs.c.environment_key == environment_key,
+        )
+        .order_by(runs.c.baseline_at.desc(), runs.c.id.desc())
+        .limit(limit)
+    )
+
+
+def baselines(
+    conn: Connection, repository_id: int, branch: str, environment_key: str, limit: int
+) -> list[tuple[RunRecord, bytes]]:
+    """The newest `limit` baseline runs for (repository, branch, environment), newest first."""
+    rows = conn.execute(baselines_query(repository_id, branch, environment_key, limit))
+    return [(_record(r._mapping), bytes(r._mapping["document"])) for r in rows]
+
+
+def pull_request_runs(
+    conn: Connection, repository_id: int, pr_number: int, *, limit: int = 100
+) -> list[tuple[RunRecord, bytes]]:
+    """A pull request's newest `limit` runs, newest first, each with its uploaded document."""
+    rows = conn.execute(
+        _select(runs.c.document)
+        .where(runs.c.repository_id == repository_id, runs.c.pr_number == pr_number)
+        .order_by(runs.c.received_at.desc(), runs.c.id.desc())
+        .limit(limit)
+    )
+    return [(_record(r._mapping), bytes(r._mapping["document"])) for r in rows]
+
+
+def mark_accepted(
+    conn: Connection,
+    run_id: str,
+    *,
+    branch: str,
+    when: datetime,
+    accepted_by: str,
+    reason: str,
+    via: str,
+) -> None:
+    """Make a run the newest baseline of `branch`, accepted by `accepted_by` for `reason`."""
+    conn.execute(
+        update(runs)
+        .where(runs.c.run_id == run_id)
+        .values(
+            baseline_branch=branch,
+            baseline_at=when,
+            accepted_at=when,
+            accepted_by=accepted_by,
+            accept_reason=reason,
+            accepted_via=via,
+        )
+    )
+
+
+def move_baselines(conn: Connection, repository_id: int, old: str, new: str) -> int:
+    """The baselines of branch `old` count for `new` from now on; returns how many moved."""
+    result = conn.execute(
+        update(runs)
+        .where(runs.c.repository_id == repository_id, runs.c.baseline_branch == old)
+        .values(baseline_branch=new)
+    )
+    return int(result.rowcount)
+
+
+def count(conn: Connection) -> int:
+    return int(conn.execute(select(func.count()).select_from(runs)).scalar_one())

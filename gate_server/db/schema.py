@@ -1,0 +1,175 @@
+"""Every table of the server's database, as the newest migration leaves it (SQLite or PostgreSQL).
+
+gate_server/db/migrations.py creates and changes these tables version by version; a change here
+needs a migration there (and a frozen copy of the old definition for the versions before it).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+# An auto-incrementing 64-bit id (SQLite's rowid is already 64 bits, and only INTEGER is its alias).
+_BIG_ID = BigInteger().with_variant(Integer, "sqlite")
+MAX_BRANCH_CHARS = 255  # the runs' branch columns
+
+migrations = Table(
+    "rnx_schema_migrations",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("name", String(200), nullable=False),
+    Column("applied_at", DateTime(timezone=True), nullable=False),
+)
+
+workspaces = Table(
+    "workspaces",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(100), nullable=False, unique=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+repositories = Table(
+    "repositories",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("workspace_id", Integer, ForeignKey("workspaces.id"), nullable=False),
+    Column("name", String(201), nullable=False),  # OWNER/NAME as GitHub spells it
+    # GitHub's numeric id survives renames; OIDC and GitHub App installs key repositories by it.
+    Column("github_repository_id", BigInteger, nullable=True, unique=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("workspace_id", "name", name="uq_repositories_workspace_name"),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("kind", String(10), nullable=False),  # "ci" | "viewer"
+    Column("workspace_id", Integer, ForeignKey("workspaces.id"), nullable=False),
+    Column("repository_id", Integer, ForeignKey("repositories.id"), nullable=True),
+    Column("branches", Text, nullable=False),  # JSON list of baseline-branch patterns
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("prefix", String(16), nullable=False),  # shown in listings; not enough to use
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    Column("last_used_at", DateTime(timezone=True), nullable=True),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", _BIG_ID, primary_key=True),
+    Column("run_id", String(36), nullable=False, unique=True),
+    Column("workspace_id", Integer, ForeignKey("workspaces.id"), nullable=False),
+    Column("repository_id", Integer, ForeignKey("repositories.id"), nullable=False),
+    Column("token_id", Integer, ForeignKey("tokens.id"), nullable=True),
+    Column("sha", String(64), nullable=False),
+    Column("branch", String(MAX_BRANCH_CHARS), nullable=False),
+    Column("base_branch", String(MAX_BRANCH_CHARS), nullable=True),
+    Column("event", String(64), nullable=False),
+    Column("pr_number", Integer, nullable=True),
+    Column("environment_key", String(128), nullable=False),
+    Column("tier", String(5), nullable=False),
+    Column("answer", Text, nullable=False),  # the JSON answer of the upload, replayed verbatim
+    Column("document", LargeBinary, nullable=False),  # the uploaded bytes, exactly
+    Column("body_sha256", String(64), nullable=False),
+    Column("signature", String(80), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),  # from the document
+    Column("received_at", DateTime(timezone=True), nullable=False),
+    # Set when the run is a baseline: for which branch, since when (orders the history).
+    Column("baseline_branch", String(MAX_BRANCH_CHARS), nullable=True),
+    Column("baseline_at", DateTime(timezone=True), nullable=True),
+    Column("accepted_at", DateTime(timezone=True), nullable=True),
+    Column("accepted_by", String(200), nullable=True),
+    Column("accept_reason", Text, nullable=True),
+    Column("accepted_via", String(32), nullable=True),
+    # The baseline lookup reads only this index, however many runs are stored.
+    Index(
+        "ix_runs_baseline",
+        "repository_id",
+        "baseline_branch",
+        "environment_key",
+        "baseline_at",
+        "id",
+    ),
+    Index("ix_runs_repository_received", "repository_id", "received_at"),
+)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", _BIG_ID, primary_key=True),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("actor", String(200), nullable=False),
+    Column("token_id", Integer, nullable=True),
+    Column("action", String(64), nullable=False),
+    Column("subject", String(200), nullable=False),
+    Column("details", Text, nullable=False),
+)
+
+# The server's own secret keys, by name, made by the first process that needs one so that
+# every process uses the same: "receipt" (a PEM private key that signs receipts) and
+# "dashboard-session" (the hex HMAC key of the dashboard's cookies).
+server_keys = Table(
+    "server_keys",
+    metadata,
+    Column("name", String(32), primary_key=True),
+    Column("secret", Text, nullable=False),  # until migration 4: private_key_pem
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+# One row per branch rename followed (GitHub-confirmed or recorded by an admin), oldest first.
+# Rows are never changed or deleted: resolving a name replays them in order
+# (gate_server/branches.py), which keeps cycles (a->b->a) and chains (a->b->c) right, and
+# keeps every name a run was uploaded under explainable.
+branch_renames = Table(
+    "branch_renames",
+    metadata,
+    Column("id", _BIG_ID, primary_key=True),
+    Column("repository_id", Integer, ForeignKey(repositories.c.id), nullable=False),
+    Column("from_branch", String(MAX_BRANCH_CHARS), nullable=False),
+    Column("to_branch", String(MAX_BRANCH_CHARS), nullable=False),
+    Column("renamed_at", DateTime(timezone=True), nullable=False),
+    Column("actor", String(200), nullable=False),
+    Column("via", String(32), nullable=False),
+    Index("ix_branch_renames_repository", "repository_id", "id"),
+)
+
+# ---- the GitHub integration's tables
+
+github_deliveries = Table(
+    "github_deliveries",
+    metadata,
+    Column("delivery_id", String(100), primary_key=True),
+    Column("event", String(64), nullable=False),
+    Column("action", String(64), nullable=True),
+    Column("received_at", DateTime(timezone=True), nullable=False),
+    # The answer given the first time; a redelivery gets exactly this again.
+    Column("status", Integer, nullable=True),
+    Column("answer", Text, nullable=True),
+    Index("ix_github_deliveries_received", "received_at"),
+)
+
+oidc_token_uses = Table(
+    "oidc_token_uses",
+    metadata,
+    Column("jti", String(200), primary_key=True),
+    Column("repository_id", Integer, nullable=False),
+    Column("used_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)

@@ -1,0 +1,119 @@
+"""Tokens: stored as a hash with their scope (workspace, repository, baseline-branch patterns)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.engine import Connection
+
+from gate_server.clock import utcnow
+from gate_server.db.rows import as_record
+from gate_server.db.schema import repositories, tokens, workspaces
+
+CI, VIEWER = "ci", "viewer"
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    id: int
+    kind: str
+    workspace_id: int
+    workspace: str
+    repository_id: int | None
+    repository: str | None
+    branches: list[str]
+    prefix: str
+    token_hash: str
+    created_at: datetime
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+
+def insert_token(
+    conn: Connection,
+    *,
+    kind: str,
+    workspace_id: int,
+    repository_id: int | None,
+    branches: Sequence[str],
+    token_hash: str,
+    prefix: str,
+) -> int:
+    return int(
+        conn.execute(
+            insert(tokens)
+            .values(
+                kind=kind,
+                workspace_id=workspace_id,
+                repository_id=repository_id,
+                branches=json.dumps(list(branches)),
+                token_hash=token_hash,
+                prefix=prefix,
+                created_at=utcnow(),
+            )
+            .returning(tokens.c.id)
+        ).scalar_one()
+    )
+
+
+def _select() -> Any:
+    return select(
+        tokens, workspaces.c.name.label("workspace"), repositories.c.name.label("repository")
+    ).select_from(
+        tokens.join(workspaces, tokens.c.workspace_id == workspaces.c.id).outerjoin(
+            repositories, tokens.c.repository_id == repositories.c.id
+        )
+    )
+
+
+def _token(m: Any) -> TokenRecord:
+    return as_record(TokenRecord, m, branches=json.loads(m["branches"]))
+
+
+def by_hash(conn: Connection, token_hash: str) -> TokenRecord | None:
+    row = conn.execute(_select().where(tokens.c.token_hash == token_hash)).first()
+    return None if row is None else _token(row._mapping)
+
+
+def by_id(conn: Connection, token_id: int) -> TokenRecord | None:
+    row = conn.execute(_select().where(tokens.c.id == token_id)).first()
+    return None if row is None else _token(row._mapping)
+
+
+def all_tokens(conn: Connection) -> list[TokenRecord]:
+    return [_token(r._mapping) for r in conn.execute(_select().order_by(tokens.c.id))]
+
+
+def active_ci(conn: Connection, repository_id: int) -> list[TokenRecord]:
+    """The repository's unrevoked CI tokens, oldest first."""
+    query = _select().where(
+        tokens.c.repository_id == repository_id,
+        tokens.c.kind == CI,
+        tokens.c.revoked_at.is_(None),
+    )
+    return [_token(r._mapping) for r in conn.execute(query.order_by(tokens.c.id))]
+
+
+def revoke(conn: Connection, token_id: int, when: datetime) -> bool:
+    """False when the token was revoked already."""
+    result = conn.execute(
+        update(tokens)
+        .where(tokens.c.id == token_id, tokens.c.revoked_at.is_(None))
+        .values(revoked_at=when)
+    )
+    return result.rowcount == 1
+
+
+def touch(conn: Connection, token_id: int, when: datetime) -> None:
+    conn.execute(update(tokens).where(tokens.c.id == token_id).values(last_used_at=when))
+
+
+def set_branches(conn: Connection, token_id: int, patterns: Sequence[str]) -> None:
+    conn.execute(
+        update(tokens).where(tokens.c.id == token_id).values(branches=json.dumps(list(patterns)))
+    )

@@ -1,0 +1,72 @@
+"""What the API's endpoints do alike: authenticate the bearer, read a bounded body, require and
+parse JSON. Each refusal is an ApiError (gate_server/answers.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
+from gate_server.answers import ApiError
+from gate_server.auth import authenticate
+from gate_server.db.tokens import TokenRecord
+from gate_server.services import services
+
+
+async def authenticated(request: Request) -> tuple[TokenRecord, str]:
+    """The token (a CI, viewer or OIDC token) behind the request's Authorization header, and
+    its secret (it keys an upload's signature)."""
+    svc = services(request)
+    return await run_in_threadpool(
+        authenticate,
+        svc.database,
+        request.headers.get("authorization"),
+        oidc=svc.github.oidc_login,
+    )
+
+
+def require_json(request: Request) -> None:
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/json":
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"send the body as application/json (got {media or 'no Content-Type'})",
+        )
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it passes `limit` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise ApiError(
+            413,
+            "body_too_large",
+            f"the body has {declared} bytes; this server "
+            f"takes at most {limit} (RNX_MAX_BODY_BYTES)",
+        )
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(
+                413,
+                "body_too_large",
+                f"the body passes {limit} bytes, the most this server takes (RNX_MAX_BODY_BYTES)",
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_json(body: bytes) -> Any:
+    """The body as JSON: 400 invalid_json when it is not."""
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise ApiError(400, "invalid_json", f"the body is not valid JSON: {e}") from None
+
+
+def base_url(request: Request) -> str:
+    return str(request.base_url).rstrip("/")

@@ -1,0 +1,284 @@
+"""Uploading a run: validate, scope-check, re-gate against its baselines, sign and store.
+
+The same bytes again get the stored answer (200); other bytes under a used run_id get 409.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from gate_server.answers import Answer, ApiError
+from gate_server.baselines import BaselineCandidates, candidates, choose_baselines
+from gate_server.branches import current_name, hold_names
+from gate_server.clock import utcnow
+from gate_server.db import Database, audit, runs
+from gate_server.db.runs import NewRun, RunRecord
+from gate_server.db.tokens import CI, TokenRecord
+from gate_server.receipts import ReceiptSigner
+from gate_server.settings import ServerSettings
+from rnx.branches import branch_matches
+from rnx.schema import GateReport, InvalidDocument, ResultsDocument, parse_results
+
+
+def run_url(base_url: str, run_id: str) -> str:
+    return f"{base_url.rstrip('/')}/runs/{run_id}"
+
+
+def parse_upload(body: bytes) -> ResultsDocument:
+    """The uploaded bytes as a results document: 400 when not JSON, 422 when not valid."""
+    try:
+        raw = json.loads(body, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ApiError(
+            400, "invalid_json", "the body nests too deeply to be a results document"
+        ) from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ApiError(400, "invalid_json", f"the body is not valid JSON: {e}") from None
+    try:
+        return parse_results(raw, source="the uploaded document")
+    except InvalidDocument as e:
+        raise ApiError(422, "invalid_document", str(e), e.details) from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in a results document (times must be finite)")
+
+
+def count_samples(doc: ResultsDocument) -> int:
+    total = 0
+    for c in doc.configurations:
+        for s in (c.samples, c.base_samples):
+            total += 0 if s is None else len(s.ns)
+    return total
+
+
+def _check_upload_scope(token: TokenRecord, doc: ResultsDocument) -> int:
+    """The id of the repository the token may upload this document to."""
+    if token.kind != CI:
+        raise ApiError(
+            403,
+            "viewer_token",
+            "a viewer token can read runs but not upload them; "
+            "use a CI token (rnx token create without --viewer)",
+        )
+    if (
+        token.repository is None
+        or token.repository_id is None
+        or doc.repository.lower() != token.repository.lower()
+    ):
+        raise ApiError(
+            403,
+            "repository_out_of_scope",
+            f"this token acts for {token.repository}, "
+            f"not {doc.repository}; create a token for that repository",
+        )
+    return token.repository_id
+
+
+def _check_limits(doc: ResultsDocument, settings: ServerSettings) -> None:
+    n = count_samples(doc)
+    if n > settings.max_samples:
+        raise ApiError(
+            422,
+            "too_many_samples",
+            f"the document holds {n} samples; this server "
+            f"takes at most {settings.max_samples} per upload (RNX_MAX_SAMPLES)",
+        )
+    if doc.git.is_pull_request and not doc.git.base_branch:
+        raise ApiError(
+            422,
+            "missing_base_branch",
+            "a pull-request run needs git.base_branch (the "
+            "branch it merges into) so it can be compared with that branch's baseline",
+            [{"field": "git.base_branch", "problem": "required for pull-request runs"}],
+        )
+
+
+def ingest_run(
+    database: Database,
+    settings: ServerSettings,
+    signer: ReceiptSigner,
+    token: TokenRecord,
+    body: bytes,
+    signature: str,
+    base_url: str,
+) -> Answer:
+    """Validate, scope-check, re-gate and store one upload whose signature the route checked
+    (`signature` is stored with the run)."""
+    doc = parse_upload(body)
+    repository_id = _check_upload_scope(token, doc)
+    _check_limits(doc, settings)
+    run_id = str(doc.run_id)
+    digest = hashlib.sha256(body).hexdigest()
+    with database.read() as conn:
+        stored = runs.by_run_id(conn, run_id) is not None
+        found = None if stored else candidates(conn, repository_id, doc, settings.baseline_history)
+    if found is None:
+        return _retry(database, token, run_id, digest, signature)
+
+    chosen = choose_baselines(found.runs)
+    report = _regate(doc, chosen, settings)
+    becomes_baseline = (
+        not doc.git.is_pull_request
+        and report.tier != "BLOCK"
+        and branch_matches(token.branches, found.home)
+    )
+    now = utcnow()
+    public_url = settings.public_url or base_url.rstrip("/")
+    answer = {
+        "run_id": run_id,
+        "tier": report.tier,
+        "reasons": report.reasons,
+        "comparisons": [c.model_dump(mode="json") for c in report.comparisons],
+        "baseline": _baseline_block(found, chosen, doc),
+        "is_baseline": becomes_baseline,
+        "url": run_url(public_url, run_id),
+        "receipt": _receipt(signer, public_url, doc, report, digest, now),
+    }
+    new = _new_run(token, repository_id, doc, answer, body, digest, signature, now)
+    if not _store(database, token, new, doc, becomes_baseline):
+        # Another request stored this run_id between our read and our write.
+        return _retry(database, token, run_id, digest, signature)
+    return Answer(201, answer)
+
+
+def _regate(
+    doc: ResultsDocument, chosen: list[tuple[RunRecord, bytes]], settings: ServerSettings
+) -> GateReport:
+    """The verdict from the samples, with the server's thresholds (never the client's tier)."""
+    from rnx.verdict import evaluate  # numpy and the statistics: loaded with the first upload
+
+    baseline_docs = [parse_results(b, source=f"stored run {r.run_id}") for r, b in chosen]
+    return evaluate(
+        doc, baseline_docs, settings.gate, resamples=settings.resamples, seed=settings.seed
+    )
+
+
+def _baseline_block(
+    found: BaselineCandidates, chosen: list[tuple[RunRecord, bytes]], doc: ResultsDocument
+) -> dict[str, Any] | None:
+    if not chosen:
+        return None
+    return {
+        "branch": found.branch,
+        "environment": doc.environment.key,
+        "run_ids": [r.run_id for r, _ in chosen],
+        "shas": [r.sha for r, _ in chosen],
+    }
+
+
+def _receipt(
+    signer: ReceiptSigner,
+    issuer: str,
+    doc: ResultsDocument,
+    report: GateReport,
+    digest: str,
+    now: datetime,
+) -> str:
+    run_id = str(doc.run_id)
+    return signer.sign(
+        {
+            "iss": issuer,
+            "sub": run_id,
+            "iat": int(now.timestamp()),
+            "run_id": run_id,
+            "tier": report.tier,
+            "repository": doc.repository,
+            "sha": doc.git.sha,
+            "body_sha256": digest,
+        }
+    )
+
+
+def _new_run(
+    token: TokenRecord,
+    repository_id: int,
+    doc: ResultsDocument,
+    answer: dict[str, Any],
+    body: bytes,
+    digest: str,
+    signature: str,
+    now: datetime,
+) -> NewRun:
+    return NewRun(
+        run_id=str(doc.run_id),
+        workspace_id=token.workspace_id,
+        repository_id=repository_id,
+        token_id=token.id,
+        sha=doc.git.sha,
+        branch=doc.git.branch,
+        base_branch=doc.git.base_branch,
+        event=doc.git.event,
+        pr_number=doc.git.pr_number,
+        environment_key=doc.environment.key,
+        tier=str(answer["tier"]),
+        answer=answer,
+        document=body,
+        body_sha256=digest,
+        signature=signature,
+        created_at=doc.created_at,
+        received_at=now,
+        baseline_branch=None,
+    )
+
+
+def _store(
+    database: Database, token: TokenRecord, new: NewRun, doc: ResultsDocument, baseline: bool
+) -> bool:
+    """Store the run and its audit entry; False when its run_id was stored meanwhile."""
+    with database.write() as conn:
+        if baseline:
+            # Under the rename lock, so a rename committing meanwhile is seen, not undone.
+            hold_names(conn, new.repository_id)
+            new = replace(new, baseline_branch=current_name(conn, new.repository_id, new.branch))
+        if not runs.insert_run(conn, new):
+            return False
+        audit.record(
+            conn,
+            actor=f"token:{token.id}",
+            token_id=token.id,
+            action="run.upload",
+            subject=f"run:{new.run_id}",
+            details={
+                "repository": doc.repository,
+                "sha": new.sha,
+                "tier": new.tier,
+                "baseline": baseline,
+                "body_sha256": new.body_sha256,
+            },
+        )
+    return True
+
+
+def _retry(
+    database: Database, token: TokenRecord, run_id: str, digest: str, signature: str
+) -> Answer:
+    """The answer to an upload whose run_id is stored: the stored answer when the same token's
+    repository sent the same bytes (a retry, or a replay of the very request), else 409."""
+    with database.write() as conn:
+        existing = runs.by_run_id(conn, run_id)
+        if existing is None:  # runs are never deleted: only a broken database gets here
+            raise RuntimeError(f"run {run_id} was reported stored but cannot be read")
+        if existing.repository_id != token.repository_id or existing.body_sha256 != digest:
+            raise ApiError(
+                409,
+                "run_id_conflict",
+                f"run_id {run_id} is already stored with a different document; a new run "
+                "needs a new run_id (a retry must send the same bytes)",
+            )
+        # A byte-identical signature is a replay of the very request that stored the run; it
+        # can only get that request's answer again, so it is logged and answered like a retry.
+        kind = "replay" if signature == existing.signature else "retry"
+        audit.record(
+            conn,
+            actor=f"token:{token.id}",
+            token_id=token.id,
+            action=f"run.upload.{kind}",
+            subject=f"run:{run_id}",
+            details={"body_sha256": digest},
+        )
+    return Answer(200, existing.answer)

@@ -1,0 +1,58 @@
+"""How numbers read, everywhere a person sees them: times, ratios, percentages.
+
+One set for the harness's table, `rnx compare`, the action's reports, the sticky comment and
+the dashboard, so the same run reads the same wherever it is shown.
+"""
+
+from __future__ import annotations
+
+import math
+
+MISSING = "–"
+# Units for times given in nanoseconds, largest first; below a microsecond, nanoseconds.
+_UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
+
+
+def _known(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _three_digits(value: float) -> str:
+    """Three significant digits without an exponent: 812, 12.3, 1.23, 2.5."""
+    text = f"{value:.3g}"
+    return f"{value:.0f}" if "e" in text else text
+
+
+def format_ns(ns: float | None) -> str:
+    """A time in nanoseconds in the unit a person would say it in: 812 ns, 12.3 µs, 1.23 ms."""
+    if ns is None or not math.isfinite(ns):
+        return MISSING
+    for unit, scale in _UNITS[:-1]:
+        # Judge the unit by the rounded value, so 999.7 ms reads "1 s", not "1e+03 ms".
+        if abs(float(f"{ns / scale:.3g}")) >= 1:
+            return f"{_three_digits(ns / scale)} {unit}"
+    return f"{_three_digits(ns)} ns"
+
+
+def format_ratio(ratio: float | None) -> str:
+    """head/base time: 1.010×."""
+    return f"{ratio:.3f}×" if ratio is not None and _known(ratio) else MISSING
+
+
+def format_ratio_interval(ratio: float | None, low: float | None, high: float | None) -> str:
+    """A ratio and its credible interval: 1.010× (0.990–1.030); the ratio alone without one."""
+    if ratio is None or not _known(ratio):
+        return MISSING
+    if low is None or high is None or not (_known(low) and _known(high)):
+        return format_ratio(ratio)
+    return f"{format_ratio(ratio)} ({low:.3f}–{high:.3f})"
+
+
+def format_probability(p: float | None) -> str:
+    """A probability as the statistics' reasons write it: 0.953."""
+    return f"{p:.3f}" if p is not None and _known(p) else MISSING
+
+
+def format_percent(fraction: float | None, digits: int = 0) -> str:
+    """A fraction as a percentage: 0.953 -> 95% (digits=1: 95.3%)."""
+    return f"{100 * fraction:.{digits}f}%" if fraction is not None and _known(fraction) else MISSING

@@ -1,0 +1,91 @@
+"""`rnx compare BASE.json HEAD.json`: the offline verdict between two results files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rnx.config import GateSettings, load_config, override
+from rnx.formatting import format_ns, format_probability, format_ratio_interval
+from rnx.schema import GateReport, ResultsDocument, load_results
+from rnx.verdict import evaluate
+
+
+def format_table(report: GateReport) -> str:
+    """The per-configuration table, then the tier and its reasons."""
+    header = ("configuration", "base", "head", "ratio [90% interval]", "P(slower)", "verdict")
+    rows = [header]
+    for c in report.comparisons:
+        rows.append(
+            (
+                c.id,
+                format_ns(c.base_median_ns),
+                format_ns(c.head_median_ns),
+                format_ratio_interval(c.ratio, c.low, c.high),
+                format_probability(c.p_slower),
+                c.verdict,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = []
+    for n, r in enumerate(rows):
+        cells = [r[0].ljust(widths[0])] + [r[i].rjust(widths[i]) for i in range(1, len(r) - 1)]
+        cells.append(r[-1])
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("")
+    lines.append(f"tier: {report.tier}")
+    lines.extend(f"  - {reason}" for reason in report.reasons)
+    return "\n".join(lines)
+
+
+def _fraction_arg(text: str) -> float:
+    try:
+        value = text.strip()
+        return float(value[:-1]) / 100 if value.endswith("%") else float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a percentage; write 25% or 0.25"
+        ) from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rnx compare",
+        description="Offline verdict between two results files; exit 1 on BLOCK, 2 on bad input.",
+    )
+    p.add_argument("base", help="results file of the baseline (BASE.json)")
+    p.add_argument("head", help="results file to judge (HEAD.json)")
+    p.add_argument("--json", action="store_true", help="print the gate report as JSON")
+    p.add_argument("--config", help="kernalin.yml to read gate settings from")
+    p.add_argument("--block-threshold", type=_fraction_arg, help="e.g. 25%% (default from config)")
+    p.add_argument("--rope", type=_fraction_arg, help="e.g. 2%% (default from config)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap (0)")
+    return p
+
+
+def _settings(args: argparse.Namespace) -> GateSettings:
+    gate = load_config(args.config).gate if args.config else GateSettings()
+    changes = {"block-threshold": args.block_threshold, "rope": args.rope}
+    return override(gate, changes, source="command line", key_prefix="--")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    gate = _settings(args)
+    base: ResultsDocument = load_results(args.base)
+    head: ResultsDocument = load_results(args.head)
+    if head.settings.mode == "single" and base.environment.key != head.environment.key:
+        print(
+            f"rnx compare: warning: environments differ ({base.environment.key} vs "
+            f"{head.environment.key}); timings may not be comparable",
+            file=sys.stderr,
+        )
+    report = evaluate(head, [base], gate, seed=args.seed)
+    print(report.model_dump_json(indent=2) if args.json else format_table(report))
+    return 1 if report.tier == "BLOCK" else 0
+
+
+__all__ = ["format_table", "main"]

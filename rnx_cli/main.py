@@ -1,0 +1,66 @@
+"""The `rnx` command: a thin dispatcher to the subcommands that live in each package."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+from rnx import __version__
+from rnx.errors import UserError, run_command
+
+# name -> (module:function, extra that provides it, one-line help). Modules load lazily so
+# `rnx compare` never imports torch and `rnx bench` never imports the server.
+COMMANDS: dict[str, tuple[str, str | None, str]] = {
+    "bench": ("bench_runner.cli:main", "torch", "run a workload's benchmarks, write results"),
+    "compare": ("rnx_cli.compare:main", None, "offline verdict between two results files"),
+    "gate": ("action.gate:main", None, "benchmark, upload and report (what CI runs)"),
+    "init": ("action.init:main", None, "add a CI gate: write the workflow and kernalin.yml"),
+    "serve": ("gate_server.cli:serve_main", "server", "run the gate server"),
+    "token": ("gate_server.cli:token_main", "server", "create, list or revoke tokens"),
+    "branch": ("gate_server.cli:branch_main", "server", "follow a branch renamed on GitHub"),
+    "receipt": ("rnx_cli.receipt:main", None, "verify a server's signed receipt offline"),
+    "schema": ("rnx_cli.schema:main", None, "print the JSON Schema of results documents"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: rnx COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<9} {help_}" for name, (_, _, help_) in COMMANDS.items()]
+    lines += ["", "rnx COMMAND --help shows a command's options."]
+    return "\n".join(lines)
+
+
+def _load(target: str, extra: str | None) -> Callable[[list[str]], int]:
+    module_name, func = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        hint = f": pip install 'rnx-benchmark[{extra}]'" if extra else ""
+        raise UserError(f"this command needs the missing package {e.name!r}{hint}") from None
+    fn: Callable[[list[str]], int] = getattr(module, func)
+    return fn
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    return run_command("rnx", lambda: _dispatch(args))
+
+
+def _dispatch(args: list[str]) -> int:
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    if args[0] == "--version":
+        print(f"rnx-benchmark {__version__}")
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"rnx: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    target, extra, _ = COMMANDS[name]
+    return run_command(f"rnx {name}", lambda: _load(target, extra)(rest))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""The one GitHub REST client, for the action (the workflow's token) and the gate server (a
+GitHub App's installation tokens): the reads the accept rules make, the sticky comment and the
+commit status, pull requests, branches and reactions.
+
+Every call GitHub refuses, or that cannot reach GitHub, raises `GitHubError` with the reason;
+callers decide whether that is a warning (a report) or an answer (a command).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+import httpx
+
+DEFAULT_API_URL = "https://api.github.com"
+# The identity GitHub gives the workflow's own GITHUB_TOKEN; /user is not open to that token.
+ACTIONS_BOT = "github-actions[bot]"
+STATUS_CONTEXT = "rnx-benchmark"
+_NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
+# Where a 301 for a branch points: .../repos/{owner}/{repo}/branches/{name} (or the
+# /repositories/{id}/ form GitHub uses for moved repositories), with the name percent-encoded.
+_BRANCH_LOCATION = re.compile(r"/(?:repos/[^/]+/[^/]+|repositories/\d+)/branches/(.+)$")
+_HEADERS = {
+    "Accept": "application/vnd.github+json",
+    "X-GitHub-Api-Version": "2022-11-28",
+}
+
+
+class GitHubError(Exception):
+    """A GitHub call failed; `status` is GitHub's HTTP status when it answered at all."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+def error_message(response: httpx.Response) -> str:
+    """What GitHub says of a refused request (its JSON `message`), else the body's start."""
+    try:
+        return str(response.json().get("message", ""))
+    except (ValueError, AttributeError):
+        return response.text[:200]
+
+
+@dataclass(frozen=True)
+class Comment:
+    id: int
+    body: str
+    author: str
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    base_ref: str
+    head_sha: str
+    head_repository: str | None  # differs from the base repository for a fork
+
+
+@dataclass(frozen=True)
+class BranchLookup:
+    """What GitHub says of a branch name: it "exists", was "moved" (301, `to` names where,
+    None when the redirect names no branch), or is "missing" (404)."""
+
+    state: str
+    to: str | None = None
+
+
+def branch_of_location(location: str) -> str | None:
+    """The branch a redirect's Location names, or None when it names none."""
+    match = _BRANCH_LOCATION.search(urlsplit(location).path)
+    return unquote(match.group(1)) if match else None
+
+
+class GitHubClient:
+    """GitHub's REST API with one token. `token` is a string, or a function asked before each
+    request (an installation token renews itself). `refused_write_hint` is added to the error
+    of a refused write (403/404 on anything but GET): where the caller's user can fix it."""
+
+    def __init__(
+        self,
+        api_url: str,
+        token: str | Callable[[], str],
+        *,
+        http: httpx.Client | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = 15.0,
+        user_agent: str = "rnx-benchmark",
+        refused_write_hint: str = "",
+    ) -> None:
+        self.api_url = api_url.rstrip("/")
+        self._token = token if callable(token) else (lambda: token)
+        self._owns_http = http is None
+        self._http = http or httpx.Client(timeout=timeout, transport=transport)
+        self._headers = {**_HEADERS, "User-Agent": user_agent}
+        self._refused_write_hint = refused_write_hint
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> GitHubClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The response to a call GitHub accepted; GitHubError for anything else."""
+        response = self._request(method, path, **kwargs)
+        if response.status_code >= 400:
+            hint = ""
+            if response.status_code in (403, 404) and method != "GET":
+                hint = self._refused_write_hint
+            raise GitHubError(
+                f"{method} {path} answered {response.status_code}: {error_message(response)}{hint}",
+                response.status_code,
+            )
+        return response
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The response whatever its status (errors getting a token or reaching GitHub raise)."""
+        url = path if path.startswith("http") else f"{self.api_url}{path}"
+        headers = {**self._headers, "Authorization": f"Bearer {self._token()}"}
+        headers.update(kwargs.pop("headers", {}))
+        try:
+            return self._http.request(method, url, headers=headers, **kwargs)
+        except httpx.HTTPError as e:
+            raise GitHubError(f"{method} {path} failed: {e or type(e).__name__}") from None
+
+    # ---- identity
+
+    def whoami(self) -> str:
+        """The login the token writes as. The workflow's GITHUB_TOKEN cannot read /user: it
+        writes as the Actions bot. (An App's login comes from rnx_github.app_auth.)"""
+        try:
+            login = self.request("GET", "/user").json().get("login")
+        except GitHubError:
+            return ACTIONS_BOT
+        return str(login) if login else ACTIONS_BOT
+
+    # ---- what the accept rules ask (rnx_github.accept_rules.GitHubReader)
+
+    def collaborator_permission(self, repository: str, user: str) -> str:
+        try:
+            r = self.request("GET", f"/repos/{repository}/collaborators/{user}/permission")
+        except GitHubError as e:
+            if e.status == 404:  # not a collaborator (or no such user)
+                return "none"
+            raise
+        return str(r.json().get("permission") or "none")
+
+    def file_text(self, repository: str, path: str, ref: str) -> str | None:
+        try:
+            r = self.request("GET", f"/repos/{repository}/contents/{path}", params={"ref": ref})
+        except GitHubError as e:
+            if e.status == 404:
+                return None
+            raise
+        data = r.json()
+        if not isinstance(data, dict) or data.get("type") != "file":
+            return None
+        if data.get("encoding") == "base64":
+            return base64.b64decode(str(data.get("content", ""))).decode("utf-8", "replace")
+        return str(data.get("content", ""))
+
+    def is_team_member(self, org: str, team_slug: str, user: str) -> bool:
+        # The workflow's GITHUB_TOKEN cannot read an organisation's teams: then a team in
+        # CODEOWNERS does not count (write permission still does). See docs/accept.md.
+        try:
+            r = self.request("GET", f"/orgs/{org}/teams/{team_slug}/memberships/{user}")
+        except GitHubError as e:
+            if e.status in (403, 404):  # not a member, or the token may not see the team
+                return False
+            raise
+        return r.json().get("state") == "active"
+
+    # ---- pull requests, branches, reactions
+
+    def pull_request(self, repository: str, number: int) -> PullRequest:
+        data = self.request("GET", f"/repos/{repository}/pulls/{number}").json()
+        head_repo = (data.get("head") or {}).get("repo") or {}
+        return PullRequest(
+            number=int(data["number"]),
+            base_ref=str(data["base"]["ref"]),
+            head_sha=str(data["head"]["sha"]),
+            head_repository=head_repo.get("full_name"),
+        )
+
+    def branch(self, repository: str, name: str) -> BranchLookup:
+        """GET /repos/{repository}/branches/{name}, redirects not followed: GitHub answers a
+        renamed branch's old name with 301 and a Location naming the new one.
+
+        Beware that GitHub also redirects a name that is no branch, `master` at least, to the
+        default branch (github/rest-api-description#7096): a 301 alone is not a rename."""
+        path = f"/repos/{repository}/branches/{quote(name, safe='')}"
+        # Only this request's own 404 means "no such branch"; a 404 while getting the App's
+        # installation token is an error like any other.
+        r = self._request("GET", path, follow_redirects=False)
+        if r.status_code == 404:
+            return BranchLookup("missing")
+        if r.status_code in (301, 302, 307, 308):
+            return BranchLookup("moved", branch_of_location(r.headers.get("location", "")))
+        if r.status_code != 200:
+            raise GitHubError(
+                f"GET {path} answered {r.status_code}: {error_message(r)}", r.status_code
+            )
+        return BranchLookup("exists")
+
+    def react(self, repository: str, comment_id: int, content: str = "+1") -> None:
+        self.request(
+            "POST",
+            f"/repos/{repository}/issues/comments/{comment_id}/reactions",
+            json={"content": content},
+        )
+
+    # ---- comments and the commit status
+
+    def comments(self, repository: str, pr: int) -> list[Comment]:
+        """The PR's comments, oldest first, all pages (a busy PR has hundreds; at most 50
+        pages are read)."""
+        found: list[Comment] = []
+        url: str | None = f"/repos/{repository}/issues/{pr}/comments?per_page=100"
+        pages = 0
+        while url and pages < 50:
+            response = self.request("GET", url)
+            pages += 1
+            for c in response.json():
+                body = str(c.get("body") or "")
+                login = str((c.get("user") or {}).get("login", ""))
+                found.append(Comment(id=int(c["id"]), body=body, author=login))
+            link = _NEXT_LINK.search(response.headers.get("Link", ""))
+            url = link.group(1) if link else None
+        return found
+
+    def create_comment(self, repository: str, pr: int, body: str) -> Comment:
+        c = self.request(
+            "POST", f"/repos/{repository}/issues/{pr}/comments", json={"body": body}
+        ).json()
+        login = str((c.get("user") or {}).get("login", ""))
+        return Comment(id=int(c["id"]), body=str(c.get("body", body)), author=login)
+
+    def update_comment(self, repository: str, comment_id: int, body: str) -> None:
+        self.request(
+            "PATCH", f"/repos/{repository}/issues/comments/{comment_id}", json={"body": body}
+        )
+
+    def delete_comment(self, repository: str, comment_id: int) -> None:
+        self.request("DELETE", f"/repos/{repository}/issues/comments/{comment_id}")
+
+    def set_status(
+        self, repository: str, sha: str, *, state: str, description: str, target_url: str | None
+    ) -> None:
+        payload: dict[str, Any] = {
+            "state": state,
+            "description": description[:140],  # all GitHub keeps
+            "context": STATUS_CONTEXT,
+        }
+        if target_url:
+            payload["target_url"] = target_url
+        self.request("POST", f"/repos/{repository}/statuses/{sha}", json=payload)

@@ -1,0 +1,281 @@
+"""The sticky pull request comment and the commit status text: one renderer for the action
+and for the gate server's App mode.
+
+A comment gathers parts: a part is what one job gated (one workload in one environment). Each
+part's section sits between hidden markers, so matrix jobs of the same commit each replace
+their own and the header's tier is the worst of them all. The server, which renders every run
+of a commit at once, writes the same parts.
+
+Everything a results document carries (workload paths, reasons, environment names) may come
+from a fork's workflow, and an accept reason from a PR comment: all of it is rendered as inert
+text, so it can neither format the comment, hide a link behind other words, nor forge the hidden
+markers. (GitHub still turns a bare URL in such text into a link to itself, shown as it is.)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
+
+from rnx.formatting import format_ns, format_ratio_interval
+from rnx.schema import ConfigComparison, Tier
+from rnx_github.client import Comment, GitHubClient
+
+# The hidden first line of the sticky comment. The action and the server share it, so a reader
+# knows either comment for what it is; each writer only ever edits comments it wrote itself.
+COMMENT_MARKER = "<!-- rnx-benchmark:sticky -->"
+TIERS: dict[str, Tier] = {"PASS": "PASS", "WARN": "WARN", "BLOCK": "BLOCK"}
+TIER_ORDER: dict[str, int] = {"PASS": 0, "WARN": 1, "BLOCK": 2}
+TIER_ICON: dict[str, str] = {"PASS": "✅", "WARN": "⚠️", "BLOCK": "❌"}
+MAX_ROWS = 12
+QUIET_VERDICTS = ("equivalent", "faster", "skipped")
+STATUS_LIMIT = 140  # all GitHub keeps of a commit status's description
+
+_PART_RE = re.compile(
+    r"<!-- rnx-benchmark:part key=(?P<key>\S+) tier=(?P<tier>PASS|WARN|BLOCK) -->\n"
+    r"(?P<body>.*?)<!-- rnx-benchmark:part-end -->",
+    re.DOTALL,
+)
+_HEADER = re.compile(r"^## .* rnx-benchmark: (PASS|WARN|BLOCK)\b.*$", re.MULTILINE)
+_ACCEPTED = re.compile(r"^> ✅ \*\*Accepted\*\* by .*\n?", re.MULTILINE)
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~])")
+_PLAIN_CODE = re.compile(r"^[A-Za-z0-9_./:@+, =-]*$")
+_PLAIN_URL = re.compile(r"^https?://[^\s()<>\[\]`]+$")
+
+
+def worst(tiers: list[Tier]) -> Tier:
+    return max(tiers, key=lambda t: TIER_ORDER[t]) if tiers else "PASS"
+
+
+def tier_of(text: str) -> Tier:
+    """A stored or parsed tier; anything unknown reads as WARN (it needs a look)."""
+    return TIERS.get(text, "WARN")
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Someone accepted the part's slowdown ("/kernalin accept <reason>")."""
+
+    user: str
+    reason: str
+    measured: Tier  # the tier before it was accepted
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """One workload gated in one environment (by one job, when the action reports it)."""
+
+    workload: str
+    environment: str
+    tier: Tier
+    reasons: list[str]
+    comparisons: list[ConfigComparison] = field(default_factory=list)
+    url: str | None = None
+    job: str | None = None
+    outage: str | None = None
+    compare: str | None = None
+    mode: str | None = None
+    accepted: Acceptance | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.job or '-'}/{self.environment}/{self.workload}"
+
+
+# ---- inert text
+
+
+def inert_text(text: str) -> str:
+    """Markdown and HTML shown as the characters they are, on one line."""
+    text = " ".join(text.split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def _code(text: str) -> str:
+    return f"`{text}`" if _PLAIN_CODE.match(text) else inert_text(text)
+
+
+def _link(label: str, url: str) -> str:
+    return f"[{label}]({url})" if _PLAIN_URL.match(url) else f"{label}: {inert_text(url)}"
+
+
+def accepted_line(user: str, reason: str) -> str:
+    return f"accepted by @{user}: {reason}"
+
+
+def _accepted_note(user: str, reason: str) -> str:
+    return f"> {TIER_ICON['PASS']} **Accepted** by @{inert_text(user)}: {inert_text(reason)}"
+
+
+# ---- one part
+
+
+def _correctness(c: ConfigComparison) -> str:
+    if c.status == "ok":
+        return "ok"
+    reason = " ".join((c.reason or "").split())
+    if len(reason) > 120:
+        reason = reason[:117] + "..."
+    return f"**{c.status}**: {inert_text(reason)}" if reason else f"**{c.status}**"
+
+
+def _table(comparisons: list[ConfigComparison]) -> list[str]:
+    lines = [
+        "| configuration | base median | head median | ratio head/base (90% interval) "
+        "| verdict | correctness |",
+        "|---|---:|---:|---|---|---|",
+    ]
+    shown = comparisons
+    # A comment holds 65,536 characters and gathers many parts: past a dozen rows, list
+    # only what needs a look; the run page has every configuration.
+    if len(shown) > MAX_ROWS:
+        shown = [c for c in shown if c.verdict not in QUIET_VERDICTS]
+    for c in shown:
+        lines.append(
+            f"| {_code(c.id)} | {format_ns(c.base_median_ns)} | {format_ns(c.head_median_ns)} "
+            f"| {format_ratio_interval(c.ratio, c.low, c.high)} | {c.verdict} "
+            f"| {_correctness(c)} |"
+        )
+    hidden = len(comparisons) - len(shown)
+    if hidden:
+        lines.append(f"| {hidden} more configurations: equivalent, faster or skipped | | | | | |")
+    return lines
+
+
+def render_part(part: PartResult) -> str:
+    about = [f"job {_code(part.job)}"] if part.job else []
+    about.append(f"environment {_code(part.environment)}")
+    about += [f"compare: {inert_text(part.compare)}"] if part.compare else []
+    about += [f"mode: {inert_text(part.mode)}"] if part.mode else []
+    lines = [f"### {TIER_ICON[part.tier]} {part.tier} · {_code(part.workload)}", " · ".join(about)]
+    lines.append("")
+    if part.accepted is not None:
+        a = part.accepted
+        lines += [
+            _accepted_note(a.user, a.reason),
+            "",
+            f"Measured before acceptance: {a.measured}.",
+        ]
+        lines.append("")
+    if part.outage:
+        lines += [f"> **Gate server not reached**: {inert_text(part.outage)}. Not blocking.", ""]
+    if part.reasons:
+        lines += [f"- {inert_text(r)}" for r in part.reasons] + [""]
+    if part.comparisons:
+        lines += [*_table(part.comparisons), ""]
+    if part.url:
+        lines += [_link("Run page", part.url), ""]
+    return "\n".join(lines)
+
+
+def _wrap(part: PartResult) -> str:
+    return (
+        f"<!-- rnx-benchmark:part key={quote(part.key, safe='')} tier={part.tier} -->\n"
+        f"{render_part(part)}\n<!-- rnx-benchmark:part-end -->"
+    )
+
+
+def has_part(body: str, part: PartResult) -> bool:
+    """Whether `body` holds this part's section with its tier (a check after writing)."""
+    return f"key={quote(part.key, safe='')} tier={part.tier}" in body
+
+
+def parse_parts(body: str) -> dict[str, tuple[Tier, str]]:
+    """The parts kept in an existing comment: key -> (tier, wrapped section)."""
+    return {
+        unquote(m.group("key")): (tier_of(m.group("tier")), m.group(0))
+        for m in _PART_RE.finditer(body)
+    }
+
+
+# ---- the whole comment
+
+
+def _header(tier: Tier) -> str:
+    return f"## {TIER_ICON[tier]} rnx-benchmark: {tier}"
+
+
+@dataclass(frozen=True)
+class Combined:
+    tier: Tier
+    body: str
+    part_count: int
+
+
+def combine(existing_bodies: list[str], mine: list[PartResult], *, sha: str) -> Combined:
+    """Merge these parts into the parts already reported for the commit (any comments)."""
+    parts: dict[str, tuple[Tier, str]] = {}
+    for body in existing_bodies:
+        if f"commit {sha[:12]}" in body:  # parts of an older push are dropped
+            parts.update(parse_parts(body))
+    for p in mine:
+        parts[p.key] = (p.tier, _wrap(p))
+    tier = worst([t for t, _ in parts.values()])
+    counts = {t: sum(1 for x, _ in parts.values() if x == t) for t in TIER_ORDER}
+    tally = ", ".join(f"{n} {t}" for t, n in counts.items() if n)
+    header = [
+        COMMENT_MARKER,
+        _header(tier),
+        f"commit {sha[:12]} · {len(parts)} part(s): {tally}",
+        "",
+    ]
+    sections = [parts[k][1] for k in sorted(parts)]
+    return Combined(
+        tier=tier,
+        body="\n".join(header) + "\n" + "\n\n".join(sections) + "\n",
+        part_count=len(parts),
+    )
+
+
+def mark_accepted(body: str | None, user: str, reason: str, head_sha: str) -> str:
+    """The comment with its verdict turned to PASS and who accepted it and why (the action's
+    accept mode edits the comment it finds; the server re-renders its parts instead)."""
+    note = _accepted_note(user, reason)
+    if not body or not _HEADER.search(body):
+        return f"{COMMENT_MARKER}\n{_header('PASS')}\ncommit {head_sha[:12]}\n\n{note}\n"
+    body = _ACCEPTED.sub("", body)
+    return _HEADER.sub(lambda _: f"{_header('PASS')}\n\n{note}", body, count=1)
+
+
+# ---- the commit status
+
+
+def status_state(tier: Tier, mode: str) -> str:
+    # report-only and soft-fail promise never to fail: their status must not block a merge.
+    return "failure" if tier == "BLOCK" and mode == "enforce" else "success"
+
+
+def status_description(tier: Tier, mode: str, reasons: list[str]) -> str:
+    first = reasons[0] if reasons else {"PASS": "no credible slowdown"}.get(tier, "")
+    suffix = f" ({mode})" if mode != "enforce" and tier == "BLOCK" else ""
+    text = f"{tier}{suffix}: {first}" if first else f"{tier}{suffix}"
+    return text if len(text) <= STATUS_LIMIT else text[: STATUS_LIMIT - 3] + "..."
+
+
+# ---- reading and writing it on GitHub
+
+
+def sticky_comments(gh: GitHubClient, repository: str, pr: int, *, author: str) -> list[Comment]:
+    """Our sticky comments on the PR, oldest first: those `author` wrote that start with the
+    marker. Someone else's comment quoting the marker is never ours to edit."""
+    return [
+        c
+        for c in gh.comments(repository, pr)
+        if c.author == author and c.body.startswith(COMMENT_MARKER)
+    ]
+
+
+def write_sticky(
+    gh: GitHubClient, repository: str, pr: int, *, author: str, body: Callable[[str | None], str]
+) -> int:
+    """Update our oldest sticky comment in place, or create one; the comment's id.
+
+    `body` gets the comment's present text (None when there is none yet)."""
+    ours = sticky_comments(gh, repository, pr, author=author)
+    if ours:
+        gh.update_comment(repository, ours[0].id, body(ours[0].body))
+        return ours[0].id
+    return gh.create_comment(repository, pr, body(None)).id

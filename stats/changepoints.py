@@ -1,0 +1,364 @@
+"""Change points in a baseline branch's history: E-Divisive means, as in Apache Otava/Hunter.
+
+One configuration's history is one number per run, in run order: the run's location on the log
+scale (`run_location`). `detect` finds step changes of it:
+
+1. **Candidates (E-Divisive, Matteson and James 2014).** Within a segment, every split tau and
+   every end kappa > tau give Q(tau, kappa) = n m / (n + m) * (2 mean|X - Y| - mean|X - X'| -
+   mean|Y - Y'|) for X = the runs before tau and Y = the runs from tau up to kappa (the energy
+   distance of the two sides, weighted by their sizes). The split with the largest Q, with at
+   least `min_runs` runs on each side, is the segment's candidate.
+2. **Significance.** The candidate is kept when a two-sided Mann-Whitney U test of X against Y
+   gives p <= `p_value`, and the shift (the Hodges-Lehmann estimate, the median of all Y - X
+   differences) is at least `min_change`. Otava uses Student's t-test here; run locations have
+   a heavy right tail (a run whose processes all met a noisy neighbour), and one such run in a
+   short segment makes a t-test call a change where a rank test does not. A kept split divides
+   its segment and both halves are searched again; then each new split is re-tested between
+   its final neighbours and the weakest failing one dropped until all pass (Otava's merge
+   step).
+3. **Incremental use.** Change points reported before (`known`) are fixed boundaries and never
+   reported again. Only the runs after the newest known change are searched: earlier segments
+   were searched when they were the newest, and searching them again as old runs leave the
+   window only finds what those runs' absence suggests. A new change `undoes` the change just
+   before it when it moves the other way and the level after it is within `min_change` of the
+   level before that earlier change (the interval of their ratio reaches that band).
+
+Everything is deterministic: the same history and known change points give the same answer.
+See docs/statistics.md#change-points for the parameters and the measured quality.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+from stats import bootstrap
+from stats._validate import as_groups, check_fraction
+
+INTERVAL = 0.90  # the ratio's interval, as for comparisons
+EXACT_UP_TO = 20  # the Mann-Whitney test is exact when a side has at most this many runs
+
+
+@dataclass(frozen=True)
+class KnownChange:
+    """A change point reported earlier, placed in the history passed to `detect`."""
+
+    after: int  # index of the first run after it; <= 0 when it lies at or before the first run
+    ratio: float  # as reported: later/earlier typical time, with its interval
+    low: float
+    high: float
+    key: Any = None  # the caller's own handle (e.g. a database id), for `undoes`
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A new step change: the typical time moved by `ratio` between runs `before` and `after`."""
+
+    before: int  # index of the last run before the change (after - 1)
+    after: int  # index of the first run after it
+    ratio: float  # later/earlier typical time: exp of the Hodges-Lehmann shift of log-times
+    low: float  # 90% interval of the ratio (Moses' interval for the Hodges-Lehmann shift)
+    high: float
+    p_value: float  # two-sided Mann-Whitney U test, runs before against runs after
+    runs_before: int  # runs in the segment before (back to the previous change or the start)
+    runs_after: int  # runs in the segment after (up to the next change or the end)
+    undoes: KnownChange | ChangePoint | None  # the earlier change this one takes back
+
+
+def run_location(groups: Any) -> float:
+    """One run's location: the natural log of its typical time, from its sample times (one
+    sequence per worker process, or one sequence).
+
+    Each process's location is the band mean of its log-times (the 10th to the 40th
+    percentile, the verdict's estimator); the run's is the same low band over those process
+    locations (with 3 processes: 0.78 x the fastest + 0.22 x the middle one). Interference only
+    ever adds time, so a process that met a noisy neighbour barely moves it."""
+    per_process = [
+        bootstrap.point_location([np.log(g)], bootstrap.LOW) for g in as_groups(groups, "groups")
+    ]
+    return bootstrap.point_location([np.array(per_process)], bootstrap.LOW)
+
+
+@dataclass(frozen=True)
+class _Shift:
+    """How the runs after a split differ from those before it."""
+
+    p_value: float
+    log_ratio: float
+    low: float
+    high: float
+
+
+def detect(
+    history: Sequence[float] | np.ndarray,
+    *,
+    known: Sequence[KnownChange] = (),
+    p_value: float = 0.0005,
+    min_runs: int = 3,
+    min_change: float = 0.02,
+) -> tuple[ChangePoint, ...]:
+    """The change points in `history` that are not among `known`, in run order.
+
+    history: one configuration's run locations (`run_location`) on a baseline branch, oldest
+        first; a window of the newest 100-200 runs is plenty.
+    known: the change points reported for it before, in run order, with indices into this
+        history; include the newest one before the window (after <= 0) so that a new change
+        can undo it.
+    p_value: the significance level of the Mann-Whitney U test.
+    min_runs: the fewest runs on each side of a change point: a change is reported once
+        `min_runs` runs after it are stored, and never within `min_runs` of a known one.
+    min_change: the smallest step reported (2%), and the margin within which a later step
+        counts as undoing an earlier one.
+    """
+    y = _locations(history)
+    known = _check_known(known, len(y))
+    p_value = check_fraction(p_value, "p_value", low=0.0, high=1.0)
+    min_change = check_fraction(min_change, "min_change", low=0.0, high=1.0)
+    if isinstance(min_runs, bool) or not isinstance(min_runs, (int, np.integer)) or min_runs < 2:
+        raise ValueError(f"min_runs must be an integer >= 2, got {min_runs!r}")
+    margin = math.log1p(min_change)
+    inside = sorted({k.after for k in known if 0 < k.after < len(y)})
+    found = _divide(y, inside[-1] if inside else 0, p_value, int(min_runs), margin)
+    found = _merge(y, inside, found, p_value, margin)
+    return _report(y, known, found, margin)
+
+
+def _locations(history: Sequence[float] | np.ndarray) -> np.ndarray:
+    if isinstance(history, (str, bytes)) or not isinstance(history, (Sequence, np.ndarray)):
+        kind = type(history).__name__
+        raise TypeError(f"history must be a sequence of run locations, got {kind}")
+    try:
+        y = np.asarray(history, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError("history must contain only numbers (run locations)") from None
+    if y.ndim != 1:
+        raise ValueError(f"history must be one-dimensional, got shape {y.shape}")
+    bad = np.flatnonzero(~np.isfinite(y))
+    if bad.size:
+        raise ValueError(f"history[{bad[0]}] is {y[bad[0]]}; run locations must be finite")
+    return y
+
+
+def _check_known(known: Sequence[KnownChange], n: int) -> list[KnownChange]:
+    if isinstance(known, (str, bytes)) or not isinstance(known, Sequence):
+        raise TypeError(f"known must be a sequence of KnownChange, got {type(known).__name__}")
+    for i, k in enumerate(known):
+        if not isinstance(k, KnownChange):
+            raise TypeError(f"known[{i}] must be a KnownChange, got {type(k).__name__}")
+        if isinstance(k.after, bool) or not isinstance(k.after, (int, np.integer)):
+            raise TypeError(f"known[{i}].after must be an integer run index")
+        if k.after >= n:
+            raise ValueError(
+                f"known[{i}].after is {k.after}, past the history's last run ({n - 1}); "
+                "pass a history that contains it"
+            )
+        if not all(math.isfinite(v) and v > 0 for v in (k.ratio, k.low, k.high)):
+            raise ValueError(f"known[{i}] needs a finite positive ratio, low and high")
+        if i and k.after < known[i - 1].after:
+            raise ValueError("known must be in run order (non-decreasing after)")
+    return list(known)
+
+
+# ---------------------------------------------------------------- the split step
+
+
+def _divide(y: np.ndarray, start: int, p_value: float, min_runs: int, margin: float) -> list[int]:
+    """Binary segmentation of y[start:]: split a segment at its E-Divisive candidate while the
+    split is significant; returns the new boundaries (indices of a first run after)."""
+    pending = [(start, len(y))]
+    found: list[int] = []
+    while pending:
+        lo, hi = pending.pop()
+        candidate = _candidate(y[lo:hi], min_runs)
+        if candidate is None:
+            continue
+        # Test the candidate's own two sides: for a change that is later taken back (a spike),
+        # the runs after the end kappa would hide it from a test against the whole segment.
+        tau, kappa, _ = candidate
+        if _significance(y[lo : lo + tau], y[lo + tau : lo + kappa], p_value, margin) <= 1.0:
+            found.append(lo + tau)
+            pending += [(lo, lo + tau), (lo + tau, hi)]
+    return sorted(found)
+
+
+def _candidate(z: np.ndarray, min_runs: int) -> tuple[int, int, float] | None:
+    """The largest E-Divisive statistic Q(tau, kappa) with at least `min_runs` runs in X =
+    z[:tau] and in Y = z[tau:kappa], as (tau, kappa, Q); None if no split fits."""
+    m = len(z)
+    if m < 2 * min_runs:
+        return None
+    # c[a, b] = sum of |z[i] - z[j]| over i < a, j < b: every block sum below in O(1).
+    c = np.zeros((m + 1, m + 1))
+    c[1:, 1:] = np.abs(z[:, None] - z[None, :]).cumsum(axis=0).cumsum(axis=1)
+    grid = _grid(m, min_runs)
+    flat = c.ravel()
+    c_tt, c_tk, c_kk = flat[grid.tt], flat[grid.tk], flat[grid.kk]
+    q = grid.between * (c_tk - c_tt) - grid.within_x * c_tt
+    q -= grid.within_y * (c_kk - 2 * c_tk + c_tt)
+    best = int(np.argmax(q))
+    return int(grid.tau[best]), int(grid.kappa[best]), float(q[best])
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """Every (tau, kappa) pair of a segment of m runs with >= min_runs runs in X and in Y, as
+    flat indices into the (m + 1, m + 1) block-sum matrix and the coefficients of Q."""
+
+    tau: np.ndarray
+    kappa: np.ndarray
+    tt: np.ndarray
+    tk: np.ndarray
+    kk: np.ndarray
+    between: np.ndarray  # n m / (n + m) * 2 / (n m)
+    within_x: np.ndarray  # n m / (n + m) / (n (n - 1)): the block sum counts each pair twice
+    within_y: np.ndarray
+
+
+@functools.lru_cache(maxsize=8)
+def _grid(m: int, min_runs: int) -> _Grid:
+    tau, kappa = np.meshgrid(np.arange(m + 1), np.arange(m + 1), indexing="ij")
+    keep = (tau >= min_runs) & (kappa - tau >= min_runs)
+    tau, kappa = tau[keep], kappa[keep]
+    n_x, n_y = tau.astype(np.float64), (kappa - tau).astype(np.float64)
+    size = n_x * n_y / (n_x + n_y)
+    return _Grid(
+        tau=tau,
+        kappa=kappa,
+        tt=tau * (m + 1) + tau,
+        tk=tau * (m + 1) + kappa,
+        kk=kappa * (m + 1) + kappa,
+        between=size * 2 / (n_x * n_y),
+        within_x=size / (n_x * (n_x - 1)),
+        within_y=size / (n_y * (n_y - 1)),
+    )
+
+
+def _shift(before: np.ndarray, after: np.ndarray) -> _Shift:
+    """Hodges-Lehmann shift (log scale) with Moses' 90% interval, and the Mann-Whitney U test's
+    p-value."""
+    log_ratio, low, high = _hodges_lehmann(before, after)
+    return _Shift(_p_value(before, after), log_ratio, low, high)
+
+
+def _hodges_lehmann(before: np.ndarray, after: np.ndarray) -> tuple[float, float, float]:
+    diffs = np.sort((after[:, None] - before[None, :]).ravel())
+    n1, n2 = len(before), len(after)
+    # Moses: the interval between the k-th smallest and the k-th largest difference, k from
+    # the normal approximation of U's null distribution.
+    sd = math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12)
+    k = int(max(1, math.floor(n1 * n2 / 2 - sps.norm.ppf(0.5 + INTERVAL / 2) * sd)))
+    return float(np.median(diffs)), float(diffs[k - 1]), float(diffs[-k])
+
+
+def _p_value(before: np.ndarray, after: np.ndarray) -> float:
+    """Two-sided Mann-Whitney U test: exact when a side has at most EXACT_UP_TO runs, where the
+    normal approximation is far off (3 runs above 197 others: exactly 2 / C(200, 3) = 1.5e-6,
+    3e-3 by the approximation), else the normal approximation, which is close there and costs
+    nothing to set up (scipy's exact distribution for 300 against 300 runs takes tens of
+    seconds to build)."""
+    if np.ptp(np.concatenate([before, after])) == 0:
+        return 1.0
+    method = "exact" if min(len(before), len(after)) <= EXACT_UP_TO else "asymptotic"
+    return float(sps.mannwhitneyu(after, before, alternative="two-sided", method=method).pvalue)
+
+
+def _significance(before: np.ndarray, after: np.ndarray, p_value: float, margin: float) -> float:
+    """The split's p-value when it passes (a shift of at least `margin`, p <= `p_value`), else
+    2.0 for a shift too small (the weakest of all) or the p-value plus 1 (both fail)."""
+    shift = float(np.median(after[:, None] - before[None, :]))
+    if abs(shift) < margin:
+        return 2.0  # too small to matter: no test needed
+    p = _p_value(before, after)
+    return p if p <= p_value else 1.0 + p
+
+
+# ---------------------------------------------------------------- the merge step
+
+
+def _merge(
+    y: np.ndarray, fixed: list[int], found: list[int], p_value: float, margin: float
+) -> list[int]:
+    """Re-test each new boundary between its final neighbours; drop the weakest failing one
+    (the largest p-value) and repeat until every new boundary passes."""
+    found = list(found)
+    while found:
+        edges = sorted([0, len(y), *fixed, *found])
+        scores = []
+        for cut in found:
+            i = edges.index(cut)
+            before, after = y[edges[i - 1] : cut], y[cut : edges[i + 1]]
+            scores.append((_significance(before, after, p_value, margin), cut))
+        weakest, cut = max(scores)
+        if weakest <= 1.0:
+            break
+        found.remove(cut)
+    return found
+
+
+# ---------------------------------------------------------------- what is reported
+
+
+def _report(
+    y: np.ndarray, known: list[KnownChange], found: list[int], margin: float
+) -> tuple[ChangePoint, ...]:
+    """The new change points, each measured between its neighbours, with what it undoes."""
+    inside = {k.after: k for k in known if 0 < k.after < len(y)}
+    outside = [k for k in known if k.after <= 0]
+    edges = sorted([0, len(y), *inside, *found])
+    previous: KnownChange | ChangePoint | None = outside[-1] if outside else None
+    reported = []
+    for i in range(1, len(edges) - 1):
+        cut = edges[i]
+        if cut in inside:
+            previous = inside[cut]
+            continue
+        shift = _shift(y[edges[i - 1] : cut], y[cut : edges[i + 1]])
+        # The level before the previous change, when this history holds it.
+        level_before = y[edges[i - 2] : edges[i - 1]] if i >= 2 else y[:0]
+        undoes = previous is not None and _undoes(
+            shift, previous, level_before, y[cut : edges[i + 1]], margin
+        )
+        change = ChangePoint(
+            before=cut - 1,
+            after=cut,
+            ratio=math.exp(shift.log_ratio),
+            low=math.exp(shift.low),
+            high=math.exp(shift.high),
+            p_value=shift.p_value,
+            runs_before=cut - edges[i - 1],
+            runs_after=edges[i + 1] - cut,
+            undoes=previous if undoes else None,
+        )
+        reported.append(change)
+        previous = change
+    return tuple(reported)
+
+
+def _undoes(
+    shift: _Shift,
+    previous: KnownChange | ChangePoint,
+    level_before: np.ndarray,
+    level_after: np.ndarray,
+    margin: float,
+) -> bool:
+    """Whether a change takes `previous` back: it moves the other way, and the level after it
+    is within `margin` of the level before `previous` (the interval of their ratio reaches into
+    [-margin, margin] on the log scale). That ratio comes from the runs when the level before
+    `previous` is in the history, else from the product of the two reported ratios."""
+    earlier = math.log(previous.ratio)
+    if earlier * shift.log_ratio >= 0:
+        return False
+    if len(level_before) >= 2:
+        _, low, high = _hodges_lehmann(level_before, level_after)
+    else:
+        half = math.hypot(
+            (math.log(previous.high) - math.log(previous.low)) / 2, (shift.high - shift.low) / 2
+        )
+        low, high = earlier + shift.log_ratio - half, earlier + shift.log_ratio + half
+    return low <= margin and high >= -margin

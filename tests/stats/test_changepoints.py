@@ -1,0 +1,262 @@
+"""Change points in a run history: known answers on seeded series, incremental use as the
+server makes it, and agreement with Apache Otava's E-Divisive on recorded series."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stats
+from stats.changepoints import _candidate
+
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "otava-reference.json"
+
+
+def noise(n: int, seed: int, sd: float = 0.01) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0.0, sd, n)
+
+
+def steps(*segments: tuple[int, float]) -> np.ndarray:
+    """Log-locations: (runs, ratio) per segment."""
+    return np.concatenate([np.full(n, math.log(r)) for n, r in segments])
+
+
+def incremental(history: np.ndarray, window: int = 100) -> list[tuple[int, int, stats.ChangePoint]]:
+    """The server's use: after every run, detect on the newest `window` runs with every change
+    reported so far as known. Returns (run index when reported, absolute after, change)."""
+    reported: list[tuple[int, int, stats.ChangePoint]] = []
+    for t in range(1, len(history) + 1):
+        start = max(0, t - window)
+        inside = [(a - start, cp) for _, a, cp in reported if a > start]
+        before = [(a - start, cp) for _, a, cp in reported if a <= start][-1:]
+        known = [
+            stats.KnownChange(a, cp.ratio, cp.low, cp.high, key=cp) for a, cp in before + inside
+        ]
+        for cp in stats.detect(history[start:t], known=known):
+            reported.append((t - 1, cp.after + start, cp))
+    return reported
+
+
+def test_a_clean_step_is_found_at_its_first_run() -> None:
+    history = steps((40, 1.0), (10, 1.10)) + noise(50, seed=1)
+    (cp,) = stats.detect(history)
+    assert (cp.before, cp.after) == (39, 40)
+    assert (cp.runs_before, cp.runs_after) == (40, 10)
+    assert 1.09 < cp.ratio < 1.11
+    assert cp.low < cp.ratio < cp.high
+    assert cp.low > 1.08 and cp.high < 1.12
+    assert cp.p_value < 1e-6
+    assert cp.undoes is None
+
+
+def test_a_speedup_is_a_change_too() -> None:
+    history = steps((40, 1.0), (10, 0.8)) + noise(50, seed=2)
+    (cp,) = stats.detect(history)
+    assert cp.after == 40
+    assert 0.79 < cp.ratio < 0.81
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pure_noise_has_no_change(seed: int) -> None:
+    assert stats.detect(noise(200, seed=seed)) == ()
+
+
+def test_a_step_below_min_change_is_not_reported() -> None:
+    # 1% with almost no noise is significant, but smaller than the 2% worth reporting.
+    history = steps((60, 1.0), (40, 1.01)) + noise(100, seed=3, sd=0.001)
+    assert stats.detect(history) == ()
+    (cp,) = stats.detect(history, min_change=0.005)
+    assert cp.after == 60
+
+
+def test_slow_runs_in_a_short_segment_are_not_a_change() -> None:
+    # Runs have a heavy right tail (all processes of a run beside a noisy neighbour). One very
+    # slow run among the newest three moves their mean by 10%, which a t-test would call a
+    # change; ranks do not.
+    history = noise(100, seed=4)
+    history[-2] += 0.3
+    assert stats.detect(history) == ()
+
+
+def test_a_change_needs_min_runs_after_it() -> None:
+    history = steps((50, 1.0), (3, 1.2)) + noise(53, seed=5)
+    assert [cp.after for cp in stats.detect(history)] == [50]
+    assert stats.detect(history[:-1]) == ()
+    # Two runs after it are enough with min_runs=2, but only at a weaker level: with ranks,
+    # 2 runs out of 52 are at best p = 2 / C(52, 2) = 0.0015.
+    assert stats.detect(history[:-1], min_runs=2) == ()
+    assert [cp.after for cp in stats.detect(history[:-1], min_runs=2, p_value=0.01)] == [50]
+
+
+def test_each_change_is_reported_once_under_incremental_use() -> None:
+    history = steps((60, 1.0), (60, 1.10), (40, 1.25)) + noise(160, seed=6)
+    reported = incremental(history)
+    assert [(t, a) for t, a, _ in reported] == [(62, 60), (122, 120)]
+    # The second step is measured from the first one, not from the start of the window.
+    assert 1.12 < reported[1][2].ratio < 1.15
+
+
+def test_the_same_change_placed_one_run_later_is_not_a_new_one() -> None:
+    history = steps((40, 1.0), (20, 1.10)) + noise(60, seed=7)
+    known = [stats.KnownChange(41, 1.1, 1.09, 1.11)]
+    assert stats.detect(history, known=known) == ()
+
+
+def test_known_changes_are_fixed_boundaries_and_only_newer_runs_are_searched() -> None:
+    history = steps((40, 1.0), (40, 1.10), (40, 1.0)) + noise(120, seed=8)
+    known = [stats.KnownChange(80, 0.91, 0.9, 0.92)]
+    # The step at 40 lies before the newest known change: it is not searched again.
+    assert stats.detect(history, known=known) == ()
+    assert [cp.after for cp in stats.detect(history)] == [40, 80]
+
+
+def test_an_undoing_step_is_recognised_incrementally() -> None:
+    history = steps((60, 1.0), (20, 1.10), (20, 1.0)) + noise(100, seed=9)
+    reported = incremental(history)
+    assert [a for _, a, _ in reported] == [60, 80]
+    (_, _, up), (_, _, down) = reported
+    assert down.ratio < 1
+    assert isinstance(down.undoes, stats.KnownChange) and down.undoes.key is up
+
+
+def test_an_undoing_step_found_with_the_step_points_at_it() -> None:
+    history = steps((60, 1.0), (20, 1.10), (20, 1.0)) + noise(100, seed=9)
+    up, down = stats.detect(history)
+    assert (up.after, down.after) == (60, 80)
+    assert down.undoes is up and up.undoes is None
+
+
+def test_an_undoing_step_after_a_change_before_the_window_uses_the_reported_ratio() -> None:
+    # The window starts after the earlier change: only its reported ratio is known.
+    history = steps((30, 1.10), (10, 1.0)) + noise(40, seed=10)
+    earlier = stats.KnownChange(-5, 1.10, 1.09, 1.11, key="cp-1")
+    (cp,) = stats.detect(history, known=[earlier])
+    assert cp.after == 30 and cp.undoes is earlier
+    # A step the other way that takes back only a third is not undoing it.
+    partial = steps((30, 1.10), (10, 1.10 / 1.03)) + noise(40, seed=10, sd=0.002)
+    (cp,) = stats.detect(partial, known=[earlier])
+    assert cp.undoes is None
+
+
+def test_a_partial_revert_does_not_undo() -> None:
+    history = steps((60, 1.0), (20, 1.20), (20, 1.12)) + noise(100, seed=11, sd=0.003)
+    up, down = stats.detect(history)
+    assert (up.after, down.after) == (60, 80)
+    assert down.undoes is None
+
+
+def test_a_second_step_the_same_way_does_not_undo() -> None:
+    history = steps((60, 1.0), (20, 1.10), (20, 1.25)) + noise(100, seed=12)
+    _, second = stats.detect(history)
+    assert second.undoes is None
+
+
+def test_run_location_sees_through_one_disturbed_process() -> None:
+    rng = np.random.default_rng(13)
+    clean = [rng.lognormal(math.log(1000.0), 0.01, 10) for _ in range(3)]
+    disturbed = [clean[0], clean[1], clean[2] * 1.3]
+    assert abs(stats.run_location(clean) - math.log(1000.0)) < 0.02
+    assert abs(stats.run_location(disturbed) - stats.run_location(clean)) < 0.01
+    # Scaling every time scales the location exactly: an injected step is a shift of it.
+    scaled = [g * 1.1 for g in clean]
+    assert stats.run_location(scaled) == pytest.approx(stats.run_location(clean) + math.log(1.1))
+    assert stats.run_location(clean[0]) == pytest.approx(stats.run_location([clean[0]]))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"history": [0.0, float("nan")]}, ValueError, r"history\[1\] is nan"),
+        ({"history": "abc"}, TypeError, "sequence of run locations"),
+        ({"history": [[0.0, 1.0]]}, ValueError, "one-dimensional"),
+        (
+            {"history": [0.0] * 5, "known": [stats.KnownChange(5, 1.1, 1.0, 1.2)]},
+            ValueError,
+            "past the history's last run",
+        ),
+        (
+            {
+                "history": [0.0] * 9,
+                "known": [stats.KnownChange(6, 1.1, 1.0, 1.2), stats.KnownChange(3, 1.1, 1.0, 1.2)],
+            },
+            ValueError,
+            "run order",
+        ),
+        (
+            {"history": [0.0] * 5, "known": [stats.KnownChange(2, 0.0, 1.0, 1.2)]},
+            ValueError,
+            "positive ratio",
+        ),
+        ({"history": [0.0] * 5, "known": [(2, 1.1)]}, TypeError, "KnownChange"),
+        ({"history": [0.0] * 5, "p_value": 0.0}, ValueError, "p_value"),
+        ({"history": [0.0] * 5, "min_change": 1.5}, ValueError, "min_change"),
+        ({"history": [0.0] * 5, "min_runs": 1}, ValueError, "min_runs"),
+    ],
+)
+def test_bad_input_names_the_problem(kwargs: dict, error: type, message: str) -> None:
+    history = kwargs.pop("history")
+    with pytest.raises(error, match=message):
+        stats.detect(history, **kwargs)
+
+
+def test_short_and_constant_histories_have_no_change() -> None:
+    assert stats.detect([]) == ()
+    assert stats.detect([0.1] * 5) == ()
+    assert stats.detect([0.1] * 50) == ()
+
+
+def test_the_answer_is_deterministic() -> None:
+    history = steps((40, 1.0), (20, 1.05), (20, 0.97)) + noise(80, seed=14)
+    assert stats.detect(history) == stats.detect(list(history))
+
+
+# ---------------------------------------------------------------- against Apache Otava
+
+
+def reference_cases() -> list[tuple[str, dict]]:
+    cases = json.loads(REFERENCE.read_text())["cases"]
+    return sorted(cases.items())
+
+
+@pytest.mark.parametrize(("name", "case"), reference_cases())
+@pytest.mark.parametrize("min_runs", [2, 3])
+def test_the_e_divisive_statistic_matches_otava(name: str, case: dict, min_runs: int) -> None:
+    expected = case["best_split"][str(min_runs)]
+    result = _candidate(np.array(case["series"]), min_runs)
+    assert result is not None
+    tau, kappa, q = result
+    assert (tau, kappa) == (expected["tau"], expected["kappa"]), name
+    assert q == pytest.approx(expected["q"], rel=1e-9)
+
+
+@pytest.mark.parametrize(("name", "case"), reference_cases())
+def test_the_change_points_match_otavas(name: str, case: dict) -> None:
+    found = [cp.after for cp in stats.detect(case["series"])]
+    assert found == case["otava_change_points"], name
+
+
+def test_the_statistic_matches_its_definition() -> None:
+    """Q(tau, kappa) written out from Matteson and James, on random series with steps."""
+    rng = np.random.default_rng(15)
+    for _ in range(50):
+        m = int(rng.integers(6, 30))
+        z = rng.standard_normal(m) + (np.arange(m) >= rng.integers(1, m)) * rng.normal(0, 2)
+        best = (-math.inf, 0, 0)
+        for tau in range(3, m - 2):
+            for kappa in range(tau + 3, m + 1):
+                x, y = z[:tau], z[tau:kappa]
+                n, k = len(x), len(y)
+                e = (
+                    2 * np.abs(x[:, None] - y[None, :]).mean()
+                    - np.abs(x[:, None] - x[None, :]).sum() / (n * (n - 1))
+                    - np.abs(y[:, None] - y[None, :]).sum() / (k * (k - 1))
+                )
+                best = max(best, (n * k / (n + k) * e, tau, kappa))
+        result = _candidate(z, 3)
+        assert result is not None
+        assert result[:2] == best[1:]
+        assert result[2] == pytest.approx(best[0], rel=1e-9)
