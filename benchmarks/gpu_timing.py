@@ -308,6 +308,7 @@ def _patterns(call: Any) -> dict[str, Any]:
     """The same call back to back (as do_bench runs it) and with idle gaps (as the harness's
     rounds leave the GPU between samples), with the clock during each."""
     import triton.testing
+
     from benchmarks.gpu_support import ClockSampler
 
     flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
