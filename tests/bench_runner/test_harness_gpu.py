@@ -28,8 +28,9 @@ def cuda_side():
     return make
 
 
-def test_work_hidden_on_another_stream_is_an_error(cuda_side):
-    r = cuda_side(WORKLOADS / "side_stream.py").prepare(prepare_cmd("pytorch_eager", "float32", 1))
+@pytest.mark.parametrize("name", ["side_stream.py", "side_stream_small.py"])
+def test_work_hidden_on_another_stream_is_an_error(cuda_side, name):
+    r = cuda_side(WORKLOADS / name).prepare(prepare_cmd("pytorch_eager", "float32", 1))
     assert r["status"] == "error"
     assert "another stream" in r["reason"]
 

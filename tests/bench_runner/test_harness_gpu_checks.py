@@ -10,30 +10,85 @@ import sys
 
 import pytest
 
-from bench_runner.gpu_checks import ContentionSigns, StreamCheck
+from bench_runner.gpu_checks import (
+    CHECK_ROUNDS,
+    RECHECKS,
+    ContentionSigns,
+    StreamCheck,
+    SyncRound,
+    shows_hidden_work,
+)
 from bench_runner.plan import ConfigSpec
 from bench_runner.state import ConfigState
 from bench_runner.telemetry import is_throttled, open_telemetry, reason_names
 
 
-def test_a_call_that_waited_for_other_processes_is_not_hidden_work():
-    # Four `rnx bench` runs on one GPU: events 9.6 us, synchronised wall 2368.9 us. After the
-    # timed stream is done, this process has nothing left to wait for.
-    shared = StreamCheck(event_ns=9_600, wall_ns=2_368_900, after_stream_ns=6_000)
-    assert not shared.hidden_work
-    assert shared.waited_for_gpu
+def _checks(rounds: list[SyncRound], n: int = RECHECKS) -> StreamCheck:
+    """n checks of the same rounds: what a check that keeps finding the same gives."""
+    return StreamCheck(tuple(tuple(rounds) for _ in range(n)))
 
 
-def test_work_left_on_a_side_stream_is_hidden_work():
-    # The side-stream workload: 2203.4 us of events, 10886.0 us of wall, most of it after.
-    hidden = StreamCheck(event_ns=2_203_400, wall_ns=10_886_000, after_stream_ns=8_600_000)
-    assert hidden.hidden_work and not hidden.waited_for_gpu
-    assert "leaves work on another stream" in hidden.hidden_reason()
+def _us(event: float, wall: float, after: float, idle_after: float = 0.0) -> SyncRound:
+    return SyncRound(event * 1e3, wall * 1e3, after * 1e3, idle_after * 1e3)
+
+
+# Recorded on the H200 (session 1 of issue 14, medians of five calls). That version had no idle
+# round, so idle_after is 0 here: the most suspicious reading of these numbers.
+# Four `rnx bench` runs on one GPU, attention.py pytorch_eager/float32/bs8, wrongly `error`:
+H200_FOUR_RUNS = _us(event=13.4, wall=4584.0, after=78.4)
+# The side-stream workload alone on the GPU, and with two other runs on it: rightly `error`.
+H200_SIDE_STREAM_ALONE = _us(event=2253.3, wall=10959.6, after=8657.2)
+H200_SIDE_STREAM_SHARED = _us(event=2113.2, wall=10774.0, after=8641.6)
+# The issue's first report: four runs, 9.6 us of events in 2368.9 us of wall.
+ISSUE_FOUR_RUNS = _us(event=9.6, wall=2368.9, after=6.0)
+
+
+def test_the_h200_false_error_under_four_runs_is_contention_not_hidden_work():
+    # 78.4 us left after the timed stream, but the call waited 4492 us for the GPU before it:
+    # the synchronize's own latency on a time-sliced GPU, not work of this process.
+    assert not shows_hidden_work([H200_FOUR_RUNS] * CHECK_ROUNDS)
+    found = _checks([H200_FOUR_RUNS] * CHECK_ROUNDS)
+    assert not found.hidden_work and found.waited_for_gpu
+    issue = _checks([ISSUE_FOUR_RUNS] * CHECK_ROUNDS)
+    assert not issue.hidden_work and issue.waited_for_gpu
+
+
+@pytest.mark.parametrize("recorded", [H200_SIDE_STREAM_ALONE, H200_SIDE_STREAM_SHARED])
+def test_the_h200_side_stream_kernel_is_still_hidden_work(recorded):
+    found = _checks([recorded] * CHECK_ROUNDS)
+    assert found.hidden_work and not found.waited_for_gpu
+    reason = found.hidden_reason()
+    assert "leaves work on another stream" in reason and "found in 3 checks" in reason
+
+
+def test_a_slow_synchronize_after_idle_rounds_too_is_not_hidden_work():
+    # A shared GPU can make every synchronize slow: 120 us after the call and after the idle
+    # round alike. Nothing is left over, though the call itself did not wait.
+    slow_sync = _us(event=20.0, wall=150.0, after=120.0, idle_after=115.0)
+    assert not shows_hidden_work([slow_sync] * CHECK_ROUNDS)
+    # The same call that really leaves 300 us behind on another stream is caught.
+    leaves = _us(event=20.0, wall=450.0, after=420.0, idle_after=115.0)
+    assert shows_hidden_work([leaves] * CHECK_ROUNDS)
+    assert _checks([leaves] * CHECK_ROUNDS).hidden_work
+
+
+def test_hidden_work_must_be_found_in_every_check():
+    leaves = _us(event=20.0, wall=450.0, after=420.0, idle_after=10.0)
+    quiet = _us(event=20.0, wall=40.0, after=12.0, idle_after=10.0)
+    rounds = [leaves] * CHECK_ROUNDS
+    # Found once, then not: a neighbour's time slice, not the call.
+    assert not StreamCheck((tuple(rounds), tuple([quiet] * CHECK_ROUNDS))).hidden_work
+    # Fewer checks than RECHECKS decide nothing.
+    assert not _checks(rounds, n=RECHECKS - 1).hidden_work
+    # Medians: two rounds of five with a leftover are not enough.
+    mixed = [leaves, leaves, quiet, quiet, quiet]
+    assert not shows_hidden_work(mixed)
 
 
 def test_an_honest_call_on_an_idle_gpu_is_neither():
-    quiet = StreamCheck(event_ns=1_100_000, wall_ns=1_160_000, after_stream_ns=8_000)
+    quiet = _checks([_us(event=1100.0, wall=1160.0, after=8.0, idle_after=7.0)], n=1)
     assert not quiet.hidden_work and not quiet.waited_for_gpu
+    assert quiet.as_details()["stream_checks"] == 1
 
 
 def test_other_processes_on_the_gpu_are_contention_the_runs_own_are_not():
