@@ -2,8 +2,9 @@
 
 The order of a run:
 1. every worker process starts at once (slots x sides);
-2. builds: the first slot builds and checks each configuration; the other slots build one as
-   soon as the first passed it, at the same time where memory allows (no timing runs yet);
+2. builds (bench_runner/builds.py): each configuration is checked in one process, its
+   reference group's, and built in the others once it passed, at the same time where memory
+   allows (no timing runs yet);
 3. per slot, one at a time: warm-up of its configurations, then its block of interleaved rounds.
 Only one process warms up or measures at any moment.
 """
@@ -16,18 +17,21 @@ import random
 import time
 from typing import Any
 
+from bench_runner.builds import Builder
 from bench_runner.plan import CORRECTNESS_TRIALS, ConfigSpec, Plan
 from bench_runner.progress import Progress
 from bench_runner.state import ConfigState, RunStates
 from bench_runner.tolerances import tolerance_for
-from bench_runner.workers import Answer, Dispatcher, WorkerDied, WorkerHandle, WorkerKey
+from bench_runner.workers import Dispatcher, WorkerDied, WorkerHandle, WorkerKey
 
 PREPARE_TIMEOUT_S = 900.0
-# Builds in other processes overlap the first one's only while their memory fits in this share
-# of what was free when the run started.
-OVERLAP_MEMORY_SHARE = 0.5
 # A sample's wall time outside the measurement (pipe round trip), for budgeting extra rounds.
 ROUND_TRIP_S = 2e-3
+
+
+def _range_s(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}s" if round(lo, 2) == round(hi, 2) else f"{lo:.2f}-{hi:.2f}s"
 
 
 class WorkerPool:
@@ -40,6 +44,8 @@ class WorkerPool:
         self.handles: dict[WorkerKey, WorkerHandle | None] = {}
         self.start_errors: dict[WorkerKey, str] = {}
         self.pids: set[int] = set()
+        self.hellos: list[dict[str, Any]] = []  # every worker's first answer, restarts included
+        self.close_s: list[float] = []
 
     def start_all(self) -> None:
         """Interpreter start and imports dominate a short run's wall time: all at once."""
@@ -59,6 +65,7 @@ class WorkerPool:
             except WorkerDied as e:
                 self._failed(key, str(e))
                 continue
+            self.hellos.append(started.hello)
             if started.pid is not None:
                 self.pids.add(started.pid)
 
@@ -93,6 +100,7 @@ class WorkerPool:
             self._failed(key, str(e))
             return None
         self.handles[key] = handle
+        self.hellos.append(handle.hello)
         if handle.pid is not None:
             self.pids.add(handle.pid)
         return handle
@@ -104,77 +112,35 @@ class WorkerPool:
         self.handles[key] = None
 
     def close_slot(self, slot: int) -> None:
+        """The slot's workers (head and base) exit at once; this waits until they are gone."""
+        closing = []
         for side in self.plan.sides:
             handle = self.handles.get((slot, side))
             if handle is not None:
-                handle.close()
+                handle.begin_close()
+                closing.append(handle)
             self.handles[(slot, side)] = None
+        for handle in closing:
+            handle.end_close()
+            if handle.close_s is not None:
+                self.close_s.append(handle.close_s)
+
+    def startup_summary(self) -> str | None:
+        """Where the workers' start and exit went, as ranges over the processes."""
+        parts = [h.get("startup_s") or {} for h in self.hellos]
+        if not parts:
+            return None
+        text = []
+        for name in ("import", "workload", "device"):
+            values = [p[name] for p in parts if isinstance(p.get(name), (int, float))]
+            if values:
+                text.append(f"{name} {_range_s(values)}")
+        closing = f"; exit {_range_s(self.close_s)} each" if self.close_s else ""
+        return f"{len(parts)} worker processes: start {', '.join(text)}{closing}"
 
     def close_all(self) -> None:
         for slot in range(self.plan.processes):
             self.close_slot(slot)
-
-
-class Builder:
-    """Builds every configuration in every worker: the first slot builds and checks; another
-    slot builds a configuration only once the first passed it, at the same time where memory
-    allows, else just before its own warm-up (`deferred`)."""
-
-    def __init__(self, orch: Orchestrator):
-        self.orch = orch
-        self.deferred: dict[int, list[tuple[str, dict[str, Any]]]] = {}
-        self.footprint: dict[str, int] = {}
-
-    def build_all(self) -> None:
-        orch = self.orch
-        first = {
-            (0, side): [orch.build_cmd(st.spec, check=True) for st in orch.states.ok(side)]
-            for side in orch.plan.sides
-        }
-        self.orch.dispatcher.run(first, self._react)
-
-    def build_deferred(self, slot: int) -> None:
-        queues: dict[WorkerKey, list[dict[str, Any]]] = {}
-        for side, cmd in self.deferred.pop(slot, []):
-            queues.setdefault((slot, side), []).append(cmd)
-        self.orch.dispatcher.run(queues, self._react)
-
-    def _room_for_others(self, side: str) -> bool:
-        available = self.orch.pool.hello((0, side)).get("memory_available_bytes")
-        others = (self.orch.plan.processes - 1) * len(self.orch.plan.sides)
-        if not available or not others:
-            return True
-        return self.footprint.get(side, 0) * others <= OVERLAP_MEMORY_SHARE * available
-
-    def _react(self, key: WorkerKey, cmd: dict[str, Any], answer: Answer):
-        slot, side = key
-        st = self.orch.states[side][cmd["id"]]
-        if isinstance(answer, WorkerDied):
-            st.fail("error", str(answer) if slot == 0 else f"process {slot}: {answer}")
-            self.orch.pool.restart(key)
-        else:
-            st.absorb_build(answer, slot)
-            if slot == 0:
-                self.footprint[side] = max(
-                    self.footprint.get(side, 0), int(answer.get("memory_bytes") or 0)
-                )
-        self.orch.progress.prepared(st.spec.id, side, slot, st.status, st.reason)
-        if slot != 0:
-            return {}
-        return self._queue_for_others(side, st)
-
-    def _queue_for_others(self, side: str, st: ConfigState):
-        more: dict[WorkerKey, list[dict[str, Any]]] = {}
-        for other in range(1, self.orch.plan.processes):
-            if not st.ok:
-                self.orch.progress.skipped()
-                continue
-            cmd = self.orch.build_cmd(st.spec, check=False)
-            if self._room_for_others(side):
-                more[(other, side)] = [cmd]
-            else:
-                self.deferred.setdefault(other, []).append((side, cmd))
-        return more
 
 
 class Orchestrator:

@@ -38,13 +38,19 @@ class Progress:
         return left_configs * per_config + (self.n_samples - self.rounds_done) * per_round
 
     def prepared(
-        self, cid: str, side: str, slot: int, status: str, reason: str | None = None
+        self,
+        cid: str,
+        side: str,
+        slot: int,
+        status: str,
+        reason: str | None = None,
+        checked: bool = False,
     ) -> None:
         now = time.monotonic()
         self.prepare_s += now - self._last
         self._last = now
         self.done_configs += 1
-        what = "checked and built" if slot == 0 else "built"
+        what = "checked and built" if checked else "built"
         note = f": {reason[:120]}" if reason and status != "ok" else ""
         self._emit(
             f"[configuration {self.done_configs}/{self.n_configs}] {cid} ({side}, process "
@@ -78,7 +84,9 @@ class Progress:
             self.phases[was] = self.phases.get(was, 0.0) + now - since
         self._phase = (name, now)
 
-    def finish(self) -> None:
+    def finish(self, workers: str | None = None) -> None:
         self.phase("done")
         split = ", ".join(f"{k} {v:.1f}s" for k, v in self.phases.items() if k != "done")
         self._emit(f"done in {_dur(time.monotonic() - self.t0)} ({split})")
+        if workers:
+            self._emit(f"[workers] {workers}")

@@ -8,6 +8,7 @@ candidate is eager, compiled or exported. The worker that checks keeps one `Refe
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,12 @@ def _same_sign(inputs: list[Any]) -> list[Any]:
     return [x.abs() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
 
 
+def _settle(tensors: list[Any]) -> None:
+    """Wait for the GPU work behind these tensors, so the timers above see its cost."""
+    if any(isinstance(x, torch.Tensor) and x.is_cuda for x in tensors):
+        torch.cuda.synchronize()
+
+
 def _fresh_like(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     values = torch.randn(x.shape, generator=gen, dtype=torch.float64)
     return values.to(dtype=x.dtype, device=x.device)
@@ -73,19 +80,29 @@ class ReferenceCases:
         self._kinds = trial_kinds(trials)
         self._cases: dict[tuple[str, int], Case] = {}
         self.computed = 0  # reference calls made: the tests check reuse with it
+        # Where the time goes (benchmarks/harness_budget.py prints it): drawing and placing the
+        # inputs, and the float64 reference on them.
+        self.inputs_ns = 0
+        self.reference_ns = 0
 
     def _compute(self, name: str, kind: str, inputs: list[Any]) -> Case:
         self.computed += 1
+        t0 = time.perf_counter_ns()
         ref = [r.detach() for r in self._reference(inputs)]
+        _settle(ref)
+        self.reference_ns += time.perf_counter_ns() - t0
         return Case(name=name, kind=kind, inputs=inputs, reference=ref)
 
     def trial(self, t: int) -> Case:
         key = ("trial", t)
         if key not in self._cases:
             kind = self._kinds[t] if t < len(self._kinds) else DRAWN
+            t0 = time.perf_counter_ns()
             inputs = self._make_inputs(self._seed + 1000 + t)
             if kind == SAME_SIGN:
                 inputs = _same_sign(inputs)
+            _settle(inputs)
+            self.inputs_ns += time.perf_counter_ns() - t0
             self._cases[key] = self._compute(f"trial {t + 1}", kind, inputs)
         return self._cases[key]
 
@@ -94,9 +111,12 @@ class ReferenceCases:
         key = ("probe", i)
         if key not in self._cases:
             base = self.trial(0).inputs
+            t0 = time.perf_counter_ns()
             gen = torch.Generator().manual_seed(self._seed + 4242 + i)
             probe = list(base)
             probe[i] = _fresh_like(base[i], gen)
+            _settle(probe)
+            self.inputs_ns += time.perf_counter_ns() - t0
             self._cases[key] = self._compute(f"probe of input {i}", DRAWN, probe)
         return self._cases[key]
 

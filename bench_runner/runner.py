@@ -133,7 +133,7 @@ def run_benchmark(
         orchestrator.run()
     finally:
         pool.close_all()
-    tracker.finish()
+    tracker.finish(pool.startup_summary())
     return _document(orchestrator, env, repository, git, base_workload)
 
 

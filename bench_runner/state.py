@@ -35,27 +35,34 @@ class ConfigState:
     def fail(self, status: str, reason: str) -> None:
         self.status, self.reason = status, reason
 
-    def _failed(self, res: dict[str, Any], slot: int) -> None:
+    def _failed(self, res: dict[str, Any], slot: int, *, first: bool) -> None:
+        """first: where the configuration was checked (builds) or process 1 (warm-up)."""
         details = res.get("details", {})
-        prefix = "" if slot == 0 else f"process {slot}: "
+        prefix = "" if first else f"process {slot}: "
         self.fail(res["status"], prefix + str(res.get("reason") or res["status"]))
-        if slot != 0:
-            self.status = "error"  # it passed in process 0: a later failure is not "unsupported"
+        if not first:
+            self.status = "error"  # it passed its check: a later failure is not "unsupported"
         if "traceback" in details:
             self.details["traceback"] = details["traceback"]
 
-    def absorb_build(self, res: dict[str, Any], slot: int) -> None:
+    def absorb_build(self, res: dict[str, Any], slot: int, *, checked: bool) -> None:
+        """A build's answer; checked: the build that checked the configuration, whose
+        correctness, build times and details the document keeps."""
         details = res.get("details", {})
-        if slot == 0:
+        if checked:
             self.correctness = res.get("correctness")
             self.build = {k: int(v) for k, v in res.get("build", {}).items() if v is not None}
             self.details.update(details)
+            self.details["checked_in_process"] = slot
         else:
             self.details.setdefault("build_wall_ns_per_process", []).append(
                 details.get("build_wall_ns")
             )
+            self.details.setdefault("later_build_wall_ns", []).append(
+                details.get("prepare_wall_ns")
+            )
         if res["status"] != "ok":
-            self._failed(res, slot)
+            self._failed(res, slot, first=checked)
 
     def absorb_warm(self, res: dict[str, Any], slot: int) -> None:
         details = res.get("details", {})
@@ -69,7 +76,7 @@ class ConfigState:
             self.contention.append(ContentionSigns.from_message(res["contention"]))
         self.estimate_ns = float(res.get("estimate_ns", self.estimate_ns or 0.0))
         if res["status"] != "ok":
-            self._failed(res, slot)
+            self._failed(res, slot, first=slot == 0)
 
     def add_sample(self, answer: dict[str, Any], round_index: int, slot: int) -> None:
         self.ns.append(int(answer["ns"]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import time
 import traceback
 import warnings
@@ -81,6 +82,18 @@ def memory_in_use(device: torch.device) -> int:
         resident_pages = int(open("/proc/self/statm").read().split()[1])  # noqa: SIM115
         return resident_pages * os.sysconf("SC_PAGE_SIZE")
     return 0
+
+
+def peak_memory(device: torch.device) -> int:
+    """The most this process has held so far: device memory, or its peak resident memory."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    with contextlib.suppress(ImportError, OSError):
+        import resource
+
+        peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        return peak if sys.platform == "darwin" else peak * 1024  # bytes there, KiB on Linux
+    return memory_in_use(device)
 
 
 def memory_available(device: torch.device) -> int | None:
@@ -221,6 +234,7 @@ class Side:
         if why:
             raise Unsupported(f"unavailable: {why}")
         dtype, batch_size = cmd["dtype"], cmd["batch_size"]
+        t_subject = time.perf_counter_ns()
         subject, cases = build_subject(
             self.workload,
             dtype=dtype,
@@ -232,6 +246,7 @@ class Side:
             store=self._reference_store() if cmd["check"] else None,
         )
         result["details"].update(subject.notes)
+        result["details"]["subject_wall_ns"] = time.perf_counter_ns() - t_subject
         t_build = time.perf_counter_ns()
         prepared = runtime.prepare(subject)
         result["details"]["build_wall_ns"] = time.perf_counter_ns() - t_build
@@ -241,9 +256,11 @@ class Side:
         if cases is not None:
             self._check(cmd, result, prepared, cases)
         result["memory_bytes"] = memory_in_use(self.device)
+        result["peak_memory_bytes"] = peak_memory(self.device)
 
     def _check(self, cmd: dict[str, Any], result: dict[str, Any], prepared: Prepared, cases: Any):
         t_check = time.perf_counter_ns()
+        inputs_ns, reference_ns = cases.inputs_ns, cases.reference_ns
         try:
             report = check_correctness(
                 run=prepared.run,
@@ -257,6 +274,9 @@ class Side:
             )
         finally:
             result["details"]["check_wall_ns"] = time.perf_counter_ns() - t_check
+            # Of which: drawing the inputs and the float64 references (0 where reused).
+            result["details"]["check_inputs_wall_ns"] = cases.inputs_ns - inputs_ns
+            result["details"]["check_reference_wall_ns"] = cases.reference_ns - reference_ns
             self._reference_store().trim()
         result["correctness"] = report.as_dict()
         result["details"]["correctness_notes"] = report.notes
@@ -361,10 +381,21 @@ def worker_main(conn: Any, spec: dict[str, Any]) -> None:
     except ValueError as e:
         conn.send({"hello": os.getpid(), "device_error": str(e)})
         return
+    t0 = time.perf_counter()
     env = configure_process(spec["threads"], device, spec.get("cpus"))
     side = Side(path=spec["path"], device=device, threads=spec["threads"], seed=spec["seed"])
     side.load()
-    conn.send(_hello(side, spec, env))
+    t_loaded = time.perf_counter()
+    hello = _hello(side, spec, env)
+    # Where a worker's start goes (the progress output's last lines sum it up): importing torch
+    # and the harness, loading the workload, and the rest (the first CUDA call, the machine's
+    # description in the first worker).
+    hello["startup_s"] = {
+        "import": spec.get("import_s"),
+        "workload": t_loaded - t0,
+        "device": time.perf_counter() - t_loaded,
+    }
+    conn.send(hello)
     handlers = {"build": side.build, "warm": side.warm, "prepare": side.prepare}
     while True:
         try:

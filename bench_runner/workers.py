@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import multiprocessing
 import os
 import sys
@@ -42,19 +43,43 @@ def start_method(device: str) -> str:
     return "forkserver"
 
 
+def _worker_variables() -> dict[str, str]:
+    """Environment variables every worker (and the fork server) starts with.
+
+    PYTORCH_NVML_BASED_CUDA_CHECK: torch.cuda.is_available() in the fork server must ask NVML,
+    never initialise the CUDA driver its forks would then be unable to use.
+    TORCHINDUCTOR_COMPILE_THREADS=1 where Triton is installed (a GPU machine), unless the job
+    sets it: otherwise every worker's first torch.compile starts inductor's pool of compile
+    subprocesses, each importing torch on the worker's own pinned CPUs, and shuts it down when
+    the worker exits; for the few kernels of a benchmark that costs seconds per process, while
+    the other processes and later runs load the compiled kernels from inductor's cache."""
+    found = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+    if "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ and _has_triton():
+        found["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+    return found
+
+
+def _has_triton() -> bool:
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 @contextlib.contextmanager
-def _nvml_cuda_check() -> Any:
-    """The fork server inherits the environment it starts with: torch.cuda.is_available() in
-    it must ask NVML, never initialise the CUDA driver its forks would then be unable to use."""
-    old = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
-    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+def _worker_environment() -> Any:
+    """The worker's variables while it starts (it inherits them), this process's restored."""
+    changes = _worker_variables()
+    old = {name: os.environ.get(name) for name in changes}
+    os.environ.update(changes)
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
-        else:
-            os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = old
+        for name, value in old.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def context(method: str, runtimes: Iterable[str]) -> Any:
@@ -75,10 +100,12 @@ class WorkerHandle:
         from bench_runner.worker_entry import main
 
         self.process = ctx.Process(target=main, args=(child, spec), daemon=True)
-        with _nvml_cuda_check():
+        with _worker_environment():
             self.process.start()
         child.close()
         self.hello: dict[str, Any] = {}
+        self.close_s: float | None = None
+        self._closing_since = 0.0
         if wait:
             self.wait_started()
 
@@ -120,12 +147,24 @@ class WorkerHandle:
         return self.receive(timeout, doing)
 
     def close(self) -> None:
+        self.begin_close()
+        self.end_close()
+
+    def begin_close(self) -> None:
+        """Ask the worker to exit; end_close waits for it (several close at once this way)."""
+        self._closing_since = time.perf_counter()
         if self.process.is_alive():
             with contextlib.suppress(WorkerDied):
-                self.call({"op": "close"}, timeout=30, doing="closing")
+                self.send({"op": "close"}, "closing")
+
+    def end_close(self) -> None:
+        if self.process.is_alive():
+            with contextlib.suppress(WorkerDied):
+                self.receive(30, "closing")
         self.process.join(10)
         self.kill()
         self.conn.close()
+        self.close_s = time.perf_counter() - self._closing_since
 
     def kill(self) -> None:
         if self.process.is_alive():

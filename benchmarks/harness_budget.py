@@ -20,8 +20,10 @@ Run: .venv/bin/python -m benchmarks.harness_budget [--case cpu-example] [--repea
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -51,9 +53,13 @@ CASES: dict[str, dict[str, Any]] = {
         },
     },
 }
-# Runs in a fresh interpreter whose sys.path starts with the tree under test.
+# Runs in a fresh interpreter whose sys.path starts with the tree under test. Keys a tree does
+# not record (an older harness) read as absent.
 DRIVER = """
 import io, json, sys, time
+KEYS = ("prepare_wall_ns", "subject_wall_ns", "check_wall_ns", "check_inputs_wall_ns",
+        "check_reference_wall_ns", "build_wall_ns", "warmup_wall_ns", "timing_wall_ns",
+        "checked_in_process", "build_wall_ns_per_process", "later_build_wall_ns")
 def main():
     t0 = time.perf_counter()
     from bench_runner import run_benchmark
@@ -65,18 +71,18 @@ def main():
     doc = run_benchmark(Benchmark.model_validate(case["benchmark"]), HarnessSettings(),
                         progress=progress, device=case["device"])
     t2 = time.perf_counter()
-    keys = ("check_wall_ns", "build_wall_ns", "warmup_wall_ns", "timing_wall_ns")
     rows = []
     for c in doc.configurations:
-        row = {"id": c.id, "status": c.status, "reason": c.reason}
-        row.update({k: c.details.get(k) or 0 for k in keys})
-        later = c.details.get("build_wall_ns_per_process", [])
-        row["later_build_wall_ns"] = sum(x or 0 for x in later)
-        row["compile_ns"] = c.build.compile_ns or 0
+        row = {"id": c.id, "status": c.status, "reason": c.reason,
+               "compile_ns": c.build.compile_ns or 0}
+        row.update({k: c.details[k] for k in KEYS if k in c.details})
         rows.append(row)
-    done = [l for l in progress.getvalue().splitlines() if l.startswith("done in")]
+    lines = progress.getvalue().splitlines()
+    done = [l for l in lines if l.startswith("done in")]
+    workers = [l for l in lines if l.startswith("[workers]")]
     print(json.dumps({"tree": bench_runner.__file__, "import_s": t1 - t0, "run_s": t2 - t1,
-                      "configs": rows, "done": done[-1] if done else ""}))
+                      "configs": rows, "done": done[-1] if done else "",
+                      "workers": workers[-1] if workers else ""}))
 if __name__ == "__main__":
     main()
 """
@@ -137,25 +143,72 @@ def run_once(tree: Path, case: dict[str, Any], tmp: Path) -> dict[str, Any]:
     return result
 
 
+def _s(ns: Any) -> float:
+    return (ns or 0) / 1e9
+
+
+def _later(row: dict[str, Any]) -> list[float]:
+    """Seconds each later process took to build the configuration (whole command, or the
+    runtime's build alone in an older tree)."""
+    found = row.get("later_build_wall_ns") or row.get("build_wall_ns_per_process") or []
+    return [_s(x) for x in found]
+
+
 def split(result: dict[str, Any]) -> dict[str, float]:
     rows = result["configs"]
 
     def total(key: str) -> float:
-        return sum(r[key] for r in rows) / 1e9
+        return sum(_s(r.get(key)) for r in rows)
 
-    parts = {
+    return {
         "process": result["process_s"],
         "run": result["run_s"],
-        "correctness": total("check_wall_ns"),
+        "check": total("check_wall_ns"),
         "build": total("build_wall_ns"),
-        "later builds": total("later_build_wall_ns"),
+        "later builds": sum(sum(_later(r)) for r in rows),
         "warm-up": total("warmup_wall_ns"),
         "timing": total("timing_wall_ns"),
     }
-    parts["rest"] = parts["run"] - sum(
-        parts[k] for k in ("correctness", "build", "later builds", "warm-up", "timing")
+
+
+def phases(done: str) -> dict[str, float]:
+    """The run's phases from its last progress line, 'done in 50.5s (starting workers 5.4s, ...)'"""
+    found = re.search(r"\((.*)\)", done)
+    if not found:
+        return {}
+    out = {}
+    for part in found.group(1).split(", "):
+        name, _, secs = part.rpartition(" ")
+        with contextlib.suppress(ValueError):
+            out[name] = float(secs.rstrip("s"))
+    return out
+
+
+def config_table(result: dict[str, Any]) -> None:
+    """Per configuration: where it was checked and where its seconds went, in the checking
+    process (subject, inputs, references, the rest of the check, the runtime's build) and in
+    the others (each later build), then warm-up and timing summed over processes."""
+    head = (
+        f"  {'configuration':32s} {'checked':>7s} {'command':>8s} {'subject':>8s} {'inputs':>7s} "
+        f"{'refs':>7s} {'check':>7s} {'build':>7s} {'compile':>8s}  {'later builds':18s} "
+        f"{'warm-up':>7s} {'timing':>7s}"
     )
-    return parts
+    print(head)
+    for r in result["configs"]:
+        check_rest = (
+            _s(r.get("check_wall_ns"))
+            - _s(r.get("check_inputs_wall_ns"))
+            - _s(r.get("check_reference_wall_ns"))
+        )
+        where = r.get("checked_in_process")
+        later = ", ".join(f"{x:.2f}" for x in _later(r)) or "-"
+        print(
+            f"  {r['id']:32s} {'-' if where is None else where + 1:>7} "
+            f"{_s(r.get('prepare_wall_ns')):8.2f} {_s(r.get('subject_wall_ns')):8.2f} "
+            f"{_s(r.get('check_inputs_wall_ns')):7.2f} {_s(r.get('check_reference_wall_ns')):7.2f} "
+            f"{check_rest:7.2f} {_s(r.get('build_wall_ns')):7.2f} {_s(r.get('compile_ns')):8.2f}  "
+            f"{later:18s} {_s(r.get('warmup_wall_ns')):7.2f} {_s(r.get('timing_wall_ns')):7.2f}"
+        )
 
 
 def report(runs: dict[str, list[dict[str, Any]]]) -> None:
@@ -166,18 +219,32 @@ def report(runs: dict[str, list[dict[str, Any]]]) -> None:
             parts = split(r)
             statuses = sorted({c["status"] for c in r["configs"]})
             print(f"{side:8s}" + "".join(f"{parts[n]:12.2f}s" for n in names) + f"   {statuses}")
-            print(f"{'':8s}{r['done']}")
+            print(f"{'':8s}phases: {r['done'] or '(not printed by this tree)'}")
+            if r.get("workers"):
+                print(f"{'':8s}{r['workers']}")
+    print(
+        "(check, build, later builds, warm-up, timing: sums over configurations and processes; "
+        "checks and builds in different processes overlap, so they can add up to more than the "
+        "run's phase)"
+    )
     if all(runs.values()) and len(runs) == 2:
         med = {s: statistics.median(split(r)["process"] for r in rs) for s, rs in runs.items()}
         print(
             f"median process wall: before {med['before']:.2f}s, after {med['after']:.2f}s, "
             f"after/before {med['after'] / med['before']:.2f}"
         )
-    print(
-        "(correctness, build, later builds, warm-up, timing: sums over configurations; after "
-        "this change the later builds overlap the first process's checks, so the parts can "
-        "add up to more than the run; rest = run - parts)"
-    )
+        for side in runs:
+            ph = [phases(r["done"]) for r in runs[side]]
+            names = list(dict.fromkeys(n for p in ph for n in p))
+            if names:
+                med_ph = ", ".join(
+                    f"{n} {statistics.median(p.get(n, 0.0) for p in ph):.1f}s" for n in names
+                )
+                print(f"median phases, {side}: {med_ph}")
+    for side, results in runs.items():
+        last = results[-1]
+        print(f"per configuration, {side} (last run; seconds; process numbers from 1):")
+        config_table(last)
 
 
 def main() -> int:
