@@ -20,7 +20,7 @@ from bench_runner.placement import cpus_for_slot, default_threads
 from bench_runner.plan import Plan, plan_configurations
 from bench_runner.progress import Progress
 from bench_runner.results import configuration
-from bench_runner.workers import context, start_method
+from bench_runner.workers import compiler_modules, context, start_method
 from rnx.config import Benchmark, HarnessSettings
 from rnx.errors import UserError
 from rnx.schema import Environment, GitRef, ResultsDocument, Settings, Tool, Workload
@@ -45,6 +45,8 @@ def _spec_maker(plan: Plan, environment_name: str | None, collect: bool) -> Any:
             "threads": plan.threads,
             "seed": plan.harness.seed,
             "cpus": cpus_for_slot(slot, plan.threads, pin=plan.harness.pin_cpus),
+            # Imported in the background by a spawned worker (a forked one has them already).
+            "preload": compiler_modules(plan.benchmark.runtimes),
             # The first worker has torch imported anyway: it describes the machine, so this
             # process need not import torch at all.
             "environment": {"name": environment_name} if first and collect else None,

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from bench_runner import preload
 from bench_runner.correctness import check_correctness
 from bench_runner.errors import ConfigFailure, Unsupported
 from bench_runner.gpu_checks import ContentionSigns
@@ -229,6 +230,8 @@ class Side:
         if self.load_error is not None:
             raise self.load_error
         assert self.workload is not None
+        if cmd["runtime"] != "pytorch_eager":
+            result["details"]["compiler_import_wait_ns"] = preload.wait()
         runtime = get_runtime(cmd["runtime"])
         why = runtime.unavailable()
         if why:
@@ -396,6 +399,7 @@ def worker_main(conn: Any, spec: dict[str, Any]) -> None:
         "device": time.perf_counter() - t_loaded,
     }
     conn.send(hello)
+    preload.start(spec.get("preload") or [])
     handlers = {"build": side.build, "warm": side.warm, "prepare": side.prepare}
     while True:
         try:

@@ -82,12 +82,17 @@ def _worker_environment() -> Any:
                 os.environ[name] = value
 
 
+def compiler_modules(runtimes: Iterable[str]) -> list[str]:
+    """What the plan's runtimes import on first use, to import ahead (none for eager alone)."""
+    compiles = any(r in ("torch_compile", "onnxruntime", "tensorrt") for r in runtimes)
+    return list(PRELOAD_COMPILER) if compiles else []
+
+
 def context(method: str, runtimes: Iterable[str]) -> Any:
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":
-        compiles = any(r in ("torch_compile", "onnxruntime", "tensorrt") for r in runtimes)
         # Only the first run of a process decides: the fork server then keeps running.
-        ctx.set_forkserver_preload(PRELOAD + (PRELOAD_COMPILER if compiles else []))
+        ctx.set_forkserver_preload(PRELOAD + compiler_modules(runtimes))
     return ctx
 
 

@@ -8,6 +8,8 @@ its imports and its exit. They alternate, `--repeat` times, so load on the machi
 
 Cases:
   cpu-example   examples/attention.py, pytorch_eager, float32, batch size 1, on the CPU
+  cpu-eager6    examples/attention.py, pytorch_eager x float32/float16/bfloat16 x batch sizes 1
+                and 64, on the CPU (six reference groups: checks spread over the processes)
   attention12   examples/attention.py, pytorch_eager + torch_compile x float32/float16/bfloat16
                 x batch sizes 8 and 1024 (12 configurations), on the GPU (the issue's run)
 Defaults: 30 samples over 3 processes (the harness defaults); each run gets its own empty
@@ -43,6 +45,15 @@ CASES: dict[str, dict[str, Any]] = {
             "batch-sizes": [1],
         },
     },
+    "cpu-eager6": {
+        "device": "cpu",
+        "benchmark": {
+            "workload": str(ROOT / "examples" / "attention.py"),
+            "runtimes": ["pytorch_eager"],
+            "dtypes": ["float32", "float16", "bfloat16"],
+            "batch-sizes": [1, 64],
+        },
+    },
     "attention12": {
         "device": "cuda",
         "benchmark": {
@@ -59,7 +70,8 @@ DRIVER = """
 import io, json, sys, time
 KEYS = ("prepare_wall_ns", "subject_wall_ns", "check_wall_ns", "check_inputs_wall_ns",
         "check_reference_wall_ns", "build_wall_ns", "warmup_wall_ns", "timing_wall_ns",
-        "checked_in_process", "build_wall_ns_per_process", "later_build_wall_ns")
+        "checked_in_process", "build_wall_ns_per_process", "later_build_wall_ns",
+        "compiler_import_wait_ns")
 def main():
     t0 = time.perf_counter()
     from bench_runner import run_benchmark
@@ -186,11 +198,14 @@ def phases(done: str) -> dict[str, float]:
 
 def config_table(result: dict[str, Any]) -> None:
     """Per configuration: where it was checked and where its seconds went, in the checking
-    process (subject, inputs, references, the rest of the check, the runtime's build) and in
-    the others (each later build), then warm-up and timing summed over processes."""
+    process (the whole command; of it: the subject, drawing the check's inputs, the float64
+    references, the rest of the check, waiting for the compiler's import, the runtime's build,
+    of which torch.compile's first call) and in the others (each later build's command), then
+    warm-up and timing summed over processes."""
     head = (
         f"  {'configuration':32s} {'checked':>7s} {'command':>8s} {'subject':>8s} {'inputs':>7s} "
-        f"{'refs':>7s} {'check':>7s} {'build':>7s} {'compile':>8s}  {'later builds':18s} "
+        f"{'refs':>7s} {'check':>7s} {'import':>7s} {'build':>7s} {'compile':>8s}  "
+        f"{'later builds':18s} "
         f"{'warm-up':>7s} {'timing':>7s}"
     )
     print(head)
@@ -206,7 +221,8 @@ def config_table(result: dict[str, Any]) -> None:
             f"  {r['id']:32s} {'-' if where is None else where + 1:>7} "
             f"{_s(r.get('prepare_wall_ns')):8.2f} {_s(r.get('subject_wall_ns')):8.2f} "
             f"{_s(r.get('check_inputs_wall_ns')):7.2f} {_s(r.get('check_reference_wall_ns')):7.2f} "
-            f"{check_rest:7.2f} {_s(r.get('build_wall_ns')):7.2f} {_s(r.get('compile_ns')):8.2f}  "
+            f"{check_rest:7.2f} {_s(r.get('compiler_import_wait_ns')):7.2f} "
+            f"{_s(r.get('build_wall_ns')):7.2f} {_s(r.get('compile_ns')):8.2f}  "
             f"{later:18s} {_s(r.get('warmup_wall_ns')):7.2f} {_s(r.get('timing_wall_ns')):7.2f}"
         )
 
