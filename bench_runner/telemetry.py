@@ -63,10 +63,26 @@ class GpuTelemetry:
             self.errors[name] = f"{type(e).__name__}: {e}"
             return None
 
+    def _instant_power_mw(self) -> int | None:
+        """Board power now, in mW (NVML_FI_DEV_POWER_INSTANT). nvmlDeviceGetPowerUsage is an
+        average over the last second on Ampere (but GA100) and newer GPUs: it reads a 0.2 s
+        burst as mostly idle."""
+        field = getattr(self.nvml, "NVML_FI_DEV_POWER_INSTANT", None)
+        if field is None:
+            return None
+        found = self._query("power_instant", "nvmlDeviceGetFieldValues", [field])
+        if not found or int(found[0].nvmlReturn) != 0:
+            self.errors.setdefault("power_instant", "NVML_FI_DEV_POWER_INSTANT not supported")
+            return None
+        return int(found[0].value.uiVal)
+
     def read(self) -> dict[str, float | None]:
-        """The SM clock (MHz), board power (W) and temperature (C) now."""
+        """The SM clock (MHz), board power (W, instantaneous where the GPU gives it, else
+        NVML's average) and temperature (C) now."""
         sm = self._query("sm_clock", "nvmlDeviceGetClockInfo", 1)  # NVML_CLOCK_SM
-        power = self._query("power", "nvmlDeviceGetPowerUsage")
+        power = self._instant_power_mw()
+        if power is None:
+            power = self._query("power", "nvmlDeviceGetPowerUsage")
         temp = self._query("temperature", "nvmlDeviceGetTemperature", 0)  # NVML_TEMPERATURE_GPU
         return {
             "sm_mhz": None if sm is None else int(sm),

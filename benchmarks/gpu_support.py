@@ -65,7 +65,9 @@ class ClockSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.readings.append(self.telemetry.read())
+            reading: dict[str, Any] = dict(self.telemetry.read())
+            reading["reasons"] = self.telemetry.clock_reasons()
+            self.readings.append(reading)
             time.sleep(self.period_s)
 
     def __exit__(self, *exc: object) -> None:
@@ -78,4 +80,22 @@ class ClockSampler:
             values = [r[key] for r in self.readings if r.get(key) is not None]
             return statistics.median(values) if values else None
 
-        return {"sm_mhz": med("sm_mhz"), "power_w": med("power_w"), "temp_c": med("temp_c")}
+        from bench_runner.telemetry import SLOWDOWN_REASONS, reason_names
+
+        # Why the clock was below its maximum: the slowdown reasons NVML gave, with the share of
+        # readings that carried each (sw_power_cap: the power limit; *_thermal_*: heat).
+        counts: dict[str, int] = {}
+        for r in self.readings:
+            for name in reason_names(r.get("reasons") or 0):
+                if name in SLOWDOWN_REASONS:
+                    counts[name] = counts.get(name, 0) + 1
+        n = max(len(self.readings), 1)
+        return {
+            "sm_mhz": med("sm_mhz"),
+            "power_w": med("power_w"),
+            "temp_c": med("temp_c"),
+            "max_power_w": max(
+                (r["power_w"] for r in self.readings if r.get("power_w")), default=None
+            ),
+            "slowdown_reasons": {k: round(v / n, 2) for k, v in sorted(counts.items())},
+        }

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from bench_runner import run_benchmark
+from bench_runner.telemetry import SLOWDOWN_REASONS, reason_names
 from bench_runner.worker import Side, configure_process, in_process_command
 from rnx.config import Benchmark, HarnessSettings
 
@@ -349,16 +350,29 @@ def _harness(path: Path) -> tuple[Any, dict[str, Any]]:
             "sm_mhz": med("sm_mhz"),
             "power_w": med("power_w"),
             "temp_c": med("temp_c"),
+            # Any slowdown NVML reported around any sample (the harness keeps the union).
+            "slowdown_reasons": [
+                r
+                for r in reason_names(int(c.details.get("clock_reasons_mask") or 0))
+                if r in SLOWDOWN_REASONS
+            ],
         },
         "throttled_samples": len(tel.get("throttled", [])),
         "default_sm_mhz": tel.get("default_sm_mhz"),
+        "power_limit_w": c.details.get("power_limit_w"),
         "loops_per_sample": c.details.get("loops_per_sample"),
     }
 
 
 def _clock(c: dict[str, Any]) -> str:
     mhz, watts = c.get("sm_mhz"), c.get("power_w")
-    return f"{mhz or 0:5.0f} MHz {watts or 0:4.0f} W"
+    reasons = c.get("slowdown_reasons")
+    why = ""
+    if isinstance(reasons, dict):  # sampled during the loop: the share of readings
+        why = " " + (",".join(f"{k} {v:.0%}" for k, v in reasons.items()) or "no slowdown")
+    elif isinstance(reasons, list):  # the harness: any sample
+        why = " " + (",".join(reasons) or "no slowdown")
+    return f"{mhz or 0:5.0f} MHz {watts or 0:4.0f} W{why}"
 
 
 def dobench(out_dir: Path) -> list[dict[str, Any]]:
@@ -369,6 +383,12 @@ def dobench(out_dir: Path) -> list[dict[str, Any]]:
             path.write_text(KERNEL_FILE.format(inputs=inputs))
             c, row = _harness(path)
             row["kernel"] = name
+            if not rows:
+                print(
+                    f"power limit {row.get('power_limit_w')} W, default SM clock "
+                    f"{row.get('default_sm_mhz')} MHz",
+                    flush=True,
+                )
             if c.status == "ok":
                 side = Side(path=str(path), device=torch.device("cuda"), threads=4, seed=0)
                 side.load()

@@ -94,6 +94,7 @@ def test_clocks_power_and_temperature_come_with_every_sample(cuda_side):
     assert side.prepare(cmd)["status"] == "ok"
     sample = side.measure(cmd["id"])
     assert sample["telemetry"]["sm_mhz"] > 0 and sample["telemetry"]["temp_c"] > 0
+    assert sample["telemetry"]["power_w"] > 0  # instantaneous where the GPU gives it
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
