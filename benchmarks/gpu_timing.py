@@ -372,7 +372,8 @@ def _clock(c: dict[str, Any]) -> str:
         why = " " + (",".join(f"{k} {v:.0%}" for k, v in reasons.items()) or "no slowdown")
     elif isinstance(reasons, list):  # the harness: any sample
         why = " " + (",".join(reasons) or "no slowdown")
-    return f"{mhz or 0:5.0f} MHz {watts or 0:4.0f} W{why}"
+    peak = f" peak {c['max_power_w']:.0f} W" if c.get("max_power_w") else ""
+    return f"{mhz or 0:5.0f} MHz {watts or 0:4.0f} W{peak}{why}"
 
 
 def dobench(out_dir: Path) -> list[dict[str, Any]]:
