@@ -13,19 +13,38 @@ that process's warm-up. Nothing is timed during this phase.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from bench_runner.state import ConfigState
-from bench_runner.workers import Answer, WorkerDied, WorkerKey
-
-if TYPE_CHECKING:
-    from bench_runner.orchestrator import Orchestrator
+from bench_runner.plan import ConfigSpec, Plan
+from bench_runner.progress import Progress
+from bench_runner.state import ConfigState, RunStates
+from bench_runner.workers import Answer, Dispatcher, WorkerDied, WorkerHandle, WorkerKey
 
 # Builds and checks in other processes overlap only while their memory fits in this share of
 # what was free when the run started.
 OVERLAP_MEMORY_SHARE = 0.5
 
 Group = list[ConfigState]
+
+
+class Pool(Protocol):
+    def hello(self, key: WorkerKey) -> dict[str, Any]: ...
+    def get(self, key: WorkerKey) -> WorkerHandle | None: ...
+    def restart(self, key: WorkerKey) -> WorkerHandle | None: ...
+
+
+class Run(Protocol):
+    """What the build phase uses of the orchestrator (bench_runner/orchestrator.py)."""
+
+    plan: Plan
+    states: RunStates
+    dispatcher: Dispatcher
+    progress: Progress
+
+    @property
+    def pool(self) -> Pool: ...
+
+    def build_cmd(self, c: ConfigSpec, *, check: bool) -> dict[str, Any]: ...
 
 
 def reference_groups(states: list[ConfigState]) -> list[Group]:
@@ -44,7 +63,7 @@ def check_order(groups: list[Group]) -> list[Group]:
 
 
 class Builder:
-    def __init__(self, orch: Orchestrator):
+    def __init__(self, orch: Run):
         self.orch = orch
         self.deferred: dict[int, list[tuple[str, dict[str, Any]]]] = {}
         self.footprint: dict[str, int] = {}  # bytes a process holds with a build, per side
