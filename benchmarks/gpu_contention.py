@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -85,8 +86,8 @@ def _stream_line(found: list[dict[str, Any]]) -> str:
     again = sum(1 for s in checks if (s.get("checks") or 1) > 1)
     return (
         f"  stream checks ({len(checks)} configurations, process 1 of each): synchronize after "
-        f"an idle round median {idle[len(idle) // 2]:.1f} us, max {idle[-1]:.1f} us; leftover "
-        f"after the call median {left[len(left) // 2]:.1f} us, max {left[-1]:.1f} us; "
+        f"an idle round median {statistics.median(idle):.1f} us, max {idle[-1]:.1f} us; leftover "
+        f"after the call median {statistics.median(left):.1f} us, max {left[-1]:.1f} us; "
         f"re-checked {again}"
     )
 
