@@ -18,7 +18,13 @@ from pathlib import Path
 from action.annotations import BROKEN_STATUSES, annotate
 from action.context import RunContext, read_context
 from action.inputs import GateInputs, read_inputs
-from action.measure import Measured, maybe_base_checkout, measure, measured_elsewhere
+from action.measure import (
+    Measured,
+    maybe_base_checkout,
+    measure,
+    measured_elsewhere,
+    measurement_notes,
+)
 from action.overlay import effective_config
 from action.publish import github_client, publish
 from action.upload import Clock, Credential, Outage, UploadAnswer, oidc_token, upload
@@ -139,6 +145,7 @@ def decide(
         comparisons=list(local.comparisons),
         compare="paired" if paired else "baseline",
         mode=config.gate.mode,
+        notes=measurement_notes(measured.document),
     )
     if isinstance(answer, UploadAnswer):
         tier: Tier = answer.tier

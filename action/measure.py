@@ -15,6 +15,7 @@ from action.paired import base_worktree
 from rnx.config import Benchmark, KernalinConfig
 from rnx.errors import UserError
 from rnx.schema import GateReport, ResultsDocument, load_results
+from rnx_github.comment import ConfigNote
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,23 @@ def measure(
         progress=progress,
     )
     return Measured(bench, document, local_report(document, config))
+
+
+def measurement_notes(document: ResultsDocument) -> list[ConfigNote]:
+    """One note per configuration the harness measured on a GPU shared with other work
+    (details.contention, bench_runner/state.py): the numbers are noisier for it, never wrong,
+    and the reader of the comment should know. Anything malformed is left out."""
+    notes = []
+    for cfg in document.configurations:
+        contention = cfg.details.get("contention")
+        if not isinstance(contention, dict) or not isinstance(contention.get("note"), str):
+            continue
+        text = contention["note"]
+        seen = contention.get("processes_seen")
+        if isinstance(seen, int) and not isinstance(seen, bool):
+            text += f" (seen by {seen} of {document.settings.processes} worker processes)"
+        notes.append(ConfigNote(id=cfg.id, text=text))
+    return notes
 
 
 def measured_elsewhere(path: str, ctx: RunContext, config: KernalinConfig) -> Measured:

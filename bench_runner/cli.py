@@ -10,7 +10,7 @@ from pathlib import Path
 from bench_runner.runner import run_benchmark
 from bench_runner.table import format_table
 from rnx.config import Benchmark, HarnessSettings, KernalinConfig, load_config, override
-from rnx.errors import UserError
+from rnx.errors import UserError, run_command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -107,3 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     return 0
+
+
+if __name__ == "__main__":  # python -m bench_runner.cli: `rnx bench` without the rnx launcher
+    sys.exit(run_command("rnx bench", main))

@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 import contextlib
-import warnings
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from bench_runner.references import Case, ReferenceCases
+
 Tensors = list[torch.Tensor]
 MAX_FAILURES = 20
+# Above this many input elements per output element, a failure message explains the reduction
+# allowance and how to widen the tolerance (a loss over millions of elements, say).
+LONG_REDUCTION = 10_000
+HINT_WITHIN = 4.0
+# Rounding of a sum grows with the square root of its length (the probabilistic bound of
+# Higham and Mary: about sqrt(n) units in the last place). Low-precision kernels accumulate in
+# float32 (torch, ONNX Runtime, TensorRT do), so float32's epsilon is the unit for them too; a
+# kernel that accumulates in float16 or bfloat16 errs by far more and still fails.
+ACCUMULATION_EPS = {
+    torch.float64: float(torch.finfo(torch.float64).eps),
+    torch.float32: float(torch.finfo(torch.float32).eps),
+    torch.float16: float(torch.finfo(torch.float32).eps),
+    torch.bfloat16: float(torch.finfo(torch.float32).eps),
+}
 
 
 @dataclass
@@ -23,34 +39,50 @@ class CorrectnessReport:
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     failures: list[str] = field(default_factory=list)
+    # Not part of the results schema's `correctness`: the worker files it under details.
+    notes: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "notes"}
+
+
+def _set_deterministic(on: bool, warn_only: bool) -> None:
+    # The public torch.use_deterministic_algorithms also imports torch._inductor to flip its
+    # config: 2-3 s in a fresh process, for a flag only the eager fill needs.
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None:
+        torch.use_deterministic_algorithms(on, warn_only=warn_only)
+    else:
+        setter(on, warn_only=warn_only)
 
 
 @contextlib.contextmanager
-def poisoned_memory(expected: Tensors) -> Iterator[None]:
+def poisoned_memory(expected: Tensors, *, fill: bool = True) -> Iterator[None]:
     """Fresh output memory reads as NaN, so an element the kernel never writes is caught.
 
-    torch.empty* fills with NaN under deterministic mode (fill_uninitialized_memory); on CUDA the
-    caching allocator also hands back blocks we freed after filling them with NaN.
+    fill: torch.empty* fills with NaN under deterministic mode (fill_uninitialized_memory). A
+    compiled program is guarded on that mode: switching it would check a recompiled program, not
+    the one that is timed, so torch_compile passes fill=False. On CUDA the caching allocator also
+    hands back blocks freed here after being filled with NaN, in both cases.
     """
-    was_on = torch.are_deterministic_algorithms_enabled()
-    was_warn = torch.is_deterministic_algorithms_warn_only_enabled()
-    fill = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
-    torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
     for ref in expected:
         if ref.is_cuda:
             for _ in range(2):
                 torch.full((ref.numel() * 2 + 64,), float("nan"), device=ref.device)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        try:
-            yield
-        finally:
-            torch.use_deterministic_algorithms(was_on, warn_only=was_warn)
-            torch.utils.deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
+    if not fill:
+        yield
+        return
+    was_on = torch.are_deterministic_algorithms_enabled()
+    was_warn = torch.is_deterministic_algorithms_warn_only_enabled()
+    deterministic: Any = torch.utils.deterministic
+    was_fill = deterministic.fill_uninitialized_memory
+    deterministic.fill_uninitialized_memory = True
+    _set_deterministic(True, warn_only=True)
+    try:
+        yield
+    finally:
+        _set_deterministic(was_on, warn_only=was_warn)
+        deterministic.fill_uninitialized_memory = was_fill
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -67,60 +99,114 @@ def _all_same(xs: Tensors, ys: Tensors) -> bool:
     return len(xs) == len(ys) and all(_same(x, y.to(x.device)) for x, y in zip(xs, ys, strict=True))
 
 
+def _rounded(refs: Tensors, dtype: torch.dtype) -> Tensors:
+    """The references as the output's dtype can hold them: what an honest output can show."""
+    return [r.to(dtype) if r.is_floating_point() else r for r in refs]
+
+
+def reduction_length(inputs: list[Any], output: torch.Tensor) -> int:
+    """How many input elements each output element combines, estimated from the sizes: the
+    largest floating input's element count over the output's (exact for a full reduction)."""
+    sizes = [x.numel() for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    if not sizes or output.numel() == 0:
+        return 1
+    return max(1, max(sizes) // output.numel())
+
+
+def reduction_allowance(length: int, dtype: torch.dtype) -> float:
+    """What rtol grows by for rounding in a reduction of `length` elements."""
+    return ACCUMULATION_EPS.get(dtype, ACCUMULATION_EPS[torch.float32]) * math.sqrt(length)
+
+
 @dataclass
 class _Checker:
     atol: float
     rtol: float
     expected_dtype: torch.dtype
+    dtype_name: str
     failures: list[str] = field(default_factory=list)
     max_abs: float = 0.0
     max_rel: float = 0.0
+    mismatches: list[dict[str, Any]] = field(default_factory=list)
+    allowance: float = 0.0
+    length: int = 1
 
     def fail(self, message: str) -> None:
         if message not in self.failures and len(self.failures) < MAX_FAILURES:
             self.failures.append(message)
 
-    def compare(self, out: Tensors, ref: Tensors, where: str) -> None:
+    def compare(self, out: Tensors, case: Case) -> None:
+        ref = case.reference
         if len(out) != len(ref):
-            self.fail(f"{where}: {len(out)} outputs, the reference has {len(ref)}")
+            self.fail(f"{case.name}: {len(out)} outputs, the reference has {len(ref)}")
             return
         for k, (o, r) in enumerate(zip(out, ref, strict=True)):
-            name = f"{where}: output {k}"
+            name = f"{case.name}: output {k}"
             if tuple(o.shape) != tuple(r.shape):
                 self.fail(f"{name} has shape {tuple(o.shape)}, the reference {tuple(r.shape)}")
                 continue
             if r.is_floating_point() and o.dtype != self.expected_dtype:
                 self.fail(f"{name} is {o.dtype}, expected {self.expected_dtype}")
+            length = reduction_length(case.inputs, r)
+            self.length = max(self.length, length)
             o64 = o.detach().to(device=r.device, dtype=torch.float64)
-            r64 = r.to(torch.float64)
-            finite_ref = torch.isfinite(r64)
-            bad_nonfinite = ~torch.isfinite(o64) & finite_ref
-            n_nonfinite = int(bad_nonfinite.sum())
-            if n_nonfinite:
-                self.fail(
-                    f"{name} has {n_nonfinite} NaN/Inf of {o.numel()} elements where the reference "
-                    f"is finite (unwritten output memory reads as NaN)"
-                )
-            both = finite_ref & torch.isfinite(o64)
-            if bool((~finite_ref).any()) and not _same(o64[~finite_ref], r64[~finite_ref]):
-                self.fail(f"{name}: NaN/Inf elements differ from the reference's")
-            if not bool(both.any()):
-                continue
-            err = (o64 - r64).abs().where(both, torch.zeros_like(o64))
-            self.max_abs = max(self.max_abs, float(err.max()))
-            significant = both & (r64.abs() >= self.atol)
-            if bool(significant.any()):
-                rel = (err / r64.abs().clamp_min(1e-300)).where(significant, torch.zeros_like(err))
-                self.max_rel = max(self.max_rel, float(rel.max()))
-            outside = both & (err > self.atol + self.rtol * r64.abs())
-            n_out = int(outside.sum())
-            if n_out:
-                idx = int(torch.nonzero(outside.flatten())[0])
-                self.fail(
-                    f"{name}: {n_out} of {o.numel()} elements outside atol={self.atol:g}, "
-                    f"rtol={self.rtol:g} (first at flat index {idx}: got "
-                    f"{float(o64.flatten()[idx]):.6g}, expected {float(r64.flatten()[idx]):.6g})"
-                )
+            self._values(name, case, k, o64, r, length)
+
+    def _values(
+        self, name: str, case: Case, k: int, o64: torch.Tensor, r: torch.Tensor, length: int
+    ) -> None:
+        r64 = r.to(torch.float64)
+        finite_ref = torch.isfinite(r64)
+        n_nonfinite = int((~torch.isfinite(o64) & finite_ref).sum())
+        if n_nonfinite:
+            self.fail(
+                f"{name} has {n_nonfinite} NaN/Inf of {o64.numel()} elements where the "
+                f"reference is finite (unwritten output memory reads as NaN)"
+            )
+        both = finite_ref & torch.isfinite(o64)
+        if bool((~finite_ref).any()) and not _same(o64[~finite_ref], r64[~finite_ref]):
+            self.fail(f"{name}: NaN/Inf elements differ from the reference's")
+        if not bool(both.any()):
+            return
+        err = (o64 - r64).abs().where(both, torch.zeros_like(o64))
+        self.max_abs = max(self.max_abs, float(err.max()))
+        significant = both & (r64.abs() >= self.atol)
+        if bool(significant.any()):
+            rel = (err / r64.abs().clamp_min(1e-300)).where(significant, torch.zeros_like(err))
+            self.max_rel = max(self.max_rel, float(rel.max()))
+        allowance = reduction_allowance(length, self.expected_dtype)
+        self.allowance = max(self.allowance, allowance)
+        bound = self.atol + (self.rtol + allowance) * r64.abs()
+        outside = both & (err > bound)
+        n_out = int(outside.sum())
+        if not n_out:
+            return
+        self.mismatches.append(
+            {"case": case.name, "kind": case.kind, "output": k, "outside": n_out, "of": o64.numel()}
+        )
+        idx = int(torch.nonzero(outside.flatten())[0])
+        self.fail(
+            f"{name}: {n_out} of {o64.numel()} elements outside atol={self.atol:g}, "
+            f"rtol={self.rtol:g} (first at flat index {idx}: got "
+            f"{float(o64.flatten()[idx]):.6g}, expected {float(r64.flatten()[idx]):.6g})"
+            + self._reduction_hint(length, allowance, err[outside], bound[outside])
+        )
+
+    def _reduction_hint(
+        self, length: int, allowance: float, err: torch.Tensor, bound: torch.Tensor
+    ) -> str:
+        """How to accept a long reduction's rounding, where the misses look like rounding:
+        within HINT_WITHIN times the bound (a cached or wrong result misses by far more)."""
+        if length < LONG_REDUCTION or bool((err > HINT_WITHIN * bound).any()):
+            return ""
+        worst = float(err.max())
+        suggest = float(f"{2 * worst:.0e}")
+        return (
+            f"; each output element combines about {length:,} input elements, so rtol was "
+            f"widened by {allowance:.1e} for the reduction's rounding; if this accuracy is "
+            f"acceptable for this workload, set benchmarks[].tolerances.{self.dtype_name}.atol "
+            f"to {suggest:g} or more in kernalin.yml"
+        )
 
 
 def _moved(new: Tensors, old: Tensors, atol: float, rtol: float) -> bool:
@@ -138,69 +224,58 @@ def _moved(new: Tensors, old: Tensors, atol: float, rtol: float) -> bool:
     return False
 
 
-def _fresh_like(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    values = torch.randn(x.shape, generator=gen, dtype=torch.float64)
-    return values.to(dtype=x.dtype, device=x.device)
+def _run_case(
+    run: Callable[[list[Any]], Tensors], case: Case, checker: _Checker, *, fill: bool
+) -> Tensors:
+    """The candidate on a copy of the case's inputs; a copy it changed is a failure."""
+    args = [x.clone() if isinstance(x, torch.Tensor) else x for x in case.inputs]
+    with poisoned_memory(case.reference, fill=fill):
+        out = [o.detach().clone() for o in run(args)]
+    for i, (x, x0) in enumerate(zip(args, case.inputs, strict=True)):
+        if isinstance(x, torch.Tensor) and not _same(x, x0):
+            checker.fail(
+                f"input {i} was modified by the call (kernels must not write their inputs)"
+            )
+    return out
 
 
 def check_correctness(
     *,
     run: Callable[[list[Any]], Tensors],
-    reference: Callable[[list[Any]], Tensors],
-    make_inputs: Callable[[int], list[Any]],
+    cases: ReferenceCases,
     expected_dtype: torch.dtype,
+    dtype_name: str,
     atol: float,
     rtol: float,
     trials: int = 3,
-    seed: int = 0,
+    fill: bool = True,
 ) -> CorrectnessReport:
-    """Run `trials` fresh-input trials plus one input-sensitivity probe per floating input.
+    """`trials` trials on fresh inputs (the last with same-sign inputs), then one probe per
+    floating input of trial 1, each input alone replaced.
 
     Exceptions from `run` propagate: the caller decides whether they mean unsupported or error.
     """
-    c = _Checker(atol=atol, rtol=rtol, expected_dtype=expected_dtype)
-    prev_out: Tensors | None = None
-    prev_ref: Tensors | None = None
-    inputs: list[Any] = []
-    out: Tensors = []
-    ref: Tensors = []
+    c = _Checker(atol=atol, rtol=rtol, expected_dtype=expected_dtype, dtype_name=dtype_name)
+    outputs: list[Tensors] = []
     for t in range(trials):
-        inputs = make_inputs(seed + 1000 + t)
-        ref = [r.detach() for r in reference(inputs)]
-        before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-        with poisoned_memory(ref):
-            out = [o.detach().clone() for o in run(inputs)]
-        where = f"trial {t + 1}"
-        c.compare(out, ref, where)
-        for i, (x, x0) in enumerate(zip(inputs, before, strict=True)):
-            if isinstance(x, torch.Tensor) and not _same(x, x0):
-                c.fail(f"input {i} was modified by the call (kernels must not write their inputs)")
-        if (
-            prev_out is not None
-            and prev_ref is not None
-            and _all_same(out, prev_out)
-            and not _all_same(ref, prev_ref)
-        ):
-            c.fail(
-                f"{where}: the output did not change with fresh inputs (a cached or stale result?)"
-            )
-        prev_out, prev_ref = out, ref
-    # Each floating input alone is replaced: an output that ignores it is caught by name even
-    # where the values happen to land inside the tolerance.
-    gen = torch.Generator().manual_seed(seed + 4242)
-    for i, x in enumerate(inputs):
-        if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel()):
-            continue
-        probe = list(inputs)
-        probe[i] = _fresh_like(x, gen)
-        ref2 = [r.detach() for r in reference(probe)]
-        with poisoned_memory(ref2):
-            out2 = [o.detach().clone() for o in run(probe)]
-        # Only a change of the reference beyond the tolerance must show in the output: in low
-        # precision an honest kernel may round a tiny change away.
-        if _all_same(out2, out) and _moved(ref2, ref, atol, rtol):
-            c.fail(f"the output does not change when input {i} changes (input {i} is ignored)")
-        c.compare(out2, ref2, f"probe of input {i}")
+        case = cases.trial(t)
+        out = _run_case(run, case, c, fill=fill)
+        c.compare(out, case)
+        if outputs and _all_same(out, outputs[-1]):
+            before = cases.trial(t - 1).reference
+            # Fresh inputs whose reference rounds to the same value in the output's dtype may
+            # honestly give the same output (a float16 mean over many elements): only a
+            # reference that moved as the dtype sees it makes an unchanged output suspect.
+            if not _all_same(
+                _rounded(case.reference, expected_dtype), _rounded(before, expected_dtype)
+            ):
+                c.fail(
+                    f"{case.name}: the output did not change with fresh inputs (a cached or "
+                    f"stale result?)"
+                )
+        outputs.append(out)
+    if trials:
+        _probe_inputs(run, cases, c, outputs[0], fill=fill)
     return CorrectnessReport(
         passed=not c.failures,
         trials=trials,
@@ -209,4 +284,32 @@ def check_correctness(
         max_abs_error=c.max_abs,
         max_rel_error=c.max_rel,
         failures=c.failures,
+        notes={
+            "reduction_length": c.length,
+            "rtol_allowance": c.allowance,
+            "mismatches": c.mismatches[:MAX_FAILURES],
+        },
     )
+
+
+def _probe_inputs(
+    run: Callable[[list[Any]], Tensors],
+    cases: ReferenceCases,
+    c: _Checker,
+    first_out: Tensors,
+    *,
+    fill: bool,
+) -> None:
+    """Each floating input alone is replaced: an output that ignores it is caught by name even
+    where the values happen to land inside the tolerance."""
+    first = cases.trial(0)
+    for i, x in enumerate(first.inputs):
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel()):
+            continue
+        probe = cases.probe(i)
+        out2 = _run_case(run, probe, c, fill=fill)
+        # Only a change of the reference beyond the tolerance must show in the output: in low
+        # precision an honest kernel may round a tiny change away.
+        if _all_same(out2, first_out) and _moved(probe.reference, first.reference, c.atol, c.rtol):
+            c.fail(f"the output does not change when input {i} changes (input {i} is ignored)")
+        c.compare(out2, probe)

@@ -24,6 +24,8 @@ class Progress:
         self.round_s = 0.0
         self._last = self.t0
         self.round_guess = 0.0  # seconds per round, from the warm-up, until rounds are timed
+        self.phases: dict[str, float] = {}  # seconds spent per phase of the run
+        self._phase: tuple[str, float] | None = None
 
     def _emit(self, text: str) -> None:
         if self.stream is not None:
@@ -36,13 +38,19 @@ class Progress:
         return left_configs * per_config + (self.n_samples - self.rounds_done) * per_round
 
     def prepared(
-        self, cid: str, side: str, slot: int, status: str, reason: str | None = None
+        self,
+        cid: str,
+        side: str,
+        slot: int,
+        status: str,
+        reason: str | None = None,
+        checked: bool = False,
     ) -> None:
         now = time.monotonic()
         self.prepare_s += now - self._last
         self._last = now
         self.done_configs += 1
-        what = "checked and built" if slot == 0 else "built"
+        what = "checked and built" if checked else "built"
         note = f": {reason[:120]}" if reason and status != "ok" else ""
         self._emit(
             f"[configuration {self.done_configs}/{self.n_configs}] {cid} ({side}, process "
@@ -65,5 +73,20 @@ class Progress:
                 f"elapsed {_dur(now - self.t0)}  eta {_dur(self._eta())}"
             )
 
-    def finish(self) -> None:
-        self._emit(f"done in {_dur(time.monotonic() - self.t0)}")
+    def note(self, text: str) -> None:
+        self._emit(f"[note] {text}")
+
+    def phase(self, name: str) -> None:
+        """From now on the run is in phase `name` (starting, building, warm-up, timing...)."""
+        now = time.monotonic()
+        if self._phase is not None:
+            was, since = self._phase
+            self.phases[was] = self.phases.get(was, 0.0) + now - since
+        self._phase = (name, now)
+
+    def finish(self, workers: str | None = None) -> None:
+        self.phase("done")
+        split = ", ".join(f"{k} {v:.1f}s" for k, v in self.phases.items() if k != "done")
+        self._emit(f"done in {_dur(time.monotonic() - self.t0)} ({split})")
+        if workers:
+            self._emit(f"[workers] {workers}")

@@ -68,4 +68,33 @@ def format_table(doc: ResultsDocument) -> str:
         cells = [cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)]
         line = "  ".join([*cells, r[-1]])
         lines.append(line.rstrip())
-    return "\n".join(lines)
+    return "\n".join(lines + run_notes(doc))
+
+
+def run_notes(doc: ResultsDocument) -> list[str]:
+    """What the reader must know about the run as a whole: shapes, a shared GPU, throttling."""
+    notes = []
+    if any(c.batch_size is None for c in doc.configurations):
+        notes.append(
+            "note: .../native configurations ran at the workload's own shapes: it has no batch "
+            "dimension (no get_inputs(batch_size=...) keyword, no module-level batch_size) and "
+            "no batch sizes were given"
+        )
+    shared = [c for c in doc.configurations if isinstance(c.details.get("contention"), dict)]
+    if shared:
+        first = str(shared[0].details["contention"].get("note", ""))
+        notes.append(
+            f"note: {first} ({len(shared)} configuration(s)); their timings are noisier, not "
+            f"wrong, and were given more rounds where the time budget allowed"
+        )
+    throttled = sum(
+        len(c.details["gpu_telemetry"].get("throttled") or [])
+        for c in doc.configurations
+        if isinstance(c.details.get("gpu_telemetry"), dict)
+    )
+    if throttled:
+        notes.append(
+            f"note: {throttled} sample(s) were taken while the GPU ran below 75% of its default "
+            f"SM clock (details.gpu_telemetry.throttled)"
+        )
+    return ["", *notes] if notes else []

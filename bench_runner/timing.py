@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -12,8 +13,18 @@ from typing import Any
 import torch
 
 from bench_runner.errors import ConfigFailure
+from bench_runner.gpu_checks import (
+    CHECK_ROUNDS,
+    RECHECKS,
+    StreamCheck,
+    SyncRound,
+    shows_hidden_work,
+)
+from bench_runner.telemetry import GpuTelemetry
 
 Call = Callable[[], object]
+# The idle round of the stream check spins about as long as the call, at most this long.
+IDLE_SPIN_MAX_NS = 2e6
 
 
 @dataclass
@@ -29,31 +40,60 @@ class CpuTimer:
             fn()
         return (time.perf_counter_ns() - t0) / loops
 
-    def check(self, fn: Call) -> None:
+    def check(self, fn: Call) -> StreamCheck | None:
         """Nothing runs asynchronously on the CPU clock."""
+        return None
 
 
-@dataclass
-class CudaWallTimer:
+class _Telemetered:
+    """The GPU's clock, power and temperature around each sample (NVML; None where unknown)."""
+
+    telemetry: GpuTelemetry
+    last: dict[str, Any]
+
+    def _before(self) -> dict[str, float | None]:
+        return self.telemetry.read()
+
+    def _after(self, before: dict[str, float | None]) -> None:
+        after = self.telemetry.read()
+        clocks = [c for c in (before["sm_mhz"], after["sm_mhz"]) if c is not None]
+        # The lower of the two: a sample is as fast as its slowest clock allows.
+        self.last = {**after, "sm_mhz": min(clocks) if clocks else None}
+        mask = self.telemetry.clock_reasons()
+        if mask:
+            self.details["clock_reasons_mask"] = self.details.get("clock_reasons_mask", 0) | mask
+
+    details: dict[str, Any]
+
+
+class CudaWallTimer(_Telemetered):
     """For runtimes that launch on their own stream (ONNX Runtime): wall clock with a sync."""
 
-    device: torch.device
-    method: str = "wall_clock+device_sync"
-    details: dict[str, Any] = field(default_factory=dict)
+    method = "wall_clock+device_sync"
+
+    def __init__(self, device: torch.device, telemetry: GpuTelemetry):
+        self.device = device
+        self.telemetry = telemetry
+        self.details: dict[str, Any] = {}
+        self.last: dict[str, Any] = {}
 
     def sample(self, fn: Call, loops: int) -> float:
+        before = self._before()
         torch.cuda.synchronize(self.device)
         t0 = time.perf_counter_ns()
         for _ in range(loops):
             fn()
         torch.cuda.synchronize(self.device)
-        return (time.perf_counter_ns() - t0) / loops
+        ns = (time.perf_counter_ns() - t0) / loops
+        self._after(before)
+        return ns
 
-    def check(self, fn: Call) -> None:
+    def check(self, fn: Call) -> StreamCheck | None:
         """A device-wide sync already covers every stream."""
+        return None
 
 
-class CudaTimer:
+class CudaTimer(_Telemetered):
     """CUDA events on the stream the work runs on, with the host's launch time kept out.
 
     Before each call: the L2 is flushed (a buffer twice its size is zeroed, outside the events),
@@ -65,8 +105,9 @@ class CudaTimer:
 
     method = "cuda_events+busy_stream+l2_flush"
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, telemetry: GpuTelemetry):
         self.device = device
+        self.telemetry = telemetry
         props = torch.cuda.get_device_properties(device)
         l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
         self.flush_buffer = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
@@ -75,6 +116,15 @@ class CudaTimer:
         self.launch_ns: list[float] = []
         self.naive_ns: list[float] = []
         self.details: dict[str, Any] = {"l2_bytes": l2, "flush_bytes": 2 * l2}
+        self.last: dict[str, Any] = {}
+
+    def for_configuration(self) -> CudaTimer:
+        """A timer sharing this one's flush buffer and calibration, with its own statistics."""
+        timer = CudaTimer.__new__(CudaTimer)
+        timer.__dict__.update(self.__dict__)
+        timer.launch_ns, timer.naive_ns, timer.details = [], [], dict(self.details)
+        timer.last = {}
+        return timer
 
     def _calibrate_spin(self) -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -91,6 +141,7 @@ class CudaTimer:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(loops)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(loops)]
         host = []
+        before = self._before()
         for i in range(loops):
             self.flush_buffer.zero_()
             torch.cuda._sleep(int(self.spin_ns * self.cycles_per_ns))
@@ -100,6 +151,7 @@ class CudaTimer:
             ends[i].record(stream)
             host.append(time.perf_counter_ns() - h0)
         torch.cuda.synchronize(self.device)
+        self._after(before)
         total_ms = sum(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
         slowest_launch = max(host)
         self.launch_ns.extend(host)
@@ -109,31 +161,58 @@ class CudaTimer:
             self.details["spin_extended"] = self.details.get("spin_extended", 0) + 1
         return total_ms * 1e6 / loops
 
-    def check(self, fn: Call) -> None:
-        """Event time must agree with synchronised wall time: work hidden on another stream is
-        not in the events (and would be reported as free)."""
-        events, walls = [], []
-        for _ in range(5):
+    def _sync_round(self, fn: Call) -> tuple[float, float, float]:
+        """(event time, wall time, the device-wide synchronize after the timed stream)."""
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(self.device)
+        w0 = time.perf_counter_ns()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()  # the timed stream is done with the call...
+        w1 = time.perf_counter_ns()
+        torch.cuda.synchronize(self.device)  # ...and so is every stream of this process
+        w2 = time.perf_counter_ns()
+        return start.elapsed_time(end) * 1e6, float(w2 - w0), float(w2 - w1)
+
+    def _check_rounds(self, fn: Call) -> tuple[SyncRound, ...]:
+        rounds = []
+        for _ in range(CHECK_ROUNDS):
+            event, wall, after = self._sync_round(fn)
+            # The idle round: the timed stream busy about as long as the call, and nothing else.
+            cycles = max(1000, int(min(event, IDLE_SPIN_MAX_NS) * self.cycles_per_ns))
+            _, _, idle_after = self._sync_round(functools.partial(torch.cuda._sleep, cycles))
+            rounds.append(SyncRound(event, wall, after, idle_after))
+        return tuple(rounds)
+
+    def check(self, fn: Call) -> StreamCheck:
+        """Work the call leaves on another stream of this process is an error: the events would
+        report it as free. A GPU shared with other processes is not (see gpu_checks)."""
+        checks: list[tuple[SyncRound, ...]] = []
+        for _ in range(RECHECKS):
+            checks.append(self._check_rounds(fn))
+            if not shows_hidden_work(checks[-1]):
+                break
+        self.naive_ns = [r.event_ns for r in checks[0]]
+        found = StreamCheck(tuple(checks))
+        self.details.update(found.as_details())
+        if found.hidden_work:
+            raise ConfigFailure(found.hidden_reason(), details=dict(found.as_details()))
+        return found
+
+    def calibration_spread(self, runs: int = 9) -> float:
+        """Median over fastest time of a fixed ~20 us kernel: near 1 on a GPU of our own."""
+        a = self.flush_buffer[: 1 << 22].view(torch.float32)
+        times = []
+        for _ in range(runs):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize(self.device)
-            w0 = time.perf_counter_ns()
             start.record()
-            fn()
+            a.mul_(1.0)
             end.record()
-            torch.cuda.synchronize(self.device)
-            walls.append(time.perf_counter_ns() - w0)
-            events.append(start.elapsed_time(end) * 1e6)
-        ev, wall = statistics.median(events), statistics.median(walls)
-        self.naive_ns = events
-        self.details.update(
-            {"stream_check_event_ns": round(ev), "stream_check_wall_ns": round(wall)}
-        )
-        if wall - ev > 0.5 * ev + 200_000:
-            raise ConfigFailure(
-                f"event time ({ev / 1e3:.1f} us) and synchronised wall time ({wall / 1e3:.1f} us) "
-                f"disagree: the call leaves work on another stream, which the events do not "
-                f"time. Run the work on torch.cuda.current_stream()"
-            )
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        fastest = max(min(times), 1e-6)
+        return round(statistics.median(times) / fastest, 3)
 
     def report(self) -> dict[str, Any]:
         out = dict(self.details)
@@ -148,19 +227,18 @@ class CudaTimer:
 Timer = CpuTimer | CudaWallTimer | CudaTimer
 
 
-def make_timer(kind: str, device: torch.device, cache: dict[str, Any]) -> Timer:
+def make_timer(
+    kind: str, device: torch.device, cache: dict[str, Any], telemetry: GpuTelemetry
+) -> Timer:
     if kind == "cpu":
         return CpuTimer()
     if kind == "cuda_wall":
-        return CudaWallTimer(device)
+        return CudaWallTimer(device, telemetry)
     if "cuda" not in cache:
-        cache["cuda"] = CudaTimer(device)
-    # One flush buffer and calibration per process; per-config launch statistics.
+        # One flush buffer and calibration per process; per-config launch statistics.
+        cache["cuda"] = CudaTimer(device, telemetry)
     shared: CudaTimer = cache["cuda"]
-    timer = CudaTimer.__new__(CudaTimer)
-    timer.__dict__.update(shared.__dict__)
-    timer.launch_ns, timer.naive_ns, timer.details = [], [], dict(shared.details)
-    return timer
+    return shared.for_configuration()
 
 
 @dataclass

@@ -1,15 +1,17 @@
 """The worker process: loads one side's workload, builds, checks, warms up and times on command.
 
-The orchestrator (runner.py) sends small dict commands over a pipe; only one worker measures at
-a time. A workload that crashes this process costs its configurations, never the harness.
+The orchestrator sends small dict commands over a pipe: `build` (and, in the first process,
+check) a configuration, `warm` it up, `measure` one sample, `report`, `close`. Only one worker
+warms up or measures at a time; builds may overlap. A workload that crashes this process costs
+its configurations, never the harness.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import os
+import sys
 import time
 import traceback
 import warnings
@@ -18,21 +20,22 @@ from typing import Any
 
 import torch
 
+from bench_runner import preload
 from bench_runner.correctness import check_correctness
 from bench_runner.errors import ConfigFailure, Unsupported
-from bench_runner.runtimes import Prepared, Subject, get_runtime
-from bench_runner.timing import Timer, make_timer, warm_up
-from bench_runner.workload import (
-    TORCH_DTYPES,
-    OnnxWorkload,
-    PythonWorkload,
-    as_tensor_list,
-    load_workload,
-    round_to,
-)
+from bench_runner.gpu_checks import ContentionSigns
+from bench_runner.references import ReferenceStore
+from bench_runner.runtimes import Prepared, get_runtime
+from bench_runner.subjects import build_subject
+from bench_runner.telemetry import GpuTelemetry, open_telemetry
+from bench_runner.timing import CudaTimer, Timer, make_timer, warm_up
+from bench_runner.workload import TORCH_DTYPES, OnnxWorkload, PythonWorkload, load_workload
 
 # Messages of torch and ONNX Runtime that mean "this op has no kernel for this dtype/device".
 _UNSUPPORTED_HINTS = ("not implemented for", "NOT_IMPLEMENTED", "Could not find an implementation")
+# References kept for reuse by the next runtime of the same dtype and batch size.
+REFERENCE_BUDGET_CPU = 1 << 30
+REFERENCE_BUDGET_GPU_FRACTION = 0.1
 
 
 def configure_process(
@@ -61,12 +64,86 @@ def configure_process(
     return {"torch_threads": torch.get_num_threads(), "tf32": False, "cpus": pinned}
 
 
+def resolve_device(text: str) -> torch.device:
+    """auto: CUDA when a GPU is visible, else the CPU. Raises ValueError with the fix."""
+    if text == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if text.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {text}: no CUDA device is visible; use --device cpu")
+    if text != "cpu" and not text.startswith("cuda"):
+        raise ValueError(f"--device {text!r}: use auto, cpu or cuda[:N]")
+    return torch.device(text)
+
+
+def memory_in_use(device: torch.device) -> int:
+    """Bytes this process holds where the work runs: device memory, or resident CPU memory."""
+    if device.type == "cuda":
+        return int(torch.cuda.memory_allocated(device))
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        resident_pages = int(open("/proc/self/statm").read().split()[1])  # noqa: SIM115
+        return resident_pages * os.sysconf("SC_PAGE_SIZE")
+    return 0
+
+
+def peak_memory(device: torch.device) -> int:
+    """The most this process has held so far: device memory, or its peak resident memory."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    with contextlib.suppress(ImportError, OSError):
+        import resource
+
+        peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        return peak if sys.platform == "darwin" else peak * 1024  # bytes there, KiB on Linux
+    return memory_in_use(device)
+
+
+def memory_available(device: torch.device) -> int | None:
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free)
+    with contextlib.suppress(OSError, ValueError):
+        for line in open("/proc/meminfo"):  # noqa: SIM115
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def in_process_command(
+    runtime: str, dtype: str, batch_size: int | None, **over: Any
+) -> dict[str, Any]:
+    """A `prepare` command with the default tolerances and a short warm-up, for callers that
+    drive a Side in their own process (tests, benchmarks); `over` replaces any key."""
+    from bench_runner.plan import CORRECTNESS_TRIALS
+    from bench_runner.tolerances import DEFAULT_TOLERANCES
+    from rnx.schema import config_id
+
+    tol = DEFAULT_TOLERANCES[dtype]
+    cmd = {
+        "op": "prepare",
+        "id": config_id(runtime, dtype, batch_size),
+        "runtime": runtime,
+        "dtype": dtype,
+        "batch_size": batch_size,
+        "check": True,
+        "atol": tol.atol,
+        "rtol": tol.rtol,
+        "trials": CORRECTNESS_TRIALS,
+        "warmup": 1,
+        "warmup_budget_ns": 2e7,
+        "target_sample_ns": 1e5,
+        "max_sample_ns": 1e6,
+    }
+    cmd.update(over)
+    return cmd
+
+
 @dataclass
 class Ready:
     prepared: Prepared
-    call: Any
-    timer: Timer
-    loops: int
+    example_inputs: list[Any]
+    call: Any = None  # bound after the checks: a runtime may keep one binding (TensorRT)
+    timer: Timer | None = None
+    loops: int = 1
 
 
 @dataclass
@@ -80,6 +157,8 @@ class Side:
     ready: dict[str, Ready] = field(default_factory=dict)
     timer_cache: dict[str, Any] = field(default_factory=dict)
     armed: bool = False
+    references: ReferenceStore | None = None
+    _telemetry: GpuTelemetry | None = None
 
     def load(self) -> None:
         try:
@@ -87,144 +166,168 @@ class Side:
         except ConfigFailure as e:
             self.load_error = e
 
-    def _reference_and_subject(self, dtype: str, batch_size: int) -> tuple[Any, Any, Subject]:
-        wl = self.workload
-        assert wl is not None
-        tdtype = TORCH_DTYPES[dtype]
-        device = self.device
+    @property
+    def telemetry(self) -> GpuTelemetry:
+        if self._telemetry is None:
+            if self.device.type != "cuda":
+                self._telemetry = GpuTelemetry(reason="the run is on the CPU")
+            else:
+                props = torch.cuda.get_device_properties(self.device)
+                uuid = str(getattr(props, "uuid", "") or "") or None
+                self._telemetry = open_telemetry(uuid, self.device.index or 0)
+        return self._telemetry
 
-        def make_inputs(seed: int) -> list[Any]:
-            raw = wl.inputs(batch_size, seed)
-            return [
-                round_to(x, tdtype).to(device) if isinstance(x, torch.Tensor) else x for x in raw
-            ]
+    def _reference_store(self) -> ReferenceStore:
+        if self.references is None:
+            budget = REFERENCE_BUDGET_CPU
+            if self.device.type == "cuda":
+                total = torch.cuda.get_device_properties(self.device).total_memory
+                budget = int(REFERENCE_BUDGET_GPU_FRACTION * total)
+            self.references = ReferenceStore(budget)
+        return self.references
 
-        example = make_inputs(self.seed)
-        if isinstance(wl, PythonWorkload):
-            ref_model, cand_model, how = wl.build(self.seed)
-            candidate = copy.deepcopy(cand_model).to(device=device, dtype=tdtype)
-            # Same dtype-rounded weights as the candidate, computed in float64.
-            ref64 = copy.deepcopy(ref_model).to(dtype=tdtype).to(device=device, dtype=torch.float64)
-
-            def reference(inputs: list[Any]) -> list[torch.Tensor]:
-                up = [x.to(torch.float64) if _is_float(x) else x for x in inputs]
-                return as_tensor_list(ref64(*up))
-
-            subject = Subject(
-                workload=wl,
-                dtype=dtype,
-                torch_dtype=tdtype,
-                device=device,
-                batch_size=batch_size,
-                threads=self.threads,
-                example_inputs=example,
-                module=candidate,
-            )
-            subject_notes = {"weights": how}
-        else:
-            from onnx.reference import ReferenceEvaluator
-
-            from bench_runner.runtimes.onnx_export import retype
-
-            evaluator = ReferenceEvaluator(retype(wl.model, tdtype, torch.float64))
-            names = [n for n, _, _ in wl.input_specs(batch_size)]
-
-            def reference(inputs: list[Any]) -> list[torch.Tensor]:
-                feeds = {
-                    n: (x.to(torch.float64) if _is_float(x) else x).cpu().numpy()
-                    for n, x in zip(names, inputs, strict=True)
-                }
-                return [torch.from_numpy(o).to(device) for o in evaluator.run(None, feeds)]
-
-            subject = Subject(
-                workload=wl,
-                dtype=dtype,
-                torch_dtype=tdtype,
-                device=device,
-                batch_size=batch_size,
-                threads=self.threads,
-                example_inputs=example,
-                onnx_model=retype(wl.model, tdtype, tdtype),
-            )
-            subject_notes = {}
-        subject.notes.update(subject_notes)
-        return reference, make_inputs, subject
-
-    def prepare(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        cid = cmd["id"]
-        self.armed = False
-        t0 = time.perf_counter_ns()
-        result: dict[str, Any] = {"id": cid, "status": "ok", "details": {}, "build": {}}
-        try:
-            self._prepare(cmd, result)
-        except ConfigFailure as e:
+    def _failed(self, result: dict[str, Any], e: BaseException) -> None:
+        if isinstance(e, ConfigFailure):
             result.update(status=e.status, reason=e.reason)
             result["details"].update(e.details)
+            return
+        text = f"{type(e).__name__}: {e}"
+        status = "unsupported" if any(h in text for h in _UNSUPPORTED_HINTS) else "error"
+        result.update(status=status, reason=text.splitlines()[0][:2000] if text else "error")
+        if status == "error":
+            result["details"]["traceback"] = traceback.format_exc()[-8000:]
+
+    def _guarded(self, cmd: dict[str, Any], step: Any, wall_key: str) -> dict[str, Any]:
+        """Run one step for a configuration; any failure becomes its status, never a crash."""
+        t0 = time.perf_counter_ns()
+        result: dict[str, Any] = {"id": cmd["id"], "status": "ok", "details": {}, "build": {}}
+        try:
+            step(cmd, result)
         except Exception as e:  # noqa: BLE001 - a runtime or workload bug must not end the run
-            text = f"{type(e).__name__}: {e}"
-            status = "unsupported" if any(h in text for h in _UNSUPPORTED_HINTS) else "error"
-            result.update(status=status, reason=text.splitlines()[0][:2000] if text else "error")
-            if status == "error":
-                result["details"]["traceback"] = traceback.format_exc()[-8000:]
-        result["details"]["prepare_wall_ns"] = time.perf_counter_ns() - t0
+            self._failed(result, e)
+        result["details"][wall_key] = time.perf_counter_ns() - t0
         return result
 
-    def _prepare(self, cmd: dict[str, Any], result: dict[str, Any]) -> None:
+    def build(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """Build one configuration (and, when asked, check it): no timing."""
+        self.armed = False
+        return self._guarded(cmd, self._build, "prepare_wall_ns")
+
+    def warm(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """The hidden-work check, the signs of a shared GPU and the warm-up of a built config."""
+        return self._guarded(cmd, self._warm, "warmup_wall_ns")
+
+    def prepare(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """build then warm, as one answer (in-process callers: tests, benchmarks)."""
+        built = self.build(cmd)
+        if built["status"] != "ok":
+            return built
+        warmed = self.warm(cmd)
+        warmed["details"] = {**built["details"], **warmed["details"]}
+        return {**built, **warmed, "build": built["build"], "correctness": built.get("correctness")}
+
+    def _build(self, cmd: dict[str, Any], result: dict[str, Any]) -> None:
         if self.load_error is not None:
             raise self.load_error
+        assert self.workload is not None
+        if cmd["runtime"] != "pytorch_eager":
+            result["details"]["compiler_import_wait_ns"] = preload.wait()
         runtime = get_runtime(cmd["runtime"])
         why = runtime.unavailable()
         if why:
             raise Unsupported(f"unavailable: {why}")
         dtype, batch_size = cmd["dtype"], cmd["batch_size"]
-        reference, make_inputs, subject = self._reference_and_subject(dtype, batch_size)
+        t_subject = time.perf_counter_ns()
+        subject, cases = build_subject(
+            self.workload,
+            dtype=dtype,
+            batch_size=batch_size,
+            device=self.device,
+            threads=self.threads,
+            seed=self.seed,
+            trials=cmd["trials"],
+            store=self._reference_store() if cmd["check"] else None,
+        )
         result["details"].update(subject.notes)
+        result["details"]["subject_wall_ns"] = time.perf_counter_ns() - t_subject
         t_build = time.perf_counter_ns()
         prepared = runtime.prepare(subject)
         result["details"]["build_wall_ns"] = time.perf_counter_ns() - t_build
         result["build"] = prepared.build
         result["details"].update(prepared.details)
-        if cmd["check"]:
-            t_check = time.perf_counter_ns()
-            try:
-                report = check_correctness(
-                    run=prepared.run,
-                    reference=reference,
-                    make_inputs=make_inputs,
-                    expected_dtype=subject.torch_dtype,
-                    atol=cmd["atol"],
-                    rtol=cmd["rtol"],
-                    trials=cmd["trials"],
-                    seed=self.seed,
-                )
-            finally:
-                result["details"]["check_wall_ns"] = time.perf_counter_ns() - t_check
-            result["correctness"] = report.as_dict()
-            if not report.passed:
-                raise _diverged(report.failures)
-        t_warm = time.perf_counter_ns()
-        call = prepared.bind(subject.example_inputs)
-        timer = make_timer(prepared.timer, self.device, self.timer_cache)
-        timer.check(call)
+        self.ready[cmd["id"]] = Ready(prepared=prepared, example_inputs=subject.example_inputs)
+        if cases is not None:
+            self._check(cmd, result, prepared, cases)
+        result["memory_bytes"] = memory_in_use(self.device)
+        result["peak_memory_bytes"] = peak_memory(self.device)
+
+    def _check(self, cmd: dict[str, Any], result: dict[str, Any], prepared: Prepared, cases: Any):
+        t_check = time.perf_counter_ns()
+        inputs_ns, reference_ns = cases.inputs_ns, cases.reference_ns
+        try:
+            report = check_correctness(
+                run=prepared.run,
+                cases=cases,
+                expected_dtype=TORCH_DTYPES[cmd["dtype"]],
+                dtype_name=cmd["dtype"],
+                atol=cmd["atol"],
+                rtol=cmd["rtol"],
+                trials=cmd["trials"],
+                fill=prepared.deterministic_fill,
+            )
+        finally:
+            result["details"]["check_wall_ns"] = time.perf_counter_ns() - t_check
+            # Of which: drawing the inputs and the float64 references (0 where reused).
+            result["details"]["check_inputs_wall_ns"] = cases.inputs_ns - inputs_ns
+            result["details"]["check_reference_wall_ns"] = cases.reference_ns - reference_ns
+            self._reference_store().trim()
+        result["correctness"] = report.as_dict()
+        result["details"]["correctness_notes"] = report.notes
+        if not report.passed:
+            self.ready.pop(cmd["id"], None)
+            raise _diverged(report.failures)
+
+    def _warm(self, cmd: dict[str, Any], result: dict[str, Any]) -> None:
+        ready = self.ready[cmd["id"]]
+        ready.call = ready.prepared.bind(ready.example_inputs)
+        timer = make_timer(ready.prepared.timer, self.device, self.timer_cache, self.telemetry)
+        try:
+            stream = timer.check(ready.call)
+        except ConfigFailure:
+            self.ready.pop(cmd["id"], None)
+            raise
+        if self.device.type == "cuda":
+            result["contention"] = self._contention(timer, stream).as_message()
+            result["details"].update(self.telemetry.describe())
         warm = warm_up(
             timer,
-            call,
+            ready.call,
             min_iterations=cmd["warmup"],
             budget_ns=cmd["warmup_budget_ns"],
             target_sample_ns=cmd["target_sample_ns"],
             max_sample_ns=cmd["max_sample_ns"],
         )
+        ready.timer, ready.loops = timer, warm.loops
         result["details"].update(
             {
                 "timing_method": timer.method,
                 "loops_per_sample": warm.loops,
                 "warmup_iterations": warm.iterations,
                 "warmup_stable": warm.stable,
-                "warmup_wall_ns": time.perf_counter_ns() - t_warm,
             }
         )
         result["estimate_ns"] = warm.per_call_ns * warm.loops
-        self.ready[cmd["id"]] = Ready(prepared=prepared, call=call, timer=timer, loops=warm.loops)
+
+    def _contention(self, timer: Timer, stream: Any) -> ContentionSigns:
+        spread = timer.calibration_spread() if isinstance(timer, CudaTimer) else None
+        return ContentionSigns(
+            gpu_pids=self.telemetry.compute_pids(),
+            own_pid=os.getpid(),
+            calibration_spread=spread,
+            waited_for_gpu=bool(stream is not None and stream.waited_for_gpu),
+            wait_ns=0.0 if stream is None else max(0.0, stream.wall_ns - stream.event_ns),
+            active_pids=self.telemetry.active_pids(),
+        )
 
     def measure(self, cid: str) -> dict[str, Any]:
         if not self.armed:
@@ -234,15 +337,19 @@ class Side:
                     ready.prepared.before_timing()
             self.armed = True
         r = self.ready[cid]
+        assert r.timer is not None, f"{cid} was measured before it was warmed up"
         try:
             ns = r.timer.sample(r.call, r.loops)
         except Exception as e:  # noqa: BLE001 - e.g. a recompile during timing
             return {"error": f"{type(e).__name__} while timing: {str(e)[:1500]}"}
-        return {"ns": max(1, round(ns))}
+        answer: dict[str, Any] = {"ns": max(1, round(ns))}
+        if getattr(r.timer, "last", None):
+            answer["telemetry"] = r.timer.last  # type: ignore[union-attr]
+        return answer
 
     def report(self, cid: str) -> dict[str, Any]:
         r = self.ready.get(cid)
-        if r is None:
+        if r is None or r.timer is None:
             return {}
         rep = getattr(r.timer, "report", None)
         return rep() if rep else dict(r.timer.details)
@@ -257,25 +364,51 @@ def _diverged(failures: list[str]) -> ConfigFailure:
     return _Diverged("; ".join(failures[:3]) + more)
 
 
-def _is_float(x: Any) -> bool:
-    return isinstance(x, torch.Tensor) and x.is_floating_point()
+def _hello(side: Side, spec: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
+    hello: dict[str, Any] = {"hello": os.getpid(), "device": str(side.device), **env}
+    wl = side.workload
+    hello["batching"] = None if wl is None else wl.batching
+    hello["memory_available_bytes"] = memory_available(side.device)
+    if spec.get("environment") is not None:
+        from bench_runner.environment import collect_environment
+
+        found = collect_environment(name=spec["environment"].get("name"), threads=side.threads)
+        hello["environment"] = found.model_dump(mode="json")
+    return hello
 
 
 def worker_main(conn: Any, spec: dict[str, Any]) -> None:
-    """Entry point of a worker process (multiprocessing 'spawn')."""
-    device = torch.device(spec["device"])
+    """Entry point of a worker process (multiprocessing 'forkserver' or 'spawn')."""
+    try:
+        device = resolve_device(spec["device"])
+    except ValueError as e:
+        conn.send({"hello": os.getpid(), "device_error": str(e)})
+        return
+    t0 = time.perf_counter()
     env = configure_process(spec["threads"], device, spec.get("cpus"))
     side = Side(path=spec["path"], device=device, threads=spec["threads"], seed=spec["seed"])
     side.load()
-    conn.send({"hello": os.getpid(), **env})
+    t_loaded = time.perf_counter()
+    hello = _hello(side, spec, env)
+    # Where a worker's start goes (the progress output's last lines sum it up): importing torch
+    # and the harness, loading the workload, and the rest (the first CUDA call, the machine's
+    # description in the first worker).
+    hello["startup_s"] = {
+        "import": spec.get("import_s"),
+        "workload": t_loaded - t0,
+        "device": time.perf_counter() - t_loaded,
+    }
+    conn.send(hello)
+    preload.start(spec.get("preload") or [])
+    handlers = {"build": side.build, "warm": side.warm, "prepare": side.prepare}
     while True:
         try:
             cmd = conn.recv()
         except EOFError:
             return
         op = cmd["op"]
-        if op == "prepare":
-            conn.send(side.prepare(cmd))
+        if op in handlers:
+            conn.send(handlers[op](cmd))
         elif op == "measure":
             conn.send(side.measure(cmd["id"]))
         elif op == "report":

@@ -129,28 +129,42 @@ class PythonWorkload:
             how = "Model and ModelNew built from the same seed"
         return reference.eval(), candidate.eval(), how
 
-    def inputs(self, batch_size: int, seed: int) -> list[Any]:
-        fn = self.module.get_inputs
+    @property
+    def batching(self) -> str:
+        """How a batch size reaches the workload: "keyword" (get_inputs(batch_size=N)),
+        "global" (a module-level batch_size) or "none" (it has no batch dimension)."""
         try:
-            params = inspect.signature(fn).parameters
+            params = inspect.signature(self.module.get_inputs).parameters
         except (TypeError, ValueError):
             params = {}  # type: ignore[assignment]
+        if "batch_size" in params:
+            return "keyword"
+        return "global" if hasattr(self.module, "batch_size") else "none"
+
+    def _draw(self, batch_size: int | None) -> Any:
+        fn = self.module.get_inputs
+        if batch_size is None:  # the workload's own shapes
+            return fn()
+        if self.batching == "keyword":
+            return fn(batch_size=batch_size)
+        if self.batching == "global":
+            setattr(self.module, "batch_size", batch_size)  # noqa: B010 - a workload global
+            return fn()
+        raise WorkloadError(
+            f"{self.path} cannot take a batch size: give get_inputs a batch_size keyword or "
+            f"define a module-level `batch_size`, or give no batch sizes to run it at its own "
+            f"shapes"
+        )
+
+    def inputs(self, batch_size: int | None, seed: int) -> list[Any]:
         torch.manual_seed(seed)
         try:
-            if "batch_size" in params:
-                raw = fn(batch_size=batch_size)
-            elif hasattr(self.module, "batch_size"):
-                setattr(self.module, "batch_size", batch_size)  # noqa: B010 - a workload global
-                raw = fn()
-            else:
-                raise WorkloadError(
-                    f"{self.path} cannot take a batch size: give get_inputs a batch_size "
-                    f"keyword or define a module-level `batch_size`"
-                )
+            raw = self._draw(batch_size)
         except WorkloadError:
             raise
         except BaseException as e:  # noqa: BLE001
-            raise _failure(f"get_inputs() raised at batch size {batch_size}", e) from None
+            at = "at its own shapes" if batch_size is None else f"at batch size {batch_size}"
+            raise _failure(f"get_inputs() raised {at}", e) from None
         if isinstance(raw, torch.Tensor):
             raw = [raw]
         gen = torch.Generator().manual_seed(seed + 7919)
@@ -182,21 +196,36 @@ class OnnxWorkload:
             raise _failure(f"{path} is not a valid ONNX model", e) from None
         return cls(path=path, model=model)
 
-    def input_specs(self, batch_size: int) -> list[tuple[str, list[int], torch.dtype]]:
+    def _graph_inputs(self) -> list[Any]:
+        initializers = {i.name for i in self.model.graph.initializer}
+        return [inp for inp in self.model.graph.input if inp.name not in initializers]
+
+    @property
+    def batching(self) -> str:
+        """ "symbolic" when an input's first dimension is symbolic (the batch), else "none"."""
+        for inp in self._graph_inputs():
+            dims = inp.type.tensor_type.shape.dim
+            if dims and not (dims[0].HasField("dim_value") and dims[0].dim_value > 0):
+                return "symbolic"
+        return "none"
+
+    def input_specs(self, batch_size: int | None) -> list[tuple[str, list[int], torch.dtype]]:
         from onnx import helper
 
-        initializers = {i.name for i in self.model.graph.initializer}
         specs = []
-        for inp in self.model.graph.input:
-            if inp.name in initializers:
-                continue
+        for inp in self._graph_inputs():
             t = inp.type.tensor_type
             dims: list[int] = []
             for i, d in enumerate(t.shape.dim):
                 if d.HasField("dim_value") and d.dim_value > 0:
                     dims.append(d.dim_value)
-                elif i == 0:
+                elif i == 0 and batch_size is not None:
                     dims.append(batch_size)
+                elif i == 0:
+                    raise WorkloadError(
+                        f"{self.path}: input {inp.name!r} has a symbolic batch dimension; give "
+                        f"batch sizes"
+                    )
                 else:
                     raise WorkloadError(
                         f"{self.path}: input {inp.name!r} has a symbolic dimension {i}; only the "
@@ -206,7 +235,7 @@ class OnnxWorkload:
             specs.append((inp.name, dims, torch.from_numpy(np.zeros(0, np_dtype)).dtype))
         return specs
 
-    def inputs(self, batch_size: int, seed: int) -> list[Any]:
+    def inputs(self, batch_size: int | None, seed: int) -> list[Any]:
         gen = torch.Generator().manual_seed(seed)
         out: list[Any] = []
         for _, dims, dtype in self.input_specs(batch_size):

@@ -1,21 +1,26 @@
 """GPU timing figures (needs a CUDA GPU and triton).
 
-1. compare: the examples on pytorch_eager, torch_compile and onnxruntime in float32, float16 and
-   bfloat16 through the harness (worker processes, interleaved rounds); the harness's medians
-   against triton.testing.do_bench (and do_bench_cudagraph) on the same callables, built the same
-   way in this process.
-2. spread: a ~10 us kernel measured by the harness in 10 worker processes: the spread of the
-   per-process medians; the same kernel timed naively (start event, launch, end event) in 10
-   fresh processes for contrast.
-3. hidden: a workload that leaves work on a side stream must be an error, not a fast kernel.
+1. dobench (default): kernels from ~10 us to ~2 ms (an elementwise op; float16 matmuls up to
+   8192^3, including the issue's 6144x8192x8192) through the harness, against
+   triton.testing.do_bench on the same callable, with the SM clock, power and temperature
+   (NVML) during each; and, in this process, the same call timed back to back (as do_bench
+   runs it) and with 2 ms idle gaps (as the harness's rounds run it), to show what the clock
+   does in each pattern.
+2. hidden (default): a workload that leaves work on a side stream must be an error.
+3. compare: the examples on pytorch_eager, torch_compile and onnxruntime in float32, float16 and
+   bfloat16 through the harness; the harness's medians against do_bench and do_bench_cudagraph.
+4. spread: a ~10 us kernel measured by the harness in 10 worker processes: the spread of the
+   per-process medians; the same kernel timed naively in 10 fresh processes for contrast.
 
-Run: python3 -m benchmarks.gpu_timing [--out DIR] [--parts compare,spread,hidden]
+Run: python3 -m benchmarks.gpu_timing [--out DIR] [--parts dobench,hidden]
+     (about 2-3 minutes with the defaults; compare takes about 7 minutes more)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -27,8 +32,8 @@ from typing import Any
 import torch
 
 from bench_runner import run_benchmark
-from bench_runner.tolerances import DEFAULT_TOLERANCES
-from bench_runner.worker import Side, configure_process
+from bench_runner.telemetry import SLOWDOWN_REASONS, reason_names
+from bench_runner.worker import Side, configure_process, in_process_command
 from rnx.config import Benchmark, HarnessSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,23 +102,17 @@ def do_bench_same_callable(path: Path, cfg: Any, threads: int) -> dict[str, Any]
 
     side = Side(path=str(path), device=torch.device("cuda"), threads=threads, seed=0)
     side.load()
-    tol = DEFAULT_TOLERANCES[cfg.dtype]
     res = side.prepare(
-        {
-            "op": "prepare",
-            "id": cfg.id,
-            "runtime": cfg.runtime,
-            "dtype": cfg.dtype,
-            "batch_size": cfg.batch_size,
-            "check": False,
-            "atol": tol.atol,
-            "rtol": tol.rtol,
-            "trials": 3,
-            "warmup": 3,
-            "warmup_budget_ns": 1e9,
-            "target_sample_ns": 2e5,
-            "max_sample_ns": 1e8,
-        }
+        in_process_command(
+            cfg.runtime,
+            cfg.dtype,
+            cfg.batch_size,
+            check=False,
+            warmup=3,
+            warmup_budget_ns=1e9,
+            target_sample_ns=2e5,
+            max_sample_ns=1e8,
+        )  # fmt: skip
     )
     if res["status"] != "ok":
         return {"do_bench_error": res.get("reason")}
@@ -264,10 +263,170 @@ def hidden(out_dir: Path) -> None:
     (out_dir / "hidden.json").write_text(json.dumps({"status": c.status, "reason": c.reason}))
 
 
+# ---- dobench: the harness against do_bench from ~10 us to ~2 ms, with the clocks ----
+
+# name -> what get_inputs() returns: module-level shapes, so one native configuration each.
+KERNELS = {
+    "elementwise 5M (~10 us)": "[torch.randn(5 << 20)]",
+    "matmul 2048^3": "[torch.randn(2048, 2048), torch.randn(2048, 2048)]",
+    "matmul 4096^3": "[torch.randn(4096, 4096), torch.randn(4096, 4096)]",
+    "matmul 6144x8192x4096": "[torch.randn(6144, 4096), torch.randn(4096, 8192)]",
+    "matmul 6144x8192x8192": "[torch.randn(6144, 8192), torch.randn(8192, 8192)]",
+    "matmul 8192^3": "[torch.randn(8192, 8192), torch.randn(8192, 8192)]",
+}
+KERNEL_FILE = """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, *xs):
+        return xs[0] @ xs[1] if len(xs) == 2 else xs[0] * 2
+def get_inputs():
+    return {inputs}
+def get_init_inputs():
+    return []
+"""
+
+
+def _events_ms(fn: Any, *, calls: int, gap_s: float, flush: Any) -> list[float]:
+    """Each call timed with events after an L2 flush; gap_s of idle host time before each."""
+    times = []
+    for _ in range(calls):
+        if gap_s:
+            torch.cuda.synchronize()
+            time.sleep(gap_s)
+        flush.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        if gap_s:
+            e.synchronize()
+        times.append((s, e))
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in times]
+
+
+def _patterns(call: Any) -> dict[str, Any]:
+    """The same call back to back (as do_bench runs it) and with idle gaps (as the harness's
+    rounds leave the GPU between samples), with the clock during each."""
+    import triton.testing
+
+    from benchmarks.gpu_support import ClockSampler
+
+    flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
+    out: dict[str, Any] = {}
+    sampler = ClockSampler()
+    with sampler:
+        out["do_bench_us"] = (
+            triton.testing.do_bench(call, warmup=25, rep=200, return_mode="median") * 1e3
+        )
+    out["do_bench_clock"] = sampler.summary()
+    with sampler:
+        times = _events_ms(call, calls=200, gap_s=0.0, flush=flush)
+    out["back_to_back_us"] = statistics.median(times) * 1e3
+    out["back_to_back_clock"] = sampler.summary()
+    with sampler:
+        times = _events_ms(call, calls=100, gap_s=0.002, flush=flush)
+    out["with_gaps_us"] = statistics.median(times) * 1e3
+    out["with_gaps_clock"] = sampler.summary()
+    return out
+
+
+def _harness(path: Path) -> tuple[Any, dict[str, Any]]:
+    bench = Benchmark.model_validate({"workload": str(path), "dtypes": ["float16"]})
+    harness = HarnessSettings(samples=20, processes=2, warmup=3)
+    doc = run_benchmark(bench, harness, progress=None, device="cuda", threads=4)
+    (c,) = doc.configurations
+    tel = c.details.get("gpu_telemetry") or {}
+
+    def med(key: str) -> float | None:
+        values = [v for v in tel.get(key, []) if v is not None]
+        return statistics.median(values) if values else None
+
+    return c, {
+        "status": c.status,
+        "reason": c.reason,
+        "harness_us": statistics.median(c.samples.ns) / 1e3 if c.samples else None,
+        "harness_clock": {
+            "sm_mhz": med("sm_mhz"),
+            "power_w": med("power_w"),
+            "temp_c": med("temp_c"),
+            # Any slowdown NVML reported around any sample (the harness keeps the union).
+            "slowdown_reasons": [
+                r
+                for r in reason_names(int(c.details.get("clock_reasons_mask") or 0))
+                if r in SLOWDOWN_REASONS
+            ],
+        },
+        "throttled_samples": len(tel.get("throttled", [])),
+        "default_sm_mhz": tel.get("default_sm_mhz"),
+        "power_limit_w": c.details.get("power_limit_w"),
+        "loops_per_sample": c.details.get("loops_per_sample"),
+    }
+
+
+def _clock(c: dict[str, Any]) -> str:
+    mhz, watts = c.get("sm_mhz"), c.get("power_w")
+    reasons = c.get("slowdown_reasons")
+    why = ""
+    if isinstance(reasons, dict):  # sampled during the loop: the share of readings
+        why = " " + (",".join(f"{k} {v:.0%}" for k, v in reasons.items()) or "no slowdown")
+    elif isinstance(reasons, list):  # the harness: any sample
+        why = " " + (",".join(reasons) or "no slowdown")
+    peak = f" peak {c['max_power_w']:.0f} W" if c.get("max_power_w") else ""
+    return f"{mhz or 0:5.0f} MHz {watts or 0:4.0f} W{peak}{why}"
+
+
+def dobench(out_dir: Path) -> list[dict[str, Any]]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, inputs in KERNELS.items():
+            path = Path(tmp) / f"kernel_{len(rows)}.py"
+            path.write_text(KERNEL_FILE.format(inputs=inputs))
+            c, row = _harness(path)
+            row["kernel"] = name
+            if not rows:
+                print(
+                    f"power limit {row.get('power_limit_w')} W, default SM clock "
+                    f"{row.get('default_sm_mhz')} MHz",
+                    flush=True,
+                )
+            if c.status == "ok":
+                side = Side(path=str(path), device=torch.device("cuda"), threads=4, seed=0)
+                side.load()
+                cmd = in_process_command(
+                    "pytorch_eager", "float16", c.batch_size, check=False, warmup=3,
+                    warmup_budget_ns=1e9, target_sample_ns=2e5, max_sample_ns=1e8,
+                )  # fmt: skip
+                if side.prepare(cmd)["status"] == "ok":
+                    row.update(_patterns(side.ready[c.id].call))
+                    row["ratio"] = row["harness_us"] / row["do_bench_us"]
+            rows.append(row)
+            _print_dobench(row)
+            (out_dir / "dobench.json").write_text(json.dumps(rows, indent=1))
+    in_range = [r["ratio"] for r in rows if r.get("ratio")]
+    if in_range:
+        print(f"harness / do_bench, 10 us - 2 ms: {min(in_range):.3f} .. {max(in_range):.3f}")
+    return rows
+
+
+def _print_dobench(r: dict[str, Any]) -> None:
+    if r.get("do_bench_us") is None:
+        print(f"{r['kernel']:30s} {r['status']} {(r.get('reason') or '')[:200]}", flush=True)
+        return
+    print(
+        f"{r['kernel']:30s} harness {r['harness_us']:8.1f} us ({_clock(r['harness_clock'])}, "
+        f"{r['throttled_samples']} throttled)  do_bench {r['do_bench_us']:8.1f} us "
+        f"({_clock(r['do_bench_clock'])})  ratio {r['ratio']:.3f}  | back to back "
+        f"{r['back_to_back_us']:8.1f} us ({_clock(r['back_to_back_clock'])})  2 ms gaps "
+        f"{r['with_gaps_us']:8.1f} us ({_clock(r['with_gaps_clock'])})",
+        flush=True,
+    )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--out", default=".")
-    p.add_argument("--parts", default="hidden,spread,compare")
+    p.add_argument("--out", default=os.environ.get("OUT") or ".")
+    p.add_argument("--parts", default="dobench,hidden")
     p.add_argument("--examples", help="comma list of example files (default: all)")
     p.add_argument("--samples", type=int, default=20)
     p.add_argument("--processes", type=int, default=2)
@@ -280,6 +439,8 @@ def main() -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     parts = args.parts.split(",")
+    if "dobench" in parts:
+        dobench(out_dir)
     if "hidden" in parts:
         hidden(out_dir)
     if "spread" in parts:

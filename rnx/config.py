@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import reprlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -85,6 +86,21 @@ class GateSettings(_Strict):
     baseline_branches: list[BranchPattern] | None = Field(None, alias="baseline-branches")
 
 
+def _threads_from_environment() -> int | None:
+    """RNX_THREADS: the machine's choice of CPU threads per worker (kernalin.yml's wins)."""
+    text = os.environ.get("RNX_THREADS", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise UserError(f"RNX_THREADS={text!r}: give a whole number of threads, 1 or more")
+    return int(text)
+
+
+def _pin_from_environment() -> bool:
+    """RNX_PIN_CPUS=0: leave the worker processes where something else placed them."""
+    return os.environ.get("RNX_PIN_CPUS", "1").strip() != "0"
+
+
 class HarnessSettings(_Strict):
     """How to measure (kernalin.yml `harness:`); the results document records what was asked."""
 
@@ -93,6 +109,12 @@ class HarnessSettings(_Strict):
     warmup: WarmupCount = 5
     time_budget_s: TimeBudget = Field(120.0, alias="time-budget")
     seed: int = 0
+    # Per machine more than per repository: the defaults come from the environment, read here
+    # and nowhere else (None: the harness picks, see bench_runner.placement).
+    threads: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        default_factory=_threads_from_environment
+    )
+    pin_cpus: bool = Field(default_factory=_pin_from_environment, alias="pin-cpus")
 
 
 class Benchmark(_Strict):
@@ -114,6 +136,11 @@ class Benchmark(_Strict):
     @classmethod
     def _no_duplicates(cls, v: list[Any]) -> list[Any]:
         return list(dict.fromkeys(v))
+
+    @property
+    def batch_sizes_given(self) -> bool:
+        """False when batch sizes come from the default, not from the file, a flag or an input."""
+        return "batch_sizes" in self.model_fields_set
 
 
 class KernalinConfig(_Strict):
@@ -156,7 +183,11 @@ def override(
     """`model` with `changes` (keys as in kernalin.yml; None leaves a value as it is) laid over
     it, checked exactly as the file's own values are: flags and action inputs use this. An
     error names the key with `key_prefix` ("--" where the keys are command-line flags)."""
-    data = model.model_dump(by_alias=True) | {k: v for k, v in changes.items() if v is not None}
+    # exclude_unset: a value left to its default stays "not given" (the harness runs a workload
+    # without a batch dimension at its own shapes only when no batch sizes were given).
+    data = model.model_dump(by_alias=True, exclude_unset=True) | {
+        k: v for k, v in changes.items() if v is not None
+    }
     try:
         return type(model).model_validate(data)
     except ValidationError as e:

@@ -180,7 +180,8 @@ class Samples(_Model):
 class Configuration(_Model):
     runtime: Runtime
     dtype: Dtype
-    batch_size: BatchSize
+    # None: the workload has no batch dimension and ran at its own shapes (id .../native).
+    batch_size: BatchSize | None
     status: Status
     reason: Annotated[str, Field(max_length=20_000)] | None = None
     correctness: Correctness | None = None
@@ -201,8 +202,12 @@ class Configuration(_Model):
         return self
 
 
-def config_id(runtime: str, dtype: str, batch_size: int) -> str:
-    return f"{runtime}/{dtype}/bs{batch_size}"
+NATIVE_SHAPES = "native"
+
+
+def config_id(runtime: str, dtype: str, batch_size: int | None) -> str:
+    """runtime/dtype/bsN, or runtime/dtype/native for a workload run at its own shapes."""
+    return f"{runtime}/{dtype}/{NATIVE_SHAPES if batch_size is None else f'bs{batch_size}'}"
 
 
 class Tool(_Model):
@@ -249,7 +254,7 @@ class ConfigComparison(_Model):
     id: str
     runtime: Runtime
     dtype: Dtype
-    batch_size: int
+    batch_size: int | None
     status: Status
     verdict: Verdict
     reason: str | None = None

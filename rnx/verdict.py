@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import stats
+from rnx.clocks import explained_by_clock
 from rnx.config import GateSettings
 from rnx.schema import ConfigComparison, Configuration, GateReport, ResultsDocument, Samples
 
@@ -80,6 +81,10 @@ def evaluate(
             comparisons[cid] = c
             rows[cid].update(_fill(c, gate.block_threshold, paired))
 
+    # A slowdown a lower GPU clock explains is the machine's, not the code's (rnx/clocks.py).
+    for cid, why in explained_by_clock(head, baselines, comparisons, rope=gate.rope).items():
+        del comparisons[cid]
+        rows[cid].update(verdict="undecided", reason=why)
     undecided_without_stats = [
         k for k, r in rows.items() if r["verdict"] == "undecided" and k not in comparisons
     ]

@@ -64,6 +64,15 @@ class Acceptance:
 
 
 @dataclass(frozen=True)
+class ConfigNote:
+    """Something about how one configuration was measured that a reader should know (a GPU
+    shared with other processes, say): not a verdict, shown under the table."""
+
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
 class PartResult:
     """One workload gated in one environment (by one job, when the action reports it)."""
 
@@ -78,6 +87,7 @@ class PartResult:
     compare: str | None = None
     mode: str | None = None
     accepted: Acceptance | None = None
+    notes: list[ConfigNote] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -145,6 +155,14 @@ def _table(comparisons: list[ConfigComparison]) -> list[str]:
     return lines
 
 
+def _notes(notes: list[ConfigNote]) -> list[str]:
+    lines = ["Measurement notes:"]
+    lines += [f"- {_code(n.id)}: {inert_text(n.text)}" for n in notes[:MAX_ROWS]]
+    if len(notes) > MAX_ROWS:
+        lines.append(f"- and {len(notes) - MAX_ROWS} more configurations (see the run page)")
+    return lines
+
+
 def render_part(part: PartResult) -> str:
     about = [f"job {_code(part.job)}"] if part.job else []
     about.append(f"environment {_code(part.environment)}")
@@ -166,6 +184,8 @@ def render_part(part: PartResult) -> str:
         lines += [f"- {inert_text(r)}" for r in part.reasons] + [""]
     if part.comparisons:
         lines += [*_table(part.comparisons), ""]
+    if part.notes:
+        lines += [*_notes(part.notes), ""]
     if part.url:
         lines += [_link("Run page", part.url), ""]
     return "\n".join(lines)

@@ -19,7 +19,7 @@ class Subject:
     dtype: str
     torch_dtype: torch.dtype
     device: torch.device
-    batch_size: int
+    batch_size: int | None  # None: the workload's own shapes
     threads: int
     example_inputs: list[Any]
     module: torch.nn.Module | None = None  # Python workloads: the candidate, in dtype, on device
@@ -43,6 +43,10 @@ class Prepared:
     build: dict[str, int] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
     before_timing: Callable[[], None] | None = None
+    # The checks poison fresh memory through deterministic mode's NaN fill; a program guarded on
+    # that mode (torch.compile) would be recompiled by it, and the checked program would not be
+    # the timed one: such a runtime sets False and relies on recycled NaN blocks (CUDA) alone.
+    deterministic_fill: bool = True
     # Graph capture is only safe for pure PyTorch work on the current stream.
     graph_capturable: bool = False
 

@@ -96,4 +96,5 @@ class TorchCompile:
             before_timing=arm,
             # Captured graphs of inductor's own CUDA graphs would nest: launch it directly.
             graph_capturable=False,
+            deterministic_fill=False,
         )

@@ -1,4 +1,8 @@
-"""tensorrt: ONNX to a strongly typed engine (build time apart), run on the current CUDA stream."""
+"""tensorrt: ONNX to a strongly typed engine (build time apart), run on the current CUDA stream.
+
+Not yet verified on a GPU: no tensorrt wheel reaches the GPU machine we test on. Its refusals
+are tested on the CPU; its GPU run is a test skipped with that reason (test_harness_gpu.py).
+"""
 
 from __future__ import annotations
 
@@ -28,12 +32,13 @@ class TensorRT:
         return None
 
     def prepare(self, subject: Subject) -> Prepared:
-        import tensorrt as trt
-
+        # Refusals first: they hold whether or not TensorRT is installed.
         if subject.torch_dtype == torch.float64:
             raise Unsupported("TensorRT has no float64 kernels")
         if subject.device.type != "cuda":
             raise Unsupported("TensorRT runs on an NVIDIA GPU; this run uses the CPU")
+        import tensorrt as trt
+
         data, details, export_ns = onnx_bytes(subject)
         logger = trt.Logger(trt.Logger.ERROR)
         builder = trt.Builder(logger)

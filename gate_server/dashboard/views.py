@@ -19,6 +19,7 @@ from gate_server.dashboard.charts import (
     history_svg,
     median_interval,
 )
+from rnx.schema import config_id as _make_config_id
 
 GITHUB = "https://github.com"
 _RUNTIME_ORDER = {"pytorch_eager": 0, "torch_compile": 1, "onnxruntime": 2, "tensorrt": 3}
@@ -57,7 +58,7 @@ def config_sort_key(config_id: str) -> tuple[int, int, int, str]:
 
 
 def _config_id(c: dict[str, Any]) -> str:
-    return f"{c['runtime']}/{c['dtype']}/bs{c['batch_size']}"
+    return _make_config_id(c["runtime"], c["dtype"], c["batch_size"])
 
 
 def short_reasons(reasons: Sequence[str], limit: int = 140) -> str:

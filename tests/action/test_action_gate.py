@@ -304,3 +304,34 @@ def test_a_push_outside_the_baseline_branches_is_measured_but_never_uploaded(
         in (outputs["feature"]["summary"])
     )
     assert outputs["main"]["run-url"].startswith(live.url)
+
+
+def test_contention_notes_reach_the_comment_and_the_job_summary(tmp_path: Path) -> None:
+    """A configuration the harness measured on a shared GPU says so under the table."""
+    from rnx_github.comment import combine
+
+    config = KernalinConfig()
+    doc = make_results(repository=REPO, branch="feature", pr_number=3, seed=5)
+    shared, quiet = doc.configurations[0], doc.configurations[1]
+    contention = {
+        "note": "GPU shared with other work: 2 other process(es) running kernels on the GPU "
+        "(pid 4242, 4243)",
+        "processes_seen": 2,
+        "other_pids": [4242, 4243],
+    }
+    noted = shared.model_copy(update={"details": {**shared.details, "contention": contention}})
+    odd = quiet.model_copy(update={"details": {"contention": {"note": 7}}})  # malformed: left out
+    doc = doc.model_copy(update={"configurations": [noted, odd, *doc.configurations[2:]]})
+    part = decide(
+        _measured(doc, config),
+        NotUploaded("PASS", "no gate server configured"),
+        ctx=_ctx(tmp_path, 3),
+        config=config,
+        environment="h200",
+    )
+    assert [n.id for n in part.notes] == [shared.id]
+    body = combine([], [part], sha="d" * 40).body
+    assert (
+        f"- `{shared.id}`: GPU shared with other work: 2 other process\\(es\\) running kernels "
+        f"on the GPU \\(pid 4242, 4243\\) \\(seen by 2 of 3 worker processes\\)"
+    ) in body.splitlines()

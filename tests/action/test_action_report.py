@@ -7,6 +7,7 @@ import dataclasses
 from rnx.schema import ConfigComparison
 from rnx_github.comment import (
     COMMENT_MARKER,
+    ConfigNote,
     PartResult,
     combine,
     parse_parts,
@@ -101,3 +102,26 @@ def test_text_from_a_results_document_cannot_forge_markers_or_format_the_comment
     assert body.count("<!-- rnx-benchmark:part key=") == 1
     assert "[click](" not in body and "**b**" not in body
     assert "&lt;\\!-- rnx-benchmark:part key=x" in body
+
+
+def test_measurement_notes_are_one_inert_line_per_configuration_under_the_table() -> None:
+    notes = [
+        ConfigNote("pytorch_eager/float32/bs8", "GPU shared with other work: 3 other process(es)"),
+        ConfigNote("torch_compile/float16/bs8", "a *fixed* kernel ran <b>3.2x</b> its fastest"),
+    ]
+    part = dataclasses.replace(_part("PASS", "h200"), notes=notes)
+    lines = combine([], [part], sha="b" * 40).body.splitlines()
+    at = lines.index("Measurement notes:")
+    assert lines[at - 2].startswith("| `onnxruntime/float16/bs8`")  # under the table
+    assert lines[at + 1] == (
+        "- `pytorch_eager/float32/bs8`: GPU shared with other work: 3 other process\\(es\\)"
+    )
+    assert lines[at + 2] == (
+        "- `torch_compile/float16/bs8`: a \\*fixed\\* kernel ran &lt;b&gt;3.2x&lt;/b&gt; "
+        "its fastest"
+    )
+    many = [ConfigNote(f"pytorch_eager/float32/bs{i}", "GPU shared") for i in range(1, 16)]
+    body = combine([], [dataclasses.replace(part, notes=many)], sha="b" * 40).body
+    assert body.count(": GPU shared") == 12
+    assert "- and 3 more configurations (see the run page)" in body
+    assert "Measurement notes" not in combine([], [_part("PASS", "h200")], sha="b" * 40).body

@@ -25,7 +25,7 @@ def prepare(cpu_process: None):
         path: str | Path,
         runtime: str = "pytorch_eager",
         dtype: str = "float32",
-        batch_size: int = 8,
+        batch_size: int | None = 8,
         **over: Any,
     ) -> dict[str, Any]:
         side = Side(path=str(path), device=torch.device("cpu"), threads=1, seed=0)

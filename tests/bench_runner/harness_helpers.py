@@ -3,30 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from bench_runner.tolerances import DEFAULT_TOLERANCES
+from bench_runner.worker import in_process_command as prepare_cmd
 
 WORKLOADS = Path(__file__).parent / "workloads"
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
-
-def prepare_cmd(runtime: str, dtype: str, batch_size: int, **over: Any) -> dict[str, Any]:
-    tol = DEFAULT_TOLERANCES[dtype]
-    cmd = {
-        "op": "prepare",
-        "id": f"{runtime}/{dtype}/bs{batch_size}",
-        "runtime": runtime,
-        "dtype": dtype,
-        "batch_size": batch_size,
-        "check": True,
-        "atol": tol.atol,
-        "rtol": tol.rtol,
-        "trials": 3,
-        "warmup": 1,
-        "warmup_budget_ns": 2e7,
-        "target_sample_ns": 1e5,
-        "max_sample_ns": 1e6,
-    }
-    cmd.update(over)
-    return cmd
+__all__ = ["EXAMPLES", "WORKLOADS", "prepare_cmd"]

@@ -6,6 +6,8 @@ Each test starts real worker processes (spawn, about 2-4 s each on 2 cores).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -173,10 +175,11 @@ def test_cli_takes_tolerances_and_lists_from_kernalin_yml(tmp_path, monkeypatch)
 
 
 def test_each_slot_runs_on_its_own_cpus_and_every_side_of_a_slot_on_the_same(monkeypatch):
-    """Slots take consecutive blocks of `threads` CPUs (wrapping); RNX_PIN_CPUS=0 turns it off."""
+    """Slots take consecutive blocks of `threads` CPUs (wrapping); RNX_PIN_CPUS=0 turns it off
+    through the harness settings."""
     import os
 
-    from bench_runner.runner import cpus_for_slot
+    from bench_runner.placement import cpus_for_slot
 
     usable = sorted(os.sched_getaffinity(0))
     n = len(usable)
@@ -185,14 +188,28 @@ def test_each_slot_runs_on_its_own_cpus_and_every_side_of_a_slot_on_the_same(mon
     assert cpus_for_slot(n, 1) == [usable[0]]  # wraps around
     assert cpus_for_slot(0, n + 3) == usable  # never more CPUs than there are
     monkeypatch.setenv("RNX_PIN_CPUS", "0")
-    assert cpus_for_slot(1, 1) == []
+    harness = HarnessSettings()
+    assert harness.pin_cpus is False
+    assert cpus_for_slot(1, 1, pin=harness.pin_cpus) == []
+
+
+def test_thread_count_comes_from_the_settings_model(monkeypatch):
+    from bench_runner.placement import default_threads
+
+    monkeypatch.setenv("RNX_THREADS", "3")
+    assert HarnessSettings().threads == 3 and default_threads(HarnessSettings()) == 3
+    # kernalin.yml's harness.threads wins over the machine's default
+    assert default_threads(HarnessSettings(threads=2)) == 2
+    monkeypatch.setenv("RNX_THREADS", "many")
+    with pytest.raises(UserError, match="RNX_THREADS='many'"):
+        HarnessSettings()
 
 
 @pytest.mark.slow
 def test_a_worker_process_runs_on_the_cpus_it_was_given():
     import os
 
-    from bench_runner.runner import WorkerHandle
+    from bench_runner.workers import WorkerHandle
 
     cpu = sorted(os.sched_getaffinity(0))[-1]
     spec = {"path": str(WORKLOADS / "tiny.py"), "device": "cpu", "threads": 1, "seed": 0}
@@ -206,3 +223,93 @@ def test_a_worker_process_runs_on_the_cpus_it_was_given():
         assert unpinned.hello["cpus"] == []
     finally:
         unpinned.close()
+
+
+@pytest.mark.slow
+def test_no_batch_dimension_and_no_batch_sizes_run_at_the_workloads_own_shapes(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    args = [str(WORKLOADS / "square_matmul.py"), "--out", str(out), "--device", "cpu"]
+    rc = bench_main([*args, "--samples", "8", "--processes", "1", "--quiet", "--dtypes",
+                     "float32,float64"])  # fmt: skip
+    assert rc == 0
+    doc = parse_results(out.read_text())
+    assert [c.id for c in doc.configurations] == [
+        "pytorch_eager/float32/native",
+        "pytorch_eager/float64/native",
+    ]
+    assert all(c.batch_size is None and c.status == "ok" for c in doc.configurations)
+    assert "no batch dimension" in doc.configurations[0].details["shapes"]
+    printed = capsys.readouterr().out
+    assert "pytorch_eager/float32/native" in printed and "own shapes" in printed
+    # Given batch sizes, the same workload keeps the clear error.
+    rc = bench_main([*args, "--samples", "8", "--processes", "1", "--quiet", "--batch-sizes", "1"])
+    assert rc == 1
+    (c,) = parse_results(out.read_text()).configurations
+    assert c.id == "pytorch_eager/float32/bs1" and c.status == "error"
+    assert "give no batch sizes" in (c.reason or "")
+
+
+def test_cpu_runs_fork_their_workers_gpu_runs_spawn_them():
+    from bench_runner.workers import start_method
+
+    assert start_method("cuda") == "spawn" and start_method("cuda:1") == "spawn"
+    if sys.platform == "linux":
+        assert start_method("cpu") == "forkserver"
+
+
+def test_the_orchestrator_never_imports_torch():
+    # Importing torch costs seconds on a small runner and its teardown at exit another second;
+    # the workers import it, the process that drives them must not.
+    code = (
+        "import sys; import bench_runner.runner; from bench_runner.workers import WorkerHandle; "
+        "from bench_runner.orchestrator import Orchestrator; print('torch' in sys.modules)"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "False"
+
+
+def test_a_shared_gpu_buys_more_rounds_within_the_budget():
+    import io
+
+    from bench_runner.gpu_checks import ContentionSigns
+    from bench_runner.orchestrator import Orchestrator, WorkerPool
+    from bench_runner.plan import Plan
+    from bench_runner.progress import Progress
+
+    bench = _bench(WORKLOADS / "tiny.py", **{"batch-sizes": [1, 2]})
+    harness = HarnessSettings(samples=10, processes=2, **{"time-budget": 10.0})
+    plan = Plan(
+        configs=plan_configurations(bench), sides={"head": bench.workload}, samples=10,
+        processes=2, harness=harness, benchmark=bench, device="cuda", threads=1,
+    )  # fmt: skip
+    stream = io.StringIO()
+    orch = Orchestrator(
+        plan, Progress(stream, n_configs=4, n_samples=10), WorkerPool(plan, None, None)
+    )
+    for st in orch.states.ok("head"):
+        st.estimate_ns = 1e6
+    orch._more_rounds_under_contention()
+    assert orch.plan.samples == 10  # nobody else on the GPU: the rounds asked for
+    st = orch.states["head"]["pytorch_eager/float32/bs1"]
+    st.contention.append(
+        ContentionSigns(
+            gpu_pids=[7, 99],
+            own_pid=7,
+            calibration_spread=1.0,
+            waited_for_gpu=False,
+            active_pids=[99],
+        )  # fmt: skip
+    )
+    orch._more_rounds_under_contention()
+    assert orch.plan.samples == 20  # twice as many: 2 x 3 ms per round fits 60% of 10 s
+    assert "shared with other work: 20 rounds instead of 10" in stream.getvalue()
+    tight = Orchestrator(
+        plan.with_samples(10),
+        Progress(None, n_configs=4, n_samples=10),
+        WorkerPool(plan, None, None),
+    )
+    tight.states["head"]["pytorch_eager/float32/bs1"].contention = list(st.contention)
+    for s in tight.states.ok("head"):
+        s.estimate_ns = 0.4e9  # 0.8 s per round: 60% of 10 s pays for 7 rounds, fewer than 10
+    tight._more_rounds_under_contention()
+    assert tight.plan.samples == 10  # never fewer than asked, never beyond the budget

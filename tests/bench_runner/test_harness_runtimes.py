@@ -86,3 +86,52 @@ def test_torch_compile_recompile_after_warmup_is_an_error(cpu_process):
     prepared.run([torch.randn(2, 8)])  # same shape: no recompile, fine
     with pytest.raises(Exception, match="[Rr]ecompil"):
         prepared.run([torch.randn(5, 8, 1).squeeze(-1)])
+
+
+# ---- The GPU paths of ONNX Runtime and TensorRT, as far as they can be checked without one ----
+# Their runs on a GPU are in test_harness_gpu.py, skipped with the reason (not yet verified on a
+# GPU: no onnxruntime-gpu or tensorrt wheel reaches the GPU machine we test on).
+
+
+def test_onnxruntime_uses_its_cuda_provider_only_on_a_gpu_run_where_installed():
+    from bench_runner.runtimes.onnxrt import providers_for
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    both = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert providers_for(cuda, both) == both
+    assert providers_for(cuda, ["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
+    assert providers_for(cpu, both) == ["CPUExecutionProvider"]
+
+
+def test_onnxruntime_cuda_provider_is_timed_by_wall_clock_with_a_device_sync():
+    from bench_runner.runtimes.onnxrt import bfloat16_unsupported, timer_for
+
+    # Its kernels run on ONNX Runtime's own stream: events on torch's stream would miss them.
+    assert timer_for("CUDAExecutionProvider") == "cuda_wall"
+    assert timer_for("CPUExecutionProvider") == "cpu"
+    assert "numpy" in bfloat16_unsupported(["CUDAExecutionProvider"]).reason
+
+
+def test_tensorrt_refuses_float64_and_cpu_runs_without_being_installed():
+    from bench_runner.errors import Unsupported
+    from bench_runner.runtimes.base import Subject
+    from bench_runner.runtimes.tensorrt import TensorRT
+    from bench_runner.workload import PythonWorkload
+
+    wl = PythonWorkload.load(str(WORKLOADS / "tiny.py"))
+
+    def subject(dtype: torch.dtype) -> Subject:
+        return Subject(
+            workload=wl,
+            dtype=str(dtype).removeprefix("torch."),
+            torch_dtype=dtype,
+            device=torch.device("cpu"),
+            batch_size=2,
+            threads=1,
+            example_inputs=[torch.zeros(2, 8, dtype=dtype)],
+        )
+
+    with pytest.raises(Unsupported, match="no float64 kernels"):
+        TensorRT().prepare(subject(torch.float64))
+    with pytest.raises(Unsupported, match="this run uses the CPU"):
+        TensorRT().prepare(subject(torch.float16))

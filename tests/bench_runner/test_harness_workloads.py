@@ -61,9 +61,11 @@ def test_missing_name_is_an_error_naming_it(prepare):
 
 
 def test_no_way_to_set_batch_size_is_a_clear_error(prepare):
+    # Explicit batch sizes for a workload without a batch dimension: the error says both fixes.
     r = prepare(WORKLOADS / "no_batch_size.py")
     assert r["status"] == "error"
     assert "batch_size" in r["reason"]
+    assert "give no batch sizes to run it at its own shapes" in r["reason"]
 
 
 def test_not_a_workload_file(prepare, tmp_path):
@@ -71,3 +73,24 @@ def test_not_a_workload_file(prepare, tmp_path):
     path.write_text("// not python")
     r = prepare(path)
     assert r["status"] == "error" and ".py" in r["reason"]
+
+
+# ---- Workloads without a batch dimension (KernelBench's square matmul and friends) ----
+
+
+def test_batching_is_detected():
+    assert PythonWorkload.load(str(WORKLOADS / "tiny.py")).batching == "keyword"
+    assert PythonWorkload.load(str(EXAMPLES / "gelu_linear.py")).batching == "global"
+    assert PythonWorkload.load(str(WORKLOADS / "square_matmul.py")).batching == "none"
+
+
+def test_native_shapes_draw_the_workloads_own_inputs():
+    wl = PythonWorkload.load(str(WORKLOADS / "square_matmul.py"))
+    a, b = wl.inputs(None, seed=0)
+    assert a.shape == b.shape == (64, 64)
+
+
+def test_a_native_configuration_is_checked_and_timed(prepare):
+    r = prepare(WORKLOADS / "square_matmul.py", batch_size=None)
+    assert r["status"] == "ok", r.get("reason")
+    assert r["correctness"]["passed"]

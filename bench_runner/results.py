@@ -1,0 +1,78 @@
+"""From the orchestrator's states to the results document's configurations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench_runner.state import ConfigState
+from rnx.schema import BuildTime, Configuration, Correctness, Samples
+
+NATIVE_NOTE = (
+    "the workload has no batch dimension (neither a get_inputs(batch_size=...) keyword nor a "
+    "module-level batch_size) and no batch sizes were given: it ran at its own shapes"
+)
+
+
+def _samples(st: ConfigState) -> Samples | None:
+    if not st.ns:
+        return None
+    return Samples(ns=st.ns, round=st.rounds, process=st.processes)
+
+
+def _measurement_details(head: ConfigState, run_pids: set[int]) -> dict[str, Any]:
+    details = dict(head.details)
+    details["timing_wall_ns"] = head.timing_wall_ns
+    telemetry = head.telemetry_details()
+    if telemetry is not None:
+        details["gpu_telemetry"] = telemetry
+    contention = head.contention_details(run_pids)
+    if contention is not None:
+        details["contention"] = contention
+    if head.spec.batch_size is None:
+        details["shapes"] = NATIVE_NOTE
+    return details
+
+
+def configuration(head: ConfigState, base: ConfigState | None, run_pids: set[int]) -> Configuration:
+    status, reason = head.status, head.reason
+    samples = _samples(head) if status == "ok" else None
+    if status == "ok" and samples is None:
+        status, reason = "error", "no samples were measured (every worker process failed)"
+    details = _measurement_details(head, run_pids)
+    base_samples = None
+    if base is not None:
+        details["base_status"] = base.status
+        if base.status != "ok":
+            details["base_reason"] = base.reason
+        else:
+            base_samples = _samples(base)
+            base_telemetry = base.telemetry_details()
+            if base_telemetry is not None:
+                details["base_gpu_telemetry"] = base_telemetry
+        if base.correctness is not None:
+            details["base_correctness"] = base.correctness
+    correctness = Correctness(**head.correctness) if head.correctness else None
+    return Configuration(
+        runtime=head.spec.runtime,
+        dtype=head.spec.dtype,
+        batch_size=head.spec.batch_size,
+        status=status,
+        reason=reason,
+        correctness=correctness,
+        build=BuildTime(**head.build),
+        samples=samples,
+        base_samples=base_samples,
+        details=jsonable(details),
+    )
+
+
+def jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, float) and value != value:
+        return None
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)

@@ -1,0 +1,67 @@
+"""The compiler's modules imported in the background of a spawned worker, waited for once."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from bench_runner import preload
+from bench_runner.workers import compiler_modules
+
+
+@pytest.fixture
+def slow_module(tmp_path, monkeypatch):
+    (tmp_path / "rnx_slow_import.py").write_text("import time\ntime.sleep(0.3)\nLOADED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(preload, "_thread", None)
+    yield "rnx_slow_import"
+    sys.modules.pop("rnx_slow_import", None)
+
+
+def test_a_build_that_needs_the_compiler_waits_for_the_background_import(slow_module):
+    preload.start([slow_module])
+    waited = preload.wait()
+    assert sys.modules[slow_module].LOADED
+    assert waited > 0  # it was still importing when the build asked
+    assert preload.wait() == 0  # once done, nobody waits again
+
+
+def test_modules_already_imported_start_no_thread(slow_module):
+    import json  # noqa: F401 - imported already, as in a worker forked from the fork server
+
+    preload.start(["json"])
+    assert preload._thread is None and preload.wait() == 0
+
+
+def test_an_import_that_fails_in_the_background_fails_later_where_it_is_needed(slow_module):
+    preload.start(["rnx_no_such_module_here"])
+    assert preload.wait() >= 0  # no exception from the thread
+    assert "rnx_no_such_module_here" not in sys.modules
+
+
+def test_only_runtimes_that_compile_import_the_compiler_ahead():
+    assert compiler_modules(["pytorch_eager"]) == []
+    assert "torch._dynamo" in compiler_modules(["pytorch_eager", "torch_compile"])
+    assert compiler_modules(["onnxruntime"]) == compiler_modules(["tensorrt"])
+
+
+def test_workers_compile_in_process_where_triton_would_start_a_pool(monkeypatch):
+    from bench_runner import workers
+
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    monkeypatch.setattr(workers, "_has_triton", lambda: True)
+    assert workers._worker_variables()["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    # Set only while a worker starts: this process keeps its own environment.
+    with workers._worker_environment():
+        assert os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    assert "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ
+    assert "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ
+    # The job's own choice wins; without Triton inductor starts no subprocess pool anyway.
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "8")
+    assert "TORCHINDUCTOR_COMPILE_THREADS" not in workers._worker_variables()
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS")
+    monkeypatch.setattr(workers, "_has_triton", lambda: False)
+    assert workers._worker_variables() == {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
