@@ -7,8 +7,13 @@
    in float32, ignored input) and a cached scalar loss, each checked on the GPU: all `diverged`.
 3. margin: the kernel right only at batch size 8 (batch_eight_only.py), checked at batch 9 in
    bfloat16 and float16: elements outside the tolerance per trial, drawn versus same-sign.
+4. long: an honest mean squared error over 4.2 and 16.7 million float32 elements
+   (long_mean.py) on pytorch_eager and onnxruntime: each one's error against the float64
+   reference, the tolerance's widening for the reduction's length, and for one that still
+   misses, the tolerance its failure tells the user to set.
 
-Run: python3 -m benchmarks.gpu_correctness [--out DIR]   (about 1-2 minutes)
+Run: python3 -m benchmarks.gpu_correctness [--out DIR] [--parts scalar,cheats,margin,long]
+     (about 1-2 minutes)
      .venv/bin/python -m benchmarks.gpu_correctness --device cpu         (the same on the CPU)
 Another revision's harness: put its bench_runner, rnx and stats first on PYTHONPATH.
 """
@@ -63,14 +68,19 @@ def scalar_losses(device: str) -> dict[str, Any]:
     return {"rows": rows, "not_ok": len(bad)}
 
 
-def _prepare(name: str, dtype: str, batch_size: int, device: str) -> dict[str, Any]:
+def _prepare(
+    name: str, dtype: str, batch_size: int, device: str, runtime: str = "pytorch_eager"
+) -> dict[str, Any]:
     import torch
 
     from bench_runner.worker import Side
 
     side = Side(path=str(WORKLOADS / name), device=torch.device(device), threads=4, seed=0)
     side.load()
-    return side.prepare(_command(dtype, batch_size))
+    cmd = _command(dtype, batch_size)
+    if runtime != "pytorch_eager":
+        cmd = {**cmd, "runtime": runtime, "id": f"{runtime}/{dtype}/bs{batch_size}"}
+    return side.prepare(cmd)
 
 
 def _command(dtype: str, batch_size: int) -> dict[str, Any]:
@@ -114,6 +124,41 @@ def margin(device: str) -> list[dict[str, Any]]:
     return rows
 
 
+ADVICE = re.compile(r"set benchmarks\[\]\.tolerances\.float32\.atol to (\S+) or more")
+
+
+def long_reductions(device: str) -> list[dict[str, Any]]:
+    rows = []
+    for batch_size in (1024, 4096):
+        for runtime in ("pytorch_eager", "onnxruntime"):
+            r = _prepare("long_mean.py", "float32", batch_size, device, runtime)
+            c = r.get("correctness") or {}
+            notes = r["details"].get("correctness_notes") or {}
+            advice = sorted({a for f in c.get("failures", []) for a in ADVICE.findall(f)})
+            row = {
+                "id": f"{runtime}/float32/bs{batch_size}", "status": r["status"],
+                "max_rel_error": c.get("max_rel_error"),
+                "reduction_length": notes.get("reduction_length"),
+                "rtol_allowance": notes.get("rtol_allowance"), "advised_atol": advice,
+                "provider": r["details"].get("provider"),
+            }  # fmt: skip
+            rows.append(row)
+            print(
+                f"  {row['id']:28s} {row['status']:11s} max rel error "
+                f"{row['max_rel_error'] or 0:.1e} over {row['reduction_length'] or 0:,} elements, "
+                f"rtol widened by {row['rtol_allowance'] or 0:.1e}"
+                + (f"; advised atol {', '.join(advice)}" if advice else "")
+                + (f" ({row['provider']})" if row["provider"] else "")
+                + (f": {r['reason'][:200]}" if r["status"] not in ("ok", "diverged") else "")
+            )
+    diverged = [r for r in rows if r["status"] == "diverged"]
+    print(
+        f"long reductions: {len(rows) - len(diverged)} of {len(rows)} ok; the diverged ones "
+        f"name the tolerance to set: {all(r['advised_atol'] for r in diverged)}"
+    )
+    return rows
+
+
 def _from_failures(failures: list[str]) -> list[dict[str, Any]]:
     found = []
     for text in failures:
@@ -123,11 +168,18 @@ def _from_failures(failures: list[str]) -> list[dict[str, Any]]:
     return found
 
 
+PARTS = {"scalar": scalar_losses, "cheats": cheats, "margin": margin, "long": long_reductions}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--parts", default=",".join(PARTS), help="comma list of " + ", ".join(PARTS))
     args = p.parse_args()
+    parts = args.parts.split(",")
+    if not set(parts) <= set(PARTS):
+        p.error(f"--parts takes {', '.join(PARTS)}, not {args.parts!r}")
     if args.device == "cuda":
         require_cuda("gpu_correctness.py")
     import torch
@@ -141,11 +193,7 @@ def main() -> int:
     print(
         f"device: {name}, torch {torch.__version__}, harness {Path(bench_runner.__file__).parent}"
     )
-    result = {
-        "scalar": scalar_losses(args.device),
-        "cheats": cheats(args.device),
-        "margin": margin(args.device),
-    }
+    result = {part: PARTS[part](args.device) for part in parts}
     save(folder, "gpu_correctness.json", result)
     return 0
 

@@ -1,7 +1,11 @@
-"""Bad GPU kernel, the small kind: a ~20 us call that leaves ~0.3 ms of work on a side stream.
+"""Bad GPU kernel, the small kind: a 2048^3 float32 matmul on a side stream behind `x * 2`.
 
-Close to the hidden-work check's floor (half the call's time plus 50 us): what a shared GPU's
-slow synchronize must not be confused with, and what must still be caught on a GPU of its own.
+On an H200 the call's events read 252-293 us for an `x * 2` of 1024 elements (the matmul holds
+the SMs its kernel waits for), and about 0.12 ms of the matmul is left after the timed stream
+finished: about twice the hidden-work check's bar (50 us, or twice the synchronize after an
+idle round), where the honest examples with four runs sharing the GPU left at most 28 us. What
+a shared GPU's slow synchronize must not be confused with, and what must be caught alone on the
+GPU and with two other runs on it.
 """
 
 import torch
@@ -18,7 +22,7 @@ class Model(torch.nn.Module):
         w = _weights[0]
         _side[0].wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(_side[0]):
-            w @ w  # about 0.3 ms in float32 on an H200, never seen by events on the main stream
+            w @ w  # partly after the main stream's end event: that part no event times
         return x * 2
 
 
