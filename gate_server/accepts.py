@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gate_server.answers import ApiError
@@ -16,6 +17,8 @@ from rnx.branches import branch_matches
 
 MAX_REASON_CHARS = 2000
 MAX_ACCEPT_BODY = 64 * 1024  # the JSON body of an accept request, in bytes
+# NUL cannot be stored in a PostgreSQL text column, and the other C0 controls only hide text.
+_UNSTORABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def check_accept_scope(database: Database, token: TokenRecord, run_id: str) -> RunRecord:
@@ -54,6 +57,15 @@ def check_reason(reason: str) -> str:
             "missing_reason",
             'say why this run is accepted: {"reason": "..."}',
             [{"field": "reason", "problem": "required, non-empty"}],
+        )
+    bad = sorted({f"U+{ord(c):04X}" for c in reason if _UNSTORABLE.match(c)})
+    if bad:
+        raise ApiError(
+            422,
+            "unstorable_reason",
+            f"the reason holds control characters ({', '.join(bad)}); write it as plain text "
+            "(tabs and line breaks are fine)",
+            [{"field": "reason", "problem": "control characters"}],
         )
     if len(reason) > MAX_REASON_CHARS:
         raise ApiError(

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gate_server.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope
+from gate_server.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope, check_reason
 from gate_server.answers import ApiError
 from gate_server.db import Database, runs
 from gate_server.db.tokens import CI, TokenRecord
@@ -119,7 +119,7 @@ def _accept_body(raw: bytes) -> tuple[str, str, list[str]]:
         run_ids = []
     if problems:
         raise ApiError(422, "invalid_request", "the accept request is incomplete", problems)
-    return reason, user, [str(x) for x in run_ids]
+    return check_reason(reason), user, [str(x) for x in run_ids]
 
 
 def accept_pull_runs(

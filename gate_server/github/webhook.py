@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -431,6 +432,23 @@ HANDLERS: dict[tuple[str, str | None], Handler] = {
 
 # ---- the route
 
+# GitHub's event and action names: lower-case words joined by "_", as stored (64 characters).
+_EVENT_NAME = re.compile(r"^[a-z_]{1,64}$")
+
+
+def _unstorable(event: str, payload: Mapping[str, Any], body: bytes) -> str | None:
+    """Why a signed delivery cannot be recorded, or None. GitHub sends none of these; they are
+    answered 200 like any delivery we do not act on, never stored."""
+    action = payload.get("action")
+    if not _EVENT_NAME.match(event):
+        return f"X-GitHub-Event {event[:70]!r} is not a GitHub event name"
+    if action is not None and not (isinstance(action, str) and _EVENT_NAME.match(action)):
+        return f"action {str(action)[:70]!r} is not a GitHub action name"
+    # JSON can only carry NUL escaped; PostgreSQL text cannot hold it.
+    if b"\\u0000" in body:
+        return "the payload holds a NUL character (\\u0000), which GitHub never sends"
+    return None
+
 
 @endpoint(
     "post",
@@ -476,6 +494,9 @@ async def github_webhook(request: Request) -> Response:
     payload = parse_json(body)
     if not isinstance(payload, dict):
         raise ApiError(400, "invalid_payload", "a webhook body must be a JSON object")
+    unstorable = _unstorable(event, payload, body)
+    if unstorable is not None:
+        return JSONResponse({"delivery": delivery_id, "ignored": unstorable})
     delivery = Delivery(delivery_id, event, payload)
     answer = await run_in_threadpool(handle, svc.database, svc.github, delivery)
     return JSONResponse(answer.body, status_code=answer.status)
