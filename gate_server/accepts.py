@@ -84,11 +84,13 @@ def accept_run(
     reason: str,
     via: str,
     token_id: int | None = None,
+    on_behalf_of: str | None = None,
 ) -> dict[str, Any]:
     """Make a run the newest baseline for its base branch, environment and workload. The caller
     has checked that `actor` may do so (a scoped token, or a GitHub user with write access),
     and, in App mode, that the run's workload is the file at its commit
-    (gate_server/github/workload_check.py)."""
+    (gate_server/github/workload_check.py). `on_behalf_of` is who the caller says it acts for,
+    when the server cannot verify it: kept in the audit entry's details, never as the actor."""
     run_id = check_run_id(run_id)
     reason = check_reason(reason)
     with database.write() as conn:
@@ -116,6 +118,7 @@ def accept_run(
                     "branch": target,
                     "environment": run.environment_key,
                     "workload": run.workload,
+                    **({"on_behalf_of": on_behalf_of} if on_behalf_of else {}),
                 },
             )
             run = runs.by_run_id(conn, run_id) or run

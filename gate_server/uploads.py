@@ -144,7 +144,9 @@ def ingest_run(
         if runs.by_run_id(conn, run_id) is None:
             # A stored run's retry gets its stored answer, whatever today's rules say of it.
             workload = upload_workload(doc)
-            found = candidates(conn, repository_id, doc, workload, settings.baseline_history)
+            found = candidates(
+                conn, repository_id, doc, workload, settings.baseline_history, token.branches
+            )
     if found is None:
         return _retry(database, token, run_id, digest, signature)
 

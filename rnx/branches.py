@@ -46,9 +46,9 @@ def branch_name_problem(name: str) -> str | None:
         return f"a branch name has at most {MAX_BRANCH_CHARS} characters (got {len(name)})"
     if _GIT_REFUSES.search(name):
         return (
-            f"{name!r} is not a valid git branch name (git check-ref-format: no whitespace, control "
-            "characters, '..', '@{', '~^:?*[\\', leading '-' or '.', trailing '.' or '/', "
-            "'.lock', 'HEAD' or '@')"
+            f"{name!r} is not a valid git branch name (git check-ref-format: no whitespace, "
+            "control characters, '..', '@{', '~^:?*[\\', leading '-' or '.', trailing '.' or "
+            "'/', '.lock', 'HEAD' or '@')"
         )
     if _LOOK_ALIKE.search(name):
         return (

@@ -7,8 +7,10 @@ POST /api/v1/pulls/{pr_number}/accept              {"reason", "user", "run_ids"}
 
 The action applies the accept rules itself with the workflow's GITHUB_TOKEN (the server needs
 no GitHub credentials for this way); the server checks the token's scope as for any accept
-(and, with App credentials, each run's workload at its commit: github/workload_check.py)
-and records the GitHub user it was told in the audit log.
+(and, with App credentials, each run's workload at its commit: github/workload_check.py).
+The audit actor is the authenticated identity: the GitHub user of an OIDC token (who must be
+the `user` sent), else the CI token; the `user` a CI token's caller sends is kept as what it
+said (`on_behalf_of`), never as the actor.
 """
 
 from __future__ import annotations
@@ -133,6 +135,7 @@ def accept_pull_runs(
 ) -> list[dict[str, Any]]:
     """Every run is checked (scope, pull request, in App mode its workload) before any is
     accepted."""
+    actor, on_behalf_of = accept_actor(token, user)
     checked = []
     for run_id in run_ids:
         run = check_accept_scope(database, token, run_id)
@@ -147,13 +150,30 @@ def accept_pull_runs(
         accept_run(
             database,
             run_id,
-            actor=f"github:{user}",
+            actor=actor,
             reason=reason,
             via="github-action",
             token_id=token.id,
+            on_behalf_of=on_behalf_of,
         )
         for run_id in run_ids
     ]
+
+
+def accept_actor(token: TokenRecord, user: str) -> tuple[str, str | None]:
+    """Who accepts, from the authenticated identity, never from the body: the GitHub user an
+    OIDC token was issued for (403 when the body names another), else the CI token itself,
+    with the user the workflow names kept as what it said (on_behalf_of)."""
+    if token.github_actor is not None:
+        if token.github_actor.lower() != user.lower():
+            raise ApiError(
+                403,
+                "user_mismatch",
+                f"the OIDC token is for GitHub user {token.github_actor!r}, but the request "
+                f"names {user!r}; accept as the user whose workflow run it is",
+            )
+        return f"github:{token.github_actor}", None
+    return f"token:{token.id}", f"github:{user}"
 
 
 @endpoint(
@@ -172,6 +192,9 @@ def accept_pull_runs(
     responses={
         "200": {"description": "accepted (or already accepted)"},
         **BODY_ERRORS,
+        "403": error(
+            "a viewer token, a branch out of scope, or (OIDC) another user than the token's"
+        ),
         "404": error("a run that is not this pull request's"),
         "409": error("App mode: GitHub says a run's workload is not the file at its commit"),
         "422": error("reason, user or run_ids missing"),

@@ -1,0 +1,50 @@
+"""Smaller holes of issue 11 (section 4), each shown on both databases: a guard a document could
+talk its way around, an identity taken from the body, and answers the server did not give."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import Token, signed_headers
+
+
+def _push(client: TestClient, token: Token, **kwargs: Any) -> dict[str, Any]:
+    raw = body(make_results(branch="main", **kwargs))
+    r = client.post("/api/v1/runs", content=raw, headers=signed_headers(token.secret, raw))
+    assert r.status_code == 201, r.text[:300]
+    answer: dict[str, Any] = r.json()
+    return answer
+
+
+@pytest.mark.parametrize("base_branch", ["does-not-exist", "release/9", "main"])
+def test_a_blocking_push_never_becomes_a_baseline_whatever_its_base_branch(
+    client: TestClient, ci_token: Any, base_branch: str
+) -> None:
+    """A push to a baseline branch is compared with that branch's own baselines: naming a base
+    branch without any used to make a 2x slower push a WARN, and the new baseline."""
+    token = ci_token(branches=("main", "release/*"))
+    first = _push(client, token, seed=1)
+    assert first["is_baseline"]
+    slow = _push(client, token, seed=2, slowdown=2.0, base_branch=base_branch)
+    assert slow["tier"] == "BLOCK" and not slow["is_baseline"], (slow["tier"], slow["reasons"])
+    assert slow["baseline"]["branch"] == "main"
+    assert slow["baseline"]["run_ids"] == [first["run_id"]]
+    # The baseline is still the first run: a normal push is compared with it, and passes.
+    again = _push(client, token, seed=3)
+    assert again["tier"] == "PASS" and again["baseline"]["run_ids"][0] == first["run_id"]
+
+
+def test_a_pull_request_is_still_compared_with_its_base_branch(
+    client: TestClient, ci_token: Any
+) -> None:
+    token = ci_token(branches=("main",))
+    first = _push(client, token, seed=1)
+    raw = body(make_results(branch="feature/x", pr_number=4, base_branch="main", seed=2))
+    r = client.post("/api/v1/runs", content=raw, headers=signed_headers(token.secret, raw))
+    assert r.status_code == 201 and r.json()["baseline"]["run_ids"] == [first["run_id"]]
+    assert json.loads(r.text)["is_baseline"] is False
