@@ -8,6 +8,7 @@ one is never an error: what we do not act on is answered 200 with why.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import logging
@@ -25,7 +26,7 @@ from starlette.routing import Route
 from gate_server.answers import Answer, ApiError
 from gate_server.branches import current_name, rename_branch
 from gate_server.db import Database, audit, deliveries, repositories, runs
-from gate_server.endpoints import parse_json, read_body
+from gate_server.endpoints import parse_json
 from gate_server.errors import GateServerError
 from gate_server.github.app_mode import publish_pull_request
 from gate_server.github.integration import GitHubIntegration
@@ -432,11 +433,51 @@ HANDLERS: dict[tuple[str, str | None], Handler] = {
 
 # ---- the route
 
+_BAD_SIGNATURE = (
+    "X-Hub-Signature-256 is missing or does not match the body; the webhook's secret must "
+    "equal RNX_GITHUB_WEBHOOK_SECRET"
+)
+# A delivery may be 25 MB and anyone can send one: at most this many are read at once before
+# their signature is checked (the others wait), so memory stays bounded however many arrive
+# together (benchmarks/webhook_memory.py measures it). GitHub sends one at a time per hook.
+MAX_UNVERIFIED_READS = 2
+
+
+async def _read_signed(request: Request, secret: str, signature: str) -> bytearray:
+    """The body, its HMAC computed as it streams in (one copy in memory, never two); 413 past
+    MAX_DELIVERY_BYTES, 401 when the signature does not match."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_DELIVERY_BYTES:
+        raise ApiError(413, "body_too_large", f"a delivery has at most {MAX_DELIVERY_BYTES} bytes")
+    mac = hmac.new(secret.encode("utf-8"), digestmod=hashlib.sha256)
+    body = bytearray()
+    async for chunk in request.stream():
+        if len(body) + len(chunk) > MAX_DELIVERY_BYTES:
+            raise ApiError(
+                413, "body_too_large", f"a delivery has at most {MAX_DELIVERY_BYTES} bytes"
+            )
+        mac.update(chunk)
+        body += chunk
+    expected = ("sha256=" + mac.hexdigest()).encode("ascii")
+    if not hmac.compare_digest(expected, signature.strip().encode("utf-8", "replace")):
+        raise ApiError(401, "bad_signature", _BAD_SIGNATURE)
+    return body
+
+
+def _unverified_reads(request: Request) -> asyncio.Semaphore:
+    """The app's bound on deliveries being read, made in its own event loop on first use."""
+    state = request.app.state
+    semaphore = getattr(state, "webhook_reads", None)
+    if semaphore is None:
+        semaphore = state.webhook_reads = asyncio.Semaphore(MAX_UNVERIFIED_READS)
+    return semaphore
+
+
 # GitHub's event and action names: lower-case words joined by "_", as stored (64 characters).
 _EVENT_NAME = re.compile(r"^[a-z_]{1,64}$")
 
 
-def _unstorable(event: str, payload: Mapping[str, Any], body: bytes) -> str | None:
+def _unstorable(event: str, payload: Mapping[str, Any], body: bytes | bytearray) -> str | None:
     """Why a signed delivery cannot be recorded, or None. GitHub sends none of these; they are
     answered 200 like any delivery we do not act on, never stored."""
     action = payload.get("action")
@@ -475,14 +516,11 @@ async def github_webhook(request: Request) -> Response:
             "this server has no webhook secret: set RNX_GITHUB_WEBHOOK_SECRET to the secret "
             "configured on the GitHub webhook (or App)",
         )
-    body = await read_body(request, MAX_DELIVERY_BYTES)
-    if not signature_ok(secret, body, request.headers.get("x-hub-signature-256")):
-        raise ApiError(
-            401,
-            "bad_signature",
-            "X-Hub-Signature-256 is missing or does not match the body; the webhook's secret "
-            "must equal RNX_GITHUB_WEBHOOK_SECRET",
-        )
+    signature = request.headers.get("x-hub-signature-256")
+    if not signature:
+        raise ApiError(401, "bad_signature", _BAD_SIGNATURE)  # refused before reading a byte
+    async with _unverified_reads(request):
+        body = await _read_signed(request, secret, signature)
     event = request.headers.get("x-github-event", "").strip()
     delivery_id = request.headers.get("x-github-delivery", "").strip()
     if not event or not delivery_id or len(delivery_id) > 100:

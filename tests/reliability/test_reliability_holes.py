@@ -48,3 +48,20 @@ def test_a_pull_request_is_still_compared_with_its_base_branch(
     r = client.post("/api/v1/runs", content=raw, headers=signed_headers(token.secret, raw))
     assert r.status_code == 201 and r.json()["baseline"]["run_ids"] == [first["run_id"]]
     assert json.loads(r.text)["is_baseline"] is False
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # no database is touched
+@pytest.mark.timeout(300)
+def test_unsigned_webhook_bodies_keep_the_servers_memory_flat(
+    database_url: str, server_factory: Any
+) -> None:
+    """8 concurrent 24 MiB deliveries with a wrong signature: at most MAX_UNVERIFIED_READS are
+    read at once, so the server's peak grows by a few bodies, not by 8 (before the bound it grew
+    by 200-270 MiB: benchmarks/webhook_memory.py measures both side by side)."""
+    from tests.support.webhook_flood import SECRET, flood, memory_mib
+
+    server = server_factory(database_url, env={"RNX_GITHUB_WEBHOOK_SECRET": SECRET})
+    before = memory_mib(server.process.pid, "VmRSS")
+    assert flood(server, 8, 24) == [401] * 8
+    growth = memory_mib(server.process.pid, "VmHWM") - before
+    assert growth < 5 * 24, f"the server grew by {growth:.0f} MiB reading 8 unsigned bodies"
