@@ -72,6 +72,8 @@ def serve_main(argv: list[str]) -> int:
 
     import uvicorn
 
+    from gate_server.asgi import MAX_PARSED_HEADER_BYTES
+
     uvicorn.run(
         "gate_server.cli:app_from_env",
         factory=True,
@@ -80,6 +82,10 @@ def serve_main(argv: list[str]) -> int:
         workers=args.workers,
         log_level=args.log_level,
         proxy_headers=True,
+        # h11 stops at 16 KiB of headers and drops the connection; read up to 1 MiB so that
+        # large headers get an answer (431, gate_server/asgi.py), not a reset.
+        http="h11",
+        h11_max_incomplete_event_size=MAX_PARSED_HEADER_BYTES,
     )
     return 0
 

@@ -79,7 +79,7 @@ def pull_runs(
     "get",
     "A pull request's latest runs (one per workload and environment)",
     bearer=True,
-    parameters=[query("head_sha", "string")],
+    parameters=[query("head_sha", "string", pattern=_SHA.pattern)],
     responses={
         "200": {"description": "the runs"},
         "404": error("the path does not hold a pull request number"),

@@ -65,3 +65,30 @@ def test_unsigned_webhook_bodies_keep_the_servers_memory_flat(
     assert flood(server, 8, 24) == [401] * 8
     growth = memory_mib(server.process.pid, "VmHWM") - before
     assert growth < 5 * 24, f"the server grew by {growth:.0f} MiB reading 8 unsigned bodies"
+
+
+@pytest.mark.parametrize("size", [70_000, 900_000])
+def test_oversized_headers_get_431_not_a_reset(live_server: Any, size: int) -> None:
+    """h11 used to drop such a connection without an answer (a reset, read by the action as
+    an outage); now `rnx serve` reads headers up to 1 MiB and answers 431."""
+    import httpx
+
+    r = httpx.get(f"{live_server.url}/api/v1/runs/x", headers={"X-Big": "a" * size})
+    assert r.status_code == 431, r.text[:200]
+    assert r.json()["error"]["code"] == "headers_too_large"
+    assert httpx.get(f"{live_server.url}/healthz").status_code == 200
+
+
+def test_the_openapi_head_sha_pattern_is_what_the_code_checks(
+    client: TestClient, ci_token: Any
+) -> None:
+    """The document gave head_sha no pattern, so a schema-valid value got 422."""
+    import re
+
+    document = client.get("/openapi.json").json()
+    (parameter,) = document["paths"]["/api/v1/pulls/{pr_number}/runs"]["get"]["parameters"]
+    pattern = re.compile(parameter["schema"]["pattern"])
+    auth = {"Authorization": f"Bearer {ci_token().secret}"}
+    for value in ["abc1234", "A" * 40, "0" * 64, "abc", "g" * 40, "0" * 65, "abc 123"]:
+        r = client.get(f"/api/v1/pulls/5/runs?head_sha={value}", headers=auth)
+        assert (r.status_code == 200) == bool(pattern.match(value)), (value, r.status_code)
