@@ -27,7 +27,7 @@ from gate_server.answers import Answer, ApiError
 from gate_server.branches import current_name, rename_branch
 from gate_server.db import Database, audit, deliveries, repositories, runs
 from gate_server.endpoints import parse_json
-from gate_server.errors import GateServerError
+from gate_server.errors import AmbiguousRepository, GateServerError
 from gate_server.github.app_mode import publish_pull_request
 from gate_server.github.integration import GitHubIntegration
 from gate_server.github.pulls import accept_runs, latest_runs
@@ -156,8 +156,11 @@ def _remember_repository(database: Database, payload: Mapping[str, Any]) -> None
     of that name (once), so OIDC tokens and later renames find it by id."""
     repo = payload.get("repository")
     if isinstance(repo, Mapping) and isinstance(repo.get("id"), int) and repo.get("full_name"):
-        with database.write() as conn:
-            repositories.bind_github_id(conn, int(repo["id"]), str(repo["full_name"]))
+        try:
+            with database.write() as conn:
+                repositories.bind_github_id(conn, int(repo["id"]), str(repo["full_name"]))
+        except AmbiguousRepository as e:
+            log.warning("%s", e)  # the delivery is still handled; the admin binds the id
 
 
 # ---- handlers, by (event, action)
@@ -311,7 +314,15 @@ def on_installation(database: Database, gh: GitHubIntegration, delivery: Deliver
         for repo in listed if isinstance(listed, list) else []:
             if not (isinstance(repo, Mapping) and isinstance(repo.get("id"), int)):
                 continue
-            if repositories.bind_github_id(conn, int(repo["id"]), str(repo.get("full_name"))):
+            try:
+                with conn.begin_nested():
+                    ids = repositories.bind_github_id(
+                        conn, int(repo["id"]), str(repo.get("full_name"))
+                    )
+            except AmbiguousRepository as e:
+                log.warning("%s", e)
+                continue
+            if ids:
                 bound.append(str(repo.get("full_name")))
     return Answer(200, {"bound": bound})
 
