@@ -27,11 +27,12 @@ from gate_server.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope,
 from gate_server.answers import ApiError
 from gate_server.db import Database, runs
 from gate_server.db.tokens import CI, TokenRecord
-from gate_server.endpoints import authenticated, parse_json, read_body
+from gate_server.endpoints import authenticated, base_url, parse_json, read_body
 from gate_server.github.pulls import PullRun, latest_runs
 from gate_server.github.workload_check import check_before_accept
 from gate_server.openapi import ACCEPT_REASON, BODY_ERRORS, endpoint, error, query
 from gate_server.services import services
+from gate_server.uploads import answered
 from rnx_github.app_auth import GitHubApp
 
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
@@ -63,7 +64,7 @@ def _view(run: PullRun) -> dict[str, Any]:
         "base_branch": r.base_branch,
         "tier": r.tier,
         "accepted": r.accepted_at is not None,
-        "url": r.answer.get("url"),
+        "url": r.answer.get("url"),  # made absolute by list_pull_runs
     }
 
 
@@ -95,7 +96,8 @@ async def list_pull_runs(request: Request) -> Response:
     found = await run_in_threadpool(
         pull_runs, database, _repository_id(token), _pr_number(request), head_sha
     )
-    return JSONResponse({"runs": [_view(r) for r in found]})
+    base = base_url(request)
+    return JSONResponse({"runs": [answered(_view(r), base) for r in found]})
 
 
 def _accept_body(raw: bytes) -> tuple[str, str, list[str]]:

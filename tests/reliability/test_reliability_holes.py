@@ -93,3 +93,48 @@ def test_the_openapi_head_sha_pattern_is_what_the_code_checks(
     for value in ["abc1234", "A" * 40, "0" * 64, "abc", "g" * 40, "0" * 65, "abc 123"]:
         r = client.get(f"/api/v1/pulls/5/runs?head_sha={value}", headers=auth)
         assert (r.status_code == 200) == bool(pattern.match(value)), (value, r.status_code)
+
+
+@pytest.mark.parametrize("public_url", [None, "https://gate.example"])
+def test_the_host_header_decides_nothing_stored_or_signed(
+    database_url: str, ci_token: Any, public_url: str | None
+) -> None:
+    """Without RNX_PUBLIC_URL the stored run link is relative and the receipt's issuer fixed;
+    the answer's link uses the URL the client reached (loopback keeps working)."""
+    import jwt
+
+    from gate_server.asgi import create_app
+    from gate_server.db import Database, runs
+    from gate_server.settings import ServerSettings
+
+    token = ci_token()
+    settings = ServerSettings(database_url=database_url, public_url=public_url)
+    raw = body(make_results(seed=1))
+    with TestClient(create_app(settings), base_url="http://evil.example") as c:
+        headers = {**signed_headers(token.secret, raw), "Host": "evil.example"}
+        r = c.post("/api/v1/runs", content=raw, headers=headers)
+        assert r.status_code == 201, r.text[:300]
+        answer = r.json()
+        again = c.post("/api/v1/runs", content=raw, headers={**headers, "Host": "other.example"})
+        view = c.get(
+            f"/api/v1/runs/{answer['run_id']}",
+            headers={"Authorization": f"Bearer {token.secret}"},
+        ).json()
+    claims = jwt.decode(answer["receipt"], options={"verify_signature": False})
+    database = Database(database_url)
+    try:
+        with database.read() as conn:
+            stored = runs.by_run_id(conn, answer["run_id"])
+    finally:
+        database.close()
+    assert stored is not None
+    path = f"/runs/{answer['run_id']}"
+    if public_url is None:
+        assert stored.answer["url"] == path
+        assert claims["iss"] == "rnx-gate-server"
+        assert answer["url"] == f"http://evil.example{path}"  # the client's own Host, to it
+        assert again.json()["url"] == f"http://other.example{path}"
+    else:
+        assert stored.answer["url"] == answer["url"] == f"{public_url}{path}"
+        assert again.json()["url"] == view["url"] == answer["url"]
+        assert claims["iss"] == public_url
