@@ -138,3 +138,15 @@ def test_the_host_header_decides_nothing_stored_or_signed(
         assert stored.answer["url"] == answer["url"] == f"{public_url}{path}"
         assert again.json()["url"] == view["url"] == answer["url"]
         assert claims["iss"] == public_url
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # a SQLite setting
+def test_sqlite_syncs_every_commit(storage: Any) -> None:
+    """WAL with synchronous=NORMAL could lose the last acknowledged uploads on a power loss;
+    every connection the server opens runs FULL (2). benchmarks/server_load.py --synchronous
+    measures the cost."""
+    with storage.write() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    with storage.read() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2
