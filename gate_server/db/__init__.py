@@ -13,6 +13,8 @@
     keys.py          the server's own secret keys
     deliveries.py    GitHub webhook deliveries (acted on once)
     oidc_tokens.py   spent OIDC token ids
+    outbox.py        the durable outbox: enqueue in the caller's transaction, claim under a
+                     lease, complete, fail with a retry time
     dashboard.py     the dashboard's bounded reads
 
 Query functions take a connection first (`with database.read() as conn: runs.by_run_id(conn,
@@ -27,6 +29,7 @@ from gate_server.db import (
     deliveries,
     keys,
     oidc_tokens,
+    outbox,
     renames,
     repositories,
     runs,
@@ -44,6 +47,7 @@ __all__ = [
     "keys",
     "oidc_tokens",
     "migrate",
+    "outbox",
     "open_database",
     "renames",
     "repositories",

@@ -41,9 +41,11 @@ from gate_server.db.engine import MIGRATION_LOCK, Database, advisory_lock
 from gate_server.db.schema import (
     audit_log,
     branch_renames,
+    change_points,
     github_deliveries,
     migrations,
     oidc_token_uses,
+    outbox,
     repositories,
     runs,
     tokens,
@@ -170,6 +172,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         _v4_name_the_key_column,
     ),
     (5, "runs.workload: one baseline per workload", _v5_workload_per_run),
+    (6, "change points, the durable outbox", _create(change_points, outbox)),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
