@@ -6,6 +6,9 @@ that causes it; a kind missing here is never claimed and stays pending.
 
 from __future__ import annotations
 
+from gate_server import changes
 from gate_server.outbox import Handler
 
-HANDLERS: dict[str, Handler] = {}
+HANDLERS: dict[str, Handler] = {
+    changes.DETECT_KIND: changes.handle_detect,
+}

@@ -14,6 +14,7 @@ from typing import Any
 from gate_server.answers import Answer, ApiError
 from gate_server.baselines import BaselineCandidates, candidates, choose_baselines
 from gate_server.branches import current_name, hold_names
+from gate_server.changes import enqueue_detection
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, runs
 from gate_server.db.runs import BaselineKey, NewRun, RunRecord
@@ -168,7 +169,8 @@ def ingest_run(
         "receipt": _receipt(signer, public_url, doc, report, digest, now),
     }
     new = _new_run(token, found.key, doc, answer, body, digest, signature, now)
-    if not _store(database, token, new, doc, becomes_baseline):
+    detect = becomes_baseline and settings.detect_changes
+    if not _store(database, token, new, doc, becomes_baseline, detect=detect):
         # Another request stored this run_id between our read and our write.
         return _retry(database, token, run_id, digest, signature)
     return Answer(201, answer)
@@ -261,9 +263,16 @@ def _new_run(
 
 
 def _store(
-    database: Database, token: TokenRecord, new: NewRun, doc: ResultsDocument, baseline: bool
+    database: Database,
+    token: TokenRecord,
+    new: NewRun,
+    doc: ResultsDocument,
+    baseline: bool,
+    *,
+    detect: bool,
 ) -> bool:
-    """Store the run and its audit entry; False when its run_id was stored meanwhile."""
+    """Store the run and its audit entry, and for a baseline queue the look for change points
+    of its history (in the same transaction); False when its run_id was stored meanwhile."""
     with database.write() as conn:
         if baseline:
             # Under the rename lock, so a rename committing meanwhile is seen, not undone.
@@ -271,6 +280,11 @@ def _store(
             new = replace(new, baseline_branch=current_name(conn, new.repository_id, new.branch))
         if not runs.insert_run(conn, new):
             return False
+        if detect and new.baseline_branch is not None:
+            key = BaselineKey(
+                new.repository_id, new.baseline_branch, new.environment_key, new.workload
+            )
+            enqueue_detection(conn, key, new.run_id)
         audit.record(
             conn,
             actor=f"token:{token.id}",

@@ -10,6 +10,7 @@
     runs.py          runs: store, read, baselines, a pull request's runs, accepts
     renames.py       the branch-rename log
     audit.py         the audit log
+    change_points.py change points found in baseline history (stored once, acknowledged)
     keys.py          the server's own secret keys
     deliveries.py    GitHub webhook deliveries (acted on once)
     oidc_tokens.py   spent OIDC token ids
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from gate_server.db import (
     audit,
+    change_points,
     dashboard,
     deliveries,
     keys,
@@ -42,6 +44,7 @@ __all__ = [
     "LATEST_VERSION",
     "Database",
     "audit",
+    "change_points",
     "dashboard",
     "deliveries",
     "keys",
