@@ -126,13 +126,15 @@ def test_only_baseline_runs_queue_a_look(app: TestClient, database_url: str) -> 
     history.push(1.0)
     history.push(1.0, event="pull_request", pr_number=7, branch="feature")
     history.push(1.0, branch="feature")  # not among the token's baseline branches
+    history.push(1.0, event="schedule")  # a nightly run of main (rnx init --schedule)
+    assert [r["is_baseline"] for r in history.runs] == [True, False, False, True]
     database = open_database(database_url)
     try:
         with database.read() as conn:
             jobs = outbox.jobs(conn, kind=DETECT_KIND)
     finally:
         database.close()
-    assert [j.payload["run_id"] for j in jobs] == [history.runs[0]["run_id"]]
+    assert [j.payload["run_id"] for j in jobs] == [history.runs[i]["run_id"] for i in (0, 3)]
     # Accepting the pull request's run makes it history too.
     r = app.post(
         f"/api/v1/runs/{history.runs[1]['run_id']}/accept",
