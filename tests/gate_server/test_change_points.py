@@ -185,6 +185,12 @@ def test_reading_change_points_by_token_and_filter(
         (other_repo, {"repository": "acme/kernels"}, 403, "repository_out_of_scope"),
         (history.token, {}, 422, "missing_repository"),
         (history.token, {"repository": "acme/kernels", "status": "closed"}, 422, "invalid_status"),
+        # PostgreSQL text cannot hold NUL: refused before any query, on both databases.
+        (viewer, {"repository": "acme/kernels\x00"}, 422, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "branch": "main\x00"}, 422, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "environment": "\x00"}, 422, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "workload": "\x00"}, 422, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "workload": "k" * 1001}, 422, "invalid_parameter"),
     ]:
         r = app.get(
             "/api/v1/change-points",
@@ -238,6 +244,7 @@ def test_acknowledging_a_change_point(
         (history.token, url, {"note": "  "}, 422, "missing_note"),
         (history.token, url, {"reason": "x"}, 422, "missing_note"),
         (history.token, url, {"note": "x" * 2001}, 422, "note_too_long"),
+        (history.token, url, {"note": "a\x00b"}, 422, "invalid_note"),
     ]:
         r = app.post(path, json=payload, headers={"Authorization": f"Bearer {token.secret}"})
         assert (r.status_code, r.json()["error"]["code"]) == (status, code), path
