@@ -5,14 +5,16 @@ API lists and acknowledges them."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from gate_server.changes import DETECT_KIND, EVENT_KIND
+from gate_server.changes import DETECT_KIND, EVENT_KIND, handle_detect
 from gate_server.db import audit, open_database, outbox
 from gate_server.outbox import OutboxWorker
+from gate_server.services import Services
 from gate_server.settings import ServerSettings
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import Token, create_token, signed_headers
@@ -250,3 +252,37 @@ def test_acknowledging_a_change_point(
         assert (r.status_code, r.json()["error"]["code"]) == (status, code), path
     r = app.post(url, content=b"{", headers={**auth, "Content-Type": "application/json"})
     assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_json")
+
+
+def test_jobs_of_one_series_in_parallel_store_each_change_once(
+    app: TestClient, database_url: str
+) -> None:
+    """Two workers, each with its own engine (as two server processes), drain the queued jobs
+    of one history at once: every job looks at nearly the same runs, and the change is stored
+    once, with one event."""
+    history = History(app, create_token(database_url))
+    for factor in [1.0] * 30 + [1.10] * 6:
+        history.push(factor)
+    services = [
+        Services.start(ServerSettings(database_url=database_url, public_url="http://gate.test"))
+        for _ in range(2)
+    ]
+    workers = [
+        OutboxWorker(svc, {DETECT_KIND: handle_detect}, poll_s=1, lease_s=60) for svc in services
+    ]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            ran = list(pool.map(lambda w: sum(1 for _ in iter(w.run_once, False)), workers))
+    finally:
+        for svc in services:
+            svc.close()
+    assert sum(ran) == 36 and min(ran) > 0, ran  # both took part
+    [found] = history.change_points()
+    assert found["after_run_id"] == history.runs[30]["run_id"]
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            events = outbox.jobs(conn, kind=EVENT_KIND)
+    finally:
+        database.close()
+    assert [e.payload["change_point"]["id"] for e in events] == [found["id"]]
