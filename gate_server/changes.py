@@ -27,6 +27,7 @@ from gate_server.db.change_points import ChangePointRecord, HistoryRun, NewChang
 from gate_server.db.outbox import OutboxJob
 from gate_server.db.runs import BaselineKey
 from gate_server.outbox import PermanentFailure
+from rnx.schema import config_id
 
 if TYPE_CHECKING:
     from gate_server.services import Services
@@ -178,8 +179,7 @@ def run_locations(document: bytes) -> dict[str, float]:
             groups: dict[int, list[float]] = defaultdict(list)
             for t, p in zip(c["samples"]["ns"], c["samples"]["process"], strict=True):
                 groups[int(p)].append(float(t))
-            batch = c.get("batch_size")
-            name = f"{c['runtime']}/{c['dtype']}/{'native' if batch is None else f'bs{batch}'}"
+            name = config_id(str(c["runtime"]), str(c["dtype"]), c.get("batch_size"))
             out[name] = stats.run_location([groups[p] for p in sorted(groups)])
         except (KeyError, TypeError, ValueError, AttributeError):
             continue

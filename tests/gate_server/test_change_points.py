@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from gate_server.changes import DETECT_KIND, EVENT_KIND, handle_detect
+import stats
+from gate_server.changes import DETECT_KIND, EVENT_KIND, handle_detect, run_locations
 from gate_server.db import audit, open_database, outbox
 from gate_server.outbox import OutboxWorker
 from gate_server.services import Services
@@ -286,3 +287,14 @@ def test_jobs_of_one_series_in_parallel_store_each_change_once(
     finally:
         database.close()
     assert [e.payload["change_point"]["id"] for e in events] == [found["id"]]
+
+
+def test_run_locations_summarise_what_they_can() -> None:
+    doc = make_results(configs=CONFIGS, broken=["pytorch_eager/float32/bs1"], seed=3)
+    found = run_locations(body(doc))
+    assert list(found) == [STEPPED]
+    [config] = [c for c in doc.configurations if c.id == STEPPED]
+    assert config.samples is not None
+    assert found[STEPPED] == pytest.approx(stats.run_location(config.samples.by_process()))
+    for junk in (b"not json", b"[]", b'{"configurations": 3}', b'{"configurations": [{}]}'):
+        assert run_locations(junk) == {}
