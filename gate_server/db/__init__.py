@@ -12,6 +12,7 @@
     audit.py         the audit log
     keys.py          the server's own secret keys
     deliveries.py    GitHub webhook deliveries (acted on once)
+    notify.py        alerts: channels (and their secrets), rules, deliveries
     oidc_tokens.py   spent OIDC token ids
     dashboard.py     the dashboard's bounded reads
 
@@ -26,6 +27,7 @@ from gate_server.db import (
     dashboard,
     deliveries,
     keys,
+    notify,
     oidc_tokens,
     renames,
     repositories,
@@ -42,6 +44,7 @@ __all__ = [
     "dashboard",
     "deliveries",
     "keys",
+    "notify",
     "oidc_tokens",
     "migrate",
     "open_database",

@@ -43,6 +43,9 @@ from gate_server.db.schema import (
     branch_renames,
     github_deliveries,
     migrations,
+    notify_channels,
+    notify_deliveries,
+    notify_rules,
     oidc_token_uses,
     repositories,
     runs,
@@ -170,6 +173,11 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         _v4_name_the_key_column,
     ),
     (5, "runs.workload: one baseline per workload", _v5_workload_per_run),
+    (
+        7,
+        "alerts: notification channels, rules and deliveries",
+        _create(notify_channels, notify_rules, notify_deliveries),
+    ),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
