@@ -19,7 +19,9 @@ from gate_server import api, health
 from gate_server.answers import EXCEPTION_HANDLERS
 from gate_server.dashboard.routes import routes as dashboard_routes
 from gate_server.github.routes import routes as github_routes
+from gate_server.jobs import HANDLERS
 from gate_server.openapi import openapi_document
+from gate_server.outbox import OutboxWorker
 from gate_server.services import Services
 from gate_server.settings import ServerSettings, load_settings
 from rnx import __version__
@@ -54,9 +56,18 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         svc = await run_in_threadpool(Services.start, settings)
         app.state.services = svc
+        worker = OutboxWorker(
+            svc,
+            HANDLERS,
+            poll_s=settings.outbox_poll_ms / 1000,
+            lease_s=settings.outbox_lease_s,
+        )
+        worker.start()
+        app.state.outbox_worker = worker
         try:
             yield
         finally:
+            await worker.stop()
             svc.close()
 
     return Starlette(

@@ -39,6 +39,10 @@ _WHOLE_NUMBERS: dict[str, tuple[str, int, int | None]] = {
     "resamples": ("RNX_RESAMPLES", MIN_RESAMPLES, None),
     "seed": ("RNX_SEED", 0, None),
     "oidc_leeway_s": ("RNX_OIDC_LEEWAY_S", 0, 300),
+    # The outbox worker (gate_server/outbox.py): how often an idle one looks for due jobs, and
+    # how long a claimed job is its own before another process may take it over.
+    "outbox_poll_ms": ("RNX_OUTBOX_POLL_MS", 10, 60_000),
+    "outbox_lease_s": ("RNX_OUTBOX_LEASE_S", 1, 86_400),
 }
 
 
@@ -72,6 +76,8 @@ class ServerSettings:
     # GitHub App mode: off unless both the App id and its private key are set.
     github_app: AppCredentials | None = None
     github_api_url: str = DEFAULT_API_URL
+    outbox_poll_ms: int = 1000
+    outbox_lease_s: int = 300
 
     def __post_init__(self) -> None:
         for f in fields(self):

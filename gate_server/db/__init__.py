@@ -14,6 +14,8 @@
     deliveries.py    GitHub webhook deliveries (acted on once)
     notify.py        alerts: channels (and their secrets), rules, deliveries
     oidc_tokens.py   spent OIDC token ids
+    outbox.py        the durable outbox: enqueue in the caller's transaction, claim under a
+                     lease, complete, fail with a retry time
     dashboard.py     the dashboard's bounded reads
 
 Query functions take a connection first (`with database.read() as conn: runs.by_run_id(conn,
@@ -29,6 +31,7 @@ from gate_server.db import (
     keys,
     notify,
     oidc_tokens,
+    outbox,
     renames,
     repositories,
     runs,
@@ -47,6 +50,7 @@ __all__ = [
     "notify",
     "oidc_tokens",
     "migrate",
+    "outbox",
     "open_database",
     "renames",
     "repositories",

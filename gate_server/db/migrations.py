@@ -41,12 +41,14 @@ from gate_server.db.engine import MIGRATION_LOCK, Database, advisory_lock
 from gate_server.db.schema import (
     audit_log,
     branch_renames,
+    change_points,
     github_deliveries,
     migrations,
     notify_channels,
     notify_deliveries,
     notify_rules,
     oidc_token_uses,
+    outbox,
     repositories,
     runs,
     tokens,
@@ -173,6 +175,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         _v4_name_the_key_column,
     ),
     (5, "runs.workload: one baseline per workload", _v5_workload_per_run),
+    (6, "change points, the durable outbox", _create(change_points, outbox)),
     (
         7,
         "alerts: notification channels, rules and deliveries",

@@ -10,6 +10,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -155,6 +156,65 @@ branch_renames = Table(
     Column("actor", String(200), nullable=False),
     Column("via", String(32), nullable=False),
     Index("ix_branch_renames_repository", "repository_id", "id"),
+)
+
+# A step change in a baseline branch's history of one configuration (gate_server/changes.py),
+# stored once: the unique key is the series and the first run after the change.
+change_points = Table(
+    "change_points",
+    metadata,
+    Column("id", _BIG_ID, primary_key=True),
+    Column("repository_id", Integer, ForeignKey(repositories.c.id), nullable=False),
+    Column("branch", String(MAX_BRANCH_CHARS), nullable=False),
+    Column("environment_key", String(128), nullable=False),
+    Column("workload", String(MAX_WORKLOAD_BYTES), nullable=False),
+    Column("configuration", String(100), nullable=False),  # runtime/dtype/bsN
+    Column("before_run_id", String(36), nullable=False),  # the last run before the change
+    Column("before_sha", String(64), nullable=False),
+    Column("after_run_id", String(36), nullable=False),  # the first run after it
+    Column("after_sha", String(64), nullable=False),
+    Column("ratio", Float, nullable=False),  # later/earlier typical time, 90% interval
+    Column("low", Float, nullable=False),
+    Column("high", Float, nullable=False),
+    Column("p_value", Float, nullable=False),
+    Column("detected_at", DateTime(timezone=True), nullable=False),
+    Column("status", String(16), nullable=False),  # open | acknowledged | resolved
+    Column("note", Text, nullable=True),  # the acknowledgement's
+    Column("acknowledged_at", DateTime(timezone=True), nullable=True),
+    Column("acknowledged_by", String(200), nullable=True),
+    Column("resolved_at", DateTime(timezone=True), nullable=True),
+    # The earlier change point this one takes back (both are then resolved).
+    Column("undoes_id", BigInteger, nullable=True),
+    UniqueConstraint(
+        "repository_id",
+        "branch",
+        "environment_key",
+        "workload",
+        "configuration",
+        "after_run_id",
+        name="uq_change_points_series_after",
+    ),
+    Index("ix_change_points_repository_status", "repository_id", "status", "id"),
+)
+
+# The durable outbox (gate_server/outbox.py): work to do after an answer, written in the same
+# transaction as what caused it, done by whichever server process holds its lease.
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("id", _BIG_ID, primary_key=True),
+    Column("delivery_id", String(36), nullable=False, unique=True),  # for receivers to dedupe
+    Column("kind", String(64), nullable=False),  # picks the handler (gate_server/jobs.py)
+    Column("payload", Text, nullable=False),  # JSON
+    Column("state", String(10), nullable=False),  # pending | done | failed
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("available_at", DateTime(timezone=True), nullable=False),  # not tried before this
+    Column("attempts", Integer, nullable=False),
+    Column("lease_owner", String(100), nullable=True),
+    Column("lease_until", DateTime(timezone=True), nullable=True),
+    Column("done_at", DateTime(timezone=True), nullable=True),
+    Column("last_error", Text, nullable=True),
+    Index("ix_outbox_due", "state", "available_at", "id"),
 )
 
 # ---- the GitHub integration's tables
