@@ -6,6 +6,10 @@ that causes it; a kind missing here is never claimed and stays pending.
 
 from __future__ import annotations
 
+from gate_server.alerts.delivery import HANDLERS as ALERT_HANDLERS
 from gate_server.outbox import Handler
 
-HANDLERS: dict[str, Handler] = {}
+HANDLERS: dict[str, Handler] = {
+    # alerts (gate_server/alerts/delivery.py): event.* fan out, alert.deliver sends
+    **ALERT_HANDLERS,
+}

@@ -3,19 +3,19 @@ and sending one event's message to one channel."""
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import re
 import secrets
 import smtplib
+import ssl
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from gate_server.alerts import email, slack, teams, webhook
-from gate_server.alerts.message import compose
+from gate_server.alerts.message import absolute_links, compose
 from gate_server.errors import InvalidInput
 
 SLACK, TEAMS, EMAIL, WEBHOOK = "slack", "teams", "email", "webhook"
@@ -126,19 +126,41 @@ def _scrub(text: str, secret: dict[str, Any]) -> str:
 
 
 def _post(url: str, content: bytes, headers: dict[str, str]) -> None:
+    """POST with http.client, not httpx: httpx logs each request's URL at INFO, and here the
+    URL is the secret. Redirects are not followed (a redirect is a failure)."""
+    parts = urlsplit(url)
+    target = parts.path or "/"
+    if parts.query:
+        target += "?" + parts.query
+    conn: http.client.HTTPConnection
+    if parts.scheme == "https":
+        context = ssl.create_default_context()
+        conn = http.client.HTTPSConnection(
+            parts.hostname or "", parts.port, timeout=HTTP_TIMEOUT_S, context=context
+        )
+    else:
+        conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=HTTP_TIMEOUT_S)
     try:
-        with httpx.Client(timeout=HTTP_TIMEOUT_S, follow_redirects=False) as client:
-            answer = client.post(url, content=content, headers=headers)
-    except httpx.HTTPError as e:
+        conn.request("POST", target, body=content, headers=headers)
+        answer = conn.getresponse()
+        text = answer.read(200).decode("utf-8", "replace")
+    except (OSError, http.client.HTTPException) as e:
         raise DeliveryFailed(f"{type(e).__name__}: {e}") from None
-    if not 200 <= answer.status_code < 300:
-        raise DeliveryFailed(f"HTTP {answer.status_code}: {answer.text[:200]}")
+    finally:
+        conn.close()
+    if not 200 <= answer.status < 300:
+        raise DeliveryFailed(f"HTTP {answer.status}: {text}")
 
 
 def _send(
-    kind: str, config: dict[str, Any], secret: dict[str, Any], facts: dict[str, Any], did: str
+    kind: str,
+    config: dict[str, Any],
+    secret: dict[str, Any],
+    facts: dict[str, Any],
+    did: str,
+    public_url: str | None,
 ) -> None:
-    message = compose(facts)
+    message = compose(facts, public_url)
     if kind == SLACK:
         data = json.dumps(slack.payload(message, did)).encode()
         _post(secret["url"], data, {"Content-Type": "application/json"})
@@ -146,7 +168,8 @@ def _send(
         data = json.dumps(teams.payload(message, did)).encode()
         _post(secret["url"], data, {"Content-Type": "application/json"})
     elif kind == WEBHOOK:
-        data = webhook.body(message, did, facts)
+        links = absolute_links(facts.get("links") or {}, public_url)
+        data = webhook.body(message, did, {**facts, "links": links})
         signed = webhook.headers(secret["signing_secret"], facts["event"], did, data)
         _post(secret["url"], data, signed)
     elif kind == EMAIL:
@@ -164,10 +187,12 @@ def send(
     secret: dict[str, Any],
     facts: dict[str, Any],
     delivery_id: str,
+    *,
+    public_url: str | None,
 ) -> None:
-    """Send one event (its stored facts) to one channel; DeliveryFailed, secrets scrubbed,
-    when it does not go through."""
+    """Send one event (its stored facts) to one channel, links absolute under `public_url`;
+    DeliveryFailed, secrets scrubbed, when it does not go through."""
     try:
-        _send(kind, config, secret, facts, delivery_id)
+        _send(kind, config, secret, facts, delivery_id, public_url)
     except DeliveryFailed as e:
         raise DeliveryFailed(_scrub(str(e), secret)) from None

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+from gate_server.db.runs import RunFacts
+
 BLOCK = "block"  # a BLOCK on a push to a baseline branch: a regression landed
 CHANGE_POINT = "change_point"  # the change-point detector found a new one
 ACCEPTED_SLOWDOWN = "accepted_slowdown"  # a run with a slowdown was accepted as the baseline
@@ -20,14 +22,14 @@ def outbox_kind(event: str) -> str:
     return OUTBOX_PREFIX + event
 
 
-def run_link(public_url: str | None, run_id: str) -> str:
-    """The run page: absolute under RNX_PUBLIC_URL, else a path (never from a Host header)."""
-    return f"{(public_url or '').rstrip('/')}/runs/{run_id}"
+def run_link(run_id: str) -> str:
+    """The run page's path; messages make it absolute with RNX_PUBLIC_URL when it is set
+    (gate_server/alerts/message.py), never with a request's Host."""
+    return f"/runs/{run_id}"
 
 
-def dashboard_link(public_url: str | None, repository: str | None) -> str:
-    base = (public_url or "").rstrip("/")
-    return f"{base}/repos/{quote(repository)}" if repository else f"{base}/"
+def dashboard_link(repository: str | None) -> str:
+    return f"/repos/{quote(repository)}" if repository else "/"
 
 
 def compare_link(repository: str, base_sha: str | None, head_sha: str) -> str:
@@ -36,6 +38,17 @@ def compare_link(repository: str, base_sha: str | None, head_sha: str) -> str:
     if not base_sha or base_sha == head_sha:
         return f"{GITHUB_WEB}/{repository}/commit/{head_sha}"
     return f"{GITHUB_WEB}/{repository}/compare/{base_sha}...{head_sha}"
+
+
+def alert_run(run: RunFacts) -> dict[str, Any]:
+    """What an alert says of a stored run (its branch: the baseline branch it is or would be)."""
+    return {
+        "run_id": run.run_id,
+        "sha": run.sha,
+        "branch": run.baseline_branch or run.base_branch or run.branch,
+        "workload": run.workload,
+        "environment": run.environment_key,
+    }
 
 
 def worst_slowdown(comparisons: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -55,9 +68,7 @@ def worst_slowdown(comparisons: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
-def _run_facts(
-    public_url: str | None, repository: str, answer: dict[str, Any], run: dict[str, Any]
-) -> dict[str, Any]:
+def _run_facts(repository: str, answer: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     baseline = answer.get("baseline") or {}
     base_shas = baseline.get("shas") or []
     base_sha = base_shas[0] if base_shas else None
@@ -73,24 +84,21 @@ def _run_facts(
         "worst": worst_slowdown(list(answer.get("comparisons") or [])),
         "baseline_sha": base_sha,
         "links": {
-            "run": run_link(public_url, run["run_id"]),
+            "run": run_link(run["run_id"]),
             "commits": compare_link(repository, base_sha, run["sha"]),
-            "dashboard": dashboard_link(public_url, repository),
+            "dashboard": dashboard_link(repository),
         },
     }
 
 
-def block_event(
-    public_url: str | None, *, repository: str, answer: dict[str, Any], run: dict[str, Any]
-) -> dict[str, Any]:
+def block_event(*, repository: str, answer: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     """A BLOCK on a push to a baseline branch. `run` names run_id, sha, branch, workload and
     environment; `answer` is the upload's answer (tier, reasons, comparisons, baseline)."""
-    facts = _run_facts(public_url, repository, answer, run)
+    facts = _run_facts(repository, answer, run)
     return {"event_id": f"{BLOCK}:{run['run_id']}", "event": BLOCK, **facts}
 
 
 def accepted_slowdown_event(
-    public_url: str | None,
     *,
     repository: str,
     answer: dict[str, Any],
@@ -101,7 +109,7 @@ def accepted_slowdown_event(
 ) -> dict[str, Any] | None:
     """An accept of a run with a credible slowdown; None when the run has none (accepting a
     run that is not slower is no news)."""
-    facts = _run_facts(public_url, repository, answer, run)
+    facts = _run_facts(repository, answer, run)
     if facts["worst"] is None:
         return None
     return {
@@ -115,7 +123,6 @@ def accepted_slowdown_event(
 
 
 def channel_failing_event(
-    public_url: str | None,
     *,
     channel_id: int,
     channel: str,
@@ -134,5 +141,5 @@ def channel_failing_event(
         "failures": failures,
         "last_error": last_error,
         "since": since,
-        "links": {"dashboard": dashboard_link(public_url, None)},
+        "links": {"dashboard": dashboard_link(None)},
     }

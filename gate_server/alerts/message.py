@@ -32,7 +32,9 @@ def how_much(worst: dict[str, Any] | None) -> str:
     if not worst:
         return "no configuration is credibly slower"
     ratio = float(worst["ratio"])
-    text = f"{ratio:.3g}x slower ({(ratio - 1) * 100:+.1f}%"
+    text = (
+        f"{ratio:.3g}x {'slower' if ratio >= 1 else 'the time: faster'} ({(ratio - 1) * 100:+.1f}%"
+    )
     if worst.get("low") is not None and worst.get("high") is not None:
         text += f", 90% interval {float(worst['low']):.3g}x to {float(worst['high']):.3g}x"
     text += ")"
@@ -53,6 +55,12 @@ def _where(p: dict[str, Any]) -> list[tuple[str, str]]:
         ("Workload", str(p.get("workload"))),
         ("Environment", str(p.get("environment"))),
     ]
+
+
+def absolute_links(links: dict[str, str], public_url: str | None) -> dict[str, str]:
+    """The stored links, paths made absolute under RNX_PUBLIC_URL (left as paths without it)."""
+    base = (public_url or "").rstrip("/")
+    return {k: base + v if v.startswith("/") else v for k, v in links.items()}
 
 
 def _links(p: dict[str, Any]) -> list[tuple[str, str]]:
@@ -124,6 +132,8 @@ _BUILDERS = {
 }
 
 
-def compose(payload: dict[str, Any]) -> Message:
-    """The message of an event payload (gate_server/alerts/events.py)."""
-    return _BUILDERS[payload["event"]](payload)
+def compose(facts: dict[str, Any], public_url: str | None) -> Message:
+    """The message of an event's facts (gate_server/alerts/events.py), its links absolute
+    under `public_url` (RNX_PUBLIC_URL)."""
+    with_links = {**facts, "links": absolute_links(facts.get("links") or {}, public_url)}
+    return _BUILDERS[facts["event"]](with_links)

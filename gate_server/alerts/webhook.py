@@ -19,7 +19,8 @@ FORMAT_VERSION = 1
 
 
 def body(message: Message, delivery_id: str, facts: dict[str, Any]) -> bytes:
-    """The JSON body: the event's facts as stored, and the message as text."""
+    """The JSON body: the event's facts (links absolute under RNX_PUBLIC_URL), and the message
+    as text."""
     document = {
         "version": FORMAT_VERSION,
         "event": message.event,

@@ -230,20 +230,27 @@ def remove_rule(conn: Connection, rule_id: int) -> None:
 def matching_channels(
     conn: Connection, workspace_id: int, repository_id: int | None, event: str
 ) -> list[int]:
-    """The ids of the channels whose rules take `event` of this repository (or, with
-    repository_id None, of the workspace as a whole), each once."""
-    scope: Any = notify_rules.c.repository_id.is_(None)
-    if repository_id is not None:
-        scope = or_(scope, notify_rules.c.repository_id == repository_id)
-    rows = conn.execute(
+    """The ids of the live channels whose rules take `event` of this repository (with
+    repository_id None, an event of the workspace itself: every rule of the workspace), each
+    once."""
+    query = (
         select(notify_rules.c.channel_id, notify_rules.c.events)
+        .select_from(notify_rules.join(notify_channels))
         .where(
             notify_rules.c.workspace_id == workspace_id,
             notify_rules.c.removed_at.is_(None),
-            scope,
+            notify_channels.c.removed_at.is_(None),
         )
         .order_by(notify_rules.c.channel_id)
     )
+    if repository_id is not None:
+        query = query.where(
+            or_(
+                notify_rules.c.repository_id.is_(None),
+                notify_rules.c.repository_id == repository_id,
+            )
+        )
+    rows = conn.execute(query)
     return sorted({int(r.channel_id) for r in rows if event in json.loads(r.events)})
 
 
@@ -319,12 +326,12 @@ def record_failure(conn: Connection, delivery_id: str, channel_id: int, error: s
     )
 
 
-def mark_failing(conn: Connection, channel_id: int) -> bool:
+def mark_failing(conn: Connection, channel_id: int, since: datetime) -> bool:
     """Mark the channel failing; False when it was marked already (one alert per streak)."""
     result = conn.execute(
         update(notify_channels)
         .where(notify_channels.c.id == channel_id, notify_channels.c.failing_since.is_(None))
-        .values(failing_since=utcnow())
+        .values(failing_since=since)
     )
     return bool(result.rowcount)
 

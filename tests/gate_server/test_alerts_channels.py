@@ -18,6 +18,7 @@ import pytest
 from gate_server.alerts import channels
 from gate_server.alerts.channels import DeliveryFailed
 from gate_server.alerts.events import accepted_slowdown_event, block_event, channel_failing_event
+from gate_server.alerts.message import compose
 from tests.support.receivers import HttpReceiver, SmtpReceiver
 
 PUBLIC = "https://gate.example.com"
@@ -47,8 +48,12 @@ def _run() -> dict[str, Any]:
     }
 
 
-def block(public_url: str | None = PUBLIC) -> dict[str, Any]:
-    return block_event(public_url, repository="acme/kernels", answer=_answer(), run=_run())
+def block() -> dict[str, Any]:
+    return block_event(repository="acme/kernels", answer=_answer(), run=_run())
+
+
+def _send(spec: channels.ChannelSpec, facts: dict[str, Any], delivery_id: str) -> None:
+    channels.send(spec.kind, spec.config, spec.secret, facts, delivery_id, public_url=PUBLIC)
 
 
 @pytest.fixture
@@ -61,20 +66,26 @@ def http() -> Iterator[HttpReceiver]:
 def test_block_facts_link_the_run_the_commit_range_and_the_dashboard() -> None:
     facts = block()
     assert facts["event_id"] == f"block:{RUN_ID}"
+    # Stored as paths: a message makes them absolute with RNX_PUBLIC_URL, never a Host header.
     assert facts["links"] == {
-        "run": f"{PUBLIC}/runs/{RUN_ID}",
+        "run": f"/runs/{RUN_ID}",
         "commits": f"https://github.com/acme/kernels/compare/{BASE}...{HEAD}",
-        "dashboard": f"{PUBLIC}/repos/acme/kernels",
+        "dashboard": "/repos/acme/kernels",
     }
     assert facts["worst"]["ratio"] == 1.32 and facts["worst"]["configuration"] == "matmul-fp16"
-    # Without RNX_PUBLIC_URL the stored links are paths, never taken from a request's Host.
-    assert block(None)["links"]["run"] == f"/runs/{RUN_ID}"
+    message = compose(facts, PUBLIC)
+    assert message.links == [
+        ("Run page", f"{PUBLIC}/runs/{RUN_ID}"),
+        ("Commit range", f"https://github.com/acme/kernels/compare/{BASE}...{HEAD}"),
+        ("Dashboard", f"{PUBLIC}/repos/acme/kernels"),
+    ]
+    assert compose(facts, None).links[0] == ("Run page", f"/runs/{RUN_ID}")
 
 
 def test_slack_gets_text_and_blocks(http: HttpReceiver) -> None:
     spec = channels.slack_channel(f"{http.url}/services/T000/B000/XXXXSECRET")
     delivery = str(uuid.uuid4())
-    channels.send(spec.kind, spec.config, spec.secret, block(), delivery)
+    _send(spec, block(), delivery)
     (got,) = http.received
     assert got.path == "/services/T000/B000/XXXXSECRET"
     assert got.headers["Content-Type"] == "application/json"
@@ -97,7 +108,6 @@ def test_slack_gets_text_and_blocks(http: HttpReceiver) -> None:
 
 def test_slack_escapes_mrkdwn_in_what_users_wrote(http: HttpReceiver) -> None:
     facts = accepted_slowdown_event(
-        PUBLIC,
         repository="acme/kernels",
         answer=_answer(),
         run=_run(),
@@ -107,7 +117,7 @@ def test_slack_escapes_mrkdwn_in_what_users_wrote(http: HttpReceiver) -> None:
     )
     assert facts is not None
     spec = channels.slack_channel(f"{http.url}/hook")
-    channels.send(spec.kind, spec.config, spec.secret, facts, "d1")
+    _send(spec, facts, "d1")
     text = json.dumps(http.received[0].json()["blocks"][2])
     assert "&lt;!channel&gt; &amp; expected" in text and "<!channel>" not in text
 
@@ -116,7 +126,7 @@ def test_teams_gets_an_adaptive_card_in_the_workflow_envelope() -> None:
     receiver = HttpReceiver(status=202).start()  # Teams workflows answer 202 Accepted
     try:
         spec = channels.teams_channel(f"{receiver.url}/workflows/abc/triggers/manual?sig=SECRET")
-        channels.send(spec.kind, spec.config, spec.secret, block(), "delivery-1")
+        _send(spec, block(), "delivery-1")
     finally:
         receiver.stop()
     sent = receiver.received[0].json()
@@ -141,7 +151,7 @@ def test_teams_gets_an_adaptive_card_in_the_workflow_envelope() -> None:
 def test_the_webhook_body_is_signed_like_uploads(http: HttpReceiver) -> None:
     spec = channels.webhook_channel(f"{http.url}/kernalin")
     signing = spec.secret["signing_secret"]
-    channels.send(spec.kind, spec.config, spec.secret, block(), "0b8e1c7a-delivery")
+    _send(spec, block(), "0b8e1c7a-delivery")
     (got,) = http.received
     # What docs/alerts.md tells a receiver to do:
     timestamp = got.headers["X-Kernalin-Timestamp"]
@@ -176,7 +186,7 @@ def test_email_goes_over_starttls_with_a_login(
             sender="gate@example.com",
             to=["perf@example.com", "oncall@example.com"],
         )
-        channels.send(spec.kind, spec.config, spec.secret, block(), "mail-delivery-1")
+        _send(spec, block(), "mail-delivery-1")
     finally:
         smtp.stop()
     assert smtp.logins == [(smtp.user, smtp.password)]
@@ -207,7 +217,7 @@ def test_email_with_a_wrong_password_fails_without_showing_it(
             to=["perf@example.com"],
         )
         with pytest.raises(DeliveryFailed) as failed:
-            channels.send(spec.kind, spec.config, spec.secret, block(), "d")
+            _send(spec, block(), "d")
     finally:
         smtp.stop()
     assert "SMTPAuthenticationError" in str(failed.value)
@@ -227,7 +237,7 @@ def test_email_refuses_a_server_whose_certificate_it_cannot_verify(tmp_path: Pat
             to=["perf@example.com"],
         )
         with pytest.raises(DeliveryFailed, match="CERTIFICATE_VERIFY_FAILED"):
-            channels.send(spec.kind, spec.config, spec.secret, block(), "d")
+            _send(spec, block(), "d")
     finally:
         smtp.stop()
     assert smtp.logins == [] and smtp.messages == []
@@ -238,20 +248,19 @@ def test_a_failed_send_never_shows_the_webhook_url() -> None:
     try:
         spec = channels.slack_channel(f"{receiver.url}/services/T1/B1/TOPSECRET")
         with pytest.raises(DeliveryFailed) as failed:
-            channels.send(spec.kind, spec.config, spec.secret, block(), "d")
+            _send(spec, block(), "d")
         assert str(failed.value).startswith("HTTP 503")
     finally:
         receiver.stop()
     # Nothing listens here any more: a connection error, still without the URL.
     with pytest.raises(DeliveryFailed) as refused:
-        channels.send(spec.kind, spec.config, spec.secret, block(), "d")
+        _send(spec, block(), "d")
     for error in (str(failed.value), str(refused.value)):
         assert "TOPSECRET" not in error
 
 
 def test_channel_failing_names_the_channel_and_its_error(http: HttpReceiver) -> None:
     facts = channel_failing_event(
-        PUBLIC,
         channel_id=3,
         channel="perf-slack",
         kind="slack",
@@ -260,7 +269,7 @@ def test_channel_failing_names_the_channel_and_its_error(http: HttpReceiver) -> 
         since="2026-12-01T11:00:00+00:00",
     )
     spec = channels.slack_channel(f"{http.url}/hook")
-    channels.send(spec.kind, spec.config, spec.secret, facts, "d")
+    _send(spec, facts, "d")
     sent = http.received[0].json()
     assert "Alert channel perf-slack (slack) keeps failing" in sent["text"]
     assert "HTTP 503: unavailable" in json.dumps(sent["blocks"])
