@@ -7,7 +7,9 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
+import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email import message_from_bytes
@@ -30,15 +32,27 @@ class Received:
 @dataclass
 class HttpReceiver:
     """POSTs are recorded and answered `status` (Slack answers 200 "ok", a Teams workflow 202),
-    unless `fail` says otherwise for that request (its number, from 0): then 503."""
+    unless `fail` says otherwise for that request (its number, from 0): then 503.
+
+    A request `hold` picks is recorded and then held unanswered until `release` is set (`held`
+    is set when it arrives): a sender killed meanwhile never learns it was delivered."""
 
     status: int = 200
     fail: Callable[[int], bool] = lambda n: False
+    hold: Callable[[int], bool] = lambda n: False
+    delay_s: float = 0.0
     received: list[Received] = field(default_factory=list)
     refused: int = 0
+    held: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seen: int = 0
+
+    def delivery_ids(self) -> list[str]:
+        """The delivery id of each request received, in order (from X-Kernalin-Delivery, or
+        the message text of Slack and Teams, which carry it as "delivery <id>")."""
+        return [delivery_id_of(r) for r in self.received]
 
     @property
     def url(self) -> str:
@@ -63,12 +77,20 @@ class HttpReceiver:
                         receiver.received.append(
                             Received(self.path, {k: v for k, v in self.headers.items()}, data)
                         )
+                if not failed and receiver.hold(number):
+                    receiver.held.set()
+                    receiver.release.wait(60)
+                if receiver.delay_s:
+                    time.sleep(receiver.delay_s)
                 status = 503 if failed else receiver.status
                 answer = b"unavailable" if failed else b"ok"
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(answer)))
+                    self.end_headers()
+                    self.wfile.write(answer)
+                except OSError:
+                    pass  # the sender is gone (killed while held)
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -81,6 +103,19 @@ class HttpReceiver:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+
+_DELIVERY_IN_TEXT = re.compile(r"delivery ([0-9a-f-]{36})")
+
+
+def delivery_id_of(received: Received) -> str:
+    header = received.headers.get("X-Kernalin-Delivery")
+    if header:
+        return header
+    found = _DELIVERY_IN_TEXT.search(received.body.decode("utf-8", "replace"))
+    if found is None:
+        raise AssertionError(f"no delivery id in {received.body[:200]!r}")
+    return found.group(1)
 
 
 def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
@@ -140,6 +175,9 @@ class SmtpReceiver:
     ca_file: Path | None = None
     _controller: Any = None
     _seen: int = 0
+
+    def delivery_ids(self) -> list[str]:
+        return [str(m["X-Kernalin-Delivery"]) for m in self.messages]
 
     def start(self) -> SmtpReceiver:
         import ssl
