@@ -180,6 +180,7 @@ class SmtpReceiver:
         return [str(m["X-Kernalin-Delivery"]) for m in self.messages]
 
     def start(self) -> SmtpReceiver:
+        import logging
         import ssl
 
         from aiosmtpd.controller import Controller
@@ -187,6 +188,8 @@ class SmtpReceiver:
 
         from gate_server.local import free_port
 
+        # aiosmtpd warns on every login that an attribute it sets itself is deprecated.
+        logging.getLogger("mail.log").setLevel(logging.ERROR)
         cert, key = self_signed_certificate(self.directory)
         self.ca_file = cert
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
