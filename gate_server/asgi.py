@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gate_server import api, health
+from gate_server import api, change_point_api, health
 from gate_server.answers import EXCEPTION_HANDLERS
 from gate_server.dashboard.routes import routes as dashboard_routes
 from gate_server.github.routes import routes as github_routes
@@ -45,7 +45,13 @@ class NoSniff:
 def create_app(settings: ServerSettings | None = None) -> Starlette:
     """The ASGI app: the API, the GitHub webhook and PR accept API, and the dashboard."""
     settings = settings or load_settings()
-    routes: list[BaseRoute] = [*health.routes, *api.routes, *github_routes, *dashboard_routes]
+    routes: list[BaseRoute] = [
+        *health.routes,
+        *api.routes,
+        *change_point_api.routes,
+        *github_routes,
+        *dashboard_routes,
+    ]
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document(request.app.routes, version=__version__))

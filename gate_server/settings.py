@@ -78,6 +78,8 @@ class ServerSettings:
     github_api_url: str = DEFAULT_API_URL
     outbox_poll_ms: int = 1000
     outbox_lease_s: int = 300
+    # Look for change points in baseline history after every baseline run (gate_server/changes.py).
+    detect_changes: bool = True
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -169,6 +171,17 @@ def _oidc_audience(env: Mapping[str, str]) -> str | None:
     return None if value.lower() == "off" else value
 
 
+def _on_off(env: Mapping[str, str], name: str, *, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("on", "true", "1", "yes"):
+        return True
+    if raw in ("off", "false", "0", "no"):
+        return False
+    raise SettingsError(f"{name}={raw!r} must be on or off")
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> ServerSettings:
     """The settings from the environment; a bad value is a SettingsError naming the variable."""
     env = os.environ if env is None else env
@@ -184,5 +197,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> ServerSettings:
         oidc_audience=_oidc_audience(env),
         github_app=_github_app(env, api_url),
         github_api_url=api_url,
+        detect_changes=_on_off(env, "RNX_DETECT_CHANGES", default=True),
         **_whole_numbers(env),
     )

@@ -16,6 +16,7 @@ from gate_server.alerts.events import alert_run, block_event
 from gate_server.answers import Answer, ApiError
 from gate_server.baselines import BaselineCandidates, candidates, choose_baselines
 from gate_server.branches import current_name, hold_names
+from gate_server.changes import enqueue_detection
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, runs
 from gate_server.db.runs import BaselineKey, NewRun, RunRecord
@@ -170,6 +171,7 @@ def ingest_run(
         "receipt": _receipt(signer, public_url, doc, report, digest, now),
     }
     new = _new_run(token, found.key, doc, answer, body, digest, signature, now)
+    detect = becomes_baseline and settings.detect_changes
     # A regression landed: a BLOCK on a baseline branch outside a pull request (a push, or a
     # scheduled run of what was pushed). Alerted in the transaction that stores the run.
     landed = (
@@ -177,7 +179,7 @@ def ingest_run(
         and report.tier == "BLOCK"
         and branch_matches(token.branches, found.home)
     )
-    if not _store(database, token, new, doc, becomes_baseline, alert=landed):
+    if not _store(database, token, new, doc, becomes_baseline, detect=detect, alert=landed):
         # Another request stored this run_id between our read and our write.
         return _retry(database, token, run_id, digest, signature)
     return Answer(201, answer)
@@ -276,10 +278,12 @@ def _store(
     doc: ResultsDocument,
     baseline: bool,
     *,
+    detect: bool,
     alert: bool,
 ) -> bool:
-    """Store the run and its audit entry (and, with `alert`, its BLOCK event for the alerts);
-    False when its run_id was stored meanwhile."""
+    """Store the run and its audit entry, for a baseline queue the look for change points of
+    its history, and with `alert` its BLOCK event for the alerts (all in the same
+    transaction); False when its run_id was stored meanwhile."""
     with database.write() as conn:
         if baseline:
             # Under the rename lock, so a rename committing meanwhile is seen, not undone.
@@ -287,6 +291,11 @@ def _store(
             new = replace(new, baseline_branch=current_name(conn, new.repository_id, new.branch))
         if not runs.insert_run(conn, new):
             return False
+        if detect and new.baseline_branch is not None:
+            key = BaselineKey(
+                new.repository_id, new.baseline_branch, new.environment_key, new.workload
+            )
+            enqueue_detection(conn, key, new.run_id)
         audit.record(
             conn,
             actor=f"token:{token.id}",

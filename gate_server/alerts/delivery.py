@@ -124,6 +124,7 @@ def change_point_facts(conn: Connection, change_id: int) -> tuple[dict[str, Any]
             "high": found.high,
         },
         "p_value": found.p_value,
+        "undoes_id": found.undoes_id,  # a step back: it takes back this earlier change point
         "links": {
             "run": run_link(found.after_run_id),
             "commits": compare_link(found.repository, found.before_sha, found.after_sha),

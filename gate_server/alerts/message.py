@@ -100,6 +100,8 @@ def _change_point(p: dict[str, Any]) -> Message:
     facts = _where(p)
     if p.get("baseline_sha"):
         facts.append(("Before", _short(p.get("baseline_sha"))))
+    if p.get("undoes_id"):
+        facts.append(("Takes back", f"change point {p['undoes_id']} (a step back)"))
     return Message(
         event=CHANGE_POINT,
         title=f"Change point on {p.get('repository')} {p.get('branch')} at {_short(p.get('sha'))}",

@@ -35,7 +35,7 @@ from gate_server.dashboard.reads import AUDIT_PAGE
 from gate_server.dashboard.sessions import PRELOGIN_COOKIE, SESSION_COOKIE, new_nonce
 from gate_server.endpoints import read_body
 from gate_server.services import services
-from rnx.formatting import format_ns, format_percent, format_ratio
+from rnx.formatting import format_ns, format_percent, format_ratio, format_ratio_interval
 
 HERE = Path(__file__).parent
 MAX_FORM_BODY = 8 * 1024
@@ -60,6 +60,7 @@ templates = Environment(
 templates.filters.update(
     ns=format_ns,
     ratio=format_ratio,
+    ratio_interval=format_ratio_interval,
     pct=format_percent,
     dt=lambda d: "–" if d is None else f"{d:%Y-%m-%d %H:%M} UTC",
     dts=lambda d: "–" if d is None else f"{d:%Y-%m-%d %H:%M:%S}",

@@ -10,6 +10,7 @@
     runs.py          runs: store, read, baselines, a pull request's runs, accepts
     renames.py       the branch-rename log
     audit.py         the audit log
+    change_points.py change points found in baseline history (stored once, acknowledged)
     keys.py          the server's own secret keys
     deliveries.py    GitHub webhook deliveries (acted on once)
     notify.py        alerts: channels (and their secrets), rules, deliveries
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from gate_server.db import (
     audit,
+    change_points,
     dashboard,
     deliveries,
     keys,
@@ -44,6 +46,7 @@ __all__ = [
     "LATEST_VERSION",
     "Database",
     "audit",
+    "change_points",
     "dashboard",
     "deliveries",
     "keys",

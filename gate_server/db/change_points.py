@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from gate_server.clock import utcnow
+from gate_server.db.engine import CHANGE_LOCK, advisory_lock
 from gate_server.db.rows import as_record
 from gate_server.db.runs import BaselineKey
 from gate_server.db.schema import change_points, repositories
@@ -67,6 +68,21 @@ def _of_series(key: BaselineKey) -> tuple[Any, ...]:
         change_points.c.branch == key.branch,
         change_points.c.environment_key == key.environment_key,
         change_points.c.workload == key.workload,
+    )
+
+
+def hold_series(conn: Connection, key: BaselineKey) -> None:
+    """Until this transaction ends, no other process writes change points of the repository
+    (PostgreSQL: an advisory lock; SQLite's write transactions are one at a time already)."""
+    advisory_lock(conn, CHANGE_LOCK, key.repository_id)
+
+
+def move_branch(conn: Connection, repository_id: int, old: str, new: str) -> None:
+    """A renamed branch keeps its change points (as runs.move_baselines keeps its baselines)."""
+    conn.execute(
+        update(change_points)
+        .where(change_points.c.repository_id == repository_id, change_points.c.branch == old)
+        .values(branch=new)
     )
 
 

@@ -22,9 +22,11 @@ from gate_server.errors import SettingsError
 
 # First keys of PostgreSQL's advisory locks (any constants, distinct): migrations run one at a
 # time across processes; a repository's branch renames are ordered against its uploads and
-# accepts (second key: the repository id).
+# accepts (second key: the repository id); a repository's change points are written by one
+# process at a time (second key: the repository id).
 MIGRATION_LOCK = 727_274_001
 BRANCH_LOCK = 727_274_002
+CHANGE_LOCK = 727_274_003
 
 
 def shown_url(url: str) -> str:

@@ -15,10 +15,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from gate_server.alerts import channels, manage
-from gate_server.alerts.delivery import DELIVER, FAILING_AFTER, HANDLERS, fan_out
+from gate_server.alerts.delivery import DELIVER, FAILING_AFTER, fan_out
 from gate_server.asgi import create_app
 from gate_server.db import Database, change_points, notify, outbox
 from gate_server.db.change_points import NewChangePoint
+from gate_server.jobs import HANDLERS
 from gate_server.outbox import OutboxWorker
 from gate_server.settings import ServerSettings
 from tests.support.factories import body, make_results
@@ -200,6 +201,33 @@ def test_fanning_out_twice_sends_each_delivery_once(
     assert len(_jobs(storage, DELIVER)) == 1
     drain(storage, settings)
     assert len(receivers["slack"].received) == 1
+
+
+def test_a_step_in_the_history_of_main_is_alerted_as_a_change_point(
+    app: TestClient,
+    token: Token,
+    storage: Database,
+    settings: ServerSettings,
+    receivers: dict[str, HttpReceiver],
+) -> None:
+    _channel(
+        storage, channels.slack_channel(receivers["slack"].url), "changes", events=("change_point",)
+    )
+    configs = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
+    stepped = "pytorch_eager/float32/bs8"
+    for n in range(33):  # 30 runs, then 3 whose bs8 is 10% slower (WARN: they stay baselines)
+        factor = 1.10 if n >= 30 else 1.0
+        answer = _upload(
+            app, token, configs=configs, slowdown={stepped: factor}, seed=n, sha=f"{n:040x}"
+        )
+        assert answer["is_baseline"], answer
+    drain(storage, settings)
+    (got,) = receivers["slack"].received
+    text = got.json()["text"]
+    assert text.startswith(f"Change point on acme/kernels main at {f'{30:040x}'[:12]}: 1.1")
+    assert f"in {stepped}" in text and "x slower (+" in text
+    links = json.dumps(got.json()["blocks"])
+    assert f"https://github.com/acme/kernels/compare/{29:040x}...{30:040x}" in links
 
 
 def test_a_change_point_is_alerted_with_its_commit_range(
