@@ -22,6 +22,7 @@ from gate_server.alerts.channels import (
     TEAMS,
     WEBHOOK,
     ChannelSpec,
+    DeliveryFailed,
     email_channel,
     slack_channel,
     teams_channel,
@@ -31,6 +32,7 @@ from gate_server.alerts.events import EVENTS
 from gate_server.db import Database
 from gate_server.db.notify import Channel, Rule
 from gate_server.errors import InvalidInput
+from gate_server.settings import load_settings
 
 _SECRET_OF = {
     SLACK: "the Slack incoming-webhook URL",
@@ -72,7 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     remove = sub.add_parser("remove", help="remove a channel (with its rules) or a rule")
     remove.add_argument("id", type=int, help="the channel's id (or the rule's, with --rule)")
     remove.add_argument("--rule", action="store_true", help="the id is a rule's")
-    for p in (add, listing, remove):
+    test = sub.add_parser("test", help="send a test message to a channel now")
+    test.add_argument("id", type=int, help="the channel's id")
+    for p in (add, listing, remove, test):
         p.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
     return parser
 
@@ -190,6 +194,17 @@ def _print(channels: list[Channel], rules: list[Rule], *, as_json: bool) -> None
             print(f"  rule {r['id']}: {where}: {','.join(r['events'])}")
 
 
+def _test(database: Database, channel_id: int) -> int:
+    try:
+        found = manage.send_test(database, channel_id, public_url=load_settings().public_url)
+    except DeliveryFailed as e:
+        raise InvalidInput(
+            f"channel {channel_id}: the test message was not delivered: {e}"
+        ) from None
+    print(f"channel {channel_id} ({found.kind} {found.name}): test message delivered")
+    return 0
+
+
 def run_notify(
     argv: list[str], *, database_for: Callable[[str | None], Database], actor: str
 ) -> int:
@@ -202,6 +217,8 @@ def run_notify(
             channels, rules = manage.listing(database, args.workspace)
             _print(channels, rules, as_json=args.json)
             return 0
+        if args.action == "test":
+            return _test(database, args.id)
         if args.rule:
             manage.remove_rule(database, args.id, actor=actor)
             print(f"rule {args.id} removed")

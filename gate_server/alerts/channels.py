@@ -175,7 +175,7 @@ def _send(
     elif kind == EMAIL:
         try:
             email.send(email.compose(message, did, config), config, secret.get("password"))
-        except (OSError, smtplib.SMTPException) as e:
+        except (OSError, ValueError, smtplib.SMTPException) as e:
             raise DeliveryFailed(f"{type(e).__name__}: {e}") from None
     else:
         raise DeliveryFailed(f"unknown channel kind {kind!r}")

@@ -16,7 +16,8 @@ SMTP_TIMEOUT_S = 20.0
 
 def compose(message: Message, delivery_id: str, config: dict[str, Any]) -> EmailMessage:
     mail = EmailMessage()
-    mail["Subject"] = f"[kernalin] {message.title}"
+    # One line: a header never carries a line break from a name someone chose.
+    mail["Subject"] = " ".join(f"[kernalin] {message.title}".split())
     mail["From"] = config["sender"]
     mail["To"] = ", ".join(config["to"])
     mail["Date"] = formatdate(usegmt=True)

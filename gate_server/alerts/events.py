@@ -13,6 +13,7 @@ CHANGE_POINT = "change_point"  # the change-point detector found a new one
 ACCEPTED_SLOWDOWN = "accepted_slowdown"  # a run with a slowdown was accepted as the baseline
 CHANNEL_FAILING = "channel_failing"  # a channel failed FAILING_AFTER sends in a row
 EVENTS = (BLOCK, CHANGE_POINT, ACCEPTED_SLOWDOWN, CHANNEL_FAILING)
+TEST = "test"  # `rnx notify test`: sent at once to one channel, never through rules
 
 OUTBOX_PREFIX = "event."  # an event's outbox kind: "event.block", "event.change_point", ...
 GITHUB_WEB = "https://github.com"
@@ -141,5 +142,16 @@ def channel_failing_event(
         "failures": failures,
         "last_error": last_error,
         "since": since,
+        "links": {"dashboard": dashboard_link(None)},
+    }
+
+
+def test_event(*, channel: str, workspace: str, delivery_id: str) -> dict[str, Any]:
+    return {
+        "event_id": f"{TEST}:{delivery_id}",
+        "event": TEST,
+        "repository": None,
+        "channel": channel,
+        "workspace": workspace,
         "links": {"dashboard": dashboard_link(None)},
     }

@@ -3,13 +3,14 @@ is audited, never with a secret."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 
-from gate_server.alerts.channels import ChannelSpec, check_name
-from gate_server.alerts.events import EVENTS
+from gate_server.alerts.channels import ChannelSpec, check_name, send
+from gate_server.alerts.events import EVENTS, test_event
 from gate_server.db import Database, audit, notify, repositories
 from gate_server.db.notify import Channel, Rule
 from gate_server.errors import InvalidInput, NotFound
@@ -184,3 +185,17 @@ def remove_rule(database: Database, rule_id: int, *, actor: str) -> None:
             raise NotFound(f"no rule {rule_id}; `rnx notify list` shows the rules")
         notify.remove_rule(conn, rule_id)
         audit.record(conn, actor=actor, action="notify.rule.remove", subject=f"rule:{rule_id}")
+
+
+def send_test(database: Database, channel_id: int, *, public_url: str | None) -> Channel:
+    """Send a test message to one channel now (not through the outbox); DeliveryFailed, its
+    text without secrets, when it does not go through."""
+    with database.read() as conn:
+        found = notify.channel(conn, channel_id)
+        secret = {} if found is None else notify.channel_secret(conn, channel_id)
+    if found is None:
+        raise NotFound(f"no channel {channel_id}; `rnx notify list` shows the channels")
+    did = str(uuid.uuid4())
+    facts = test_event(channel=found.name, workspace=found.workspace, delivery_id=did)
+    send(found.kind, found.config, secret, facts, did, public_url=public_url)
+    return found

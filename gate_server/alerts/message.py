@@ -6,7 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gate_server.alerts.events import ACCEPTED_SLOWDOWN, BLOCK, CHANGE_POINT, CHANNEL_FAILING
+from gate_server.alerts.events import (
+    ACCEPTED_SLOWDOWN,
+    BLOCK,
+    CHANGE_POINT,
+    CHANNEL_FAILING,
+    TEST,
+)
 
 _LINK_LABELS = {"run": "Run page", "commits": "Commit range", "dashboard": "Dashboard"}
 
@@ -126,7 +132,18 @@ def _failing(p: dict[str, Any]) -> Message:
     )
 
 
+def _test(p: dict[str, Any]) -> Message:
+    return Message(
+        event=TEST,
+        title=f"Test alert for channel {p['channel']} of workspace {p['workspace']}",
+        summary="rnx notify test: this channel receives kernalin's alerts",
+        facts=[("Channel", str(p["channel"])), ("Workspace", str(p["workspace"]))],
+        links=_links(p),
+    )
+
+
 _BUILDERS = {
+    TEST: _test,
     BLOCK: _block,
     ACCEPTED_SLOWDOWN: _accepted,
     CHANGE_POINT: _change_point,

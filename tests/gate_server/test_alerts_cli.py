@@ -194,3 +194,30 @@ def test_a_channel_name_is_taken_once_per_workspace(
     assert _notify(monkeypatch, database_url, *argv, stdin=SLACK_URL) == 0
     assert _notify(monkeypatch, database_url, *argv, stdin=SLACK_URL) == 2
     assert "has a channel named 'slack' already" in capsys.readouterr().err
+
+
+def test_notify_test_sends_one_message_now(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support.receivers import HttpReceiver
+
+    create_token(database_url)
+    up = HttpReceiver().start()
+    down = HttpReceiver(fail=lambda n: True).start()
+    try:
+        add = ("add", "slack", "--workspace", "acme")
+        assert _notify(monkeypatch, database_url, *add, stdin=up.url + "/T/B/UpSecret") == 0
+        argv = (*add, "--name", "down")
+        assert _notify(monkeypatch, database_url, *argv, stdin=down.url + "/T/B/DownSecret") == 0
+        capsys.readouterr()
+        assert _notify(monkeypatch, database_url, "test", "1") == 0
+        assert "channel 1 (slack slack): test message delivered" in capsys.readouterr().out
+        assert _notify(monkeypatch, database_url, "test", "2") == 2
+        err = capsys.readouterr().err
+    finally:
+        up.stop()
+        down.stop()
+    (got,) = up.received
+    assert got.json()["text"].startswith("Test alert for channel slack of workspace acme")
+    assert "the test message was not delivered: HTTP 503" in err
+    assert "DownSecret" not in err and len(err.strip().splitlines()) == 1
