@@ -17,13 +17,13 @@ from starlette.testclient import TestClient
 from gate_server.alerts import channels, manage
 from gate_server.alerts.delivery import DELIVER, FAILING_AFTER, fan_out
 from gate_server.asgi import create_app
-from gate_server.db import Database, change_points, notify, outbox
+from gate_server.db import Database, audit, change_points, notify, outbox
 from gate_server.db.change_points import NewChangePoint
 from gate_server.jobs import HANDLERS
 from gate_server.outbox import OutboxWorker
 from gate_server.settings import ServerSettings
 from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, create_token, signed_headers
+from tests.support.gate_helpers import Token, create_token, free_port, signed_headers
 from tests.support.receivers import HttpReceiver
 
 PUBLIC = "https://gate.example.com"
@@ -303,3 +303,52 @@ def test_a_channel_that_keeps_failing_is_reported_to_the_others_once(
     (job,) = failed
     for where in (caplog.text, job.last_error or "", marked.last_error or ""):
         assert "NeverShowThis" not in where
+
+
+def test_no_channel_secret_in_logs_outbox_audit_or_pages(
+    app: TestClient,
+    token: Token,
+    storage: Database,
+    settings: ServerSettings,
+    database_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With every logger at DEBUG: channels that fail (a refusing Slack URL, an SMTP server
+    that is not there) and one that works (a webhook, whose signing secret is a secret too)."""
+    caplog.set_level(logging.DEBUG)
+    down = HttpReceiver(fail=lambda n: True).start()
+    hook = HttpReceiver().start()
+    slack_url = down.url + "/services/T9/B9/SlackPathSecret"
+    webhook = channels.webhook_channel(hook.url + "/HookPathSecret")
+    mail = channels.email_channel(
+        host="127.0.0.1",
+        port=free_port(),  # nothing listens: connection refused
+        user="alerts",
+        password="SmtpPasswordSecret",
+        sender="gate@example.com",
+        to=["perf@example.com"],
+    )
+    _channel(storage, channels.slack_channel(slack_url), "slack")
+    _channel(storage, webhook, "hook")
+    _channel(storage, mail, "mail")
+    _upload(app, token, seed=1)
+    blocked = _upload(app, token, seed=3, slowdown=1.5)
+    drain(storage, settings)
+    down.stop()
+    hook.stop()
+    assert len(hook.received) == 3  # the BLOCK, then "slack" and "mail" keep failing
+    viewer = create_token(database_url, viewer=True).secret
+    seen = [
+        app.get(page, headers={"Authorization": f"Bearer {viewer}"}).text
+        for page in ("/", "/repos/acme/kernels", f"/runs/{blocked['run_id']}", "/audit")
+    ]
+    with storage.read() as conn:
+        seen.append(json.dumps(audit.entries(conn), default=str))
+        seen += [j.last_error or "" for j in outbox.jobs(conn)]
+        seen += [json.dumps(j.payload) for j in outbox.jobs(conn)]
+        seen += [c.last_error or "" for c in notify.channels(conn)]
+    seen.append("\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records))
+    secrets = ("SlackPathSecret", "HookPathSecret", webhook.secret["signing_secret"])
+    for secret in (*secrets, "SmtpPasswordSecret"):
+        for text in seen:
+            assert secret not in text, f"{secret} appears in {text[:300]}"
