@@ -14,20 +14,26 @@ CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
 CARD_VERSION = "1.4"  # what Teams renders everywhere (desktop, web, mobile)
 
 
+def _inert(text: str) -> str:
+    """Text Teams renders as Markdown, with its one active construct, a link `[text](url)`,
+    broken by a zero-width space: a name or reason someone chose cannot disguise a link."""
+    return text.replace("](", "]\u200b(")
+
+
 def card(message: Message, delivery_id: str) -> dict[str, Any]:
     body: list[dict[str, Any]] = [
         {
             "type": "TextBlock",
-            "text": message.title,
+            "text": _inert(message.title),
             "weight": "Bolder",
             "size": "Medium",
             "wrap": True,
             "style": "heading",
         },
-        {"type": "TextBlock", "text": message.summary, "wrap": True},
+        {"type": "TextBlock", "text": _inert(message.summary), "wrap": True},
         {
             "type": "FactSet",
-            "facts": [{"title": k, "value": v} for k, v in message.facts],
+            "facts": [{"title": k, "value": _inert(v)} for k, v in message.facts],
         },
     ]
     # Action.OpenUrl needs an absolute URL; paths (no RNX_PUBLIC_URL) are shown as facts.

@@ -284,3 +284,27 @@ def test_urls_must_be_https_except_to_this_machine(url: str) -> None:
 
     with pytest.raises(InvalidInput, match="URL"):
         channels.slack_channel(url)
+
+
+def test_names_and_reasons_cannot_forge_links_or_mentions(http: HttpReceiver) -> None:
+    """What someone chose (a workload path, an accept reason) reaches Slack and Teams as the
+    characters it is: no Slack link or mention, no Teams Markdown link."""
+    from tests.support.factories import HOSTILE_WORKLOAD
+
+    run = {**_run(), "workload": HOSTILE_WORKLOAD}
+    facts = accepted_slowdown_event(
+        repository="acme/kernels",
+        answer=_answer(),
+        run=run,
+        accepted_by="octo",
+        reason="see [the fix](https://evil.example) <https://evil.example|here> <!here>",
+        via="api",
+    )
+    assert facts is not None
+    for spec in (channels.slack_channel(http.url), channels.teams_channel(http.url)):
+        _send(spec, facts, "d")
+    slack, teams = (json.dumps(r.json()) for r in http.received)
+    assert "<https://evil.example|" not in slack and "<!here>" not in slack
+    assert "&lt;!here&gt;" in slack and "&lt;img src=x" in slack
+    assert "](https://evil.example)" not in teams and "](" not in teams.replace("]\\u200b(", "")
+    assert "[the fix]\\u200b(https://evil.example)" in teams
