@@ -143,9 +143,11 @@ def _add(database: Database, args: argparse.Namespace, actor: str) -> int:
         events=events,
         actor=actor,
     )
+    # A webhook's standard output is its signing secret alone (`... > secret.txt`).
     print(
         f"channel {added.channel_id} ({spec.kind} {name}), rule {added.rule_id}: "
-        f"{_scope(args)} {','.join(added.events)} -> {spec.shown}"
+        f"{_scope(args)} {','.join(added.events)} -> {spec.shown}",
+        file=sys.stderr if spec.kind == WEBHOOK else sys.stdout,
     )
     if spec.kind == WEBHOOK:
         print(

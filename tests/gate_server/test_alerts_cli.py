@@ -46,12 +46,14 @@ def test_add_list_remove_without_showing_secrets(
         )
         == 0
     )
+    capsys.readouterr()
     assert (
         _notify(monkeypatch, database_url, *add, "webhook", stdin="https://ci.example.com/k") == 0
     )
     captured = capsys.readouterr()
-    signing = captured.out.strip().splitlines()[-1]
-    assert signing.startswith("rnx_whsec_") and "shown only this once" in captured.err
+    signing = captured.out.strip()  # the one line on standard output
+    assert signing.startswith("rnx_whsec_") and "\n" not in signing
+    assert "shown only this once" in captured.err and "channel 3 (webhook" in captured.err
     assert (
         _notify(
             monkeypatch,
