@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy.engine import Connection
+
+from gate_server.alerts.delivery import emit
+from gate_server.alerts.events import accepted_slowdown_event, alert_run
 from gate_server.answers import ApiError
 from gate_server.branches import current_name, hold_names
 from gate_server.changes import enqueue_detection
@@ -112,7 +116,22 @@ def accept_run(
             # when RNX_DETECT_CHANGES is off).
             key = BaselineKey(run.repository_id, target, run.environment_key, run.workload)
             enqueue_detection(conn, key, run_id)
+            _alert_slowdown(conn, run, actor=actor, reason=reason, via=via)
     return _acceptance(run, already)
+
+
+def _alert_slowdown(conn: Connection, run: RunRecord, *, actor: str, reason: str, via: str) -> None:
+    """An accepted run with a credible slowdown is an alert (written with the accept)."""
+    facts = accepted_slowdown_event(
+        repository=run.repository,
+        answer=run.answer,
+        run=alert_run(run),
+        accepted_by=actor,
+        reason=reason,
+        via=via,
+    )
+    if facts is not None:
+        emit(conn, facts, workspace_id=run.workspace_id, repository_id=run.repository_id)
 
 
 def _acceptance(run: RunRecord, already: bool) -> dict[str, Any]:

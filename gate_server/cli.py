@@ -1,7 +1,8 @@
-"""`rnx serve`, `rnx token create|list|revoke` and `rnx branch rename`: the server's command
-line, an edge where the core's domain errors become one line and exit code 2 (UserError).
+"""`rnx serve`, `rnx token create|list|revoke`, `rnx branch rename` and `rnx notify`: the
+server's command line, an edge where the core's domain errors become one line and exit code 2
+(UserError).
 
-The same commands run without the `rnx` dispatcher as `python -m gate_server serve|token|branch`
+The same commands run without the `rnx` dispatcher as `python -m gate_server COMMAND`
 (main below), so the server starts with only its own package (gate_server/local.py uses it)."""
 
 from __future__ import annotations
@@ -237,10 +238,19 @@ def branch_main(argv: list[str]) -> int:
     return 0
 
 
+@_one_line_errors
+def notify_main(argv: list[str]) -> int:
+    """`rnx notify add|list|remove` (gate_server/notify_cli.py)."""
+    from gate_server.notify_cli import run_notify
+
+    return run_notify(argv, database_for=_database, actor=_actor())
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "serve": serve_main,
     "token": token_main,
     "branch": branch_main,
+    "notify": notify_main,
 }
 
 

@@ -11,6 +11,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from gate_server.alerts.delivery import emit
+from gate_server.alerts.events import alert_run, block_event
 from gate_server.answers import Answer, ApiError
 from gate_server.baselines import BaselineCandidates, candidates, choose_baselines
 from gate_server.branches import current_name, hold_names
@@ -170,7 +172,14 @@ def ingest_run(
     }
     new = _new_run(token, found.key, doc, answer, body, digest, signature, now)
     detect = becomes_baseline and settings.detect_changes
-    if not _store(database, token, new, doc, becomes_baseline, detect=detect):
+    # A regression landed: a BLOCK on a baseline branch outside a pull request (a push, or a
+    # scheduled run of what was pushed). Alerted in the transaction that stores the run.
+    landed = (
+        not doc.git.is_pull_request
+        and report.tier == "BLOCK"
+        and branch_matches(token.branches, found.home)
+    )
+    if not _store(database, token, new, doc, becomes_baseline, detect=detect, alert=landed):
         # Another request stored this run_id between our read and our write.
         return _retry(database, token, run_id, digest, signature)
     return Answer(201, answer)
@@ -270,9 +279,11 @@ def _store(
     baseline: bool,
     *,
     detect: bool,
+    alert: bool,
 ) -> bool:
-    """Store the run and its audit entry, and for a baseline queue the look for change points
-    of its history (in the same transaction); False when its run_id was stored meanwhile."""
+    """Store the run and its audit entry, for a baseline queue the look for change points of
+    its history, and with `alert` its BLOCK event for the alerts (all in the same
+    transaction); False when its run_id was stored meanwhile."""
     with database.write() as conn:
         if baseline:
             # Under the rename lock, so a rename committing meanwhile is seen, not undone.
@@ -300,6 +311,9 @@ def _store(
                 "body_sha256": new.body_sha256,
             },
         )
+        if alert:
+            facts = block_event(repository=doc.repository, answer=new.answer, run=alert_run(new))
+            emit(conn, facts, workspace_id=new.workspace_id, repository_id=new.repository_id)
     return True
 
 

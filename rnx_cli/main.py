@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "serve": ("gate_server.cli:serve_main", "server", "run the gate server"),
     "token": ("gate_server.cli:token_main", "server", "create, list or revoke tokens"),
     "branch": ("gate_server.cli:branch_main", "server", "follow a branch renamed on GitHub"),
+    "notify": ("gate_server.cli:notify_main", "server", "send alerts to Slack, Teams, ..."),
     "receipt": ("rnx_cli.receipt:main", None, "verify a server's signed receipt offline"),
     "schema": ("rnx_cli.schema:main", None, "print the JSON Schema of results documents"),
 }

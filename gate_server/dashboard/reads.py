@@ -34,6 +34,7 @@ from gate_server.db import (
     audit,
     change_points,
     dashboard,
+    notify,
     renames,
     repositories,
     runs,
@@ -72,6 +73,8 @@ def overview(database: Database, workspace_id: int) -> dict[str, Any]:
         accepts = dashboard.recent_runs(conn, repo_ids, accepted=True)
         answers = dashboard.answers(conn, [r.run_id for r in blocks])
         open_changes = change_points.open_in_workspace(conn, workspace_id)
+        # Alert channels that keep failing (gate_server/alerts/delivery.py); never a secret.
+        failing = [c for c in notify.channels(conn, workspace_id) if c.failing_since]
     reasons = {rid: short_reasons(a.get("reasons") or []) for rid, a in answers.items()}
     return {
         "repos": repos,
@@ -80,6 +83,7 @@ def overview(database: Database, workspace_id: int) -> dict[str, Any]:
         "block_reasons": reasons,
         "total_runs": sum(r["run_count"] for r in repos),
         "change_points": [_open_change(cp) for cp in open_changes],
+        "failing_channels": failing,
     }
 
 

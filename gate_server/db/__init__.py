@@ -13,6 +13,7 @@
     change_points.py change points found in baseline history (stored once, acknowledged)
     keys.py          the server's own secret keys
     deliveries.py    GitHub webhook deliveries (acted on once)
+    notify.py        alerts: channels (and their secrets), rules, deliveries
     oidc_tokens.py   spent OIDC token ids
     outbox.py        the durable outbox: enqueue in the caller's transaction, claim under a
                      lease, complete, fail with a retry time
@@ -30,6 +31,7 @@ from gate_server.db import (
     dashboard,
     deliveries,
     keys,
+    notify,
     oidc_tokens,
     outbox,
     renames,
@@ -48,6 +50,7 @@ __all__ = [
     "dashboard",
     "deliveries",
     "keys",
+    "notify",
     "oidc_tokens",
     "migrate",
     "outbox",

@@ -44,6 +44,9 @@ from gate_server.db.schema import (
     change_points,
     github_deliveries,
     migrations,
+    notify_channels,
+    notify_deliveries,
+    notify_rules,
     oidc_token_uses,
     outbox,
     repositories,
@@ -177,6 +180,11 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         6,
         "change points, run locations, the durable outbox",
         _create(change_points, run_locations, outbox),
+    ),
+    (
+        7,
+        "alerts: notification channels, rules and deliveries",
+        _create(notify_channels, notify_rules, notify_deliveries),
     ),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
