@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 
 from rnx.formatting import format_ns, format_percent, format_ratio
-from rnx.schema import Configuration, ResultsDocument
+from rnx.schema import Configuration, ResultsDocument, SpeedOfLight
 
 
 def _row(c: Configuration) -> list[str]:
@@ -40,7 +40,24 @@ def _row(c: Configuration) -> list[str]:
             bits.append(f"launch {format_ns(c.details['launch_overhead_ns'])}")
         note = ", ".join(bits)
     n = str(len(c.samples.ns)) if c.samples is not None else "-"
-    return [c.id, c.status, median, spread, n, base, err, note]
+    return [
+        c.id,
+        c.status,
+        median,
+        spread,
+        n,
+        format_speed_of_light(c.speed_of_light),
+        base,
+        err,
+        note,
+    ]
+
+
+def format_speed_of_light(sol: SpeedOfLight | None) -> str:
+    """ "0.82 compute", "0.31 memory"; "1.40 memory!" beyond the roofline (a problem)."""
+    if sol is None:
+        return "-"
+    return f"{sol.score:.2f} {sol.bound}{'!' if sol.beyond_roofline else ''}"
 
 
 def format_table(doc: ResultsDocument) -> str:
@@ -50,17 +67,18 @@ def format_table(doc: ResultsDocument) -> str:
         "median",
         "proc spread",
         "n",
+        "SOL",
         "head/base",
         "max abs/rel err",
         "notes",
     ]
     if doc.settings.mode != "paired":
-        header.pop(5)
+        header.pop(6)
     rows = []
     for c in doc.configurations:
         row = _row(c)
         if doc.settings.mode != "paired":
-            row.pop(5)
+            row.pop(6)
         rows.append(row)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
     lines = []
@@ -87,6 +105,7 @@ def run_notes(doc: ResultsDocument) -> list[str]:
             f"note: {first} ({len(shared)} configuration(s)); their timings are noisier, not "
             f"wrong, and were given more rounds where the time budget allowed"
         )
+    notes.extend(speed_of_light_notes(doc))
     throttled = sum(
         len(c.details["gpu_telemetry"].get("throttled") or [])
         for c in doc.configurations
@@ -98,3 +117,29 @@ def run_notes(doc: ResultsDocument) -> list[str]:
             f"SM clock (details.gpu_telemetry.throttled)"
         )
     return ["", *notes] if notes else []
+
+
+def speed_of_light_notes(doc: ResultsDocument) -> list[str]:
+    """Which peaks the SOL column is against, and any score beyond the roofline (a problem)."""
+    scored = [c for c in doc.configurations if c.speed_of_light is not None]
+    if not scored:
+        return []
+    first = scored[0].speed_of_light
+    assert first is not None
+    against = (
+        f"the peaks table's {first.peak_part} (dense datasheet figures)"
+        if first.peak_source == "table"
+        else f"peaks measured in this run ({first.peak_part}): what this machine attains"
+    )
+    notes = [
+        f"note: SOL = roofline time / median time (1.00 = at the limit), against {against}; "
+        f"never part of a verdict"
+    ]
+    beyond = [c.id for c in scored if c.speed_of_light and c.speed_of_light.beyond_roofline]
+    if beyond:
+        notes.append(
+            f"note: {', '.join(beyond)} beat the roofline (SOL marked !): a measurement or "
+            f"counting problem (too few FLOPs or bytes declared or counted, a cached result, "
+            f"work the timer missed, or a peak too low), not a fast kernel"
+        )
+    return notes
