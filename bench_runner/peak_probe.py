@@ -22,36 +22,50 @@ DTYPES = {
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
 }
-# Fixed sizes, large enough that the call's own overheads do not count, small enough to be
-# short (a CPU's 1024^3 product is about 0.1 s); the best of REPEATS calls counts, after one
-# call that is not timed, so a busy moment of a shared machine is not taken for its peak.
+# Growing sizes, the best of REPEATS calls of each (after one call that is not timed), so that
+# neither a busy moment of a shared machine nor one size's cache behaviour (a CPU's product can
+# run several times faster at 512 than at 1024, whose operands leave the caches) is taken for
+# the peak. Growth stops before a call would take over LONGEST_CALL_S (n^3 grows 8x a step):
+# a dtype a CPU computes slowly (float16) costs a second, not a minute.
 REPEATS = 5
-GEMM_N = {"cpu": 1024, "cuda": 4096}
+LONGEST_CALL_S = 0.2
+GEMM_N = {"cpu": (256, 512, 1024), "cuda": (2048, 4096)}
 COPY_BYTES = {"cpu": 64 << 20, "cuda": 1 << 30}
 
 
-def _best_s(fn: Callable[[], object], device: torch.device) -> float:
-    def settle() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+def _settle(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
+
+def _best_s(fn: Callable[[], object], device: torch.device) -> float:
     fn()
-    settle()
+    _settle(device)
     best = float("inf")
     for _ in range(REPEATS):
         t0 = time.perf_counter()
         fn()
-        settle()
+        _settle(device)
         best = min(best, time.perf_counter() - t0)
     return max(best, 1e-9)
 
 
 def gemm_flops(device: torch.device, dtype: torch.dtype) -> float:
-    """FLOP/s of an n x n x n matrix product (2 n^3 FLOPs)."""
-    n = GEMM_N["cuda" if device.type == "cuda" else "cpu"]
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
-    return 2.0 * n**3 / _best_s(lambda: a @ b, device)
+    """The best FLOP/s of n x n x n matrix products (2 n^3 FLOPs) over growing sizes n."""
+    best = 0.0
+    sizes = GEMM_N["cuda" if device.type == "cuda" else "cpu"]
+    for n in sizes:
+        a = torch.randn(n, n, device=device).to(dtype)
+        b = torch.randn(n, n, device=device).to(dtype)
+
+        def product(a: torch.Tensor = a, b: torch.Tensor = b) -> torch.Tensor:
+            return a @ b
+
+        seconds = _best_s(product, device)
+        best = max(best, 2.0 * n**3 / seconds)
+        if n != sizes[0] and 8 * seconds > LONGEST_CALL_S:
+            break
+    return best
 
 
 def copy_bandwidth(device: torch.device) -> float:
@@ -89,7 +103,7 @@ def peaks_for(device: torch.device, dtypes: list[str]) -> Peaks:
         bandwidth=copy_bandwidth(device),
         source="measured",
         reference=(
-            "measured once in this run: the best of 5 n x n x n matrix products per dtype "
-            "(2 n^3 FLOPs) and of 5 copies (bytes read + written)"
+            "measured once in this run: the best of 5 n x n x n matrix products per dtype and "
+            "size (2 n^3 FLOPs) and of 5 copies (bytes read + written)"
         ),
     )

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import statistics
 
-from rnx.formatting import format_ns, format_percent, format_ratio
+from rnx.formatting import (
+    SPEED_OF_LIGHT_NOTE,
+    format_ns,
+    format_peaks,
+    format_percent,
+    format_ratio,
+    format_speed_of_light,
+)
 from rnx.schema import Configuration, ResultsDocument, SpeedOfLight
 
 
@@ -46,18 +53,17 @@ def _row(c: Configuration) -> list[str]:
         median,
         spread,
         n,
-        format_speed_of_light(c.speed_of_light),
+        _sol(c.speed_of_light),
         base,
         err,
         note,
     ]
 
 
-def format_speed_of_light(sol: SpeedOfLight | None) -> str:
-    """ "0.82 compute", "0.31 memory"; "1.40 memory!" beyond the roofline (a problem)."""
+def _sol(sol: SpeedOfLight | None) -> str:
     if sol is None:
         return "-"
-    return f"{sol.score:.2f} {sol.bound}{'!' if sol.beyond_roofline else ''}"
+    return format_speed_of_light(sol.score, sol.bound, sol.beyond_roofline)
 
 
 def format_table(doc: ResultsDocument) -> str:
@@ -126,20 +132,11 @@ def speed_of_light_notes(doc: ResultsDocument) -> list[str]:
         return []
     first = scored[0].speed_of_light
     assert first is not None
-    against = (
-        f"the peaks table's {first.peak_part} (dense datasheet figures)"
-        if first.peak_source == "table"
-        else f"peaks measured in this run ({first.peak_part}): what this machine attains"
-    )
-    notes = [
-        f"note: SOL = roofline time / median time (1.00 = at the limit), against {against}; "
-        f"never part of a verdict"
-    ]
+    against = format_peaks(first.peak_source, first.peak_part)
+    notes = [f"note: {SPEED_OF_LIGHT_NOTE}; peaks: {against}"]
     beyond = [c.id for c in scored if c.speed_of_light and c.speed_of_light.beyond_roofline]
     if beyond:
         notes.append(
-            f"note: {', '.join(beyond)} beat the roofline (SOL marked !): a measurement or "
-            f"counting problem (too few FLOPs or bytes declared or counted, a cached result, "
-            f"work the timer missed, or a peak too low), not a fast kernel"
+            f"note: beyond the roofline, check the count and the timing: {', '.join(beyond)}"
         )
     return notes
