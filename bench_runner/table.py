@@ -43,6 +43,8 @@ def _row(c: Configuration) -> list[str]:
             bits.append(str(c.details["provider"]))
         if c.details.get("graph_breaks"):
             bits.append(f"{c.details['graph_breaks']} graph breaks")
+        if "work_error" in c.details:
+            bits.append("no SOL: " + str(c.details["work_error"])[:100])
         if "launch_overhead_ns" in c.details:
             bits.append(f"launch {format_ns(c.details['launch_overhead_ns'])}")
         note = ", ".join(bits)

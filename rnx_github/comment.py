@@ -150,12 +150,13 @@ def _sol_note(comparisons: list[ConfigComparison]) -> list[str]:
     """Under a table with a SOL column: what it means and which peaks it is against."""
     parts = sorted(
         {
-            format_peaks(c.speed_of_light.peak_source, c.speed_of_light.peak_part)
+            format_peaks(c.speed_of_light.peak_source, inert_text(c.speed_of_light.peak_part))
             for c in comparisons
             if c.speed_of_light is not None
         }
     )
-    return [f"{inert_text(SPEED_OF_LIGHT_NOTE)}. Peaks: {inert_text('; '.join(parts))}."]
+    # The note is ours; only the part's name comes from the document, and is made inert.
+    return [f"{SPEED_OF_LIGHT_NOTE}. Peaks: {'; '.join(parts)}."]
 
 
 def _table(comparisons: list[ConfigComparison]) -> list[str]:
