@@ -35,6 +35,17 @@ def _measurement_details(head: ConfigState, run_pids: set[int]) -> dict[str, Any
     return details
 
 
+def _work(found: dict[str, Any] | None, details: dict[str, Any]) -> Work | None:
+    """The checking worker's count, or None (with the reason in details) if it does not fit."""
+    if not found:
+        return None
+    try:
+        return Work(**found)
+    except ValueError as e:  # pydantic's ValidationError: a figure out of bounds
+        details["work_error"] = f"the work counted does not fit the document: {e}"[:2000]
+        return None
+
+
 def speed_of_light(
     work: Work | None, peaks: dict[str, Any] | None, dtype: str, samples: Samples | None
 ) -> SpeedOfLight | None:
@@ -89,7 +100,7 @@ def configuration(
         if base.correctness is not None:
             details["base_correctness"] = base.correctness
     correctness = Correctness(**head.correctness) if head.correctness else None
-    work = Work(**head.work) if head.work else None
+    work = _work(head.work, details)
     return Configuration(
         runtime=head.spec.runtime,
         dtype=head.spec.dtype,

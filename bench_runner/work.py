@@ -7,8 +7,8 @@ Counted once per configuration in the process that checks it, on the eager refer
   count 0, so such a kernel is held to its memory bound alone.
 - bytes: a lower bound, every input tensor read once, every parameter and buffer read once and
   every output written once, at the dtypes the candidate runs in.
-The call runs on meta tensors first (no memory, no time); a model that cannot run there (it
-reads a value, say) runs once for real on the configuration's device.
+The call runs once for real on the configuration's device and inputs (the check runs the
+candidate several times more); where that fails it runs on meta tensors (shapes only).
 A workload may declare either figure with module-level `get_flops(batch_size)` /
 `get_bytes(batch_size)` (a `dtype` keyword, the dtype's name, is passed when they take one):
 a declared figure overrides the counted one and is recorded as "declared".
@@ -17,11 +17,13 @@ a declared figure overrides the counted one and is recorded as "declared".
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 
 COUNTED = "counted"
@@ -48,9 +50,42 @@ def _on_meta(x: Any) -> Any:
     return torch.empty_like(x, device="meta") if isinstance(x, torch.Tensor) else x
 
 
+@functools.cache
+def _skip_dynamo_import() -> None:
+    """torch wraps every dispatch mode's __torch_dispatch__ so that dynamo never compiles
+    inside it, and that wrapper imports torch._dynamo on its first call: 6 s on the H200
+    machine, 7-13 s on the shared CPU, in each worker process that counts and would otherwise
+    never import it (pytorch_eager alone). Nothing is compiled while a call is counted, so the
+    wrapper may call the counter's own function at once; the wrapper looks for it under
+    `__dynamo_disable` before it imports anything. A torch without that wrapper is left as is."""
+    mode = getattr(flop_counter, "_FlopCounterMode", None)
+    dispatch = vars(mode).get("__torch_dispatch__") if mode is not None else None
+    raw = getattr(dispatch, "__wrapped__", None)
+    if callable(raw) and not hasattr(raw, "__dynamo_disable"):
+        setattr(raw, "__dynamo_disable", raw)  # noqa: B010 - the wrapper's own attribute name
+
+
+@functools.cache
+def _extra_formulas() -> dict[Any, Any]:
+    """Attention on the CPU runs an op the counter has no formula for; it does the work of the
+    GPU's flash attention, whose formula the counter has."""
+    aten = torch.ops.aten
+    cpu_attention = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    flash = flop_counter.flop_registry.get(aten._scaled_dot_product_flash_attention)
+    if cpu_attention is None or flash is None:
+        return {}
+
+    def formula(*args: Any, out_val: Any = None, **kwargs: Any) -> int:
+        return int(flash(*args, out_val=out_val, **kwargs))
+
+    formula._get_raw = True  # type: ignore[attr-defined] # flash's entry takes tensors already
+    return {cpu_attention: formula}
+
+
 def count_call(model: torch.nn.Module, inputs: Sequence[Any]) -> tuple[int, int]:
     """(FLOPs, bytes) of one forward call of `model` (already in the dtype) on `inputs`."""
-    counter = FlopCounterMode(display=False)
+    _skip_dynamo_import()
+    counter = FlopCounterMode(display=False, custom_mapping=_extra_formulas())
     with torch.no_grad(), counter:
         out = model(*inputs)
     moved = tensor_bytes(inputs) + _state_bytes(model) + tensor_bytes(_outputs(out))
@@ -61,17 +96,19 @@ def count_work(
     model: torch.nn.Module, inputs: Sequence[Any], dtype: torch.dtype
 ) -> tuple[int, int, str]:
     """(FLOPs, bytes, where it ran) of the eager model in `dtype` on `inputs` (already rounded
-    and placed): on meta tensors when the model allows, else for real on the inputs' device."""
+    and placed): one call on the inputs' device or, when that fails (out of memory, say), on
+    meta tensors (shapes only; most ops' meta kernels import torch._dynamo on first use, seconds
+    in a process that would not otherwise import it)."""
     device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), torch.device("cpu"))
     try:
-        meta = copy.deepcopy(model).to(dtype=dtype).to(device="meta")
-        flops, moved = count_call(meta, [_on_meta(x) for x in inputs])
-        return flops, moved, "meta"
-    except Exception:  # noqa: BLE001 - any op without a meta kernel: count on the real device
+        real = copy.deepcopy(model).to(dtype=dtype).to(device=device)
+        flops, moved = count_call(real, list(inputs))
+        return flops, moved, str(device.type)
+    except Exception:  # noqa: BLE001 - whatever stops a real call, shapes alone may count
         pass
-    real = copy.deepcopy(model).to(dtype=dtype).to(device=device)
-    flops, moved = count_call(real, list(inputs))
-    return flops, moved, str(device.type)
+    meta = copy.deepcopy(model).to(dtype=dtype).to(device="meta")
+    flops, moved = count_call(meta, [_on_meta(x) for x in inputs])
+    return flops, moved, "meta"
 
 
 def _declared(fn: Callable[..., Any] | None, batch_size: int | None, dtype: str) -> int | None:

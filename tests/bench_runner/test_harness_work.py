@@ -37,11 +37,13 @@ class Attention(torch.nn.Module):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v)
 
 
-class ReadsAValue(torch.nn.Module):
-    """Cannot run on meta tensors (float() of a meta tensor has no value)."""
+class RunsOutOfMemory(torch.nn.Module):
+    """Fails on a real device, as a model too large for a second copy would."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * float(x.sum())
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if a.device.type != "meta":
+            raise torch.OutOfMemoryError("no room for a second copy")
+        return a @ b
 
 
 def test_matmul_flops_and_bytes_by_hand() -> None:
@@ -51,7 +53,7 @@ def test_matmul_flops_and_bytes_by_hand() -> None:
     )
     assert flops == 2 * m * k * n
     assert moved == 4 * (m * k + k * n + m * n)  # both inputs read, the output written
-    assert where == "meta"
+    assert where == "cpu"
 
 
 def test_conv_counts_weights_as_read_and_in_the_dtype() -> None:
@@ -72,9 +74,29 @@ def test_attention_flops_by_hand() -> None:
     assert moved == 2 * (4 * b * h * s * d)  # q, k, v read, the output written
 
 
-def test_a_model_meta_tensors_cannot_run_is_counted_for_real() -> None:
-    flops, moved, where = count_work(ReadsAValue(), [torch.randn(10, 10)], torch.float32)
-    assert (flops, moved, where) == (0, 4 * 200, "cpu")
+def test_a_model_that_cannot_run_for_real_is_counted_on_meta_tensors() -> None:
+    inputs = [torch.randn(8, 4), torch.randn(4, 2)]
+    flops, moved, where = count_work(RunsOutOfMemory(), inputs, torch.float32)
+    assert (flops, moved, where) == (2 * 8 * 4 * 2, 4 * (32 + 8 + 16), "meta")
+
+
+def test_counting_does_not_import_the_compiler() -> None:
+    # torch._dynamo's import takes seconds in a worker that would never need it (eager only).
+    code = (
+        "import sys, torch\n"
+        "from bench_runner.work import count_work\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, q):\n"
+        "        a = torch.nn.functional.scaled_dot_product_attention(q, q, q)\n"
+        "        return torch.nn.functional.gelu(torch.nn.functional.layer_norm(a, (16,)))\n"
+        "flops, _, where = count_work(M(), [torch.randn(1, 2, 8, 16)], torch.float32)\n"
+        "print(flops, where, 'torch._dynamo' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(4 * 2 * 8 * 8 * 16), "cpu", "False"]
 
 
 def test_declared_figures_override_the_counted_ones() -> None:

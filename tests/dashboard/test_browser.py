@@ -214,8 +214,8 @@ def test_the_run_page_shows_speed_of_light_and_flags_a_score_beyond_the_roofline
     assert "H200 SXM (peaks table: dense datasheet figures)" in note
     assert "measurement or counting problem" in note and "never part of a verdict" in note
     assert SPEED_OF_LIGHT[2] is None  # the third configuration has no score: a dash
+    shoot(page, site, "run-speed-of-light")
     # A run whose document has no scores (every run before them) shows no SOL column.
     page.goto(f"/runs/{site.runs['pr']}")
     assert "SOL" not in page.locator("table.comparisons thead").inner_text()
     assert page.locator(".sol-note").count() == 0
-    shoot(page, site, "run-speed-of-light")
