@@ -4,12 +4,14 @@ carried into the gate report, shown by `rnx compare`, and never part of a verdic
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rnx.config import GateSettings
+from rnx.peaks import lookup
 from rnx.schema import InvalidDocument, parse_results
 from rnx.verdict import evaluate
 from rnx_cli.main import main as rnx
@@ -108,3 +110,22 @@ def test_rnx_compare_shows_base_and_head_scores_and_their_peaks(
         "note: base peaks: H200 SXM (peaks table: dense datasheet figures)",
         "note: head peaks: H200 SXM (peaks table: dense datasheet figures)",
     ]
+
+
+def test_the_h200_document_scores_its_matmul_against_the_table() -> None:
+    """The document `rnx bench` wrote on the lead's H200 (docs/harness.md, "Speed of light on
+    the H200"): the score is the arithmetic of its work, the table's H200 row and its samples."""
+    doc = parse_results((DATA / "h200-roofline-results.json").read_bytes())
+    part = lookup(doc.environment.hardware["gpus"][0]["name"])
+    assert part is not None and part.part == "H200 SXM"
+    ok, failed = doc.configurations
+    assert ok.work is not None and ok.samples is not None and ok.speed_of_light is not None
+    assert ok.work.flops == 2 * 8192**3 and ok.work.bytes == 3 * 2 * 8192**2
+    sol = ok.speed_of_light
+    assert (sol.peak_source, sol.peak_part, sol.bound) == ("table", "H200 SXM", "compute")
+    assert sol.measured_s == pytest.approx(statistics.median(ok.samples.ns) / 1e9)
+    roofline_s = max(ok.work.flops / part.flops["fp16"], ok.work.bytes / part.bandwidth)
+    assert sol.score == pytest.approx(roofline_s / sol.measured_s)
+    assert round(sol.score, 2) == 0.76 and not sol.beyond_roofline
+    # The float32 configuration failed (the hidden-work rule): counted, but not scored.
+    assert failed.status == "error" and failed.work is not None and failed.speed_of_light is None
