@@ -102,7 +102,9 @@ def count_work(
     device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), torch.device("cpu"))
     try:
         real = copy.deepcopy(model).to(dtype=dtype).to(device=device)
-        flops, moved = count_call(real, list(inputs))
+        # Copies: a model that writes into its inputs must not change the ones timed later.
+        fresh = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        flops, moved = count_call(real, fresh)
         return flops, moved, str(device.type)
     except Exception:  # noqa: BLE001 - whatever stops a real call, shapes alone may count
         pass

@@ -273,7 +273,7 @@ class Side:
         try:
             result["work"] = measure_work(
                 wl.module if isinstance(wl, PythonWorkload) else None,
-                wl.build(self.seed)[0] if isinstance(wl, PythonWorkload) else None,
+                wl.build_reference(self.seed) if isinstance(wl, PythonWorkload) else None,
                 inputs,
                 dtype=cmd["dtype"],
                 torch_dtype=TORCH_DTYPES[cmd["dtype"]],
