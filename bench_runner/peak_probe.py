@@ -25,11 +25,12 @@ DTYPES = {
 # Growing sizes, the best of REPEATS calls of each (after one call that is not timed), so that
 # neither a busy moment of a shared machine nor one size's cache behaviour (a CPU's product can
 # run several times faster at 512 than at 1024, whose operands leave the caches) is taken for
-# the peak. Growth stops before a call would take over LONGEST_CALL_S (n^3 grows 8x a step):
+# the peak. Past ALWAYS_N, growth stops before a call would take over LONGEST_CALL_S (8x a step):
 # a dtype a CPU computes slowly (float16) costs a second, not a minute.
 REPEATS = 5
 LONGEST_CALL_S = 0.2
 GEMM_N = {"cpu": (256, 512, 1024), "cuda": (2048, 4096)}
+ALWAYS_N = {"cpu": 512, "cuda": 2048}  # sizes up to this one are measured whatever they take
 COPY_BYTES = {"cpu": 64 << 20, "cuda": 1 << 30}
 
 
@@ -53,8 +54,8 @@ def _best_s(fn: Callable[[], object], device: torch.device) -> float:
 def gemm_flops(device: torch.device, dtype: torch.dtype) -> float:
     """The best FLOP/s of n x n x n matrix products (2 n^3 FLOPs) over growing sizes n."""
     best = 0.0
-    sizes = GEMM_N["cuda" if device.type == "cuda" else "cpu"]
-    for n in sizes:
+    kind = "cuda" if device.type == "cuda" else "cpu"
+    for n in GEMM_N[kind]:
         a = torch.randn(n, n, device=device).to(dtype)
         b = torch.randn(n, n, device=device).to(dtype)
 
@@ -63,7 +64,7 @@ def gemm_flops(device: torch.device, dtype: torch.dtype) -> float:
 
         seconds = _best_s(product, device)
         best = max(best, 2.0 * n**3 / seconds)
-        if n != sizes[0] and 8 * seconds > LONGEST_CALL_S:
+        if n >= ALWAYS_N[kind] and 8 * seconds > LONGEST_CALL_S:
             break
     return best
 
