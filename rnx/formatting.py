@@ -56,3 +56,26 @@ def format_probability(p: float | None) -> str:
 def format_percent(fraction: float | None, digits: int = 0) -> str:
     """A fraction as a percentage: 0.953 -> 95% (digits=1: 95.3%)."""
     return f"{100 * fraction:.{digits}f}%" if fraction is not None and _known(fraction) else MISSING
+
+
+def format_speed_of_light(score: float | None, bound: str | None, beyond: bool = False) -> str:
+    """A speed-of-light score and its bound: 0.82 compute; 1.40 memory! beyond the roofline
+    (a measurement or counting problem, never a result)."""
+    if score is None or not _known(score):
+        return MISSING
+    return f"{score:.2f} {bound or ''}".rstrip() + ("!" if beyond else "")
+
+
+SPEED_OF_LIGHT_NOTE = (
+    "SOL: roofline time / median time (1.00 = at the limit of the part's peaks), never part of "
+    "a verdict; ! marks a score beyond the roofline: a measurement or counting problem (work "
+    "declared or counted too low, a cached result, work the timer missed, a peak too low), not a "
+    "fast kernel"
+)
+
+
+def format_peaks(source: str, part: str) -> str:
+    """Which peaks a score is against: the table's datasheet figures, or measured ones."""
+    if source == "table":
+        return f"{part} (peaks table: dense datasheet figures)"
+    return f"{part} (peaks measured in the run: what this machine attains, not a datasheet's)"
