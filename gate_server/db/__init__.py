@@ -13,6 +13,7 @@
     keys.py          the server's own secret keys
     deliveries.py    GitHub webhook deliveries (acted on once)
     oidc_tokens.py   spent OIDC token ids
+    prices.py        environments' hourly prices (the /hardware page's cost)
     dashboard.py     the dashboard's bounded reads
 
 Query functions take a connection first (`with database.read() as conn: runs.by_run_id(conn,
@@ -27,6 +28,7 @@ from gate_server.db import (
     deliveries,
     keys,
     oidc_tokens,
+    prices,
     renames,
     repositories,
     runs,
@@ -45,6 +47,7 @@ __all__ = [
     "oidc_tokens",
     "migrate",
     "open_database",
+    "prices",
     "renames",
     "repositories",
     "runs",

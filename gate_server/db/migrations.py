@@ -41,6 +41,7 @@ from gate_server.db.engine import MIGRATION_LOCK, Database, advisory_lock
 from gate_server.db.schema import (
     audit_log,
     branch_renames,
+    environment_prices,
     github_deliveries,
     migrations,
     oidc_token_uses,
@@ -170,6 +171,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         _v4_name_the_key_column,
     ),
     (5, "runs.workload: one baseline per workload", _v5_workload_per_run),
+    (8, "environment prices (per workspace, per hour)", _create(environment_prices)),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

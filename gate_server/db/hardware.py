@@ -1,0 +1,66 @@
+"""What the dashboard's /hardware page picks from: the environments that have a baseline of a
+workload, per repository and baseline branch (a walk down ix_runs_baseline)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from gate_server.db.rows import aware
+from gate_server.db.schema import repositories, runs
+
+
+@dataclass(frozen=True)
+class BaselinedEnvironment:
+    repository_id: int
+    repository: str
+    branch: str  # the baseline branch
+    workload: str
+    environment_key: str
+    baselines: int  # how many baseline runs it has
+    newest: datetime | None  # when the newest became a baseline
+
+
+def baselined_environments(
+    conn: Connection, repository_ids: Sequence[int]
+) -> list[BaselinedEnvironment]:
+    """Every (branch, workload, environment) with a baseline in these repositories."""
+    if not repository_ids:
+        return []
+    rows = conn.execute(
+        select(
+            runs.c.repository_id,
+            repositories.c.name,
+            runs.c.baseline_branch,
+            runs.c.workload,
+            runs.c.environment_key,
+            func.count().label("baselines"),
+            func.max(runs.c.baseline_at).label("newest"),
+        )
+        .select_from(runs.join(repositories, runs.c.repository_id == repositories.c.id))
+        .where(runs.c.repository_id.in_(list(repository_ids)))
+        .where(runs.c.baseline_branch.is_not(None))
+        .group_by(
+            runs.c.repository_id,
+            repositories.c.name,
+            runs.c.baseline_branch,
+            runs.c.workload,
+            runs.c.environment_key,
+        )
+    )
+    return [
+        BaselinedEnvironment(
+            repository_id=int(r.repository_id),
+            repository=str(r.name),
+            branch=str(r.baseline_branch),
+            workload=str(r.workload),
+            environment_key=str(r.environment_key),
+            baselines=int(r.baselines),
+            newest=aware(r.newest),
+        )
+        for r in rows
+    ]
