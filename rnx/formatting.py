@@ -56,3 +56,23 @@ def format_probability(p: float | None) -> str:
 def format_percent(fraction: float | None, digits: int = 0) -> str:
     """A fraction as a percentage: 0.953 -> 95% (digits=1: 95.3%)."""
     return f"{100 * fraction:.{digits}f}%" if fraction is not None and _known(fraction) else MISSING
+
+
+def format_rate(value: float | None) -> str:
+    """Items per second with three significant digits and a thousands suffix: 81.3k, 2.45M."""
+    if value is None or not _known(value):
+        return MISSING
+    for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def format_money(value: float | None) -> str:
+    """A cost with three significant digits: 0.0123, 4.56, 1230."""
+    if value is None or not _known(value):
+        return MISSING
+    text = f"{value:.3g}"
+    return (
+        f"{value:.0f}" if "e+" in text else (f"{value:.6f}".rstrip("0") if "e-" in text else text)
+    )

@@ -30,6 +30,10 @@ SLOWER = "slower"
 NO_DIFFERENCE = "no credible difference"
 NOT_COMPARED = "not compared"
 
+
+class NotComparable(InvalidInput):
+    """The runs handed over cannot be compared side by side (the message says why)."""
+
 # Software that changes timings across machines, in the order a reader looks for it; the GPU
 # driver comes from nvidia-smi (bench_runner.environment.collect_gpu).
 SOFTWARE_FIELDS: tuple[tuple[str, str], ...] = (
@@ -149,20 +153,20 @@ def _workload_path(document: ResultsDocument) -> str:
 
 def _check_sides(sides: Sequence[Side]) -> None:
     if not MIN_ENVIRONMENTS <= len(sides) <= MAX_ENVIRONMENTS:
-        raise InvalidInput(
+        raise NotComparable(
             f"compare-hardware needs {MIN_ENVIRONMENTS} to {MAX_ENVIRONMENTS} environments, "
             f"got {len(sides)}"
         )
     paths = {_workload_path(s.document) for s in sides}
     if len(paths) > 1:
-        raise InvalidInput(
+        raise NotComparable(
             f"the results are of different workloads ({', '.join(sorted(paths))}); "
             "compare-hardware compares one workload across environments"
         )
     seen: dict[str, str] = {}
     for s in sides:
         if s.key in seen:
-            raise InvalidInput(
+            raise NotComparable(
                 f"{seen[s.key]} and {s.label} are the same environment ({s.key}); compare two "
                 "runs of one environment with `rnx compare`, or name environments apart with "
                 "`rnx bench --environment NAME`"
@@ -171,10 +175,10 @@ def _check_sides(sides: Sequence[Side]) -> None:
         if s.price_per_hour is not None and not (
             math.isfinite(s.price_per_hour) and s.price_per_hour >= 0
         ):
-            raise InvalidInput(f"the price of {s.label} must be a number >= 0")
+            raise NotComparable(f"the price of {s.label} must be a number >= 0")
     labels = [s.label for s in sides]
     if len(set(labels)) < len(labels):
-        raise InvalidInput(f"two environments have the same label: {labels!r}")
+        raise NotComparable(f"two environments have the same label: {labels!r}")
 
 
 def _samples(config: Configuration) -> list[list[int]] | None:
@@ -304,7 +308,7 @@ def compare_hardware(
     known = {s.label for s in sides} | {s.key for s in sides}
     unknown = sorted(set(prices) - known)
     if unknown:
-        raise InvalidInput(
+        raise NotComparable(
             f"a price names no environment of these runs: {', '.join(unknown)} "
             f"(the environments are {', '.join(s.label for s in sides)})"
         )
@@ -431,6 +435,7 @@ __all__ = [
     "MAX_ENVIRONMENTS",
     "MIN_ENVIRONMENTS",
     "NO_DIFFERENCE",
+    "NotComparable",
     "SLOWER",
     "Cell",
     "HardwareComparison",

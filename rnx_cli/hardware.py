@@ -9,7 +9,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rnx.errors import UserError
-from rnx.formatting import MISSING, format_ns, format_ratio_interval
+from rnx.formatting import (
+    MISSING,
+    format_money,
+    format_ns,
+    format_rate,
+    format_ratio_interval,
+)
 from rnx.hardware import (
     MAX_ENVIRONMENTS,
     MIN_ENVIRONMENTS,
@@ -19,26 +25,6 @@ from rnx.hardware import (
     to_csv,
 )
 from rnx.schema import ResultsDocument, load_results
-
-
-def format_rate(value: float | None) -> str:
-    """Items per second with three significant digits and a thousands suffix: 81.3k, 2.45M."""
-    if value is None or not math.isfinite(value):
-        return MISSING
-    for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if value >= scale:
-            return f"{value / scale:.3g}{suffix}"
-    return f"{value:.3g}"
-
-
-def format_money(value: float | None) -> str:
-    """A cost with three significant digits: 0.0123, 4.56, 1230."""
-    if value is None or not math.isfinite(value):
-        return MISSING
-    text = f"{value:.3g}"
-    return (
-        f"{value:.0f}" if "e+" in text else (f"{value:.6f}".rstrip("0") if "e-" in text else text)
-    )
 
 
 def format_latency(cell: Cell) -> str:
@@ -179,4 +165,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["format_money", "format_rate", "format_table", "main", "parse_price"]
+__all__ = ["format_table", "main", "parse_price"]

@@ -13,6 +13,7 @@
     keys.py          the server's own secret keys
     deliveries.py    GitHub webhook deliveries (acted on once)
     oidc_tokens.py   spent OIDC token ids
+    hardware.py      the environments with a baseline of each workload (/hardware)
     prices.py        environments' hourly prices (the /hardware page's cost)
     dashboard.py     the dashboard's bounded reads
 
@@ -26,6 +27,7 @@ from gate_server.db import (
     audit,
     dashboard,
     deliveries,
+    hardware,
     keys,
     oidc_tokens,
     prices,
@@ -43,6 +45,7 @@ __all__ = [
     "audit",
     "dashboard",
     "deliveries",
+    "hardware",
     "keys",
     "oidc_tokens",
     "migrate",

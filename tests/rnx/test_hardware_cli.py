@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from rnx.formatting import format_money, format_rate
 from rnx.hardware import CSV_COLUMNS
-from rnx_cli.hardware import format_money, format_rate
 from rnx_cli.main import main
 from tests.rnx.test_hardware import run
 
