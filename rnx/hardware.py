@@ -34,6 +34,7 @@ NOT_COMPARED = "not compared"
 class NotComparable(InvalidInput):
     """The runs handed over cannot be compared side by side (the message says why)."""
 
+
 # Software that changes timings across machines, in the order a reader looks for it; the GPU
 # driver comes from nvidia-smi (bench_runner.environment.collect_gpu).
 SOFTWARE_FIELDS: tuple[tuple[str, str], ...] = (
@@ -98,6 +99,9 @@ class Cell:
     ratio_high: float | None = None
     verdict: str = NOT_COMPARED  # BASELINE, FASTER, SLOWER, NO_DIFFERENCE or NOT_COMPARED
     note: str | None = None  # why there is no ratio or no throughput
+    # The run's speed-of-light score of this configuration (roofline time / measured time),
+    # when the harness recorded one: shown, never part of the verdict.
+    speed_of_light: float | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -198,6 +202,7 @@ def _cell(side: Side, config: Configuration | None, seed: int) -> Cell:
     cell = Cell(
         label,
         config.status,
+        speed_of_light=_score(config),
         samples=where.samples,
         median_ns=where.median,
         low_ns=where.low,
@@ -207,6 +212,13 @@ def _cell(side: Side, config: Configuration | None, seed: int) -> Cell:
     if config.batch_size is None:
         return _replace(cell, note="native shapes: no batch size, so no per-item throughput")
     return _replace(cell, **_per_item(config.batch_size, where, side.price_per_hour))
+
+
+def _score(config: Configuration) -> float | None:
+    # Read by name: documents from before the score was recorded have no such field.
+    sol = getattr(config, "speed_of_light", None)
+    score = getattr(sol, "score", None)
+    return float(score) if isinstance(score, (int, float)) else None
 
 
 def _per_item(batch: int, where: stats.Location, price: float | None) -> dict[str, Any]:
@@ -379,6 +391,7 @@ CSV_COLUMNS = (
     "ratio_low",
     "ratio_high",
     "verdict",
+    "speed_of_light",
     "note",
 )
 
@@ -422,6 +435,7 @@ def to_csv(comparison: HardwareComparison) -> str:
                     _number(cell.ratio_low),
                     _number(cell.ratio_high),
                     cell.verdict,
+                    _number(cell.speed_of_light),
                     cell.note or cell.reason or "",
                 ]
             )

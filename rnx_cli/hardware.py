@@ -53,6 +53,7 @@ def format_table(comparison: HardwareComparison) -> str:
         "verdict",
     )
     rows: list[tuple[str, ...]] = [header]
+    cells = [c for row in comparison.rows for c in row.cells]
     for row in comparison.rows:
         for n, cell in enumerate(row.cells):
             rows.append(
@@ -62,12 +63,12 @@ def format_table(comparison: HardwareComparison) -> str:
                     format_latency(cell),
                     format_rate(cell.items_per_second),
                     format_money(cell.cost_per_million),
-                    format_ratio_interval(cell.ratio, cell.ratio_low, cell.ratio_high)
-                    if n
-                    else "",
+                    format_ratio_interval(cell.ratio, cell.ratio_low, cell.ratio_high) if n else "",
                     format_verdict(cell),
                 )
             )
+    if any(c.speed_of_light is not None for row in comparison.rows for c in row.cells):
+        rows = [(*r, "SOL" if n == 0 else _sol(cells[n - 1])) for n, r in enumerate(rows)]
     lines = [f"workload {comparison.workload}; baseline {comparison.baseline.label}", ""]
     lines += _columns(rows, right=range(2, 6))
     lines += ["", "software (* where the environments differ)"]
@@ -94,6 +95,10 @@ def _columns(rows: list[tuple[str, ...]], *, right: Sequence[int]) -> list[str]:
         if n == 0:
             out.append("  ".join("-" * w for w in widths))
     return out
+
+
+def _sol(cell: Cell) -> str:
+    return MISSING if cell.speed_of_light is None else f"{100 * cell.speed_of_light:.1f}%"
 
 
 def parse_price(text: str) -> tuple[str, float]:
