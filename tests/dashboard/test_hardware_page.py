@@ -26,7 +26,6 @@ import pytest
 from rnx.hardware import CSV_COLUMNS, compare_hardware, to_csv
 from rnx.schema import ResultsDocument, load_results
 from rnx_cli.main import main as rnx
-from tests.dashboard.dashboard_site import CHROMIUM, CHROMIUM_ARGS, browser_missing
 from tests.support.factories import body
 from tests.support.gate_helpers import (
     LiveServer,
@@ -41,6 +40,8 @@ DATA = ROOT / "tests" / "data" / "hardware"
 SCREENSHOT = ROOT / "docs" / "img" / "hardware.png"
 REPO = "rnx-benchmark/examples"
 WORKLOAD = "examples/gelu_linear.py"
+# The session's one Chromium (a second Playwright in the same process cannot start).
+pytest_plugins = ["tests.dashboard.dashboard_site"]
 PRICES = {"cpu-2core": 0.10, "cpu-2core-2threads": 0.10, "h200": 3.50}
 VERDICTS = {"baseline", "faster", "slower", "no credible difference", "not compared"}
 
@@ -115,24 +116,9 @@ def hw_site(request: pytest.FixtureRequest) -> Iterator[HardwareSite]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    why = browser_missing()
-    if why is not None:
-        pytest.skip(why)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
 @pytest.fixture
-def page(chromium: Any, hw_site: HardwareSite) -> Iterator[Any]:
-    context = chromium.new_context(viewport={"width": 1280, "height": 900}, base_url=hw_site.url)
+def page(browser: Any, hw_site: HardwareSite) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=hw_site.url)
     p = context.new_page()
     p.set_default_timeout(15_000)
     try:
