@@ -69,10 +69,21 @@ def format_rate(value: float | None) -> str:
 
 
 def format_money(value: float | None) -> str:
-    """A cost with three significant digits: 0.0123, 4.56, 1230."""
+    """A cost to three significant digits, never in exponent form: 0.0000104, 0.0123, 4.56,
+    1230."""
     if value is None or not _known(value):
         return MISSING
-    text = f"{value:.3g}"
-    return (
-        f"{value:.0f}" if "e+" in text else (f"{value:.6f}".rstrip("0") if "e-" in text else text)
-    )
+    if value == 0:
+        return "0"
+    digits = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:.{digits}f}"
+
+
+def format_factor_interval(ratio: float | None, low: float | None, high: float | None) -> str:
+    """A ratio that may be far from 1 (one machine against another) and its interval, to three
+    significant digits: 0.00577× (0.00548–0.00603)."""
+    if ratio is None or not _known(ratio):
+        return MISSING
+    if low is None or high is None or not (_known(low) and _known(high)):
+        return f"{ratio:.3g}×"
+    return f"{ratio:.3g}× ({low:.3g}–{high:.3g})"

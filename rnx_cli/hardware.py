@@ -11,10 +11,10 @@ from pathlib import Path
 from rnx.errors import UserError
 from rnx.formatting import (
     MISSING,
+    format_factor_interval,
     format_money,
     format_ns,
     format_rate,
-    format_ratio_interval,
 )
 from rnx.hardware import (
     MAX_ENVIRONMENTS,
@@ -63,7 +63,9 @@ def format_table(comparison: HardwareComparison) -> str:
                     format_latency(cell),
                     format_rate(cell.items_per_second),
                     format_money(cell.cost_per_million),
-                    format_ratio_interval(cell.ratio, cell.ratio_low, cell.ratio_high) if n else "",
+                    format_factor_interval(cell.ratio, cell.ratio_low, cell.ratio_high)
+                    if n
+                    else "",
                     format_verdict(cell),
                 )
             )

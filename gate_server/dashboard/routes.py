@@ -38,12 +38,12 @@ from gate_server.dashboard.sessions import PRELOGIN_COOKIE, SESSION_COOKIE, new_
 from gate_server.endpoints import read_body
 from gate_server.services import services
 from rnx.formatting import (
+    format_factor_interval,
     format_money,
     format_ns,
     format_percent,
     format_rate,
     format_ratio,
-    format_ratio_interval,
 )
 from rnx.hardware import to_csv
 
@@ -72,7 +72,7 @@ templates.filters.update(
     ratio=format_ratio,
     rate=format_rate,
     money=format_money,
-    ratio_interval=lambda c: format_ratio_interval(c.ratio, c.ratio_low, c.ratio_high),
+    ratio_interval=lambda c: format_factor_interval(c.ratio, c.ratio_low, c.ratio_high),
     pct=format_percent,
     dt=lambda d: "–" if d is None else f"{d:%Y-%m-%d %H:%M} UTC",
     dts=lambda d: "–" if d is None else f"{d:%Y-%m-%d %H:%M:%S}",

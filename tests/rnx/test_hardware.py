@@ -184,3 +184,27 @@ def test_csv_has_one_line_per_configuration_and_environment() -> None:
     assert float(gpu["cost_per_million_items"]) == pytest.approx(cell.cost_per_million, rel=1e-5)
     base = next(r for r in rows if r["environment"] == "cpu" and r["batch_size"] == "8")
     assert base["verdict"] == BASELINE and base["ratio_to_baseline"] == ""
+
+
+def test_recorded_cpu_against_recorded_h200() -> None:
+    """The real runs of examples/gelu_linear.py (tests/data/hardware, docs/hardware.md): the
+    H200 is credibly faster in every configuration, and the software that differs is marked."""
+    from pathlib import Path
+
+    from rnx.schema import load_results
+
+    data = Path(__file__).parents[1] / "data" / "hardware"
+    cpu = load_results(str(data / "cpu-gelu_linear.json"))
+    h200 = load_results(str(data / "h200-gelu_linear.json"))
+    c = compare_hardware([cpu, h200], prices={"cpu-2core": 0.10, "h200": 3.50})
+    assert [s.label for s in c.sides] == ["cpu-2core", "h200"]
+    assert [s.hardware for s in c.sides] == ["AMD EPYC (2 CPUs)", "NVIDIA H200"]
+    assert len(c.rows) == 6
+    for row in c.rows:
+        gpu = row.cells[1]
+        assert gpu.verdict == FASTER, row.id
+        assert gpu.ratio_high is not None and gpu.ratio_high < 1
+        assert gpu.cost_per_million is not None and gpu.price_per_hour == 3.50
+    differing = {r.label for r in c.software if r.differs}
+    assert {"hardware", "torch", "CUDA (torch built with)", "GPU driver"} <= differing
+    assert "float32 matmul precision" not in differing

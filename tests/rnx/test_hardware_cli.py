@@ -94,4 +94,4 @@ def test_number_formats() -> None:
     assert format_rate(81_300.0) == "81.3k" and format_rate(2.45e6) == "2.45M"
     assert format_rate(12.0) == "12" and format_rate(None) == "–"
     assert format_money(0.0123) == "0.0123" and format_money(4.561) == "4.56"
-    assert format_money(0.00001234) == "0.000012" and format_money(12345.0) == "12345"
+    assert format_money(0.00001234) == "0.0000123" and format_money(12345.0) == "12345"
