@@ -396,13 +396,21 @@ CSV_COLUMNS = (
 )
 
 
+def _text(value: str) -> str:
+    """Text from an uploaded document (an environment's name, a CPU model, a failure reason) as
+    a spreadsheet reads it: a leading =, +, -, @, tab or CR would start a formula, so a quote
+    goes first."""
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
 def _number(value: float | None) -> str:
     return "" if value is None else f"{value:.6g}"
 
 
 def to_csv(comparison: HardwareComparison) -> str:
-    """One line per configuration and environment; numbers unrounded to 6 significant digits,
-    times in nanoseconds, empty where there is no value."""
+    """One line per configuration and environment; numbers to 6 significant digits, times in
+    nanoseconds, empty where there is no value; text that a spreadsheet would take for a
+    formula starts with a quote (')."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -416,9 +424,9 @@ def to_csv(comparison: HardwareComparison) -> str:
                     row.runtime,
                     row.dtype,
                     "" if row.batch_size is None else row.batch_size,
-                    side.label,
-                    side.key,
-                    side.hardware,
+                    _text(side.label),
+                    _text(side.key),
+                    _text(side.hardware),
                     cell.status,
                     cell.samples,
                     _number(cell.median_ns),
@@ -436,7 +444,7 @@ def to_csv(comparison: HardwareComparison) -> str:
                     _number(cell.ratio_high),
                     cell.verdict,
                     _number(cell.speed_of_light),
-                    cell.note or cell.reason or "",
+                    _text(cell.note or cell.reason or ""),
                 ]
             )
     return out.getvalue()

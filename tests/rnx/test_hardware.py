@@ -208,3 +208,15 @@ def test_recorded_cpu_against_recorded_h200() -> None:
     differing = {r.label for r in c.software if r.differs}
     assert {"hardware", "torch", "CUDA (torch built with)", "GPU driver"} <= differing
     assert "float32 matmul precision" not in differing
+
+
+def test_csv_text_never_starts_a_spreadsheet_formula() -> None:
+    evil = run("env-b", name='=HYPERLINK("https://evil.example","x")', seed=2)
+    hw = {"cpu_model": "@SUM(A1)", "cpu_count": 2}
+    evil = evil.model_copy(
+        update={"environment": evil.environment.model_copy(update={"hardware": hw})}
+    )
+    c = compare_hardware([run("env-a", seed=1), evil])
+    rows = [r for r in csv.DictReader(io.StringIO(to_csv(c))) if r["environment_key"] == "env-b"]
+    assert rows and all(r["environment"].startswith("'=HYPERLINK(") for r in rows)
+    assert all(r["hardware"] == "'@SUM(A1) (2 CPUs)" for r in rows)
