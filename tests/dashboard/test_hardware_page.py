@@ -72,6 +72,7 @@ class HardwareSite:
     url: str
     viewer: str
     documents: list[ResultsDocument]
+    other_viewer: str  # a viewer of another workspace
 
 
 def _seed(server: LiveServer, database_url: str) -> list[ResultsDocument]:
@@ -90,7 +91,8 @@ def _seed(server: LiveServer, database_url: str) -> list[ResultsDocument]:
     for doc in uploaded:
         price = str(PRICES[doc.environment.name or ""])
         key = doc.environment.key
-        assert rnx(["environment", "price", key, price, "--database-url", database_url]) == 0
+        where = ["--workspace", "acme", "--database-url", database_url]
+        assert rnx(["environment", "price", key, price, *where]) == 0
     return uploaded
 
 
@@ -104,10 +106,13 @@ def hw_site(request: pytest.FixtureRequest) -> Iterator[HardwareSite]:
         url, drop = fresh_postgres_schema(request.getfixturevalue("postgres_url"))
     try:
         viewer = create_token(url, viewer=True)
+        other = create_token(url, workspace="globex", viewer=True)
         server = start_server(url, workdir)
         try:
             documents = _seed(server, url)
-            yield HardwareSite(server, request.param, server.url, viewer.secret, documents)
+            yield HardwareSite(
+                server, request.param, server.url, viewer.secret, documents, other.secret
+            )
         finally:
             server.stop()
     finally:
@@ -217,3 +222,16 @@ def test_anonymous_visitors_are_sent_to_sign_in(hw_site: HardwareSite) -> None:
     for path in ("/hardware", f"/hardware.csv?repo={REPO}&workload={WORKLOAD}&{keys}"):
         answer = httpx.get(hw_site.url + path, follow_redirects=False)
         assert answer.status_code == 303 and "/login?next=" in answer.headers["location"]
+
+
+def test_another_workspace_sees_none_of_it(hw_site: HardwareSite) -> None:
+    keys = "&".join(f"env={d.environment.key}" for d in hw_site.documents)
+    auth = {"Authorization": f"Bearer {hw_site.other_viewer}"}
+    page = httpx.get(hw_site.url + "/hardware", headers=auth)
+    assert page.status_code == 200 and "No baselines yet" in page.text
+    assert WORKLOAD not in page.text
+    query = f"?repo={REPO}&branch=main&workload={WORKLOAD}&{keys}"
+    for path in ("/hardware", "/hardware.csv"):
+        answer = httpx.get(hw_site.url + path + query, headers=auth)
+        assert answer.status_code == 404, (path, answer.status_code)
+        assert hw_site.documents[0].environment.key not in answer.text
