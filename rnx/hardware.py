@@ -210,8 +210,8 @@ def _cell(side: Side, config: Configuration | None, seed: int) -> Cell:
         price_per_hour=side.price_per_hour,
     )
     if config.batch_size is None:
-        return _replace(cell, note="native shapes: no batch size, so no per-item throughput")
-    return _replace(cell, **_per_item(config.batch_size, where, side.price_per_hour))
+        return replace(cell, note="native shapes: no batch size, so no per-item throughput")
+    return replace(cell, **_per_item(config.batch_size, where, side.price_per_hour))
 
 
 def _score(config: Configuration) -> float | None:
@@ -242,10 +242,6 @@ def cost_per_million(price_per_hour: float, time_ns: float, batch_size: int) -> 
     return price_per_hour / 3600 * (time_ns * 1e-9 / batch_size) * 1e6
 
 
-def _replace(cell: Cell, **changes: Any) -> Cell:
-    return replace(cell, **changes)
-
-
 def verdict_of(low: float, high: float) -> str:
     """Faster or slower only when the ratio's interval excludes 1: the statistics' own
     comparison of the two machines, not whether two latency bars overlap."""
@@ -262,14 +258,14 @@ def _with_ratio(cell: Cell, base: Configuration, config: Configuration, seed: in
         return cell
     c = stats.compare(base_groups, groups, seed=seed)
     if not c.sufficient:
-        return _replace(
+        return replace(
             cell,
             note=f"fewer than {stats.MIN_SAMPLES} samples on a side: no verdict",
             ratio=c.ratio,
             ratio_low=c.low,
             ratio_high=c.high,
         )
-    return _replace(
+    return replace(
         cell, ratio=c.ratio, ratio_low=c.low, ratio_high=c.high, verdict=verdict_of(c.low, c.high)
     )
 
@@ -335,7 +331,7 @@ def compare_hardware(
             config = configs.get(cid)
             cell = _cell(side, config, seed)
             if i == 0:
-                cell = _replace(cell, verdict=BASELINE if _samples_ok(config) else NOT_COMPARED)
+                cell = replace(cell, verdict=BASELINE if _samples_ok(config) else NOT_COMPARED)
             elif base is not None and config is not None:
                 cell = _with_ratio(cell, base, config, seed)
             cells.append(cell)
