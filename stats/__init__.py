@@ -6,7 +6,7 @@ from stats._validate import MIN_RESAMPLES
 from stats.changepoints import ChangePoint, KnownChange, detect, run_location
 from stats.compare import MIN_SAMPLES, Comparison, compare, compare_many
 from stats.gate import GateDecision, gate, holm
-from stats.location import Location, median_interval
+from stats.location import Location, median_interval, median_intervals
 
 __all__ = [
     "MIN_RESAMPLES",
@@ -22,5 +22,6 @@ __all__ = [
     "gate",
     "holm",
     "median_interval",
+    "median_intervals",
     "run_location",
 ]
