@@ -36,3 +36,16 @@ def test_seeded_results_repeat_and_bad_input_is_named() -> None:
     assert stats.median_interval(data, seed=5) == stats.median_interval(data, seed=5)
     with pytest.raises(ValueError, match="samples"):
         stats.median_interval([], seed=0)
+
+
+def test_many_at_once_agree_with_one_at_a_time() -> None:
+    rng = np.random.default_rng(4)
+    sides = [[1e3 * f * np.exp(rng.normal(0, 0.02, 30)) for _ in range(3)] for f in (1, 5, 25)]
+    together = stats.median_intervals(sides, seed=6)
+    for side, many in zip(sides, together, strict=True):
+        one = stats.median_interval(side, seed=7)
+        assert many.median == one.median and many.samples == 90 and many.groups == 3
+        assert many.low == pytest.approx(one.low, rel=0.01)
+        assert many.high == pytest.approx(one.high, rel=0.01)
+    with pytest.raises(ValueError, match=r"sides\[1\]"):
+        stats.median_intervals([[1.0] * 8, []], seed=0)
