@@ -1,10 +1,10 @@
 """The server's command line: `rnx serve`, `rnx token create|list|revoke`, `rnx branch rename`,
-`rnx notify` and `rnx environment price`; an edge where the core's domain errors become one line
-and exit code 2 (UserError).
+`rnx repo bind`, `rnx notify` and `rnx environment price`; an edge where the core's domain errors
+become one line and exit code 2 (UserError).
 
 The same commands run without the `rnx` dispatcher as
-`python -m gate_server serve|token|branch|notify|environment` (main below), so the server starts
-with only its own package (gate_server/local.py uses it)."""
+`python -m gate_server serve|token|branch|repo|notify|environment` (main below), so the server
+starts with only its own package (gate_server/local.py uses it)."""
 
 from __future__ import annotations
 
@@ -76,6 +76,8 @@ def serve_main(argv: list[str]) -> int:
 
     import uvicorn
 
+    from gate_server.asgi import MAX_PARSED_HEADER_BYTES
+
     uvicorn.run(
         "gate_server.cli:app_from_env",
         factory=True,
@@ -84,6 +86,10 @@ def serve_main(argv: list[str]) -> int:
         workers=args.workers,
         log_level=args.log_level,
         proxy_headers=True,
+        # h11 stops at 16 KiB of headers and drops the connection; read up to 1 MiB so that
+        # large headers get an answer (431, gate_server/asgi.py), not a reset.
+        http="h11",
+        h11_max_incomplete_event_size=MAX_PARSED_HEADER_BYTES,
     )
     return 0
 
@@ -317,12 +323,67 @@ def environment_main(argv: list[str]) -> int:
     return 0
 
 
+@_one_line_errors
+def repo_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="rnx repo",
+        description="Registered repositories: tie one to GitHub's numeric id when its name is "
+        "registered in several workspaces (OIDC uploads and webhooks refuse to guess).",
+    )
+    sub = parser.add_subparsers(dest="action", required=True)
+    bind = sub.add_parser("bind", help="tie OWNER/NAME in one workspace to GitHub's id")
+    bind.add_argument("--repo", required=True, help="OWNER/NAME")
+    bind.add_argument("--workspace", required=True)
+    bind.add_argument(
+        "--github-id", type=int, required=True, help="the repository's id (GET /repos/OWNER/NAME)"
+    )
+    bind.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
+    args = parser.parse_args(argv)
+    if args.github_id < 1:
+        raise UserError("--github-id must be GitHub's positive numeric id of the repository")
+    database = _database(args.database_url)
+    try:
+        with database.write() as conn:
+            found = [
+                r for r in repositories.named(conn, args.repo) if r.workspace == args.workspace
+            ]
+            if not found:
+                raise UserError(
+                    f"no repository {args.repo!r} in workspace {args.workspace!r}; "
+                    "`rnx token list` shows the registered repositories"
+                )
+            holder = repositories.by_github_id(conn, args.github_id)
+            if holder is not None and holder.id != found[0].id:
+                raise UserError(
+                    f"GitHub id {args.github_id} is bound to {holder.name} in workspace "
+                    f"{holder.workspace!r}; one GitHub repository belongs to one workspace"
+                )
+            if found[0].github_repository_id not in (None, args.github_id):
+                raise UserError(
+                    f"{found[0].name} in {args.workspace!r} is bound to GitHub id "
+                    f"{found[0].github_repository_id} already"
+                )
+            repositories.set_github_id(conn, found[0].id, args.github_id)
+            audit.record(
+                conn,
+                actor=_actor(),
+                action="repository.bind",
+                subject=f"repository:{found[0].name}",
+                details={"workspace": args.workspace, "github_repository_id": args.github_id},
+            )
+    finally:
+        database.close()
+    print(f"{found[0].name} in workspace {args.workspace} is GitHub repository {args.github_id}")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "serve": serve_main,
     "token": token_main,
     "branch": branch_main,
     "notify": notify_main,
     "environment": environment_main,
+    "repo": repo_main,
 }
 
 

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
         "server",
         "set environments' hourly prices (server)",
     ),
+    "repo": ("gate_server.cli:repo_main", "server", "bind a repository to its GitHub id"),
     "receipt": ("rnx_cli.receipt:main", None, "verify a server's signed receipt offline"),
     "schema": ("rnx_cli.schema:main", None, "print the JSON Schema of results documents"),
 }
