@@ -6,11 +6,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from sqlalchemy.engine import Connection
+
+from gate_server.alerts.delivery import emit
+from gate_server.alerts.events import accepted_slowdown_event, alert_run
 from gate_server.answers import ApiError
 from gate_server.branches import current_name, hold_names
+from gate_server.changes import enqueue_detection
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, runs
-from gate_server.db.runs import RunRecord
+from gate_server.db.runs import BaselineKey, RunRecord
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.runs import check_run_id
 from rnx.branches import branch_matches
@@ -122,7 +127,26 @@ def accept_run(
                 },
             )
             run = runs.by_run_id(conn, run_id) or run
+            # An accepted run is a new point of its branch's history (the job does nothing
+            # when RNX_DETECT_CHANGES is off).
+            key = BaselineKey(run.repository_id, target, run.environment_key, run.workload)
+            enqueue_detection(conn, key, run_id)
+            _alert_slowdown(conn, run, actor=actor, reason=reason, via=via)
     return _acceptance(run, already)
+
+
+def _alert_slowdown(conn: Connection, run: RunRecord, *, actor: str, reason: str, via: str) -> None:
+    """An accepted run with a credible slowdown is an alert (written with the accept)."""
+    facts = accepted_slowdown_event(
+        repository=run.repository,
+        answer=run.answer,
+        run=alert_run(run),
+        accepted_by=actor,
+        reason=reason,
+        via=via,
+    )
+    if facts is not None:
+        emit(conn, facts, workspace_id=run.workspace_id, repository_id=run.repository_id)
 
 
 def _acceptance(run: RunRecord, already: bool) -> dict[str, Any]:

@@ -15,11 +15,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gate_server import api, health
+from gate_server import api, change_point_api, health
 from gate_server.answers import EXCEPTION_HANDLERS, error_response
 from gate_server.dashboard.routes import routes as dashboard_routes
 from gate_server.github.routes import routes as github_routes
+from gate_server.jobs import HANDLERS
 from gate_server.openapi import openapi_document
+from gate_server.outbox import OutboxWorker
 from gate_server.services import Services
 from gate_server.settings import ServerSettings, load_settings
 from rnx import __version__
@@ -72,7 +74,13 @@ class HeaderLimit:
 def create_app(settings: ServerSettings | None = None) -> Starlette:
     """The ASGI app: the API, the GitHub webhook and PR accept API, and the dashboard."""
     settings = settings or load_settings()
-    routes: list[BaseRoute] = [*health.routes, *api.routes, *github_routes, *dashboard_routes]
+    routes: list[BaseRoute] = [
+        *health.routes,
+        *api.routes,
+        *change_point_api.routes,
+        *github_routes,
+        *dashboard_routes,
+    ]
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document(request.app.routes, version=__version__))
@@ -83,9 +91,18 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         svc = await run_in_threadpool(Services.start, settings)
         app.state.services = svc
+        worker = OutboxWorker(
+            svc,
+            HANDLERS,
+            poll_s=settings.outbox_poll_ms / 1000,
+            lease_s=settings.outbox_lease_s,
+        )
+        worker.start()
+        app.state.outbox_worker = worker
         try:
             yield
         finally:
+            await worker.stop()
             svc.close()
 
     return Starlette(

@@ -11,9 +11,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from gate_server.alerts.delivery import emit
+from gate_server.alerts.events import alert_run, block_event
 from gate_server.answers import Answer, ApiError
 from gate_server.baselines import BaselineCandidates, candidates, choose_baselines
 from gate_server.branches import current_name, hold_names
+from gate_server.changes import enqueue_detection
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, runs
 from gate_server.db.runs import BaselineKey, NewRun, RunRecord
@@ -192,7 +195,15 @@ def ingest_run(
         ),
     }
     new = _new_run(token, found.key, doc, answer, body, digest, signature, now)
-    if not _store(database, token, new, doc, becomes_baseline):
+    detect = becomes_baseline and settings.detect_changes
+    # A regression landed: a BLOCK on a baseline branch outside a pull request (a push, or a
+    # scheduled run of what was pushed). Alerted in the transaction that stores the run.
+    landed = (
+        not doc.git.is_pull_request
+        and report.tier == "BLOCK"
+        and branch_matches(token.branches, found.home)
+    )
+    if not _store(database, token, new, doc, becomes_baseline, detect=detect, alert=landed):
         # Another request stored this run_id between our read and our write.
         return _retry(database, token, run_id, digest, signature, base_url)
     return Answer(201, answered(answer, base_url))
@@ -285,9 +296,18 @@ def _new_run(
 
 
 def _store(
-    database: Database, token: TokenRecord, new: NewRun, doc: ResultsDocument, baseline: bool
+    database: Database,
+    token: TokenRecord,
+    new: NewRun,
+    doc: ResultsDocument,
+    baseline: bool,
+    *,
+    detect: bool,
+    alert: bool,
 ) -> bool:
-    """Store the run and its audit entry; False when its run_id was stored meanwhile."""
+    """Store the run and its audit entry, for a baseline queue the look for change points of
+    its history, and with `alert` its BLOCK event for the alerts (all in the same
+    transaction); False when its run_id was stored meanwhile."""
     with database.write() as conn:
         if baseline:
             # Under the rename lock, so a rename committing meanwhile is seen, not undone.
@@ -295,6 +315,11 @@ def _store(
             new = replace(new, baseline_branch=current_name(conn, new.repository_id, new.branch))
         if not runs.insert_run(conn, new):
             return False
+        if detect and new.baseline_branch is not None:
+            key = BaselineKey(
+                new.repository_id, new.baseline_branch, new.environment_key, new.workload
+            )
+            enqueue_detection(conn, key, new.run_id)
         audit.record(
             conn,
             actor=f"token:{token.id}",
@@ -310,6 +335,9 @@ def _store(
                 "body_sha256": new.body_sha256,
             },
         )
+        if alert:
+            facts = block_event(repository=doc.repository, answer=new.answer, run=alert_run(new))
+            emit(conn, facts, workspace_id=new.workspace_id, repository_id=new.repository_id)
     return True
 
 

@@ -23,9 +23,11 @@ from gate_server.errors import SettingsError
 
 # First keys of PostgreSQL's advisory locks (any constants, distinct): migrations run one at a
 # time across processes; a repository's branch renames are ordered against its uploads and
-# accepts (second key: the repository id).
+# accepts (second key: the repository id); a repository's change points are written by one
+# process at a time (second key: the repository id).
 MIGRATION_LOCK = 727_274_001
 BRANCH_LOCK = 727_274_002
+CHANGE_LOCK = 727_274_003
 # An acknowledged upload must survive a power loss: in WAL mode NORMAL syncs only at
 # checkpoints, so the last commits before a crash of the machine could vanish. FULL syncs the
 # WAL on every commit (benchmarks/server_load.py --synchronous measures the cost).
