@@ -7,8 +7,11 @@ that causes it; a kind missing here is never claimed and stays pending.
 from __future__ import annotations
 
 from gate_server import changes
+from gate_server.alerts.delivery import HANDLERS as ALERT_HANDLERS
 from gate_server.outbox import Handler
 
 HANDLERS: dict[str, Handler] = {
     changes.DETECT_KIND: changes.handle_detect,
+    # alerts (gate_server/alerts/delivery.py): event.* fan out, alert.deliver sends
+    **ALERT_HANDLERS,
 }

@@ -82,9 +82,12 @@ def header(name: str, description: str | None = None) -> dict[str, Any]:
     return found if description is None else {**found, "description": description}
 
 
-def query(name: str, schema_type: str) -> dict[str, Any]:
-    """An optional query parameter."""
-    return {"name": name, "in": "query", "required": False, "schema": {"type": schema_type}}
+def query(name: str, schema_type: str, *, pattern: str | None = None) -> dict[str, Any]:
+    """An optional query parameter (a string one may have the pattern the code checks)."""
+    schema: dict[str, Any] = {"type": schema_type}
+    if pattern is not None:
+        schema["pattern"] = pattern
+    return {"name": name, "in": "query", "required": False, "schema": schema}
 
 
 def schema_routes(routes: Iterable[BaseRoute], prefix: str = "") -> Iterable[tuple[str, str, Any]]:

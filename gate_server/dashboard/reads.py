@@ -27,6 +27,7 @@ from gate_server.dashboard.views import (
     pr_url,
     ratios_from_answer,
     short_reasons,
+    speed_of_light_cells,
     summarize_document,
 )
 from gate_server.db import (
@@ -34,12 +35,14 @@ from gate_server.db import (
     audit,
     change_points,
     dashboard,
+    notify,
     renames,
     repositories,
     runs,
 )
 from gate_server.db.change_points import ChangePointRecord
 from gate_server.db.runs import ListedRun
+from rnx.formatting import SPEED_OF_LIGHT_NOTE
 
 HISTORY_WINDOW = 120  # commits per history page: enough to see a trend, light to render
 AUDIT_PAGE = 100
@@ -72,6 +75,8 @@ def overview(database: Database, workspace_id: int) -> dict[str, Any]:
         accepts = dashboard.recent_runs(conn, repo_ids, accepted=True)
         answers = dashboard.answers(conn, [r.run_id for r in blocks])
         open_changes = change_points.open_in_workspace(conn, workspace_id)
+        # Alert channels that keep failing (gate_server/alerts/delivery.py); never a secret.
+        failing = [c for c in notify.channels(conn, workspace_id) if c.failing_since]
     reasons = {rid: short_reasons(a.get("reasons") or []) for rid, a in answers.items()}
     return {
         "repos": repos,
@@ -80,6 +85,7 @@ def overview(database: Database, workspace_id: int) -> dict[str, Any]:
         "block_reasons": reasons,
         "total_runs": sum(r["run_count"] for r in repos),
         "change_points": [_open_change(cp) for cp in open_changes],
+        "failing_channels": failing,
     }
 
 
@@ -241,6 +247,7 @@ def run_page(database: Database, workspace_id: int, run_id: str) -> dict[str, An
     doc = json.loads(document)
     base_docs = [json.loads(base_docs_raw[b]) for b in base_ids if b in base_docs_raw]
     newest_base = base_docs[0] if base_docs else None
+    sol_cells, sol_peaks = speed_of_light_cells(doc)
     return {
         "run": run,
         "doc": doc,
@@ -254,6 +261,9 @@ def run_page(database: Database, workspace_id: int, run_id: str) -> dict[str, An
         "distributions": distributions(doc, base_docs),
         "paired": doc.get("settings", {}).get("mode") == "paired",
         "correctness": correctness_rows(doc),
+        "speed_of_light": sol_cells,
+        "speed_of_light_peaks": sol_peaks,
+        "speed_of_light_note": SPEED_OF_LIGHT_NOTE,
         "environment": environment_rows(
             doc.get("environment") or {},
             None if newest_base is None else newest_base.get("environment") or {},

@@ -42,8 +42,12 @@ from gate_server.db.schema import (
     audit_log,
     branch_renames,
     change_points,
+    environment_prices,
     github_deliveries,
     migrations,
+    notify_channels,
+    notify_deliveries,
+    notify_rules,
     oidc_token_uses,
     outbox,
     repositories,
@@ -178,6 +182,12 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         "change points, run locations, the durable outbox",
         _create(change_points, run_locations, outbox),
     ),
+    (
+        7,
+        "alerts: notification channels, rules and deliveries",
+        _create(notify_channels, notify_rules, notify_deliveries),
+    ),
+    (8, "environment prices (per workspace, per hour)", _create(environment_prices)),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

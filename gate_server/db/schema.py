@@ -228,6 +228,17 @@ outbox = Table(
     Index("ix_outbox_due", "state", "available_at", "id"),
 )
 
+# An environment's hourly price in a workspace (`rnx environment price ENV 3.50`), for the cost
+# per million items on the dashboard's /hardware page. Keyed by the environment key runs carry.
+environment_prices = Table(
+    "environment_prices",
+    metadata,
+    Column("workspace_id", Integer, ForeignKey("workspaces.id"), primary_key=True),
+    Column("environment_key", String(128), primary_key=True),
+    Column("price_per_hour", Float, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
 # ---- the GitHub integration's tables
 
 github_deliveries = Table(
@@ -250,4 +261,60 @@ oidc_token_uses = Table(
     Column("repository_id", Integer, nullable=False),
     Column("used_at", DateTime(timezone=True), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+# ---- alerts (gate_server/alerts/): where a workspace's events go
+
+# A channel: where messages are sent. `secret` holds what must never be shown (a webhook URL,
+# an SMTP password, a webhook's signing key) as JSON; only gate_server/alerts/ reads it, and
+# `shown` is what listings print instead. `config` holds what may be shown (SMTP host, the
+# addresses). The failure columns count consecutive failed sends (a success resets them).
+notify_channels = Table(
+    "notify_channels",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("workspace_id", Integer, ForeignKey("workspaces.id"), nullable=False),
+    Column("name", String(100), nullable=False),
+    Column("kind", String(16), nullable=False),  # slack | teams | email | webhook
+    Column("config", Text, nullable=False),
+    Column("secret", Text, nullable=False),
+    Column("shown", String(300), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("removed_at", DateTime(timezone=True), nullable=True),
+    Column("failures", Integer, nullable=False, server_default="0"),
+    Column("failing_since", DateTime(timezone=True), nullable=True),
+    Column("last_error", String(500), nullable=True),
+    Column("last_delivered_at", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("workspace_id", "name", name="uq_notify_channels_workspace_name"),
+)
+
+# A rule: which events of a workspace (or of one of its repositories) go to which channel.
+notify_rules = Table(
+    "notify_rules",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("workspace_id", Integer, ForeignKey("workspaces.id"), nullable=False),
+    Column("repository_id", Integer, ForeignKey("repositories.id"), nullable=True),
+    Column("channel_id", Integer, ForeignKey("notify_channels.id"), nullable=False),
+    Column("events", Text, nullable=False),  # JSON list of event names
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("removed_at", DateTime(timezone=True), nullable=True),
+    Index("ix_notify_rules_workspace", "workspace_id"),
+)
+
+# One row per (event, channel): the delivery id a receiver deduplicates by, made once however
+# often the event is fanned out (a restart can fan it out again), and its state.
+notify_deliveries = Table(
+    "notify_deliveries",
+    metadata,
+    Column("delivery_id", String(36), primary_key=True),
+    Column("event_id", String(100), nullable=False),
+    Column("event", String(32), nullable=False),
+    Column("channel_id", Integer, ForeignKey("notify_channels.id"), nullable=False),
+    Column("payload", Text, nullable=False),  # the event's facts, JSON
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("delivered_at", DateTime(timezone=True), nullable=True),
+    Column("last_error", String(500), nullable=True),
+    Index("ix_notify_deliveries_event", "event_id"),
 )

@@ -109,7 +109,8 @@ def test_a_step_is_found_once_and_a_step_back_resolves_it(
     assert back["undoes_id"] == first["id"]
     assert back["status"] == first["status"] == "resolved"
     assert history.change_points(status="open") == []
-    # One event per change point for the alerts; no handler here, so they wait, never fail.
+    # One event per change point for the alerts (handled: fanned out to no channel, as this
+    # workspace has none; tests/gate_server/test_alerts_delivery.py sends them).
     database = open_database(database_url)
     try:
         with database.read() as conn:
@@ -119,7 +120,7 @@ def test_a_step_is_found_once_and_a_step_back_resolves_it(
         database.close()
     assert [e.payload["change_point"]["id"] for e in events] == [first["id"], back["id"]]
     assert [e.payload["resolves"] for e in events] == [None, first["id"]]
-    assert all(e.state == outbox.PENDING and e.attempts == 0 for e in events)
+    assert all(e.state == outbox.DONE and e.attempts == 1 for e in events)
     assert len(detections) == 54 and all(j.state == outbox.DONE for j in detections)
 
 
