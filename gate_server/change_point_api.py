@@ -22,6 +22,7 @@ from gate_server.services import services
 MAX_NOTE_CHARS = 2000
 MAX_NOTE_BODY = 64 * 1024
 LISTED = 500  # the newest change points answered
+MAX_PARAM_CHARS = 1000  # the longest stored value a filter can match (a workload's path)
 
 
 def _repository_id(database: Database, token: TokenRecord, name: str) -> int:
@@ -45,9 +46,23 @@ def _repository_id(database: Database, token: TokenRecord, name: str) -> int:
     return found[0].id
 
 
+def _text(request: Request, name: str) -> str | None:
+    """A query parameter as text a database can compare: 422 for a NUL character (PostgreSQL
+    text cannot hold one) or more than MAX_PARAM_CHARS characters."""
+    value = request.query_params.get(name)
+    if value is not None and ("\x00" in value or len(value) > MAX_PARAM_CHARS):
+        raise ApiError(
+            422,
+            "invalid_parameter",
+            f"{name} must be at most {MAX_PARAM_CHARS} characters without NUL",
+            [{"field": name, "problem": "too long or holds a NUL character"}],
+        )
+    return value
+
+
 def _filters(request: Request) -> dict[str, str | None]:
-    params = request.query_params
-    status = params.get("status")
+    params = {n: _text(request, n) for n in ("branch", "environment", "workload", "status")}
+    status = params["status"]
     if status is not None and status not in STATUSES:
         raise ApiError(
             422,
@@ -56,9 +71,9 @@ def _filters(request: Request) -> dict[str, str | None]:
             [{"field": "status", "problem": f"one of {', '.join(STATUSES)}"}],
         )
     return {
-        "branch": params.get("branch"),
-        "environment_key": params.get("environment"),
-        "workload": params.get("workload"),
+        "branch": params["branch"],
+        "environment_key": params["environment"],
+        "workload": params["workload"],
         "status": status,
     }
 
@@ -97,13 +112,13 @@ def list_change_points(
     responses={
         "200": json_body("ChangePoints", "the change points"),
         "404": error("no such repository in the viewer token's workspace"),
-        "422": error("no repository given, or an unknown status"),
+        "422": error("no repository given, an unknown status, or a parameter with NUL"),
     },
 )
 async def read_change_points(request: Request) -> Response:
     database = services(request).database
     token, _ = await authenticated(request)
-    name = request.query_params.get("repository", "").strip()
+    name = (_text(request, "repository") or "").strip()
     if not name:
         raise ApiError(
             422,
@@ -129,6 +144,13 @@ def _note(body: bytes) -> str:
     if len(note) > MAX_NOTE_CHARS:
         raise ApiError(
             422, "note_too_long", f"the note has {len(note)} characters; at most {MAX_NOTE_CHARS}"
+        )
+    if "\x00" in note:
+        raise ApiError(
+            422,
+            "invalid_note",
+            "the note holds a NUL character; send plain text",
+            [{"field": "note", "problem": "holds a NUL character"}],
         )
     return note.strip()
 

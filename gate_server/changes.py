@@ -4,7 +4,8 @@ Every run that becomes a baseline (a push, a scheduled run or an accept) queues 
 DETECT_KIND job in the outbox, in the transaction that stores it, so the upload's answer never
 waits for detection and no run is missed. The job (handle_detect, run by the outbox worker)
 reads the newest WINDOW baseline runs of that repository, branch, environment and workload,
-summarises each configuration of each run as one number (stats.run_location of its samples),
+summarises each configuration of each run as one number (stats.run_location of its samples;
+computed once per run and kept in the table run_locations),
 runs stats.detect per configuration with the change points stored before as known ones, and
 stores what is new, once: a later run finds the same change again only as a known one. A new
 change that undoes an earlier one (stats.detect says which) resolves both. Each new change
@@ -22,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection
 
 from gate_server.db import change_points, outbox, runs
-from gate_server.db.change_points import ChangePointRecord, NewChangePoint
+from gate_server.db.change_points import ChangePointRecord, HistoryRun, NewChangePoint
 from gate_server.db.outbox import OutboxJob
-from gate_server.db.runs import BaselineKey, RunRecord
+from gate_server.db.runs import BaselineKey
 from gate_server.outbox import PermanentFailure
+from rnx.schema import config_id
 
 if TYPE_CHECKING:
     from gate_server.services import Services
@@ -113,11 +115,18 @@ def handle_detect(svc: Services, job: OutboxJob) -> None:
     database = svc.database
     for _ in range(OPTIMISTIC_TRIES):
         with database.read() as conn:
-            history = list(reversed(runs.baselines(conn, key, WINDOW)))
+            history = change_points.history(conn, key, WINDOW)
+            stored = change_points.locations(conn, [h.run_id for h in history])
+            documents = runs.documents(conn, [h.run_id for h in history if h.run_id not in stored])
             known = change_points.of_series(conn, key)
-        found = find_changes(key, history, known)
+        # Each run is summarised once, by the first look that reads it (a run's samples
+        # never change); the summaries are kept below.
+        computed = {run_id: run_locations(document) for run_id, document in documents.items()}
+        found = find_changes(key, history, {**stored, **computed}, known)
         with database.write() as conn:
             change_points.hold_series(conn, key)
+            for run_id, summary in computed.items():
+                change_points.store_locations(conn, run_id, summary)
             if [k.id for k in change_points.of_series(conn, key)] != [k.id for k in known]:
                 continue  # another job stored change points meanwhile: look again
             _store(conn, found)
@@ -170,8 +179,7 @@ def run_locations(document: bytes) -> dict[str, float]:
             groups: dict[int, list[float]] = defaultdict(list)
             for t, p in zip(c["samples"]["ns"], c["samples"]["process"], strict=True):
                 groups[int(p)].append(float(t))
-            batch = c.get("batch_size")
-            name = f"{c['runtime']}/{c['dtype']}/{'native' if batch is None else f'bs{batch}'}"
+            name = config_id(str(c["runtime"]), str(c["dtype"]), c.get("batch_size"))
             out[name] = stats.run_location([groups[p] for p in sorted(groups)])
         except (KeyError, TypeError, ValueError, AttributeError):
             continue
@@ -180,14 +188,16 @@ def run_locations(document: bytes) -> dict[str, float]:
 
 def find_changes(
     key: BaselineKey,
-    history: list[tuple[RunRecord, bytes]],
+    history: list[HistoryRun],
+    locations: dict[str, dict[str, float]],
     known: list[ChangePointRecord],
 ) -> list[_Found]:
-    """The change points of each configuration of `history` (oldest first) not among `known`."""
-    series: dict[str, list[tuple[RunRecord, float]]] = defaultdict(list)
-    for record, document in history:
-        for name, location in run_locations(document).items():
-            series[name].append((record, location))
+    """The change points of each configuration of `history` (oldest first; `locations` by run
+    and configuration) not among `known`."""
+    series: dict[str, list[tuple[HistoryRun, float]]] = defaultdict(list)
+    for run in history:
+        for name, location in sorted(locations.get(run.run_id, {}).items()):
+            series[name].append((run, location))
     found: list[_Found] = []
     for name in sorted(series):
         mine = [k for k in known if k.configuration == name]
@@ -198,7 +208,7 @@ def find_changes(
 def _find_in(
     key: BaselineKey,
     configuration: str,
-    points: list[tuple[RunRecord, float]],
+    points: list[tuple[HistoryRun, float]],
     known: list[ChangePointRecord],
 ) -> list[_Found]:
     import stats  # numpy and scipy: loaded with the first detection

@@ -107,8 +107,12 @@ class OutboxWorker:
         """Claim and run one due job; False when there was none."""
         self._purge_now_and_then()
         database = self.services.database
+        kinds = sorted(self.handlers)
+        with database.read() as conn:
+            if not outbox.has_due(conn, kinds):
+                return False
         with database.write() as conn:
-            job = outbox.claim(conn, sorted(self.handlers), self.owner, self.lease)
+            job = outbox.claim(conn, kinds, self.owner, self.lease)
         if job is None:
             return False
         try:

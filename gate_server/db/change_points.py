@@ -14,12 +14,62 @@ from gate_server.clock import utcnow
 from gate_server.db.engine import CHANGE_LOCK, advisory_lock
 from gate_server.db.rows import as_record
 from gate_server.db.runs import BaselineKey
-from gate_server.db.schema import change_points, repositories
+from gate_server.db.schema import change_points, repositories, run_locations, runs
 
 OPEN = "open"
 ACKNOWLEDGED = "acknowledged"
 RESOLVED = "resolved"
 STATUSES = (OPEN, ACKNOWLEDGED, RESOLVED)
+NO_CONFIGURATION = ""  # run_locations' row for a run that has no usable configuration
+
+
+@dataclass(frozen=True)
+class HistoryRun:
+    run_id: str
+    sha: str
+
+
+def history(conn: Connection, key: BaselineKey, limit: int) -> list[HistoryRun]:
+    """The newest `limit` baseline runs of `key`, oldest first, without their documents (the
+    order of runs.baselines_query, on the same index)."""
+    rows = conn.execute(
+        select(runs.c.run_id, runs.c.sha)
+        .where(
+            runs.c.repository_id == key.repository_id,
+            runs.c.baseline_branch == key.branch,
+            runs.c.environment_key == key.environment_key,
+            runs.c.workload == key.workload,
+        )
+        .order_by(runs.c.baseline_at.desc(), runs.c.id.desc())
+        .limit(limit)
+    ).all()
+    return [HistoryRun(str(r.run_id), str(r.sha)) for r in reversed(rows)]
+
+
+def locations(conn: Connection, run_ids: list[str]) -> dict[str, dict[str, float]]:
+    """The stored locations of these runs, by run and configuration (a run stored with none
+    maps to {}); runs not yet summarised are missing."""
+    out: dict[str, dict[str, float]] = {}
+    for start in range(0, len(run_ids), 500):
+        rows = conn.execute(
+            select(run_locations).where(run_locations.c.run_id.in_(run_ids[start : start + 500]))
+        )
+        for r in rows:
+            found = out.setdefault(str(r.run_id), {})
+            if r.configuration != NO_CONFIGURATION:
+                found[str(r.configuration)] = float(r.location)
+    return out
+
+
+def store_locations(conn: Connection, run_id: str, found: dict[str, float]) -> None:
+    """Keep a run's locations; nothing when another process stored them first."""
+    rows = [{"run_id": run_id, "configuration": c, "location": v} for c, v in found.items()]
+    rows = rows or [{"run_id": run_id, "configuration": NO_CONFIGURATION, "location": 0.0}]
+    try:
+        with conn.begin_nested():
+            conn.execute(insert(run_locations), rows)
+    except IntegrityError:
+        pass
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from gate_server.db.schema import (
     oidc_token_uses,
     outbox,
     repositories,
+    run_locations,
     runs,
     tokens,
     workspaces,
@@ -175,7 +176,11 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         _v4_name_the_key_column,
     ),
     (5, "runs.workload: one baseline per workload", _v5_workload_per_run),
-    (6, "change points, the durable outbox", _create(change_points, outbox)),
+    (
+        6,
+        "change points, run locations, the durable outbox",
+        _create(change_points, run_locations, outbox),
+    ),
     (
         7,
         "alerts: notification channels, rules and deliveries",

@@ -97,6 +97,17 @@ def _claimable(now: datetime) -> Any:
     )
 
 
+def has_due(conn: Connection, kinds: list[str]) -> bool:
+    """Whether a job of one of `kinds` could be claimed now (a read: an idle worker looks
+    with this before it takes SQLite's write lock to claim)."""
+    if not kinds:
+        return False
+    found = conn.execute(
+        select(outbox.c.id).where(*_claimable(utcnow()), outbox.c.kind.in_(kinds)).limit(1)
+    ).first()
+    return found is not None
+
+
 def claim(conn: Connection, kinds: list[str], owner: str, lease: timedelta) -> OutboxJob | None:
     """Take the oldest due job of one of `kinds` for `owner` until now + `lease`; None when
     there is none (or another process took each one first). Jobs of other kinds stay pending."""

@@ -197,6 +197,17 @@ change_points = Table(
     Index("ix_change_points_repository_status", "repository_id", "status", "id"),
 )
 
+# Each baseline run's one number per configuration for change-point detection
+# (stats.run_location of its samples), computed once by the first detection that reads the run.
+# A run with no usable configuration has one row with configuration "" (so it is not read again).
+run_locations = Table(
+    "run_locations",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("configuration", String(100), primary_key=True),
+    Column("location", Float, nullable=False),
+)
+
 # The durable outbox (gate_server/outbox.py): work to do after an answer, written in the same
 # transaction as what caused it, done by whichever server process holds its lease.
 outbox = Table(

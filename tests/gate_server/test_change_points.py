@@ -5,14 +5,17 @@ API lists and acknowledges them."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from gate_server.changes import DETECT_KIND, EVENT_KIND
+import stats
+from gate_server.changes import DETECT_KIND, EVENT_KIND, handle_detect, run_locations
 from gate_server.db import audit, open_database, outbox
 from gate_server.outbox import OutboxWorker
+from gate_server.services import Services
 from gate_server.settings import ServerSettings
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import Token, create_token, signed_headers
@@ -127,13 +130,15 @@ def test_only_baseline_runs_queue_a_look(app: TestClient, database_url: str) -> 
     history.push(1.0)
     history.push(1.0, event="pull_request", pr_number=7, branch="feature")
     history.push(1.0, branch="feature")  # not among the token's baseline branches
+    history.push(1.0, event="schedule")  # a nightly run of main (rnx init --schedule)
+    assert [r["is_baseline"] for r in history.runs] == [True, False, False, True]
     database = open_database(database_url)
     try:
         with database.read() as conn:
             jobs = outbox.jobs(conn, kind=DETECT_KIND)
     finally:
         database.close()
-    assert [j.payload["run_id"] for j in jobs] == [history.runs[0]["run_id"]]
+    assert [j.payload["run_id"] for j in jobs] == [history.runs[i]["run_id"] for i in (0, 3)]
     # Accepting the pull request's run makes it history too.
     r = app.post(
         f"/api/v1/runs/{history.runs[1]['run_id']}/accept",
@@ -184,6 +189,12 @@ def test_reading_change_points_by_token_and_filter(
         (other_repo, {"repository": "acme/kernels"}, 403, "repository_out_of_scope"),
         (history.token, {}, 422, "missing_repository"),
         (history.token, {"repository": "acme/kernels", "status": "closed"}, 422, "invalid_status"),
+        # PostgreSQL text cannot hold NUL: refused before any query, on both databases.
+        (viewer, {"repository": "acme/kernels\x00"}, 422, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "branch": "main\x00"}, 422, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "environment": "\x00"}, 422, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "workload": "\x00"}, 422, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "workload": "k" * 1001}, 422, "invalid_parameter"),
     ]:
         r = app.get(
             "/api/v1/change-points",
@@ -237,8 +248,54 @@ def test_acknowledging_a_change_point(
         (history.token, url, {"note": "  "}, 422, "missing_note"),
         (history.token, url, {"reason": "x"}, 422, "missing_note"),
         (history.token, url, {"note": "x" * 2001}, 422, "note_too_long"),
+        (history.token, url, {"note": "a\x00b"}, 422, "invalid_note"),
     ]:
         r = app.post(path, json=payload, headers={"Authorization": f"Bearer {token.secret}"})
         assert (r.status_code, r.json()["error"]["code"]) == (status, code), path
     r = app.post(url, content=b"{", headers={**auth, "Content-Type": "application/json"})
     assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_json")
+
+
+def test_jobs_of_one_series_in_parallel_store_each_change_once(
+    app: TestClient, database_url: str
+) -> None:
+    """Two workers, each with its own engine (as two server processes), drain the queued jobs
+    of one history at once: every job looks at nearly the same runs, and the change is stored
+    once, with one event."""
+    history = History(app, create_token(database_url))
+    for factor in [1.0] * 30 + [1.10] * 6:
+        history.push(factor)
+    services = [
+        Services.start(ServerSettings(database_url=database_url, public_url="http://gate.test"))
+        for _ in range(2)
+    ]
+    workers = [
+        OutboxWorker(svc, {DETECT_KIND: handle_detect}, poll_s=1, lease_s=60) for svc in services
+    ]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            ran = list(pool.map(lambda w: sum(1 for _ in iter(w.run_once, False)), workers))
+    finally:
+        for svc in services:
+            svc.close()
+    assert sum(ran) == 36 and min(ran) > 0, ran  # both took part
+    [found] = history.change_points()
+    assert found["after_run_id"] == history.runs[30]["run_id"]
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            events = outbox.jobs(conn, kind=EVENT_KIND)
+    finally:
+        database.close()
+    assert [e.payload["change_point"]["id"] for e in events] == [found["id"]]
+
+
+def test_run_locations_summarise_what_they_can() -> None:
+    doc = make_results(configs=CONFIGS, broken=["pytorch_eager/float32/bs1"], seed=3)
+    found = run_locations(body(doc))
+    assert list(found) == [STEPPED]
+    [config] = [c for c in doc.configurations if c.id == STEPPED]
+    assert config.samples is not None
+    assert found[STEPPED] == pytest.approx(stats.run_location(config.samples.by_process()))
+    for junk in (b"not json", b"[]", b'{"configurations": 3}', b'{"configurations": [{}]}'):
+        assert run_locations(junk) == {}

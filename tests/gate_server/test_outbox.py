@@ -82,6 +82,8 @@ def test_a_failed_job_waits_for_its_retry_and_can_fail_for_good(storage: Databas
 def test_a_kind_without_a_handler_stays_pending(storage: Database) -> None:
     _enqueue(storage, "event.nobody_handles_this")
     wanted = _enqueue(storage, "test.kind")
+    with storage.read() as conn:
+        assert not outbox.has_due(conn, ["test.other"]) and outbox.has_due(conn, ["test.kind"])
     with storage.write() as conn:
         assert outbox.claim(conn, [], "a", LEASE) is None
         job = outbox.claim(conn, ["test.kind", "other"], "a", LEASE)
