@@ -1,9 +1,10 @@
-"""`rnx serve`, `rnx token create|list|revoke`, `rnx branch rename` and `rnx notify`: the
-server's command line, an edge where the core's domain errors become one line and exit code 2
-(UserError).
+"""The server's command line: `rnx serve`, `rnx token create|list|revoke`, `rnx branch rename`,
+`rnx notify` and `rnx environment price`; an edge where the core's domain errors become one line
+and exit code 2 (UserError).
 
-The same commands run without the `rnx` dispatcher as `python -m gate_server COMMAND`
-(main below), so the server starts with only its own package (gate_server/local.py uses it)."""
+The same commands run without the `rnx` dispatcher as
+`python -m gate_server serve|token|branch|notify|environment` (main below), so the server starts
+with only its own package (gate_server/local.py uses it)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import argparse
 import functools
 import getpass
 import json
+import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,7 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gate_server.auth import issue_token, revoke_token
 from gate_server.branches import check_branch_name, rename_branch
-from gate_server.db import Database, open_database, repositories, tokens
+from gate_server.db import Database, audit, open_database, prices, repositories, tokens
 from gate_server.db.engine import shown_url
 from gate_server.db.tokens import TokenRecord
 from gate_server.errors import GateServerError
@@ -246,11 +249,80 @@ def notify_main(argv: list[str]) -> int:
     return run_notify(argv, database_for=_database, actor=_actor())
 
 
+_ENVIRONMENT_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")  # as rnx.schema.EnvironmentKey
+
+
+def _price_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an hourly price; write e.g. 3.50")
+    return value
+
+
+def _workspace_id(found: dict[str, int], name: str | None) -> tuple[str, int]:
+    if name is not None:
+        if name not in found:
+            raise UserError(f"no workspace {name!r}; `rnx token list` shows the workspaces")
+        return name, found[name]
+    if len(found) == 1:
+        return next(iter(found.items()))
+    if not found:
+        raise UserError("the database has no workspace yet; `rnx token create` makes one")
+    raise UserError(f"say which workspace with --workspace ({', '.join(found)})")
+
+
+@_one_line_errors
+def environment_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="rnx environment",
+        description="Environments' hourly prices, for the cost per million items on the "
+        "dashboard's /hardware page.",
+    )
+    sub = parser.add_subparsers(dest="action", required=True)
+    price = sub.add_parser("price", help="set an environment's hourly price")
+    price.add_argument("environment", help="the environment key runs carry (env-...)")
+    price.add_argument("price", type=_price_arg, help="price per hour, e.g. 3.50")
+    listing = sub.add_parser("prices", help="list the prices set")
+    for p in (price, listing):
+        p.add_argument("--workspace", help="needed only when the database has several")
+        p.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
+    args = parser.parse_args(argv)
+    if args.action == "price" and not _ENVIRONMENT_KEY.match(args.environment):
+        raise UserError(
+            f"{args.environment!r} is not an environment key (letters, digits, _ . : -, at "
+            "most 128); the dashboard's /hardware page shows each environment's key"
+        )
+    database = _database(args.database_url)
+    try:
+        with database.write() as conn:
+            workspace, workspace_id = _workspace_id(prices.workspace_ids(conn), args.workspace)
+            if args.action == "prices":
+                for key, amount in prices.of_workspace(conn, workspace_id):
+                    print(f"{key}  {amount:g}")
+                return 0
+            prices.set_price(conn, workspace_id, args.environment, args.price)
+            audit.record(
+                conn,
+                actor=_actor(),
+                action="environment.price",
+                subject=f"{workspace}/{args.environment}",
+                details={"price_per_hour": args.price},
+            )
+    finally:
+        database.close()
+    print(f"{workspace}: {args.environment} costs {args.price:g} per hour")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "serve": serve_main,
     "token": token_main,
     "branch": branch_main,
     "notify": notify_main,
+    "environment": environment_main,
 }
 
 

@@ -177,6 +177,39 @@ class Samples(_Model):
         return [groups[p] for p in sorted(groups)]
 
 
+class Work(_Model):
+    """What one call does (bench_runner/work.py): FLOPs and the bytes that must move at least
+    once (inputs and weights read, outputs written). "counted" on the eager Model, or
+    "declared" by the workload's get_flops/get_bytes."""
+
+    flops: Annotated[int, Field(ge=0)] | None = None
+    bytes: Annotated[int, Field(ge=0)] | None = None
+    flops_source: Literal["counted", "declared"] | None = None
+    bytes_source: Literal["counted", "declared"] | None = None
+    # Where the count ran: "meta" (shapes only) or the device the model ran on once.
+    counted_on: Annotated[str, Field(max_length=20)] | None = None
+    note: Annotated[str, Field(max_length=2000)] | None = None
+
+
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class SpeedOfLight(_Model):
+    """The roofline score of the median time (rnx/roofline.py): roofline_s / measured_s, 1.0
+    at the limit. Shown next to a verdict, never part of it."""
+
+    score: NonNegFloat
+    bound: Literal["compute", "memory"]
+    roofline_s: PositiveFloat
+    measured_s: PositiveFloat
+    peak_flops: PositiveFloat | None = None  # FLOP/s for the configuration's dtype
+    peak_bandwidth: PositiveFloat | None = None  # bytes per second
+    peak_source: Literal["table", "measured"]
+    peak_part: Annotated[str, Field(max_length=200)]
+    # score above rnx.roofline.BEYOND_ROOFLINE_TOLERANCE: a measurement or counting problem.
+    beyond_roofline: bool = False
+
+
 class Configuration(_Model):
     runtime: Runtime
     dtype: Dtype
@@ -190,6 +223,9 @@ class Configuration(_Model):
     base_samples: Samples | None = None  # paired mode only
     # Runtime specifics: graph breaks, execution provider, timing method, launch overhead...
     details: dict[str, Any] = Field(default_factory=dict)
+    # Optional (documents written before them parse): the work and the speed-of-light score.
+    work: Work | None = None
+    speed_of_light: SpeedOfLight | None = None
 
     @property
     def id(self) -> str:
@@ -269,6 +305,10 @@ class ConfigComparison(_Model):
     p_block: float | None = None  # P(ratio > 1 + block threshold)
     base_samples: int = 0
     head_samples: int = 0
+    # The head's speed-of-light score, and the baseline's (its first run with this
+    # configuration): shown next to the verdict, never part of it.
+    speed_of_light: SpeedOfLight | None = None
+    base_speed_of_light: SpeedOfLight | None = None
 
 
 class GateReport(_Model):

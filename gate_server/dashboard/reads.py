@@ -27,6 +27,7 @@ from gate_server.dashboard.views import (
     pr_url,
     ratios_from_answer,
     short_reasons,
+    speed_of_light_cells,
     summarize_document,
 )
 from gate_server.db import (
@@ -41,6 +42,7 @@ from gate_server.db import (
 )
 from gate_server.db.change_points import ChangePointRecord
 from gate_server.db.runs import ListedRun
+from rnx.formatting import SPEED_OF_LIGHT_NOTE
 
 HISTORY_WINDOW = 120  # commits per history page: enough to see a trend, light to render
 AUDIT_PAGE = 100
@@ -245,6 +247,7 @@ def run_page(database: Database, workspace_id: int, run_id: str) -> dict[str, An
     doc = json.loads(document)
     base_docs = [json.loads(base_docs_raw[b]) for b in base_ids if b in base_docs_raw]
     newest_base = base_docs[0] if base_docs else None
+    sol_cells, sol_peaks = speed_of_light_cells(doc)
     return {
         "run": run,
         "doc": doc,
@@ -258,6 +261,9 @@ def run_page(database: Database, workspace_id: int, run_id: str) -> dict[str, An
         "distributions": distributions(doc, base_docs),
         "paired": doc.get("settings", {}).get("mode") == "paired",
         "correctness": correctness_rows(doc),
+        "speed_of_light": sol_cells,
+        "speed_of_light_peaks": sol_peaks,
+        "speed_of_light_note": SPEED_OF_LIGHT_NOTE,
         "environment": environment_rows(
             doc.get("environment") or {},
             None if newest_base is None else newest_base.get("environment") or {},

@@ -20,7 +20,7 @@ from gate_server.dashboard.charts import (
     history_svg,
     median_interval,
 )
-from rnx.formatting import format_ratio_interval
+from rnx.formatting import format_ns, format_peaks, format_ratio_interval, format_speed_of_light
 from rnx.schema import config_id as _make_config_id
 
 GITHUB = "https://github.com"
@@ -314,3 +314,32 @@ def correctness_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         )
     rows.sort(key=lambda r: config_sort_key(r["id"]))
     return rows
+
+
+@dataclass(frozen=True)
+class SpeedOfLightCell:
+    text: str  # "0.82 compute", "1.40 memory!"
+    beyond: bool  # beyond the roofline: a measurement or counting problem
+    title: str  # the roofline and measured times, for a pointer that hovers
+
+
+def speed_of_light_cells(doc: dict[str, Any]) -> tuple[dict[str, SpeedOfLightCell], list[str]]:
+    """The run's speed-of-light scores by configuration id (documents written before scores
+    existed have none) and the peaks they are against, from the stored document."""
+    cells: dict[str, SpeedOfLightCell] = {}
+    peaks: set[str] = set()
+    for c in doc.get("configurations", []):
+        sol = c.get("speed_of_light")
+        if not isinstance(sol, dict):
+            continue
+        beyond = bool(sol.get("beyond_roofline"))
+        cells[_config_id(c)] = SpeedOfLightCell(
+            text=format_speed_of_light(sol.get("score"), sol.get("bound"), beyond),
+            beyond=beyond,
+            title=(
+                f"roofline {format_ns(sol['roofline_s'] * 1e9)}, "
+                f"median {format_ns(sol['measured_s'] * 1e9)}"
+            ),
+        )
+        peaks.add(format_peaks(str(sol.get("peak_source")), str(sol.get("peak_part"))))
+    return cells, sorted(peaks)

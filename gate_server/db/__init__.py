@@ -17,6 +17,8 @@
     oidc_tokens.py   spent OIDC token ids
     outbox.py        the durable outbox: enqueue in the caller's transaction, claim under a
                      lease, complete, fail with a retry time
+    hardware.py      the environments with a baseline of each workload (/hardware)
+    prices.py        environments' hourly prices (the /hardware page's cost)
     dashboard.py     the dashboard's bounded reads
 
 Query functions take a connection first (`with database.read() as conn: runs.by_run_id(conn,
@@ -30,10 +32,12 @@ from gate_server.db import (
     change_points,
     dashboard,
     deliveries,
+    hardware,
     keys,
     notify,
     oidc_tokens,
     outbox,
+    prices,
     renames,
     repositories,
     runs,
@@ -49,12 +53,14 @@ __all__ = [
     "change_points",
     "dashboard",
     "deliveries",
+    "hardware",
     "keys",
     "notify",
     "oidc_tokens",
     "migrate",
     "outbox",
     "open_database",
+    "prices",
     "renames",
     "repositories",
     "runs",

@@ -42,6 +42,7 @@ from gate_server.db.schema import (
     audit_log,
     branch_renames,
     change_points,
+    environment_prices,
     github_deliveries,
     migrations,
     notify_channels,
@@ -186,6 +187,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         "alerts: notification channels, rules and deliveries",
         _create(notify_channels, notify_rules, notify_deliveries),
     ),
+    (8, "environment prices (per workspace, per hour)", _create(environment_prices)),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

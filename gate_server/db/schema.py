@@ -228,6 +228,17 @@ outbox = Table(
     Index("ix_outbox_due", "state", "available_at", "id"),
 )
 
+# An environment's hourly price in a workspace (`rnx environment price ENV 3.50`), for the cost
+# per million items on the dashboard's /hardware page. Keyed by the environment key runs carry.
+environment_prices = Table(
+    "environment_prices",
+    metadata,
+    Column("workspace_id", Integer, ForeignKey("workspaces.id"), primary_key=True),
+    Column("environment_key", String(128), primary_key=True),
+    Column("price_per_hour", Float, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
 # ---- the GitHub integration's tables
 
 github_deliveries = Table(

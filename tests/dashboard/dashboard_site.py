@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rnx.schema import Environment
+from rnx.schema import Environment, SpeedOfLight
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import (
     LiveServer,
@@ -56,6 +56,30 @@ OTHER_PUSHES = 3
 STEPS_REPO = "acme/steps"
 STEPPED_CONFIG = "pytorch_eager/float32/bs8"
 STEPS_BEFORE, STEPS_AFTER = 12, 5  # 5 runs above 12: p = 2 / C(17, 5) = 0.0003 < 0.0005
+# The speed-of-light scores of PR #43's run (one per configuration of CONFIGS): the second
+# claims to beat its roofline, which the run page must flag as a problem; the third has none.
+SPEED_OF_LIGHT: tuple[SpeedOfLight | None, ...] = (
+    SpeedOfLight(
+        score=0.62,
+        bound="memory",
+        roofline_s=6.2e-4,
+        measured_s=1e-3,
+        peak_bandwidth=4.8e12,
+        peak_source="table",
+        peak_part="H200 SXM",
+    ),
+    SpeedOfLight(
+        score=1.3,
+        bound="compute",
+        roofline_s=1.3e-3,
+        measured_s=1e-3,
+        peak_flops=989.5e12,
+        peak_source="table",
+        peak_part="H200 SXM",
+        beyond_roofline=True,
+    ),
+    None,
+)
 
 
 def browser_missing() -> str | None:
@@ -116,10 +140,21 @@ def _environment(key: str, torch: str) -> Environment:
 
 
 def _upload(
-    client: httpx.Client, token: Token, *, torch: str = "2.5.0", **doc_args: Any
+    client: httpx.Client,
+    token: Token,
+    *,
+    torch: str = "2.5.0",
+    speed_of_light: tuple[SpeedOfLight | None, ...] | None = None,
+    **doc_args: Any,
 ) -> dict[str, Any]:
     doc = make_results(configs=CONFIGS, n=24, **doc_args)
     doc = doc.model_copy(update={"environment": _environment(doc.environment.key, torch)})
+    if speed_of_light is not None:
+        configurations = [
+            c.model_copy(update={"speed_of_light": sol})
+            for c, sol in zip(doc.configurations, speed_of_light, strict=True)
+        ]
+        doc = doc.model_copy(update={"configurations": configurations})
     data = body(doc)
     response = client.post("/api/v1/runs", content=data, headers=signed_headers(token.secret, data))
     assert response.status_code == 201, response.text
@@ -180,6 +215,7 @@ def seed(site: Site) -> None:
             branch="feature/fast",
             pr_number=43,
             slowdown=1.41,
+            speed_of_light=SPEED_OF_LIGHT,
         )
         site.answers["tokenizer"] = _upload(
             client, other_repo, repository="acme/tokenizer", seed=400, environment="cpu-a"

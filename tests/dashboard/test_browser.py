@@ -17,6 +17,7 @@ from tests.dashboard.dashboard_site import (  # noqa: E402
     OTHER_WORKLOAD,
     REPO,
     SCREENSHOTS,
+    SPEED_OF_LIGHT,
     STEPPED_CONFIG,
     STEPS_AFTER,
     STEPS_BEFORE,
@@ -251,3 +252,26 @@ def test_sign_out_ends_the_session(page: Any, site: Site) -> None:
     page.wait_for_url("**/login")
     page.goto("/")
     assert "/login" in page.url
+
+
+def test_the_run_page_shows_speed_of_light_and_flags_a_score_beyond_the_roofline(
+    page: Any, site: Site
+) -> None:
+    sign_in(page, site.viewer.secret, f"/runs/{site.runs['pr-warn']}")
+    table = page.locator("table.comparisons")
+    assert "SOL" in table.locator("thead").inner_text()
+    cells = table.locator("tbody td.sol")
+    assert cells.all_inner_texts() == ["0.62 memory", "1.30 compute!", "–"]
+    # Only the score beyond the roofline is marked as a problem.
+    flagged = table.locator("tbody td.sol.bad")
+    assert flagged.count() == 1 and flagged.inner_text() == "1.30 compute!"
+    assert flagged.get_attribute("title") == "roofline 1.3 ms, median 1 ms"
+    note = page.locator(".sol-note").inner_text()
+    assert "H200 SXM (peaks table: dense datasheet figures)" in note
+    assert "measurement or counting problem" in note and "never part of a verdict" in note
+    assert SPEED_OF_LIGHT[2] is None  # the third configuration has no score: a dash
+    shoot(page, site, "run-speed-of-light")
+    # A run whose document has no scores (every run before them) shows no SOL column.
+    page.goto(f"/runs/{site.runs['pr']}")
+    assert "SOL" not in page.locator("table.comparisons thead").inner_text()
+    assert page.locator(".sol-note").count() == 0
