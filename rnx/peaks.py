@@ -71,4 +71,3 @@ def lookup(name: str | None, table: tuple[Peaks, ...] | None = None) -> Peaks | 
         if set(part.match) <= tokens and not (set(part.exclude) & tokens):
             return part
     return None
-
