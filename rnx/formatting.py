@@ -79,3 +79,34 @@ def format_peaks(source: str, part: str) -> str:
     if source == "table":
         return f"{part} (peaks table: dense datasheet figures)"
     return f"{part} (peaks measured in the run: what this machine attains, not a datasheet's)"
+
+
+def format_rate(value: float | None) -> str:
+    """Items per second with three significant digits and a thousands suffix: 81.3k, 2.45M."""
+    if value is None or not _known(value):
+        return MISSING
+    for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def format_money(value: float | None) -> str:
+    """A cost to three significant digits, never in exponent form: 0.0000104, 0.0123, 4.56,
+    1230."""
+    if value is None or not _known(value):
+        return MISSING
+    if value == 0:
+        return "0"
+    digits = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:.{digits}f}"
+
+
+def format_factor_interval(ratio: float | None, low: float | None, high: float | None) -> str:
+    """A ratio that may be far from 1 (one machine against another) and its interval, to three
+    significant digits: 0.00577× (0.00548–0.00603)."""
+    if ratio is None or not _known(ratio):
+        return MISSING
+    if low is None or high is None or not (_known(low) and _known(high)):
+        return f"{ratio:.3g}×"
+    return f"{ratio:.3g}× ({low:.3g}–{high:.3g})"

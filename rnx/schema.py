@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -19,6 +18,7 @@ from pydantic import (
 )
 
 import stats
+from rnx.branches import MAX_BRANCH_CHARS, branch_name_problem
 from rnx.errors import InvalidInput, UserError
 
 SCHEMA_VERSION = 1
@@ -58,17 +58,41 @@ NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 # One sample longer than a day is a broken timer, not a measurement.
 SampleNs = Annotated[int, Field(gt=0, le=86_400 * 10**9, strict=True)]
 
-_BAD_BRANCH = re.compile(r"(\.\.|[\x00-\x20\x7f~^:?*\[\\]|@\{|//|^/|/$|\.lock$|^\.|\.$)")
+# PostgreSQL's integer column, and GitHub's own pull request numbers, stop at 2**31 - 1.
+MAX_PR_NUMBER = 2**31 - 1
+# A run's created_at: after this and at most this far ahead of the reader's clock. Outside it
+# is a broken clock, and dates near year 1 or 9999 overflow once moved to UTC.
+EARLIEST_CREATED_AT = datetime(2000, 1, 1, tzinfo=timezone.utc)
+CREATED_AT_LEEWAY = timedelta(days=1)
 
 
 def _check_branch(name: str) -> str:
-    """Git's own rules for ref names (git check-ref-format), so a branch is never a path trick."""
-    if not name or len(name) > 255 or _BAD_BRANCH.search(name):
-        raise ValueError(f"{name!r} is not a valid git branch name")
+    """Git's own rules for branch names (rnx/branches.py), so a branch is never a path trick
+    nor a look-alike of another."""
+    problem = branch_name_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
     return name
 
 
-Branch = Annotated[str, Field(min_length=1, max_length=255)]
+def check_created_at(value: datetime, *, now: datetime | None = None) -> datetime:
+    """`value` in UTC (a time without an offset is UTC), when it lies in the window."""
+    value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+    if value < EARLIEST_CREATED_AT:
+        raise ValueError(
+            f"{value.isoformat()} is before {EARLIEST_CREATED_AT.date()}: the runner's clock "
+            "is wrong; write the run's real UTC time"
+        )
+    latest = (now or datetime.now(timezone.utc)) + CREATED_AT_LEEWAY
+    if value > latest:
+        raise ValueError(
+            f"{value.isoformat()} is more than a day in the future: the runner's clock is "
+            "wrong; write the run's real UTC time"
+        )
+    return value.astimezone(timezone.utc)
+
+
+Branch = Annotated[str, Field(min_length=1, max_length=MAX_BRANCH_CHARS)]
 
 
 class _Model(BaseModel):
@@ -80,7 +104,7 @@ class GitRef(_Model):
     branch: Branch
     sha: Sha
     event: Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")] = "push"
-    pr_number: Annotated[int, Field(ge=1)] | None = None
+    pr_number: Annotated[int, Field(ge=1, le=MAX_PR_NUMBER)] | None = None
     base_branch: Branch | None = None
     base_sha: Sha | None = None
 
@@ -264,6 +288,11 @@ class ResultsDocument(_Model):
         list[Configuration], Field(min_length=1, max_length=MAX_CONFIGURATIONS)
     ]
     tool: Tool = Field(default_factory=Tool)
+
+    @field_validator("created_at")
+    @classmethod
+    def _created_at_in_window(cls, v: datetime) -> datetime:
+        return check_created_at(v)
 
     @model_validator(mode="after")
     def _unique_configurations(self) -> ResultsDocument:

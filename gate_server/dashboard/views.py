@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -14,12 +14,13 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from gate_server.dashboard.charts import (
+    ChangeMark,
     HistoryPoint,
     distribution_svg,
     history_svg,
     median_interval,
 )
-from rnx.formatting import format_ns, format_peaks, format_speed_of_light
+from rnx.formatting import format_ns, format_peaks, format_ratio_interval, format_speed_of_light
 from rnx.schema import config_id as _make_config_id
 
 GITHUB = "https://github.com"
@@ -178,14 +179,25 @@ def _events(
 
 def build_history(
     history: Sequence[HistoryRun],
+    changes: Mapping[str, Sequence[ChangeMark]] | None = None,
 ) -> tuple[list[ConfigHistory], list[dict[str, Any]]]:
-    """One chart per configuration over the window, and the list of marked events."""
+    """One chart per configuration over the window, with its change points (`changes`, by
+    configuration id) marked, and the list of marked events."""
+    changes = changes or {}
+    by_after: dict[str, list[tuple[str, ChangeMark]]] = {}
+    for cid in sorted(changes, key=config_sort_key):
+        for m in changes[cid]:
+            by_after.setdefault(m.after_run_id, []).append((cid, m))
     series: dict[str, list[HistoryPoint]] = {}
     events: list[dict[str, Any]] = []
     previous: HistoryRun | None = None
     for run in history:
         marked, environment_note = _events(previous, run)
         events += marked
+        for cid, mark in by_after.get(run.run_id, []):
+            ratio = format_ratio_interval(mark.ratio, mark.low, mark.high)
+            text = f"change point in {cid}: {ratio}, {mark.status}"
+            events.append({"kind": "change-point", "run": run, "text": text})
         for config_id, (med, low, high) in run.summary.medians.items():
             series.setdefault(config_id, []).append(
                 HistoryPoint(
@@ -205,7 +217,13 @@ def build_history(
             )
         previous = run
     charts = [
-        ConfigHistory(cid, pts, history_svg(pts, label=f"median time of {cid} per commit"))
+        ConfigHistory(
+            cid,
+            pts,
+            history_svg(
+                pts, label=f"median time of {cid} per commit", changes=changes.get(cid, ())
+            ),
+        )
         for cid, pts in sorted(series.items(), key=lambda kv: config_sort_key(kv[0]))
     ]
     return charts, list(reversed(events))
