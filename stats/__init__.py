@@ -5,7 +5,7 @@ from __future__ import annotations
 from stats._validate import MIN_RESAMPLES
 from stats.changepoints import ChangePoint, KnownChange, detect, run_location
 from stats.compare import MIN_SAMPLES, Comparison, compare, compare_many
-from stats.gate import GateDecision, gate, holm
+from stats.gate import GateDecision, gate, holm, max_adjusted
 
 __all__ = [
     "MIN_RESAMPLES",
@@ -19,5 +19,6 @@ __all__ = [
     "detect",
     "gate",
     "holm",
+    "max_adjusted",
     "run_location",
 ]

@@ -47,6 +47,22 @@ def as_groups(value: Any, name: str) -> list[np.ndarray]:
     return groups
 
 
+def as_run_labels(value: Any, groups: int, name: str) -> np.ndarray:
+    """One integer run label per base group."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise TypeError(f"{name} must be a sequence of run labels (integers), one per base group")
+    try:
+        labels = np.asarray(value, dtype=np.int64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must contain only integers (run labels)") from None
+    if labels.ndim != 1 or labels.size != groups:
+        raise ValueError(
+            f"{name} must give one run label per base group: {groups} groups, "
+            f"got {labels.size} labels"
+        )
+    return labels
+
+
 def check_fraction(value: float, name: str, *, low: float, high: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")

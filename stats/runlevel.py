@@ -1,0 +1,177 @@
+"""The run-level model: one head run against baseline runs, with run-to-run variation in it.
+
+Every process of a run gives one location per configuration: the band mean of its log-times
+(bootstrap.LOW). Process p of run r measures configuration c at
+
+    y[c, r, p] = mu[c] + delta[c] * (r is the head) + u[r] + v[c, r] + e[c, r, p]
+
+- u[r], the run's common shift: a busy or a quiet runner moves every configuration of the run
+  alike. The head's processes all ran in one CI job, so they share one u; treating them as
+  independent draws of the environment would call a busy runner a regression.
+- v[c, r], a configuration's own shift in a run (sd sigma_v[c]): what is left of run-to-run
+  variation once the common shift is taken out.
+- e[c, r, p], process-to-process noise (sd sigma_e[c]), seen within every run, head included.
+
+The history (the baseline runs) estimates the three spreads, each pulled toward a prior while
+there are few runs (a scaled inverse chi-square update: the prior counts as a few runs). The
+head's common shift s = u[head] - mean u[base] is estimated jointly from all configurations of
+the run: on a grid, its posterior is the prior N(0, tau^2), tau^2 = sigma_u^2 (1 + 1/K), times,
+per configuration, a mixture of "unchanged" (the configuration's difference is s plus noise) and
+"changed" (a wide slab). So a shift most configurations share is the runner's, and is taken out;
+a shift far beyond what runs vary by is not (a change that slows everything by 40% is not a busy
+runner, as the history shows). What is left per configuration has only sigma_v and sigma_e in
+it. Draws of delta[c] share one draw of s across configurations, so the gate's family control
+sees how the configurations move together.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import stdtrit
+
+# Prior weights, in runs (or process degrees of freedom) that the prior counts as.
+PRIOR_RUNS_COMMON = 2.0
+PRIOR_RUNS_CONFIG = 2.0
+POOL_CONFIG = 4.0  # how strongly one configuration's spreads are pulled to the run's pooled ones
+UNCHANGED_SHARE = 0.9  # prior share of configurations a change leaves alone
+SLAB_SD = 0.5  # log-ratio sd of a changed configuration
+GRID_POINTS = 401
+GRID_WIDTH = 6.0  # the common shift's grid spans +-6 prior sd
+MAX_DF = 60.0
+
+
+@dataclass(frozen=True)
+class RunFit:
+    """What the model made of one head run: (C,) arrays unless said otherwise."""
+
+    draws: np.ndarray  # (C, R) log-ratio draws of each configuration's own change
+    shift: float  # posterior median of the head run's common shift (log scale)
+    shift_sd_prior: float  # tau: the sd of a common shift the history allows
+    sd: np.ndarray  # per configuration: sd of its change with the common shift known
+    runs: np.ndarray  # baseline runs per configuration
+
+
+def fit(
+    base: list[np.ndarray],
+    base_runs: list[np.ndarray],
+    head: list[np.ndarray],
+    resamples: int,
+    rng: np.random.Generator,
+    *,
+    run_shift_sd: float,
+    config_shift_sd: float,
+    process_var_fallback: np.ndarray | None = None,
+) -> RunFit:
+    """base[c]: process locations; base_runs[c]: their run labels (any ints); head[c]: the head
+    run's process locations. process_var_fallback: (C,) a process location's variance from its
+    own samples, used only when no run has two processes (no process-to-process spread seen)."""
+    c_n = len(base)
+    labels = np.unique(np.concatenate(base_runs))
+    k_all = len(labels)
+    cb = np.concatenate([np.full(len(b), i) for i, b in enumerate(base)])
+    rb = np.searchsorted(labels, np.concatenate(base_runs))
+    # Centre each configuration so sums of squares stay exact in float64.
+    centre = np.array([float(np.mean(h)) for h in head])
+    yb = np.concatenate(base) - centre[cb]
+    ch = np.concatenate([np.full(len(h), i) for i, h in enumerate(head)])
+    yh = np.concatenate(head) - centre[ch]
+
+    cell = cb * k_all + rb
+    size = c_n * k_all
+    counts = np.bincount(cell, minlength=size).reshape(c_n, k_all).astype(float)
+    sums = np.bincount(cell, yb, minlength=size).reshape(c_n, k_all)
+    sumsq = np.bincount(cell, yb * yb, minlength=size).reshape(c_n, k_all)
+    present = counts > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        run_mean = np.where(present, sums / counts, np.nan)
+    h_cnt = np.bincount(ch, minlength=c_n).astype(float)
+    h_sum = np.bincount(ch, yh, minlength=c_n)
+    h_sumsq = np.bincount(ch, yh * yh, minlength=c_n)
+    head_mean = h_sum / h_cnt
+
+    # Process-to-process spread: within every run, the head's included.
+    ss_w = np.where(present, sumsq - sums**2 / np.where(present, counts, 1.0), 0.0).sum(axis=1)
+    ss_w += h_sumsq - h_sum**2 / h_cnt
+    ss_w = np.maximum(ss_w, 0.0)
+    df_w = np.where(present, counts - 1, 0).sum(axis=1) + (h_cnt - 1)
+    if df_w.sum() > 0:
+        pooled_e = ss_w.sum() / df_w.sum()
+        var_e = (POOL_CONFIG * pooled_e + ss_w) / (POOL_CONFIG + df_w)
+    elif process_var_fallback is not None:
+        var_e = np.asarray(process_var_fallback, dtype=float)
+    else:
+        var_e = np.zeros(c_n)
+
+    # The baseline runs' common shifts: the median over configurations, twice refined.
+    u = np.zeros(k_all)
+    for _ in range(2):
+        level = np.nanmean(run_mean - u[None, :], axis=1)
+        u = np.nanmedian(run_mean - level[:, None], axis=0) if k_all > 1 else np.zeros(1)
+        u -= u.mean()
+    k_runs = present.sum(axis=1)
+    var_u = (PRIOR_RUNS_COMMON * run_shift_sd**2 + float(np.sum(u**2))) / (
+        PRIOR_RUNS_COMMON + k_all - 1
+    )
+
+    # A configuration's own run-to-run spread: residual run means, less their process noise.
+    level = np.nanmean(run_mean - u[None, :], axis=1)
+    resid = np.where(present, run_mean - u[None, :] - level[:, None], 0.0)
+    df_b = np.maximum(k_runs - 1, 0).astype(float)
+    inv_p = np.where(present, 1.0 / np.where(present, counts, 1.0), 0.0).sum(axis=1) / k_runs
+    with np.errstate(invalid="ignore", divide="ignore"):
+        raw_v = np.where(df_b > 0, (resid**2).sum(axis=1) / df_b - var_e * inv_p, 0.0)
+    raw_v = np.maximum(raw_v, 0.0)
+    pooled_v = (PRIOR_RUNS_CONFIG * config_shift_sd**2 + float((df_b * raw_v).sum())) / (
+        PRIOR_RUNS_CONFIG + float(df_b.sum())
+    )
+    var_v = (POOL_CONFIG * pooled_v + df_b * raw_v) / (POOL_CONFIG + df_b)
+
+    base_level = np.nanmean(run_mean, axis=1)
+    diff = head_mean - base_level
+    var_c = var_v * (1 + 1 / k_runs) + var_e * (1 / h_cnt + inv_p / k_runs)
+    sd = np.sqrt(np.maximum(var_c, 1e-12))
+    tau = math.sqrt(var_u * (1 + 1 / k_all))
+
+    shifts = _shift_draws(diff, sd, tau, resamples, rng)
+    # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the
+    # t distribution's 97.5% point (normal draws cost a third of t draws).
+    df = np.clip(df_w + df_b + POOL_CONFIG, 3.0, MAX_DF)
+    widen = stdtrit(df, 0.975) / stdtrit(np.inf, 0.975)
+    noise = rng.standard_normal((c_n, resamples), dtype=np.float32)
+    draws = diff[:, None] - shifts + (sd * widen)[:, None] * noise
+    return RunFit(
+        draws=draws,
+        shift=float(np.median(shifts)),
+        shift_sd_prior=tau,
+        sd=sd,
+        runs=k_runs,
+    )
+
+
+def _shift_draws(
+    diff: np.ndarray, sd: np.ndarray, tau: float, resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """(C, R) draws of the head run's common shift, for each configuration from the others.
+
+    Leaving the configuration out keeps a slowed configuration from explaining itself away as
+    the runner's shift; with one configuration the shift is the prior's alone. One uniform per
+    draw serves every configuration (common random numbers), so the draws move together."""
+    tau = max(tau, 1e-6)
+    grid = np.linspace(-GRID_WIDTH * tau, GRID_WIDTH * tau, GRID_POINTS)
+    resid = diff[:, None] - grid[None, :]
+    spike = -0.5 * (resid / sd[:, None]) ** 2 - np.log(sd)[:, None]
+    slab = -0.5 * (resid / SLAB_SD) ** 2 - math.log(SLAB_SD)
+    mix = np.logaddexp(spike + math.log(UNCHANGED_SHARE), slab + math.log(1 - UNCHANGED_SHARE))
+    log_post = mix.sum(axis=0)[None, :] - mix - 0.5 * (grid / tau) ** 2
+    post = np.exp(log_post - log_post.max(axis=1, keepdims=True))
+    cdf = np.cumsum(post, axis=1)
+    cdf /= cdf[:, -1:]
+    step = grid[1] - grid[0]
+    u = rng.random(resamples)
+    jitter = (rng.random(resamples) - 0.5) * step
+    picks = np.stack([np.searchsorted(row, u) for row in cdf])
+    result: np.ndarray = grid[np.minimum(picks, GRID_POINTS - 1)] + jitter[None, :]
+    return result
