@@ -39,11 +39,16 @@ def as_groups(value: Any, name: str) -> list[np.ndarray]:
             raise ValueError(f"{label} must be one-dimensional, got shape {arr.shape}")
         if arr.size == 0:
             raise ValueError(f"{label} is empty; drop it or give it samples")
-        if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{label} contains NaN or infinity; sample times must be finite")
-        if np.any(arr <= 0):
-            raise ValueError(f"{label} contains a time <= 0; sample times must be positive")
         groups.append(arr)
+    # One check over all of them (the server re-gates every upload); the group is named after.
+    flat = groups[0] if len(groups) == 1 else np.concatenate(groups)
+    if not (np.isfinite(flat).all() and (flat > 0).all()):
+        for i, arr in enumerate(groups):
+            label = f"{name}[{i}]" if all(nested) else name
+            if not np.isfinite(arr).all():
+                raise ValueError(f"{label} contains NaN or infinity; sample times must be finite")
+            if (arr <= 0).any():
+                raise ValueError(f"{label} contains a time <= 0; sample times must be positive")
     return groups
 
 

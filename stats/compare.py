@@ -189,7 +189,7 @@ def compare_many(
     p_slower = (draws > edge).mean(axis=1)
     p_faster = (draws < -edge).mean(axis=1)
     tail = (1 - INTERVAL) / 2
-    quantiles = np.quantile(draws, [tail, 0.5, 1 - tail], axis=1)
+    quantiles = _quantiles(draws, (tail, 0.5, 1 - tail))
     results = []
     spread = draws.std(axis=1)
     z = float(_normal_quantile(probability))
@@ -225,8 +225,8 @@ def _run_level(
     config_shift_sd: float,
 ) -> runlevel.RunFit:
     """Process locations of every group, then the run-level model over all pairs at once."""
-    groups = [np.log(g) for side in (*bases, *heads) for g in side]
-    locations = bootstrap.group_locations(groups, bootstrap.LOW)
+    groups = [g for side in (*bases, *heads) for g in side]
+    locations = bootstrap.group_locations(groups, bootstrap.LOW, log=True)
     ends = np.cumsum([len(side) for side in (*bases, *heads)])
     split = np.split(locations, ends[:-1])
     base_locs, head_locs = split[: len(bases)], split[len(bases) :]
@@ -248,6 +248,25 @@ def _run_level(
         config_shift_sd=config_shift_sd,
         process_var_fallback=fallback,
     )
+
+
+def _quantiles(draws: np.ndarray, qs: tuple[float, ...]) -> np.ndarray:
+    """(len(qs), C) quantiles along axis 1 (numpy's linear rule), from one partition."""
+    n = draws.shape[1]
+    pos = np.array(qs) * (n - 1)
+    lo = np.floor(pos).astype(int)
+    hi = np.minimum(lo + 1, n - 1)
+    part = np.partition(draws, np.unique(np.concatenate([lo, hi])), axis=1)
+    frac = (pos - lo)[:, None]
+    result: np.ndarray = part[:, lo].T * (1 - frac) + part[:, hi].T * frac
+    return result
+
+
+def _median(groups: list[np.ndarray]) -> float:
+    flat = groups[0] if len(groups) == 1 else np.concatenate(groups)
+    n = flat.size
+    part = np.partition(flat, [(n - 1) // 2, n // 2])
+    return float((part[(n - 1) // 2] + part[n // 2]) / 2)
 
 
 def _normal_quantile(p: float) -> float:
@@ -302,8 +321,8 @@ def _summarise(
         head_samples=n_head,
         base_groups=len(base),
         head_groups=len(head),
-        base_median=float(np.median(np.concatenate(base))),
-        head_median=float(np.median(np.concatenate(head))),
+        base_median=_median(base),
+        head_median=_median(head),
         rope=rope,
         probability=probability,
         paired=paired,

@@ -57,26 +57,44 @@ def max_adjusted(
     for independent ones: less conservative than Holm, with the same family-wise guarantee.
     Draws of different lengths (separate calls with different resamples) fall back to Holm.
     """
-    keys = list(comparisons)
-    if not keys:
-        return {}
-    sizes = {comparisons[k].log_ratio_draws.size for k in keys}
-    if len(sizes) != 1:
-        return holm({k: comparisons[k].p_not_exceeding(bounds[k]) for k in keys})
-    draws = np.stack([comparisons[k].log_ratio_draws for k in keys])
-    edge = np.log1p(np.array([bounds[k] for k in keys]))
-    centre = np.median(draws, axis=1)
-    scale = draws.std(axis=1)
-    flat = scale <= 0
-    scale = np.where(flat, 1.0, scale)
-    stat = np.where(flat, np.where(centre > edge, np.inf, -np.inf), (centre - edge) / scale)
-    dev = np.where(flat[:, None], 0.0, (draws - centre[:, None]) / scale[:, None])
-    order = np.argsort(-stat, kind="stable")
-    # running[i]: per draw, the largest deviation among the configurations ranked i and below.
-    running = np.maximum.accumulate(dev[order][::-1], axis=0)[::-1]
-    reached = (running >= stat[order][:, None]).sum(axis=1)
-    p = np.maximum.accumulate((reached + 1) / (draws.shape[1] + 1))
-    return {keys[i]: float(min(1.0, p[rank])) for rank, i in enumerate(order)}
+    return _Family(comparisons).adjusted(bounds)
+
+
+class _Family:
+    """The run's configurations' draws, standardised once for any number of bounds."""
+
+    def __init__(self, comparisons: Mapping[str, Comparison]) -> None:
+        self.comparisons = comparisons
+        self.keys = list(comparisons)
+        sizes = {c.log_ratio_draws.size for c in comparisons.values()}
+        self.joint = len(sizes) == 1
+        if not self.keys or not self.joint:
+            return
+        draws = np.stack([comparisons[k].log_ratio_draws for k in self.keys])
+        self.resamples = draws.shape[1]
+        # ratio is exp(median of the draws): its log is the centre, without another sort.
+        self.centre = np.log([comparisons[k].ratio for k in self.keys])
+        scale = draws.std(axis=1)
+        self.flat = scale <= 0
+        self.scale = np.where(self.flat, 1.0, scale)
+        self.dev = (draws - self.centre[:, None]) / self.scale[:, None]
+        self.dev[self.flat] = 0.0
+
+    def adjusted(self, bounds: Mapping[str, float]) -> dict[str, float]:
+        keys = self.keys
+        if not keys:
+            return {}
+        if not self.joint:
+            return holm({k: self.comparisons[k].p_not_exceeding(bounds[k]) for k in keys})
+        edge = np.log1p(np.array([bounds[k] for k in keys]))
+        above = np.where(self.centre > edge, np.inf, -np.inf)
+        stat = np.where(self.flat, above, (self.centre - edge) / self.scale)
+        order = np.argsort(-stat, kind="stable")
+        # running[i]: per draw, the largest deviation among the configurations ranked i and below.
+        running = np.maximum.accumulate(self.dev[order][::-1], axis=0)[::-1]
+        reached = (running >= stat[order][:, None]).sum(axis=1)
+        p = np.maximum.accumulate((reached + 1) / (self.resamples + 1))
+        return {keys[i]: float(min(1.0, p[rank])) for rank, i in enumerate(order)}
 
 
 def gate(
@@ -110,8 +128,9 @@ def gate(
     alpha = 1.0 - probability
 
     eligible = {k: c for k, c in comparisons.items() if c.sufficient and k not in broken}
-    adjusted = max_adjusted(eligible, {k: block_threshold for k in eligible})
-    beyond_rope = max_adjusted(eligible, {k: c.rope for k, c in eligible.items()})
+    family = _Family(eligible)
+    adjusted = family.adjusted({k: block_threshold for k in eligible})
+    beyond_rope = family.adjusted({k: c.rope for k, c in eligible.items()})
     blocked = [k for k, c in eligible.items() if c.verdict == "slower" and adjusted[k] <= alpha]
     block_reasons = [f"{k} is broken in head: {why}" for k, why in broken.items()]
     block_reasons += [

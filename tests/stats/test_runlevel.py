@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 import stats
@@ -134,6 +136,11 @@ def test_a_credible_small_slowdown_warns() -> None:
     assert "below the 25% block threshold" in decision.reasons[0]
 
 
+def _with_draws(c: stats.Comparison, draws: np.ndarray) -> stats.Comparison:
+    """The comparison with other posterior draws (and the ratio their median gives)."""
+    return dataclasses.replace(c, log_ratio_draws=draws, ratio=float(np.exp(np.median(draws))))
+
+
 def test_max_t_is_less_conservative_than_holm_for_configurations_that_move_together() -> None:
     """48 configurations whose draws share one large common term: max-T's adjusted value for
     the most extreme one is close to its own, Holm multiplies it by 48."""
@@ -143,7 +150,7 @@ def test_max_t_is_less_conservative_than_holm_for_configurations_that_move_toget
     for i in range(48):
         draws = 0.05 + 0.02 * common + 0.002 * rng.normal(0, 1, 4000)
         base = stats.compare([1.0] * 10, [1.0] * 10, seed=i)
-        cs[str(i)] = type(base)(**{**base.__dict__, "log_ratio_draws": draws})
+        cs[str(i)] = _with_draws(base, draws)
     bound = {k: 0.0 for k in cs}
     maxt = stats.max_adjusted(cs, bound)
     holm = stats.holm({k: c.p_not_exceeding(0.0) for k, c in cs.items()})
@@ -156,6 +163,6 @@ def test_max_t_matches_the_single_configuration_tail() -> None:
     rng = np.random.default_rng(8)
     base = stats.compare([1.0] * 10, [1.0] * 10, seed=0)
     draws = rng.normal(0.1, 0.05, 20000)
-    c = type(base)(**{**base.__dict__, "log_ratio_draws": draws})
+    c = _with_draws(base, draws)
     adjusted = stats.max_adjusted({"a": c}, {"a": 0.0})["a"]
     assert abs(adjusted - c.p_not_exceeding(0.0)) < 0.005
