@@ -247,6 +247,16 @@ def _run_level(
         run_shift_sd=run_shift_sd,
         config_shift_sd=config_shift_sd,
         process_var_fallback=fallback,
+        aligned=_aligned(heads, labels),
+    )
+
+
+def _aligned(heads: list[list[np.ndarray]], labels: list[np.ndarray]) -> bool:
+    """Every configuration has the same baseline runs' groups in the same order, and as many
+    head groups: then group i is taken to be the same worker process in all of them."""
+    first = labels[0]
+    return all(len(h) == len(heads[0]) for h in heads) and all(
+        len(lab) == len(first) and np.array_equal(lab, first) for lab in labels
     )
 
 

@@ -41,6 +41,7 @@ SLAB_SD = 0.5  # log-ratio sd of a changed configuration
 GRID_POINTS = 401
 GRID_WIDTH = 6.0  # the common shift's grid spans +-6 prior sd
 MAX_DF = 60.0
+MIN_CONFIGS_FOR_PROCESS_SHIFTS = 4
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,13 @@ def fit(
     run_shift_sd: float,
     config_shift_sd: float,
     process_var_fallback: np.ndarray | None = None,
+    aligned: bool = False,
 ) -> RunFit:
     """base[c]: process locations; base_runs[c]: their run labels (any ints); head[c]: the head
     run's process locations. process_var_fallback: (C,) a process location's variance from its
-    own samples, used only when no run has two processes (no process-to-process spread seen)."""
+    own samples, used only when no run has two processes (no process-to-process spread seen).
+    aligned: every configuration has the same groups in the same order (group i is the same
+    worker process for all of them), so a process's common shift can be seen and set apart."""
     c_n = len(base)
     labels = np.unique(np.concatenate(base_runs))
     k_all = len(labels)
@@ -79,23 +83,29 @@ def fit(
     ch = np.concatenate([np.full(len(h), i) for i, h in enumerate(head)])
     yh = np.concatenate(head) - centre[ch]
 
+    if aligned and c_n >= MIN_CONFIGS_FOR_PROCESS_SHIFTS:
+        yb, yh = _without_process_shifts(yb, rb[: len(base[0])], yh, c_n)
+
     cell = cb * k_all + rb
     size = c_n * k_all
     counts = np.bincount(cell, minlength=size).reshape(c_n, k_all).astype(float)
-    sums = np.bincount(cell, yb, minlength=size).reshape(c_n, k_all)
-    sumsq = np.bincount(cell, yb * yb, minlength=size).reshape(c_n, k_all)
     present = counts > 0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        run_mean = np.where(present, sums / counts, np.nan)
     h_cnt = np.bincount(ch, minlength=c_n).astype(float)
-    h_sum = np.bincount(ch, yh, minlength=c_n)
-    h_sumsq = np.bincount(ch, yh * yh, minlength=c_n)
-    head_mean = h_sum / h_cnt
+    # A run's location is the median of its processes: one process beside a noisy neighbour
+    # moves a mean of three by a third of its shift, a median hardly at all.
+    run_loc = _cell_medians(yb, cell, size).reshape(c_n, k_all)
+    head_loc = _cell_medians(yh, ch, c_n)
 
-    # Process-to-process spread: within every run, the head's included.
-    ss_w = np.where(present, sumsq - sums**2 / np.where(present, counts, 1.0), 0.0).sum(axis=1)
-    ss_w += h_sumsq - h_sum**2 / h_cnt
-    ss_w = np.maximum(ss_w, 0.0)
+    # Process-to-process spread: deviations from the run's median, the head's run included; a
+    # deviation beyond 3 robust sd (1.4826 MAD) of its configuration counts as 3 sd, so that one
+    # process beside a noisy neighbour does not widen every run's interval (the median that
+    # makes the run's location hardly moves for it either).
+    dev = np.concatenate([yb - run_loc.ravel()[cell], yh - head_loc[ch]])
+    cfg = np.concatenate([cb, ch])
+    moved = dev != 0
+    mad = _cell_medians(np.abs(dev[moved]), cfg[moved], c_n)
+    cap = np.where(np.isfinite(mad) & (mad > 0), 3 * 1.4826 * mad, np.inf)[cfg]
+    ss_w = np.bincount(cfg, np.minimum(dev * dev, cap * cap), minlength=c_n)
     df_w = np.where(present, counts - 1, 0).sum(axis=1) + (h_cnt - 1)
     if df_w.sum() > 0:
         pooled_e = ss_w.sum() / df_w.sum()
@@ -108,8 +118,8 @@ def fit(
     # The baseline runs' common shifts: the median over configurations, twice refined.
     u = np.zeros(k_all)
     for _ in range(2):
-        level = _nanmean(run_mean - u[None, :], axis=1)
-        u = _nanmedian(run_mean - level[:, None], axis=0) if k_all > 1 else np.zeros(1)
+        level = _nanmean(run_loc - u[None, :], axis=1)
+        u = _nanmedian(run_loc - level[:, None], axis=0) if k_all > 1 else np.zeros(1)
         u -= u.mean()
     k_runs = present.sum(axis=1)
     var_u = (PRIOR_RUNS_COMMON * run_shift_sd**2 + float(np.sum(u**2))) / (
@@ -117,10 +127,11 @@ def fit(
     )
 
     # A configuration's own run-to-run spread: residual run means, less their process noise.
-    level = _nanmean(run_mean - u[None, :], axis=1)
-    resid = np.where(present, run_mean - u[None, :] - level[:, None], 0.0)
+    level = _nanmean(run_loc - u[None, :], axis=1)
+    resid = np.where(present, run_loc - u[None, :] - level[:, None], 0.0)
     df_b = np.maximum(k_runs - 1, 0).astype(float)
-    inv_p = np.where(present, 1.0 / np.where(present, counts, 1.0), 0.0).sum(axis=1) / k_runs
+    # The variance of a run's median of P processes, in units of one process's variance.
+    inv_p = np.where(present, _median_var(counts), 0.0).sum(axis=1) / k_runs
     with np.errstate(invalid="ignore", divide="ignore"):
         raw_v = np.where(df_b > 0, (resid**2).sum(axis=1) / df_b - var_e * inv_p, 0.0)
     raw_v = np.maximum(raw_v, 0.0)
@@ -129,16 +140,25 @@ def fit(
     )
     var_v = (POOL_CONFIG * pooled_v + df_b * raw_v) / (POOL_CONFIG + df_b)
 
-    base_level = _nanmean(run_mean, axis=1)
-    diff = head_mean - base_level
-    var_c = var_v * (1 + 1 / k_runs) + var_e * (1 / h_cnt + inv_p / k_runs)
+    base_level = _nanmean(run_loc, axis=1)
+    diff = head_loc - base_level
+    # The head's median is only as sure as its lower processes agree: interference only adds
+    # time, so a median far above the fastest process means two of them may have been hit.
+    gap = head_loc - _cell_minima(yh, ch, c_n)
+    head_var = np.maximum(var_e * _median_var(h_cnt), (gap / 2) ** 2)
+    run_gap = np.where(present, run_loc - _cell_minima(yb, cell, size).reshape(c_n, k_all), 0.0)
+    run_var = np.maximum(var_e[:, None] * _median_var(counts), (run_gap / 2) ** 2)
+    base_var = np.where(present, run_var, 0.0).sum(axis=1) / k_runs**2
+    var_c = var_v * (1 + 1 / k_runs) + head_var + base_var
     sd = np.sqrt(np.maximum(var_c, 1e-12))
     tau = math.sqrt(var_u * (1 + 1 / k_all))
 
     shifts = _shift_draws(diff, sd, tau, resamples, rng)
     # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the
     # t distribution's 97.5% point (normal draws cost a third of t draws).
-    df = np.clip(df_w + df_b + POOL_CONFIG, 3.0, MAX_DF)
+    # Degrees of freedom of the process variance pulled toward the run's pooled one (which is
+    # all but exact): Satterthwaite's (POOL_CONFIG + df)^2 / df, plus the runs'.
+    df = np.clip((POOL_CONFIG + df_w) ** 2 / np.maximum(df_w, 1.0) + df_b, 3.0, MAX_DF)
     widen = stdtrit(df, 0.975) / stdtrit(np.inf, 0.975)
     noise = rng.standard_normal((c_n, resamples), dtype=np.float32)
     draws = diff[:, None] - shifts + (sd * widen)[:, None] * noise
@@ -149,6 +169,63 @@ def fit(
         sd=sd,
         runs=k_runs,
     )
+
+
+# Variance of the median of n normal values over that of one value, times n: 1 / efficiency.
+_MEDIAN_INEFFICIENCY = {1: 1.0, 2: 1.0, 3: 1.346, 4: 1.193, 5: 1.435, 6: 1.289, 7: 1.473, 8: 1.346}
+
+
+def _median_var(n: np.ndarray) -> np.ndarray:
+    """Var(median of n processes) / var(one process), for each n (0 where n is 0)."""
+    n = np.asarray(n, dtype=float)
+    factor = np.array([_MEDIAN_INEFFICIENCY.get(int(k), math.pi / 2) for k in n.ravel()]).reshape(
+        n.shape
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result: np.ndarray = np.where(n > 0, factor / np.where(n > 0, n, 1.0), 0.0)
+    return result
+
+
+def _cell_medians(values: np.ndarray, cell: np.ndarray, size: int) -> np.ndarray:
+    """The median of the values in each cell 0..size-1 (NaN for an empty cell)."""
+    order = np.lexsort((values, cell))
+    v, c = values[order], cell[order]
+    counts = np.bincount(c, minlength=size)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    safe = np.maximum(counts, 1)
+    lo = np.minimum(starts + (safe - 1) // 2, len(v) - 1)
+    hi = np.minimum(starts + safe // 2, len(v) - 1)
+    result: np.ndarray = np.where(counts > 0, (v[lo] + v[hi]) / 2, np.nan)
+    return result
+
+
+def _cell_minima(values: np.ndarray, cell: np.ndarray, size: int) -> np.ndarray:
+    result = np.full(size, np.inf)
+    np.minimum.at(result, cell, values)
+    return result
+
+
+def _without_process_shifts(
+    yb: np.ndarray, runs: np.ndarray, yh: np.ndarray, c_n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Take out each process's common shift (a worker that ran beside a noisy neighbour is slow
+    in every configuration), centred within its run so run means do not move: what a process
+    shares with its run's other processes belongs to the run's common shift, which the model
+    takes out already, and what it shares across configurations is not noise of any one of
+    them. Left in, it would count as process-to-process noise of every configuration."""
+    base = yb.reshape(c_n, -1)
+    means = np.zeros_like(base)
+    for r in np.unique(runs):
+        cols = runs == r
+        means[:, cols] = base[:, cols].mean(axis=1, keepdims=True)
+    w = np.median(base - means, axis=0)
+    for r in np.unique(runs):
+        cols = runs == r
+        w[cols] -= w[cols].mean()
+    head = yh.reshape(c_n, -1)
+    wh = np.median(head - head.mean(axis=1, keepdims=True), axis=0)
+    wh -= wh.mean()
+    return (base - w[None, :]).ravel(), (head - wh[None, :]).ravel()
 
 
 def _shift_draws(
