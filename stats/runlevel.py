@@ -35,7 +35,6 @@ from scipy.special import stdtrit
 # Prior weights, in runs (or process degrees of freedom) that the prior counts as.
 PRIOR_RUNS_COMMON = 2.0
 PRIOR_RUNS_CONFIG = 2.0
-POOL_CONFIG = 4.0  # how strongly one configuration's spreads are pulled to the run's pooled ones
 UNCHANGED_SHARE = 0.9  # prior share of configurations a change leaves alone
 SLAB_SD = 0.5  # log-ratio sd of a changed configuration
 GRID_POINTS = 401
@@ -83,9 +82,6 @@ def fit(
     ch = np.concatenate([np.full(len(h), i) for i, h in enumerate(head)])
     yh = np.concatenate(head) - centre[ch]
 
-    if aligned and c_n >= MIN_CONFIGS_FOR_PROCESS_SHIFTS:
-        yb, yh = _without_process_shifts(yb, rb[: len(base[0])], yh, c_n)
-
     cell = cb * k_all + rb
     size = c_n * k_all
     counts = np.bincount(cell, minlength=size).reshape(c_n, k_all).astype(float)
@@ -96,24 +92,21 @@ def fit(
     run_loc = _cell_medians(yb, cell, size).reshape(c_n, k_all)
     head_loc = _cell_medians(yh, ch, c_n)
 
-    # Process-to-process spread: deviations from the run's median, the head's run included; a
-    # deviation beyond 3 robust sd (1.4826 MAD) of its configuration counts as 3 sd, so that one
-    # process beside a noisy neighbour does not widen every run's interval (the median that
-    # makes the run's location hardly moves for it either).
-    dev = np.concatenate([yb - run_loc.ravel()[cell], yh - head_loc[ch]])
-    cfg = np.concatenate([cb, ch])
-    moved = dev != 0
-    mad = _cell_medians(np.abs(dev[moved]), cfg[moved], c_n)
-    cap = np.where(np.isfinite(mad) & (mad > 0), 3 * 1.4826 * mad, np.inf)[cfg]
-    ss_w = np.bincount(cfg, np.minimum(dev * dev, cap * cap), minlength=c_n)
+    # Process-to-process spread, within runs (the head's included). Where group i is the same
+    # worker in every configuration, the spread is also measured with each worker's common
+    # shift set apart, and a configuration takes the smaller: a launch-bound kernel shares the
+    # host's noise with its process's other launch-bound kernels, a long GPU kernel does not.
     df_w = np.where(present, counts - 1, 0).sum(axis=1) + (h_cnt - 1)
+    ss_w = _spread(yb, yh, run_loc, head_loc, cell, cb, ch, c_n)
+    if aligned and c_n >= MIN_CONFIGS_FOR_PROCESS_SHIFTS:
+        yb2, yh2 = _without_process_shifts(yb, rb[: len(base[0])], yh, c_n)
+        ss_w = np.minimum(ss_w, _spread(yb2, yh2, run_loc, head_loc, cell, cb, ch, c_n))
     if df_w.sum() > 0:
-        pooled_e = ss_w.sum() / df_w.sum()
-        var_e = (POOL_CONFIG * pooled_e + ss_w) / (POOL_CONFIG + df_w)
+        var_e, df_e = _shrunk_variances(ss_w, df_w)
     elif process_var_fallback is not None:
-        var_e = np.asarray(process_var_fallback, dtype=float)
+        var_e, df_e = np.asarray(process_var_fallback, dtype=float), np.full(c_n, MAX_DF)
     else:
-        var_e = np.zeros(c_n)
+        var_e, df_e = np.zeros(c_n), np.full(c_n, MAX_DF)
 
     # The baseline runs' common shifts: the median over configurations, twice refined.
     u = np.zeros(k_all)
@@ -135,10 +128,9 @@ def fit(
     with np.errstate(invalid="ignore", divide="ignore"):
         raw_v = np.where(df_b > 0, (resid**2).sum(axis=1) / df_b - var_e * inv_p, 0.0)
     raw_v = np.maximum(raw_v, 0.0)
-    pooled_v = (PRIOR_RUNS_CONFIG * config_shift_sd**2 + float((df_b * raw_v).sum())) / (
-        PRIOR_RUNS_CONFIG + float(df_b.sum())
-    )
-    var_v = (POOL_CONFIG * pooled_v + df_b * raw_v) / (POOL_CONFIG + df_b)
+    # Each configuration's own, pulled toward the prior while there are few runs: kernels
+    # differ too much (a long GPU kernel, a launch-bound one) to pool them.
+    var_v = (PRIOR_RUNS_CONFIG * config_shift_sd**2 + df_b * raw_v) / (PRIOR_RUNS_CONFIG + df_b)
 
     base_level = _nanmean(run_loc, axis=1)
     diff = head_loc - base_level
@@ -156,9 +148,8 @@ def fit(
     shifts = _shift_draws(diff, sd, tau, resamples, rng)
     # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the
     # t distribution's 97.5% point (normal draws cost a third of t draws).
-    # Degrees of freedom of the process variance pulled toward the run's pooled one (which is
-    # all but exact): Satterthwaite's (POOL_CONFIG + df)^2 / df, plus the runs'.
-    df = np.clip((POOL_CONFIG + df_w) ** 2 / np.maximum(df_w, 1.0) + df_b, 3.0, MAX_DF)
+    # Degrees of freedom: the process variance's (after shrinkage) plus the runs'.
+    df = np.clip(df_e + df_b, 3.0, MAX_DF)
     widen = stdtrit(df, 0.975) / stdtrit(np.inf, 0.975)
     noise = rng.standard_normal((c_n, resamples), dtype=np.float32)
     draws = diff[:, None] - shifts + (sd * widen)[:, None] * noise
@@ -203,6 +194,45 @@ def _cell_minima(values: np.ndarray, cell: np.ndarray, size: int) -> np.ndarray:
     result = np.full(size, np.inf)
     np.minimum.at(result, cell, values)
     return result
+
+
+def _spread(
+    yb: np.ndarray,
+    yh: np.ndarray,
+    run_loc: np.ndarray,
+    head_loc: np.ndarray,
+    cell: np.ndarray,
+    cb: np.ndarray,
+    ch: np.ndarray,
+    c_n: int,
+) -> np.ndarray:
+    """Sum of squared deviations from the run's median, per configuration; a deviation beyond 3
+    robust sd (1.4826 MAD) of its configuration counts as 3 sd, so one process beside a noisy
+    neighbour does not widen every run's interval (the median hardly moves for it either)."""
+    dev = np.concatenate([yb - run_loc.ravel()[cell], yh - head_loc[ch]])
+    cfg = np.concatenate([cb, ch])
+    moved = dev != 0
+    mad = _cell_medians(np.abs(dev[moved]), cfg[moved], c_n)
+    cap = np.where(np.isfinite(mad) & (mad > 0), 3 * 1.4826 * mad, np.inf)[cfg]
+    result: np.ndarray = np.bincount(cfg, np.minimum(dev * dev, cap * cap), minlength=c_n)
+    return result
+
+
+def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each configuration's variance, its log pulled toward the others' (empirical Bayes on
+    log-variances, whose sampling variance is about 2 / df): a little where the configurations
+    agree, hardly at all where they differ. Returns the variances and their degrees of freedom."""
+    ok = df > 0
+    raw = np.where(ok, ss / np.maximum(df, 1.0), np.nan)
+    floor = np.nanmax(raw) * 1e-8 if np.isfinite(np.nanmax(raw)) else 1e-12
+    logs = np.log(np.maximum(raw, max(floor, 1e-16)))
+    noise = np.where(ok, 2.0 / np.maximum(df, 1.0), np.inf)
+    mean = float(np.nanmean(np.where(ok, logs, np.nan)))
+    spread = float(np.nanvar(np.where(ok, logs, np.nan))) - float(np.mean(noise[ok]))
+    tau2 = max(spread, 0.05)  # never pool all the way: configurations may differ
+    precision = np.where(ok, 1.0 / noise, 0.0) + 1.0 / tau2
+    shrunk = (np.where(ok, logs / noise, 0.0) + mean / tau2) / precision
+    return np.exp(shrunk), 2.0 * precision
 
 
 def _without_process_shifts(
