@@ -274,7 +274,6 @@ def analyse(
             ("base quiet, head busy", quiet, busy),
             ("base busy, head quiet", busy, quiet),
             ("base quiet, head quiet", quiet, quiet),
-            ("base busy, head busy", busy, busy),
         ]
     for k in depths:
         for label, base_pool, head_pool in scenarios:
