@@ -179,6 +179,8 @@ def _median_var(n: np.ndarray) -> np.ndarray:
 
 def _cell_medians(values: np.ndarray, cell: np.ndarray, size: int) -> np.ndarray:
     """The median of the values in each cell 0..size-1 (NaN for an empty cell)."""
+    if values.size == 0:
+        return np.full(size, np.nan)
     order = np.lexsort((values, cell))
     v, c = values[order], cell[order]
     counts = np.bincount(c, minlength=size)

@@ -166,3 +166,13 @@ def test_max_t_matches_the_single_configuration_tail() -> None:
     c = _with_draws(base, draws)
     adjusted = stats.max_adjusted({"a": c}, {"a": 0.0})["a"]
     assert abs(adjusted - c.p_not_exceeding(0.0)) < 0.005
+
+
+def test_identical_runs_are_equivalent_and_do_not_break_the_model() -> None:
+    """The same samples on both sides (rnx compare of a file with itself): no spread at all.
+    One baseline run cannot show how runs differ, so the prior keeps the interval open."""
+    times = [[1000.0 + i for i in range(10)] for _ in range(3)]
+    cs = stats.compare_many([(times, times)] * 4, seed=0, base_runs=[[0, 0, 0]] * 4)
+    assert all(abs(c.ratio - 1) < 0.005 and c.verdict != "slower" for c in cs)
+    assert all(c.resolution is not None and c.resolution > 0.02 for c in cs)
+    assert stats.gate({str(i): c for i, c in enumerate(cs)}).tier == "PASS"
