@@ -17,6 +17,11 @@ from rnx.schema import GateReport
 # A slowdown more likely than not beyond the block threshold, in a run that BLOCKs: the gate's
 # multiplicity control may leave it unblocked, but re-measuring a suspect costs little.
 ABOUT_TO_BLOCK_P = 0.5
+# Fresh processes a configuration about to BLOCK gets before its verdict is final.
+CONFIRM_PROCESSES = 2
+# The most processes a run adds, whatever its budget: the head's processes narrow only the
+# head's side, so past a few more the baseline's own spread keeps a configuration undecided.
+MAX_ADDED_PROCESSES = 6
 
 
 @dataclass(frozen=True)
