@@ -12,7 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
+from pydantic import ValidationError
 
+from rnx.config import GateSettings
 from rnx.schema import InvalidDocument, ResultsDocument, parse_results
 
 BASELINES_PATH = "/api/v1/baselines"
@@ -25,6 +27,7 @@ class Fetched:
 
     documents: list[ResultsDocument]
     run_ids: list[str]
+    gate: GateSettings | None  # the server's thresholds (None: it did not say)
 
 
 @dataclass(frozen=True)
@@ -77,9 +80,25 @@ def _parse(response: httpx.Response, url: str) -> Fetched | NotFetched:
             parse_results(d, source=f"baseline run {i}")
             for i, d in zip(run_ids, data["documents"], strict=True)
         ]
+        gate = _gate(data.get("gate"))
     except (ValueError, KeyError, TypeError, InvalidDocument, RecursionError) as e:
         return NotFetched(f"malformed baseline answer from {url}: {str(e)[:200]}")
-    return Fetched(documents, run_ids)
+    return Fetched(documents, run_ids, gate)
+
+
+def _gate(found: object) -> GateSettings | None:
+    """The server's thresholds as GateSettings (ValueError when they are not valid ones)."""
+    if found is None:
+        return None
+    if not isinstance(found, dict):
+        raise ValueError("gate is not an object")
+    names = {"block_threshold": "block-threshold", "rope": "rope", "probability": "probability"}
+    try:
+        return GateSettings.model_validate({names[k]: v for k, v in found.items() if k in names})
+    except ValidationError as e:
+        raise ValueError(
+            f"the server's gate thresholds are not valid: {e.errors()[0]['msg']}"
+        ) from None
 
 
 def _within(call: Callable[[], httpx.Response], limit_s: float) -> httpx.Response:

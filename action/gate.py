@@ -30,11 +30,11 @@ from action.overlay import effective_config
 from action.publish import github_client, publish
 from action.upload import Clock, Credential, Outage, UploadAnswer, oidc_token, upload
 from action.workflow import Workflow
-from bench_runner.adaptive import AdaptiveSampling
+from bench_runner.adaptive import AdaptiveSampling, Baseline
 from rnx.branches import branch_matches
 from rnx.config import Benchmark, KernalinConfig
 from rnx.errors import InvalidInput, UserError
-from rnx.schema import GateReport, ResultsDocument, Tier
+from rnx.schema import GateReport, Tier
 from rnx_github.comment import Combined, PartResult, combine, worst
 
 
@@ -223,7 +223,7 @@ def _adaptive(run: Run, bench: Benchmark) -> AdaptiveSampling | None:
     if not isinstance(target, str):
         return None
 
-    def baselines(environment_key: str) -> list[ResultsDocument] | str:
+    def baselines(environment_key: str) -> Baseline | str:
         secret = run.inputs.kernalin_token or oidc_token(run.env)
         if not secret:
             return "no kernalin-token (or OIDC token) to read the baseline with"
@@ -235,7 +235,19 @@ def _adaptive(run: Run, bench: Benchmark) -> AdaptiveSampling | None:
             environment=environment_key,
             workload=bench.workload,
         )
-        return found.why if isinstance(found, NotFetched) else found.documents
+        if isinstance(found, NotFetched):
+            return found.why
+        # The server's thresholds judge the interim verdict; budget and mode stay this run's.
+        server = found.gate
+        if server is not None:
+            server = gate.model_copy(
+                update={
+                    "block_threshold": server.block_threshold,
+                    "rope": server.rope,
+                    "probability": server.probability,
+                }
+            )
+        return Baseline(found.documents, server)
 
     return AdaptiveSampling(gate, gate.budget, baselines)
 

@@ -19,8 +19,18 @@ from rnx.schema import MAX_PROCESSES, GateReport, ResultsDocument
 if TYPE_CHECKING:
     from bench_runner.orchestrator import Orchestrator
 
-# Environment key -> the baseline documents (none yet: an empty list), or why there are none.
-BaselineSource = Callable[[str], Sequence[ResultsDocument] | str]
+
+@dataclass(frozen=True)
+class Baseline:
+    """What the gate server will compare the run with: its baseline documents (none yet: an
+    empty list) and its thresholds (None: the run's own kernalin.yml's)."""
+
+    documents: Sequence[ResultsDocument]
+    gate: GateSettings | None = None
+
+
+# Environment key -> the baseline, or why there is none to sample against.
+BaselineSource = Callable[[str], Baseline | str]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench_runner.adaptive import AdaptiveSampling, Decider, sample_until_decided
+from bench_runner.adaptive import AdaptiveSampling, Baseline, Decider, sample_until_decided
 from bench_runner.environment import collect_environment
 from bench_runner.gitinfo import local_git, local_repository
 from bench_runner.orchestrator import Orchestrator, WorkerPool
@@ -141,7 +141,9 @@ def run_benchmark(
         against = _adaptive_baselines(adaptive, env, base_workload, tracker)
         orchestrator.run()
         if adaptive is not None and against is not None:
-            gate, baselines = adaptive.gate, against
+            # The server's thresholds when it gave them: its verdict is the one that counts.
+            gate = against.gate or adaptive.gate
+            baselines = list(against.documents)
 
             def judge() -> GateReport:
                 from rnx.verdict import evaluate
@@ -162,27 +164,27 @@ def _adaptive_baselines(
     env: Environment,
     base_workload: str | None,
     progress: Progress,
-) -> list[ResultsDocument] | None:
+) -> Baseline | None:
     """Whether this run samples adaptively, and against which baseline documents; a note on
     the progress stream says why not when it cannot."""
     if adaptive is None:
         return None
     if base_workload is not None:
-        return []  # paired: the base is measured in the same processes
+        return Baseline([])  # paired: the base is measured in the same processes
     if adaptive.baselines is None:
         return None
     found = adaptive.baselines(env.key)
     if isinstance(found, str):
         progress.note(f"fixed sampling: {found}")
         return None
-    if not found:
+    if not found.documents:
         progress.note("fixed sampling: no baseline yet for this workload in this environment")
         return None
     progress.note(
-        f"adaptive sampling against {len(found)} baseline run{'s' if len(found) != 1 else ''}, "
-        f"budget {adaptive.budget_s:.0f}s"
+        f"adaptive sampling against {len(found.documents)} baseline "
+        f"run{'s' if len(found.documents) != 1 else ''}, budget {adaptive.budget_s:.0f}s"
     )
-    return list(found)
+    return found
 
 
 def _record_adaptive(orchestrator: Orchestrator, added: dict[str, list[str]]) -> None:

@@ -175,6 +175,7 @@ async def baselines(request: Request) -> Response:
             token,
             request.query_params,
             history=svc.settings.baseline_history,
+            gate=svc.settings.gate,
         )
     )
     return JSONResponse(answer)

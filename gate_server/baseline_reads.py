@@ -12,6 +12,7 @@ from gate_server.baselines import baseline_for_ci
 from gate_server.db import Database
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.workloads import InvalidWorkloadPath, workload_identity
+from rnx.config import GateSettings
 
 REQUIRED = ("branch", "environment", "workload")
 MAX_PARAMETER = 1000  # characters: branch names, environment keys and paths are far shorter
@@ -67,10 +68,16 @@ def _repository_id(token: TokenRecord, repository: str | None) -> int:
 
 
 def read_baseline(
-    database: Database, token: TokenRecord, query: Mapping[str, str], *, history: int
+    database: Database,
+    token: TokenRecord,
+    query: Mapping[str, str],
+    *,
+    history: int,
+    gate: GateSettings,
 ) -> dict[str, Any]:
     """The baseline documents, newest first, exactly those an upload would be re-gated with
-    now; none (an empty list) when the key has no baseline yet."""
+    now (none, an empty list, when the key has no baseline yet), and the thresholds that
+    re-gating uses: the server's, so the job's interim verdict is the one the server reaches."""
     repository_id = _repository_id(token, query.get("repository"))
     wanted = _parameters(query)
     with database.read() as conn:
@@ -89,4 +96,9 @@ def read_baseline(
         "workload": key.workload,
         "run_ids": [r.run_id for r, _ in chosen],
         "documents": [json.loads(body) for _, body in chosen],
+        "gate": {
+            "block_threshold": gate.block_threshold,
+            "rope": gate.rope,
+            "probability": gate.probability,
+        },
     }

@@ -51,6 +51,7 @@ def test_the_client_reads_the_baseline_or_says_why_not(server: tuple[LiveServer,
     assert isinstance(found, Fetched)
     assert str(pushed.run_id) in found.run_ids
     assert found.documents[found.run_ids.index(str(pushed.run_id))] == pushed
+    assert found.gate is not None and found.gate.rope == 0.02
 
     old = _fetch(live.url + "/an-older-server", secret)
     assert isinstance(old, NotFetched) and "an older server" in old.why

@@ -10,7 +10,7 @@ import io
 import pytest
 
 from bench_runner import run_benchmark
-from bench_runner.adaptive import AdaptiveSampling
+from bench_runner.adaptive import AdaptiveSampling, Baseline
 from rnx.adaptive import CONFIRM_PROCESSES, MAX_ADDED_PROCESSES
 from rnx.config import Benchmark, GateSettings, HarnessSettings
 from rnx.schema import ResultsDocument
@@ -53,9 +53,9 @@ def test_a_configuration_about_to_block_is_confirmed_in_fresh_processes(
     baseline = _scaled(measured, 1 / 3, only=slow_id)
     seen: list[str] = []
 
-    def baselines(environment_key: str) -> list[ResultsDocument]:
+    def baselines(environment_key: str) -> Baseline:
         seen.append(environment_key)
-        return [baseline]
+        return Baseline([baseline])
 
     out = io.StringIO()
     adaptive = AdaptiveSampling(GateSettings(), budget_s=600.0, baselines=baselines)
@@ -90,7 +90,9 @@ def test_undecided_configurations_get_processes_until_the_budget_is_spent(
         groups.append(c.model_copy(update={"samples": c.samples.model_copy(update={"ns": ns})}))
     wild = wild.model_copy(update={"configurations": groups})
     out = io.StringIO()
-    adaptive = AdaptiveSampling(GateSettings(), budget_s=25.0, baselines=lambda _key: [wild])
+    adaptive = AdaptiveSampling(
+        GateSettings(), budget_s=25.0, baselines=lambda _key: Baseline([wild])
+    )
     doc = run_benchmark(BENCH, FAST, progress=out, device="cpu", adaptive=adaptive)
     log = out.getvalue()
     assert "adaptive sampling: budget spent" in log or "the most a run adds" in log, log
@@ -107,7 +109,7 @@ def test_undecided_configurations_get_processes_until_the_budget_is_spent(
 def test_without_a_baseline_the_run_keeps_its_fixed_rounds_and_says_why() -> None:
     for answer, note in (
         ("the gate server at http://127.0.0.1:9 did not answer", "did not answer"),
-        ([], "no baseline yet for this workload in this environment"),
+        (Baseline([]), "no baseline yet for this workload in this environment"),
     ):
         out = io.StringIO()
         adaptive = AdaptiveSampling(
@@ -144,3 +146,18 @@ def test_paired_rounds_adapt_the_same_way() -> None:
         assert sorted(c.samples.round) == sorted(c.base_samples.round)
         if "adaptive" in c.details:
             assert max(c.samples.process) >= FAST.processes
+
+
+@pytest.mark.slow
+def test_the_servers_thresholds_judge_the_interim_verdict(measured: ResultsDocument) -> None:
+    # The same run's samples as the baseline: with the server's wide band of equivalence every
+    # configuration is decided at once, whatever the run's own kernalin.yml says.
+    out = io.StringIO()
+    server = GateSettings(rope=0.5)
+    adaptive = AdaptiveSampling(
+        GateSettings(rope=0.001), budget_s=600.0, baselines=lambda _k: Baseline([measured], server)
+    )
+    doc = run_benchmark(BENCH, FAST, progress=out, device="cpu", adaptive=adaptive)
+    assert "adaptive sampling against 1 baseline run" in out.getvalue()
+    assert "adaptive sampling: process" not in out.getvalue(), out.getvalue()
+    assert doc.settings.processes == FAST.processes

@@ -43,6 +43,8 @@ def test_a_pull_request_reads_what_its_upload_is_compared_with(
     assert found["workload"] == WORKLOAD and found["branch"] == "main"
     assert [d["run_id"] for d in found["documents"]] == pushed[::-1]
     assert found["documents"][0]["configurations"][0]["samples"]["ns"]
+    # The server's thresholds, which its re-gating uses (the server's settings, not a client's).
+    assert found["gate"] == {"block_threshold": 0.25, "rope": 0.02, "probability": 0.95}
 
     # The upload of a pull request is compared with exactly these runs.
     answer = _upload(
