@@ -199,7 +199,7 @@ def analyse(
     history: int,
     processes: int,
     rounds: int,
-    initial: int,
+    initial: list[int],
     max_added: int,
     confirm: int,
     paired: bool,
@@ -209,7 +209,7 @@ def analyse(
     jobs, n_k, n_l, n_r, _ = data.shape
     configs = [(k, lv) for k in range(n_k) for lv in range(n_l)]
     n_base = 0 if paired else history * processes
-    span = n_base + max(processes, initial + max_added)
+    span = n_base + max(processes, max(initial) + max_added)
     chunks = n_r // rounds
     starts = [(s, ch) for ch in range(chunks) for s in range(jobs - span + 1)]
     rng = np.random.default_rng(seed)
@@ -250,11 +250,13 @@ def analyse(
                 )
 
             tally.add(scenario, "fixed", run(processes, 0, confirm))
-            adaptive = run(initial, max_added, confirm)
-            tally.add(scenario, "adaptive", adaptive)
-            # Without a confirmation the replay is the same, unless one was made.
-            unconfirmed = run(initial, max_added, 0) if adaptive.confirmations else adaptive
-            tally.add(scenario, "adaptive, no confirmation", unconfirmed)
+            for first in initial:
+                name = f"adaptive from {first}"
+                adaptive = run(first, max_added, confirm)
+                tally.add(scenario, name, adaptive)
+                # Without a confirmation the replay is the same, unless one was made.
+                unconfirmed = run(first, max_added, 0) if adaptive.confirmations else adaptive
+                tally.add(scenario, f"{name}, no confirmation", unconfirmed)
     return tally
 
 
@@ -269,7 +271,7 @@ def report(tally: Tally, *, process_s: float, sample_s: float, rounds: int) -> s
         "(A/A, 40%) | undecided left/run (A/A) |",
         "|---|" + "---|" * 10,
     ]
-    for policy in ("fixed", "adaptive", "adaptive, no confirmation"):
+    for policy in dict.fromkeys(policy for _, policy in tally.by):
         aa = tally.by[("A/A", policy)]
         slow40 = tally.by[("40%", policy)]
         slow15 = tally.by[("15%", policy)]
@@ -291,11 +293,15 @@ def report(tally: Tally, *, process_s: float, sample_s: float, rounds: int) -> s
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.adaptive_quality", description=__doc__)
     p.add_argument("--corpus", action="append", type=Path)
-    p.add_argument("--runs", type=int, default=120, help="replayed runs per corpus and mode")
+    p.add_argument("--runs", type=int, default=40, help="replayed runs per corpus and mode")
     p.add_argument("--history", type=int, default=2, help="baseline runs in the base")
     p.add_argument("--processes", type=int, default=3, help="fixed: processes per run")
     p.add_argument("--rounds", type=int, default=10, help="rounds per process (both)")
-    p.add_argument("--initial", type=int, default=3, help="adaptive: processes at first")
+    p.add_argument(
+        "--initial",
+        default="3,2",
+        help="adaptive: processes at first (comma-separated: one policy each)",
+    )
     p.add_argument(
         "--max-added",
         type=int,
@@ -328,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
                 history=args.history,
                 processes=args.processes,
                 rounds=args.rounds,
-                initial=args.initial,
+                initial=[int(x) for x in args.initial.split(",")],
                 max_added=args.max_added,
                 confirm=args.confirm,
                 paired=mode == "paired",
