@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -111,6 +112,15 @@ def _rows(tier: str, ids: list[str], comparisons: list) -> list:
     ]
 
 
+def _run_level() -> bool:
+    """Whether these statistics take baseline runs (a run-level model, stats-core's)."""
+    import inspect
+
+    import stats
+
+    return "base_runs" in inspect.signature(stats.compare_many).parameters
+
+
 def replay(
     base: list[Groups],
     head_of: Callable[[int, int], np.ndarray],
@@ -122,9 +132,12 @@ def replay(
     base_of: Callable[[int, int], np.ndarray] | None,
     seed: int,
     slowed: int | None,
+    base_runs: list[int] | None = None,
 ) -> Outcome:
     """One run. head_of(config, process) is that process's head samples of the configuration
-    (processes numbered in recorded order); base_of likewise in paired mode."""
+    (processes numbered in recorded order); base_of likewise in paired mode. base_runs: the
+    baseline run of each base group, for statistics with a run-level model (then every step
+    compares all configurations at once, as rnx.verdict does: the model fits them jointly)."""
     import stats
     from rnx.adaptive import still_open
 
@@ -135,8 +148,17 @@ def replay(
         [[base_of(c, p) for p in range(initial)] for c in range(n)] if paired and base_of else base
     )
 
+    joint = base_runs is not None and not paired and _run_level()
+
     def compare(which: list[int], comparisons: list | None) -> list:
-        fresh = stats.compare_many([(pbase[c], head[c]) for c in which], seed=seed, paired=paired)
+        if joint:
+            which = list(range(n))
+            runs: dict[str, Any] = {"base_runs": [base_runs] * n}
+        else:
+            runs = {}
+        fresh = stats.compare_many(
+            [(pbase[c], head[c]) for c in which], seed=seed, paired=paired, **runs
+        )
         out = list(comparisons) if comparisons is not None else [None] * n
         for c, comp in zip(which, fresh, strict=True):
             out[c] = comp
@@ -247,6 +269,7 @@ def analyse(
                     base_of=window.base,
                     seed=at,
                     slowed=target,
+                    base_runs=[j // processes for j in range(n_base)],
                 )
 
             tally.add(scenario, "fixed", run(processes, 0, confirm))
