@@ -12,7 +12,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rnx.adaptive import CONFIRM_PROCESSES, MAX_ADDED_PROCESSES, Open, rows_of, still_open
+from rnx.adaptive import (
+    CONFIRM_PROCESSES,
+    MAX_ADDED_PROCESSES,
+    Open,
+    out_of_reach,
+    rows_of,
+    still_open,
+    verdicts,
+)
 from rnx.config import GateSettings
 from rnx.schema import MAX_PROCESSES, GateReport, ResultsDocument
 
@@ -47,6 +55,9 @@ class Decider:
     judge: Callable[[], GateReport]
     budget_s: float
     started: float  # time.monotonic() when the harness started
+    # The verdict were the head's processes doubled (rnx.adaptive.with_processes_doubled):
+    # which undecided configurations more processes could decide at all.
+    project: Callable[[], GateReport] | None = None
 
 
 def _listing(found: list[Open], limit: int = 4) -> str:
@@ -63,14 +74,36 @@ def sample_until_decided(orch: Orchestrator, decider: Decider) -> dict[str, list
     owed: dict[str, int] = {}  # about to BLOCK: fresh processes its confirmation still needs
     confirmed: set[str] = set()
     why_added: dict[str, list[str]] = {}
+    noted: list[str] = []
     fixed = orch.plan.processes
     per_process_s = (time.monotonic() - decider.started) / max(fixed, 1)
     while True:
         report = decider.judge()
-        found = still_open(report.tier, rows_of(report), confirmed)
+        rows = rows_of(report)
+        projected = None
+        if decider.project is not None and any(r.verdict == "undecided" for r in rows):
+            projected = verdicts(decider.project())
+            beyond = [r.id for r in rows if out_of_reach(r, projected)]
+            if beyond and beyond != noted:
+                progress.note(
+                    f"adaptive sampling: {len(beyond)} undecided configuration"
+                    f"{'s' if len(beyond) != 1 else ''} out of reach of more processes here "
+                    f"(twice as many would not decide them; more baseline runs or paired mode "
+                    f"would): {', '.join(beyond[:6])}{' ...' if len(beyond) > 6 else ''}"
+                )
+                noted = beyond
+        found = still_open(report.tier, rows, confirmed, projected)
         if not found:
-            if why_added:
-                progress.note(f"adaptive sampling: every configuration decided ({report.tier})")
+            if why_added or noted:
+                left = sum(out_of_reach(r, projected) for r in rows)
+                progress.note(
+                    f"adaptive sampling: nothing more to measure ({report.tier}): "
+                    + (
+                        f"{left} undecided out of reach"
+                        if beyond
+                        else "every configuration decided"
+                    )
+                )
             return why_added
         spent = time.monotonic() - decider.started
         added = orch.plan.processes - fixed

@@ -145,13 +145,15 @@ def run_benchmark(
             gate = against.gate or adaptive.gate
             baselines = list(against.documents)
 
-            def judge() -> GateReport:
+            def judge(doubled: bool = False) -> GateReport:
+                from rnx.adaptive import with_processes_doubled
                 from rnx.verdict import evaluate
 
                 doc = _document(orchestrator, env, repository, git, base_workload)
-                return evaluate(doc, baselines, gate)
+                return evaluate(with_processes_doubled(doc) if doubled else doc, baselines, gate)
 
-            added = sample_until_decided(orchestrator, Decider(judge, adaptive.budget_s, started))
+            decider = Decider(judge, adaptive.budget_s, started, lambda: judge(doubled=True))
+            added = sample_until_decided(orchestrator, decider)
             _record_adaptive(orchestrator, added)
     finally:
         pool.close_all()

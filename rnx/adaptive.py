@@ -9,10 +9,10 @@ so a BLOCK is confirmed by processes that did not produce it. The harness
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from rnx.schema import GateReport
+from rnx.schema import GateReport, ResultsDocument, Samples
 
 # A slowdown more likely than not beyond the block threshold, in a run that BLOCKs: the gate's
 # multiplicity control may leave it unblocked, but re-measuring a suspect costs little.
@@ -47,11 +47,22 @@ def about_to_block(tier: str, row: Row) -> bool:
     return tier == "BLOCK" and row.verdict == "slower" and (row.p_block or 0.0) >= ABOUT_TO_BLOCK_P
 
 
-def still_open(tier: str, rows: Sequence[Row], confirmed: Collection[str]) -> list[Open]:
-    """The configurations to measure more: undecided ones, and ones about to BLOCK that have
-    not been confirmed yet (`confirmed`: ids already re-measured for a BLOCK)."""
+def still_open(
+    tier: str,
+    rows: Sequence[Row],
+    confirmed: Collection[str],
+    projected: Mapping[str, str] | None = None,
+) -> list[Open]:
+    """The configurations to measure more: undecided ones that more processes can decide, and
+    ones about to BLOCK that have not been confirmed yet (`confirmed`: ids already re-measured
+    for a BLOCK). `projected`: each configuration's verdict were its head processes doubled
+    (`with_processes_doubled`); one still undecided then is out of reach of more processes
+    here (the baseline's own spread, or run-to-run variation, keeps it undecided) and is left
+    alone. None: every undecided configuration is open."""
     found = []
     for row in rows:
+        if row.verdict == "undecided" and out_of_reach(row, projected):
+            continue
         if row.verdict == "undecided":
             found.append(Open(row.id, f"undecided: {_short(row.reason)}", confirming=False))
         elif about_to_block(tier, row) and row.id not in confirmed:
@@ -64,6 +75,53 @@ def still_open(tier: str, rows: Sequence[Row], confirmed: Collection[str]) -> li
                 )
             )
     return found
+
+
+def out_of_reach(row: Row, projected: Mapping[str, str] | None) -> bool:
+    """Undecided, and still undecided with twice the head's processes."""
+    return (
+        row.verdict == "undecided"
+        and projected is not None
+        and projected.get(row.id, "undecided") == "undecided"
+    )
+
+
+def with_processes_doubled(doc: ResultsDocument) -> ResultsDocument:
+    """The document as if each of its processes had been measured twice: the same samples again
+    under new process and round numbers (base samples alike, so paired rounds stay paired).
+    A verdict on it says what more processes like these could decide, not what they will."""
+    configurations = []
+    for cfg in doc.configurations:
+        sides = [s for s in (cfg.samples, cfg.base_samples) if s is not None and s.ns]
+        if not sides:
+            configurations.append(cfg)
+            continue
+        p_shift = 1 + max(max(s.process) for s in sides)
+        r_shift = 1 + max(max(s.round) for s in sides)
+
+        configurations.append(
+            cfg.model_copy(
+                update={
+                    "samples": _twice(cfg.samples, p_shift, r_shift),
+                    "base_samples": _twice(cfg.base_samples, p_shift, r_shift),
+                }
+            )
+        )
+    return doc.model_copy(update={"configurations": configurations})
+
+
+def _twice(s: Samples | None, p_shift: int, r_shift: int) -> Samples | None:
+    if s is None or not s.ns:
+        return s
+    return Samples(
+        ns=s.ns + s.ns,
+        round=s.round + [r + r_shift for r in s.round],
+        process=s.process + [p + p_shift for p in s.process],
+    )
+
+
+def verdicts(report: GateReport) -> dict[str, str]:
+    return {c.id: c.verdict for c in report.comparisons}
 
 
 def rows_of(report: GateReport) -> list[Row]:
