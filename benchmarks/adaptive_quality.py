@@ -150,15 +150,15 @@ def replay(
 
     joint = base_runs is not None and not paired and _run_level()
 
-    def compare(which: list[int], comparisons: list | None) -> list:
+    def compare(which: list[int], comparisons: list | None, twice: bool = False) -> list:
         if joint:
             which = list(range(n))
             runs: dict[str, Any] = {"base_runs": [base_runs] * n}
         else:
             runs = {}
-        fresh = stats.compare_many(
-            [(pbase[c], head[c]) for c in which], seed=seed, paired=paired, **runs
-        )
+        k = 2 if twice else 1  # twice: the head's processes doubled (the rule's projection)
+        sides = [(pbase[c] * (k if paired else 1), head[c] * k) for c in which]
+        fresh = stats.compare_many(sides, seed=seed, paired=paired, **runs)
         out = list(comparisons) if comparisons is not None else [None] * n
         for c, comp in zip(which, fresh, strict=True):
             out[c] = comp
@@ -170,7 +170,13 @@ def replay(
     confirmed: dict[str, int] = {}  # id -> fresh processes still owed to its confirmation
     done_confirming: set[str] = set()
     while processes < initial + max_added:
-        open_ = still_open(tier, _rows(tier, ids, comparisons), done_confirming)
+        rows = _rows(tier, ids, comparisons)
+        projected = None
+        undecided = [int(r.id) for r in rows if r.verdict == "undecided"]
+        if undecided:
+            doubled = compare(undecided, comparisons, twice=True)
+            projected = {ids[c]: doubled[c].verdict for c in undecided}
+        open_ = still_open(tier, rows, done_confirming, projected)
         if not open_:
             break
         for o in open_:
@@ -185,7 +191,7 @@ def replay(
         processes += 1
         if any(o.confirming for o in open_):
             confirmations += 1
-        for cid in list(confirmed):
+        for cid in [o.id for o in open_ if o.id in confirmed]:
             if cid in done_confirming:
                 continue
             confirmed[cid] -= 1
