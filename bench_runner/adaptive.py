@@ -100,7 +100,7 @@ def sample_until_decided(orch: Orchestrator, decider: Decider) -> dict[str, list
                     f"adaptive sampling: nothing more to measure ({report.tier}): "
                     + (
                         f"{left} undecided out of reach"
-                        if beyond
+                        if left
                         else "every configuration decided"
                     )
                 )

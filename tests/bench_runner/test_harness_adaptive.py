@@ -72,6 +72,7 @@ def test_a_configuration_about_to_block_is_confirmed_in_fresh_processes(
     assert doc.settings.processes <= FAST.processes + MAX_ADDED_PROCESSES
     assert f"adaptive sampling: process {FAST.processes + 1} for" in log
     assert "confirming in fresh processes" in log
+    assert "adaptive sampling: nothing more to measure (BLOCK)" in log, log
 
 
 @pytest.mark.slow
