@@ -43,7 +43,7 @@ on:
   pull_request:
   push:
     branches: [{branch}]
-permissions:
+{schedule}permissions:
   contents: read
   pull-requests: write   # the sticky comment
   statuses: write        # the rnx-benchmark commit status
@@ -64,6 +64,30 @@ jobs:
           kernalin-url: ${{{{ vars.KERNALIN_URL }}}}
 """
 
+# --schedule: a scheduled run of the default branch is a point of its history, like a push, so
+# the server's change-point check gets points on quiet days too. Off the hour: GitHub delays
+# (and may drop) scheduled runs at the top of the hour, when most are due.
+SCHEDULES = {"nightly": "17 3 * * *", "weekly": "17 3 * * 1"}
+SCHEDULE = """\
+  schedule:   # {name}: GitHub runs it on the default branch
+    - cron: "{cron}"
+"""
+_CRON_FIELD = r"[0-9*/,-]+"
+
+
+def schedule_cron(value: str) -> str:
+    """The cron expression of --schedule: nightly, weekly, or five cron fields."""
+    if value in SCHEDULES:
+        return SCHEDULES[value]
+    fields = value.split()
+    if len(fields) != 5 or not all(re.fullmatch(_CRON_FIELD, f) for f in fields):
+        raise UserError(
+            f"--schedule {value!r}: use nightly, weekly, or a cron expression of five fields "
+            "like '17 3 * * *' (minute hour day month weekday, UTC)"
+        )
+    return " ".join(fields)
+
+
 CONFIG_HEADER = """\
 # Thresholds as code for rnx-benchmark (written by `rnx init`). Action inputs override it.
 # gate.mode: enforce (BLOCK fails the check) | soft-fail (BLOCK warns) | report-only
@@ -77,6 +101,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runtimes", default="pytorch_eager", help="comma-separated runtimes")
     p.add_argument("--branch", default="main", help="the baseline branch (default main)")
     p.add_argument("--action-ref", default=DEFAULT_ACTION_REF, help="owner/repo@ref of the action")
+    p.add_argument(
+        "--schedule",
+        help="also run on a schedule (nightly, weekly or a cron expression): scheduled runs "
+        "of the default branch are history points like pushes",
+    )
     p.add_argument("--force", action="store_true", help="overwrite existing files")
     p.add_argument("--open-pr", action="store_true", help="open a pull request that adds them")
     p.add_argument("--repo", help="OWNER/NAME for --open-pr (default: GITHUB_REPOSITORY)")
@@ -109,7 +138,14 @@ class Files:
     config: str
 
 
-def render(workloads: list[str], *, runtimes: list[str], branch: str, action_ref: str) -> Files:
+def render(
+    workloads: list[str],
+    *,
+    runtimes: list[str],
+    branch: str,
+    action_ref: str,
+    schedule: str | None = None,
+) -> Files:
     config = {
         "version": 1,
         "gate": {
@@ -127,7 +163,15 @@ def render(workloads: list[str], *, runtimes: list[str], branch: str, action_ref
     }
     text = CONFIG_HEADER + yaml.safe_dump(config, sort_keys=False)
     parse_config(yaml.safe_load(text), source="the starter kernalin.yml")  # never write a bad one
-    return Files(WORKFLOW.format(branch=branch, action_ref=action_ref), text)
+    on_schedule = (
+        ""
+        if schedule is None
+        else SCHEDULE.format(
+            name=schedule if schedule in SCHEDULES else "scheduled", cron=schedule_cron(schedule)
+        )
+    )
+    workflow = WORKFLOW.format(branch=branch, action_ref=action_ref, schedule=on_schedule)
+    return Files(workflow, text)
 
 
 def _check_workloads(root: Path, workloads: list[str]) -> list[str]:
@@ -198,7 +242,13 @@ def main(argv: list[str], *, env: Mapping[str, str] | None = None) -> int:
             "get_inputs(), or an .onnx model)"
         )
     runtimes = list(parse_runtimes(args.runtimes))
-    files = render(workloads, runtimes=runtimes, branch=args.branch, action_ref=args.action_ref)
+    files = render(
+        workloads,
+        runtimes=runtimes,
+        branch=args.branch,
+        action_ref=args.action_ref,
+        schedule=args.schedule,
+    )
 
     if args.open_pr:
         repo = args.repo or env.get("GITHUB_REPOSITORY")

@@ -98,11 +98,7 @@ def sample_until_decided(orch: Orchestrator, decider: Decider) -> dict[str, list
                 left = sum(out_of_reach(r, projected) for r in rows)
                 progress.note(
                     f"adaptive sampling: nothing more to measure ({report.tier}): "
-                    + (
-                        f"{left} undecided out of reach"
-                        if left
-                        else "every configuration decided"
-                    )
+                    + (f"{left} undecided out of reach" if left else "every configuration decided")
                 )
             return why_added
         spent = time.monotonic() - decider.started

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from bench_runner.state import ConfigState
-from rnx.schema import BuildTime, Configuration, Correctness, Samples
+from rnx.roofline import PEAK_KEYS, roofline
+from rnx.schema import BuildTime, Configuration, Correctness, Samples, SpeedOfLight, Work
 
 NATIVE_NOTE = (
     "the workload has no batch dimension (neither a get_inputs(batch_size=...) keyword nor a "
@@ -33,7 +35,53 @@ def _measurement_details(head: ConfigState, run_pids: set[int]) -> dict[str, Any
     return details
 
 
-def configuration(head: ConfigState, base: ConfigState | None, run_pids: set[int]) -> Configuration:
+def _work(found: dict[str, Any] | None, details: dict[str, Any]) -> Work | None:
+    """The checking worker's count, or None (with the reason in details) if it does not fit."""
+    if not found:
+        return None
+    try:
+        return Work(**found)
+    except ValueError as e:  # pydantic's ValidationError: a figure out of bounds
+        details["work_error"] = f"the work counted does not fit the document: {e}"[:2000]
+        return None
+
+
+def speed_of_light(
+    work: Work | None, peaks: dict[str, Any] | None, dtype: str, samples: Samples | None
+) -> SpeedOfLight | None:
+    """The median sample's roofline score, when the work, the peaks and samples are known."""
+    if work is None or not peaks or "error" in peaks or samples is None or not samples.ns:
+        return None
+    peak_flops = (peaks.get("flops") or {}).get(PEAK_KEYS[dtype])
+    measured_s = statistics.median(samples.ns) / 1e9
+    line = roofline(
+        flops=work.flops,
+        bytes_moved=work.bytes,
+        peak_flops=peak_flops,
+        peak_bandwidth=peaks.get("bandwidth"),
+        measured_s=measured_s,
+    )
+    if line is None:
+        return None
+    return SpeedOfLight(
+        score=line.score,
+        bound=line.bound,
+        roofline_s=line.roofline_s,
+        measured_s=measured_s,
+        peak_flops=peak_flops if line.compute_s is not None else None,
+        peak_bandwidth=peaks.get("bandwidth") if line.memory_s is not None else None,
+        peak_source=peaks["source"],
+        peak_part=str(peaks["part"])[:200],
+        beyond_roofline=line.beyond_roofline,
+    )
+
+
+def configuration(
+    head: ConfigState,
+    base: ConfigState | None,
+    run_pids: set[int],
+    peaks: dict[str, Any] | None = None,
+) -> Configuration:
     status, reason = head.status, head.reason
     samples = _samples(head) if status == "ok" else None
     if status == "ok" and samples is None:
@@ -52,6 +100,7 @@ def configuration(head: ConfigState, base: ConfigState | None, run_pids: set[int
         if base.correctness is not None:
             details["base_correctness"] = base.correctness
     correctness = Correctness(**head.correctness) if head.correctness else None
+    work = _work(head.work, details)
     return Configuration(
         runtime=head.spec.runtime,
         dtype=head.spec.dtype,
@@ -63,6 +112,8 @@ def configuration(head: ConfigState, base: ConfigState | None, run_pids: set[int
         samples=samples,
         base_samples=base_samples,
         details=jsonable(details),
+        work=work,
+        speed_of_light=speed_of_light(work, peaks, head.spec.dtype, samples),
     )
 
 

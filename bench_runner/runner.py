@@ -208,8 +208,9 @@ def _document(
     head = orchestrator.states["head"]
     base = orchestrator.states.get("base")
     pids = orchestrator.pool.pids
+    peaks = orchestrator.peaks
     configurations = [
-        configuration(head[c.id], base[c.id] if base else None, pids) for c in plan.configs
+        configuration(head[c.id], base[c.id] if base else None, pids, peaks) for c in plan.configs
     ]
     benchmark = plan.benchmark
     workload_dir = str(Path(benchmark.workload).resolve().parent)

@@ -27,6 +27,7 @@ class ConfigState:
     contention: list[ContentionSigns] = field(default_factory=list)
     estimate_ns: float = 0.0
     timing_wall_ns: int = 0
+    work: dict[str, Any] | None = None  # bench_runner/work.py, from the checking build
 
     @property
     def ok(self) -> bool:
@@ -54,6 +55,7 @@ class ConfigState:
             self.build = {k: int(v) for k, v in res.get("build", {}).items() if v is not None}
             self.details.update(details)
             self.details["checked_in_process"] = slot
+            self.work = res.get("work")
         else:
             self.details.setdefault("build_wall_ns_per_process", []).append(
                 details.get("build_wall_ns")

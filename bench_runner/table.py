@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import statistics
 
-from rnx.formatting import format_ns, format_percent, format_ratio
-from rnx.schema import Configuration, ResultsDocument
+from rnx.formatting import (
+    SPEED_OF_LIGHT_NOTE,
+    format_ns,
+    format_peaks,
+    format_percent,
+    format_ratio,
+    format_speed_of_light,
+)
+from rnx.schema import Configuration, ResultsDocument, SpeedOfLight
 
 
 def _row(c: Configuration) -> list[str]:
@@ -36,11 +43,29 @@ def _row(c: Configuration) -> list[str]:
             bits.append(str(c.details["provider"]))
         if c.details.get("graph_breaks"):
             bits.append(f"{c.details['graph_breaks']} graph breaks")
+        if "work_error" in c.details:
+            bits.append("no SOL: " + str(c.details["work_error"])[:100])
         if "launch_overhead_ns" in c.details:
             bits.append(f"launch {format_ns(c.details['launch_overhead_ns'])}")
         note = ", ".join(bits)
     n = str(len(c.samples.ns)) if c.samples is not None else "-"
-    return [c.id, c.status, median, spread, n, base, err, note]
+    return [
+        c.id,
+        c.status,
+        median,
+        spread,
+        n,
+        _sol(c.speed_of_light),
+        base,
+        err,
+        note,
+    ]
+
+
+def _sol(sol: SpeedOfLight | None) -> str:
+    if sol is None:
+        return "-"
+    return format_speed_of_light(sol.score, sol.bound, sol.beyond_roofline)
 
 
 def format_table(doc: ResultsDocument) -> str:
@@ -50,17 +75,18 @@ def format_table(doc: ResultsDocument) -> str:
         "median",
         "proc spread",
         "n",
+        "SOL",
         "head/base",
         "max abs/rel err",
         "notes",
     ]
     if doc.settings.mode != "paired":
-        header.pop(5)
+        header.pop(6)
     rows = []
     for c in doc.configurations:
         row = _row(c)
         if doc.settings.mode != "paired":
-            row.pop(5)
+            row.pop(6)
         rows.append(row)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
     lines = []
@@ -87,6 +113,7 @@ def run_notes(doc: ResultsDocument) -> list[str]:
             f"note: {first} ({len(shared)} configuration(s)); their timings are noisier, not "
             f"wrong, and were given more rounds where the time budget allowed"
         )
+    notes.extend(speed_of_light_notes(doc))
     throttled = sum(
         len(c.details["gpu_telemetry"].get("throttled") or [])
         for c in doc.configurations
@@ -98,3 +125,20 @@ def run_notes(doc: ResultsDocument) -> list[str]:
             f"SM clock (details.gpu_telemetry.throttled)"
         )
     return ["", *notes] if notes else []
+
+
+def speed_of_light_notes(doc: ResultsDocument) -> list[str]:
+    """Which peaks the SOL column is against, and any score beyond the roofline (a problem)."""
+    scored = [c for c in doc.configurations if c.speed_of_light is not None]
+    if not scored:
+        return []
+    first = scored[0].speed_of_light
+    assert first is not None
+    against = format_peaks(first.peak_source, first.peak_part)
+    notes = [f"note: {SPEED_OF_LIGHT_NOTE}; peaks: {against}"]
+    beyond = [c.id for c in scored if c.speed_of_light and c.speed_of_light.beyond_roofline]
+    if beyond:
+        notes.append(
+            f"note: beyond the roofline, check the count and the timing: {', '.join(beyond)}"
+        )
+    return notes

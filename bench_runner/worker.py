@@ -24,11 +24,13 @@ from bench_runner import preload
 from bench_runner.correctness import check_correctness
 from bench_runner.errors import ConfigFailure, Unsupported
 from bench_runner.gpu_checks import ContentionSigns
+from bench_runner.peak_probe import peaks_for
 from bench_runner.references import ReferenceStore
 from bench_runner.runtimes import Prepared, get_runtime
 from bench_runner.subjects import build_subject
 from bench_runner.telemetry import GpuTelemetry, open_telemetry
 from bench_runner.timing import CudaTimer, Timer, make_timer, warm_up
+from bench_runner.work import measure_work
 from bench_runner.workload import TORCH_DTYPES, OnnxWorkload, PythonWorkload, load_workload
 
 # Messages of torch and ONNX Runtime that mean "this op has no kernel for this dtype/device".
@@ -257,9 +259,37 @@ class Side:
         result["details"].update(prepared.details)
         self.ready[cmd["id"]] = Ready(prepared=prepared, example_inputs=subject.example_inputs)
         if cases is not None:
+            self._count_work(cmd, result, subject.example_inputs)
             self._check(cmd, result, prepared, cases)
         result["memory_bytes"] = memory_in_use(self.device)
         result["peak_memory_bytes"] = peak_memory(self.device)
+
+    def _count_work(self, cmd: dict[str, Any], result: dict[str, Any], inputs: list[Any]) -> None:
+        """FLOPs and bytes, once per configuration, in the process that checks it. A failure
+        costs the configuration its speed-of-light score, never its timing or verdict."""
+        wl = self.workload
+        python = isinstance(wl, PythonWorkload)
+        t0 = time.perf_counter_ns()
+        try:
+            result["work"] = measure_work(
+                wl.module if isinstance(wl, PythonWorkload) else None,
+                wl.build_reference(self.seed) if isinstance(wl, PythonWorkload) else None,
+                inputs,
+                dtype=cmd["dtype"],
+                torch_dtype=TORCH_DTYPES[cmd["dtype"]],
+                batch_size=cmd["batch_size"],
+            )
+        except Exception as e:  # noqa: BLE001 - a workload's get_flops may raise anything
+            what = "counting its work" if python else "counting the inputs' bytes"
+            result["details"]["work_error"] = f"{what} failed: {type(e).__name__}: {e}"[:2000]
+        result["details"]["work_wall_ns"] = time.perf_counter_ns() - t0
+
+    def peaks(self, dtypes: list[str]) -> dict[str, Any]:
+        """The device's peaks: the table's for a known GPU, else measured now (after timing)."""
+        try:
+            return peaks_for(self.device, dtypes).as_dict()
+        except Exception as e:  # noqa: BLE001 - no peaks costs the scores, never the run
+            return {"error": f"{type(e).__name__}: {e}"[:2000]}
 
     def _check(self, cmd: dict[str, Any], result: dict[str, Any], prepared: Prepared, cases: Any):
         t_check = time.perf_counter_ns()
@@ -413,6 +443,8 @@ def worker_main(conn: Any, spec: dict[str, Any]) -> None:
             conn.send(side.measure(cmd["id"]))
         elif op == "report":
             conn.send(side.report(cmd["id"]))
+        elif op == "peaks":
+            conn.send(side.peaks(cmd["dtypes"]))
         elif op == "close":
             conn.send({"bye": True})
             return

@@ -103,6 +103,15 @@ class PythonWorkload:
             return [], init
         return list(init or []), {}
 
+    def build_reference(self, seed: int) -> torch.nn.Module:
+        """Model alone, built as build() builds it (the work of a call is counted on it)."""
+        args, kwargs = self._init_args()
+        try:
+            torch.manual_seed(seed)
+            return self.module.Model(*args, **kwargs).eval()
+        except BaseException as e:  # noqa: BLE001
+            raise _failure("building Model raised", e) from None
+
     def build(self, seed: int) -> tuple[torch.nn.Module, torch.nn.Module, str]:
         """(reference Model, candidate ModelNew or Model, how their weights were matched)."""
         args, kwargs = self._init_args()

@@ -2,6 +2,12 @@
 on SQLite and PostgreSQL, with an empty database and with 1,000,000 stored runs.
 
     .venv/bin/python -m benchmarks.server_load [--uploads 100] [--runs 1000000]
+    .venv/bin/python -m benchmarks.server_load --synchronous [--uploads 100]
+
+--synchronous: SQLite only, the cost of durability. Two empty databases, each behind its own
+`rnx serve`: one with the server's PRAGMA synchronous=FULL (an acknowledged upload survives a
+power loss), one started with NORMAL (the setting before; the last commits before a power
+loss could vanish); the same uploads to both, alternating, then threaded throughput on each.
 
 Per engine, two databases each behind its own `rnx serve` process: one empty, one holding
 1,000,000 filler runs. Each upload is a results document of 8 configurations x 30 samples, a
@@ -233,6 +239,56 @@ def bench_engine(
     return out
 
 
+NORMAL_SYNC = "import gate_server.db.engine as e; e.SQLITE_SYNCHRONOUS = 'NORMAL'"
+
+
+def bench_synchronous(workdir: Path, args: argparse.Namespace) -> int:
+    """FULL (the server's) against NORMAL on SQLite, side by side; prints the figures."""
+    from gate_server.db.engine import SQLITE_SYNCHRONOUS
+
+    modes = [(SQLITE_SYNCHRONOUS, None), ("NORMAL", NORMAL_SYNC)]
+    urls = [f"sqlite:///{workdir / f'sync-{name}.db'}" for name, _ in modes]
+    secrets = [prepare(url)[0] for url in urls]
+    servers = []
+    try:
+        for url, (_, prelude) in zip(urls, modes, strict=True):
+            servers.append(start_server(url, workdir, prelude=prelude))
+        pair = [Client(server.url, secret) for server, secret in zip(servers, secrets, strict=True)]
+        for i in range(6):
+            doc = body(
+                make_results(repository=REPO, environment=ENV, branch="main", seed=10_000 + i)
+            )
+            for client in pair:
+                client.upload(doc)
+        deadline = time.monotonic() + args.max_seconds
+        timed = latency(pair, args.uploads, 20_000, deadline)
+        flows = [
+            throughput(client, args.throughput_uploads, args.threads, 30_000 + 1000 * k)
+            for k, client in enumerate(pair)
+        ]
+    finally:
+        for server in servers:
+            server.stop()
+    print(
+        f"SQLite, upload = 8 configurations x 30 samples re-gated against 6 baselines; "
+        f"{args.uploads} sequential uploads to each server, alternating; then "
+        f"{args.throughput_uploads} uploads from {args.threads} threads to each"
+    )
+    print(
+        f"{'synchronous':<12} {'n':>4} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'uploads/s':>10}"
+    )
+    for (name, _), t, f in zip(modes, timed, flows, strict=True):
+        print(
+            f"{name:<12} {t['n']:>4} {t['p50_ms']:>8.1f} {t['p99_ms']:>8.1f} "
+            f"{t['mean_ms']:>8.1f} {f['uploads_per_s']:>10.2f}"
+        )
+    print(
+        f"FULL / NORMAL: p50 {timed[0]['p50_ms'] / timed[1]['p50_ms']:.2f}, "
+        f"throughput {flows[0]['uploads_per_s'] / flows[1]['uploads_per_s']:.2f}"
+    )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="sqlite,postgresql")
@@ -242,7 +298,13 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1_000_000, help="filler runs")
     parser.add_argument("--max-seconds", type=float, default=900)
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--synchronous", action="store_true", help="SQLite: synchronous FULL against NORMAL"
+    )
     args = parser.parse_args()
+    if args.synchronous:
+        with tempfile.TemporaryDirectory() as tmp:
+            return bench_synchronous(Path(tmp), args)
     args.db = [d.strip() for d in args.db.split(",") if d.strip()]
 
     results = []

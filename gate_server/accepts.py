@@ -3,19 +3,27 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from sqlalchemy.engine import Connection
+
+from gate_server.alerts.delivery import emit
+from gate_server.alerts.events import accepted_slowdown_event, alert_run
 from gate_server.answers import ApiError
 from gate_server.branches import current_name, hold_names
+from gate_server.changes import enqueue_detection
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, runs
-from gate_server.db.runs import RunRecord
+from gate_server.db.runs import BaselineKey, RunRecord
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.runs import check_run_id
 from rnx.branches import branch_matches
 
 MAX_REASON_CHARS = 2000
 MAX_ACCEPT_BODY = 64 * 1024  # the JSON body of an accept request, in bytes
+# NUL cannot be stored in a PostgreSQL text column, and the other C0 controls only hide text.
+_UNSTORABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def check_accept_scope(database: Database, token: TokenRecord, run_id: str) -> RunRecord:
@@ -55,6 +63,15 @@ def check_reason(reason: str) -> str:
             'say why this run is accepted: {"reason": "..."}',
             [{"field": "reason", "problem": "required, non-empty"}],
         )
+    bad = sorted({f"U+{ord(c):04X}" for c in reason if _UNSTORABLE.match(c)})
+    if bad:
+        raise ApiError(
+            422,
+            "unstorable_reason",
+            f"the reason holds control characters ({', '.join(bad)}); write it as plain text "
+            "(tabs and line breaks are fine)",
+            [{"field": "reason", "problem": "control characters"}],
+        )
     if len(reason) > MAX_REASON_CHARS:
         raise ApiError(
             422,
@@ -72,11 +89,13 @@ def accept_run(
     reason: str,
     via: str,
     token_id: int | None = None,
+    on_behalf_of: str | None = None,
 ) -> dict[str, Any]:
     """Make a run the newest baseline for its base branch, environment and workload. The caller
     has checked that `actor` may do so (a scoped token, or a GitHub user with write access),
     and, in App mode, that the run's workload is the file at its commit
-    (gate_server/github/workload_check.py)."""
+    (gate_server/github/workload_check.py). `on_behalf_of` is who the caller says it acts for,
+    when the server cannot verify it: kept in the audit entry's details, never as the actor."""
     run_id = check_run_id(run_id)
     reason = check_reason(reason)
     with database.write() as conn:
@@ -104,10 +123,30 @@ def accept_run(
                     "branch": target,
                     "environment": run.environment_key,
                     "workload": run.workload,
+                    **({"on_behalf_of": on_behalf_of} if on_behalf_of else {}),
                 },
             )
             run = runs.by_run_id(conn, run_id) or run
+            # An accepted run is a new point of its branch's history (the job does nothing
+            # when RNX_DETECT_CHANGES is off).
+            key = BaselineKey(run.repository_id, target, run.environment_key, run.workload)
+            enqueue_detection(conn, key, run_id)
+            _alert_slowdown(conn, run, actor=actor, reason=reason, via=via)
     return _acceptance(run, already)
+
+
+def _alert_slowdown(conn: Connection, run: RunRecord, *, actor: str, reason: str, via: str) -> None:
+    """An accepted run with a credible slowdown is an alert (written with the accept)."""
+    facts = accepted_slowdown_event(
+        repository=run.repository,
+        answer=run.answer,
+        run=alert_run(run),
+        accepted_by=actor,
+        reason=reason,
+        via=via,
+    )
+    if facts is not None:
+        emit(conn, facts, workspace_id=run.workspace_id, repository_id=run.repository_id)
 
 
 def _acceptance(run: RunRecord, already: bool) -> dict[str, Any]:

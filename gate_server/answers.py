@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gate_server.errors import InvalidInput, NotFound
+from gate_server.errors import AmbiguousRepository, InvalidInput, NotFound
 
 log = logging.getLogger("gate_server")
 
@@ -76,6 +76,10 @@ async def _invalid_input(request: Request, exc: InvalidInput) -> Response:
     return error_response(422, "invalid_request", str(exc))
 
 
+async def _ambiguous(request: Request, exc: AmbiguousRepository) -> Response:
+    return error_response(409, "ambiguous_repository", str(exc))
+
+
 async def _not_found(request: Request, exc: NotFound) -> Response:
     return error_response(404, "not_found", str(exc))
 
@@ -113,6 +117,7 @@ EXCEPTION_HANDLERS: dict[Any, Any] = {
     ApiError: _api_error,
     InvalidInput: _invalid_input,
     NotFound: _not_found,
+    AmbiguousRepository: _ambiguous,
     HTTPException: _http_exception,
     OperationalError: _database_unavailable,
     Exception: _server_error,

@@ -27,7 +27,7 @@ from gate_server.openapi import (
 )
 from gate_server.runs import get_run
 from gate_server.services import services
-from gate_server.uploads import ingest_run
+from gate_server.uploads import answered, ingest_run
 
 
 @endpoint(
@@ -95,7 +95,7 @@ async def read_run(request: Request) -> Response:
     view = await run_in_threadpool(
         get_run, database, token, request.path_params["run_id"], with_document=with_document
     )
-    return JSONResponse(view)
+    return JSONResponse(answered(view, base_url(request)))
 
 
 def _accept_reason(body: bytes) -> str:

@@ -15,11 +15,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gate_server import api, health
-from gate_server.answers import EXCEPTION_HANDLERS
+from gate_server import api, change_point_api, health
+from gate_server.answers import EXCEPTION_HANDLERS, error_response
 from gate_server.dashboard.routes import routes as dashboard_routes
 from gate_server.github.routes import routes as github_routes
+from gate_server.jobs import HANDLERS
 from gate_server.openapi import openapi_document
+from gate_server.outbox import OutboxWorker
 from gate_server.services import Services
 from gate_server.settings import ServerSettings, load_settings
 from rnx import __version__
@@ -40,10 +42,45 @@ class NoSniff:
         await self.app(scope, receive, send_with_header if scope["type"] == "http" else send)
 
 
+# Request headers larger than this, all together, are refused with 431. `rnx serve` lets its
+# HTTP parser take up to MAX_PARSED_HEADER_BYTES so such a request is read whole and answered;
+# past that the parser itself refuses it (400) and closes the connection.
+MAX_HEADER_BYTES = 64 * 1024
+MAX_PARSED_HEADER_BYTES = 1024 * 1024
+
+
+class HeaderLimit:
+    """431 in the one error shape for headers over MAX_HEADER_BYTES."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            size = sum(len(k) + len(v) + 4 for k, v in scope["headers"])
+            if size > MAX_HEADER_BYTES:
+                response = error_response(
+                    431,
+                    "headers_too_large",
+                    f"the request's headers have {size} bytes; this server takes at most "
+                    f"{MAX_HEADER_BYTES}",
+                    headers={"Connection": "close"},
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(settings: ServerSettings | None = None) -> Starlette:
     """The ASGI app: the API, the GitHub webhook and PR accept API, and the dashboard."""
     settings = settings or load_settings()
-    routes: list[BaseRoute] = [*health.routes, *api.routes, *github_routes, *dashboard_routes]
+    routes: list[BaseRoute] = [
+        *health.routes,
+        *api.routes,
+        *change_point_api.routes,
+        *github_routes,
+        *dashboard_routes,
+    ]
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document(request.app.routes, version=__version__))
@@ -54,14 +91,23 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         svc = await run_in_threadpool(Services.start, settings)
         app.state.services = svc
+        worker = OutboxWorker(
+            svc,
+            HANDLERS,
+            poll_s=settings.outbox_poll_ms / 1000,
+            lease_s=settings.outbox_lease_s,
+        )
+        worker.start()
+        app.state.outbox_worker = worker
         try:
             yield
         finally:
+            await worker.stop()
             svc.close()
 
     return Starlette(
         routes=routes,
-        middleware=[Middleware(NoSniff)],
+        middleware=[Middleware(NoSniff), Middleware(HeaderLimit)],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 from gate_server.branches import follow_renames
 from gate_server.db import renames, runs
 from gate_server.db.runs import BaselineKey, RunRecord
+from rnx.branches import branch_matches
 from rnx.schema import ResultsDocument
 
 
@@ -28,15 +29,27 @@ def comparison_branch(doc: ResultsDocument) -> str:
 
 
 def candidates(
-    conn: Connection, repository_id: int, doc: ResultsDocument, workload: str, history: int
+    conn: Connection,
+    repository_id: int,
+    doc: ResultsDocument,
+    workload: str,
+    history: int,
+    baseline_branches: Sequence[str],
 ) -> BaselineCandidates:
     """The newest baseline run and up to `history` earlier ones of the run's comparison branch,
     environment and workload (its normalised path: gate_server/workloads.py). A CI job that
     started before its branch was renamed still names the old branch: it is compared with,
-    and recorded under, the name the branch has now."""
+    and recorded under, the name the branch has now.
+
+    A push to one of `baseline_branches` (the token's) may become that branch's baseline, so
+    it is compared with that branch's own baselines, whatever git.base_branch says: a base
+    branch that does not exist would otherwise let a BLOCK-worthy run through as a WARN."""
     log = renames.log(conn, repository_id)
-    branch = follow_renames(log, comparison_branch(doc))[0]
     home = follow_renames(log, doc.git.branch)[0]
+    if not doc.git.is_pull_request and branch_matches(baseline_branches, home):
+        branch = home
+    else:
+        branch = follow_renames(log, comparison_branch(doc))[0]
     key = BaselineKey(repository_id, branch, doc.environment.key, workload)
     return BaselineCandidates(key, home, runs.baselines(conn, key, 1 + history))
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 
-from gate_server.db import audit, renames, repositories, runs, tokens
+from gate_server.db import audit, change_points, renames, repositories, runs, tokens
 from gate_server.db.engine import BRANCH_LOCK, advisory_lock
 from gate_server.db.renames import BranchRename
-from gate_server.db.schema import MAX_BRANCH_CHARS
 from gate_server.errors import InvalidInput, NotFound
+from rnx.branches import branch_name_problem
 
 
 @dataclass(frozen=True)
@@ -28,16 +28,12 @@ class BranchRenameResult:
 
 
 def check_branch_name(value: str, what: str) -> str:
-    """A branch name as git allows it, as far as the server cares: the columns hold 255
-    characters, and whitespace or control characters would only hide a typo."""
+    """A branch name as git allows it and as uploads must name it (rnx/branches.py)."""
     if not isinstance(value, str) or not value:
         raise InvalidInput(f"{what} is empty; name a branch, e.g. main")
-    if len(value) > MAX_BRANCH_CHARS:
-        raise InvalidInput(f"{what} has {len(value)} characters; at most {MAX_BRANCH_CHARS}")
-    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
-        raise InvalidInput(
-            f"{what} {value!r} has whitespace or control characters; git refuses those"
-        )
+    problem = branch_name_problem(value)
+    if problem is not None:
+        raise InvalidInput(f"{what}: {problem}")
     return value
 
 
@@ -115,6 +111,7 @@ def rename_branch(
     if current != old and new in {r.to_branch for r in path}:
         return BranchRenameResult(repository.name, old, new, False, 0, [])
     moved = runs.move_baselines(conn, repository_id, old, new)
+    change_points.move_branch(conn, repository_id, old, new)
     renames.append(conn, repository_id, old, new, actor=actor, via=via)
     widened = _widen_tokens(conn, repository_id, old, new)
     audit.record(

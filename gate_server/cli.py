@@ -1,8 +1,10 @@
-"""`rnx serve`, `rnx token create|list|revoke` and `rnx branch rename`: the server's command
-line, an edge where the core's domain errors become one line and exit code 2 (UserError).
+"""The server's command line: `rnx serve`, `rnx token create|list|revoke`, `rnx branch rename`,
+`rnx repo bind`, `rnx notify` and `rnx environment price`; an edge where the core's domain errors
+become one line and exit code 2 (UserError).
 
-The same commands run without the `rnx` dispatcher as `python -m gate_server serve|token|branch`
-(main below), so the server starts with only its own package (gate_server/local.py uses it)."""
+The same commands run without the `rnx` dispatcher as
+`python -m gate_server serve|token|branch|repo|notify|environment` (main below), so the server
+starts with only its own package (gate_server/local.py uses it)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import argparse
 import functools
 import getpass
 import json
+import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,7 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gate_server.auth import issue_token, revoke_token
 from gate_server.branches import check_branch_name, rename_branch
-from gate_server.db import Database, open_database, repositories, tokens
+from gate_server.db import Database, audit, open_database, prices, repositories, tokens
 from gate_server.db.engine import shown_url
 from gate_server.db.tokens import TokenRecord
 from gate_server.errors import GateServerError
@@ -72,6 +76,8 @@ def serve_main(argv: list[str]) -> int:
 
     import uvicorn
 
+    from gate_server.asgi import MAX_PARSED_HEADER_BYTES
+
     uvicorn.run(
         "gate_server.cli:app_from_env",
         factory=True,
@@ -80,6 +86,10 @@ def serve_main(argv: list[str]) -> int:
         workers=args.workers,
         log_level=args.log_level,
         proxy_headers=True,
+        # h11 stops at 16 KiB of headers and drops the connection; read up to 1 MiB so that
+        # large headers get an answer (431, gate_server/asgi.py), not a reset.
+        http="h11",
+        h11_max_incomplete_event_size=MAX_PARSED_HEADER_BYTES,
     )
     return 0
 
@@ -237,10 +247,143 @@ def branch_main(argv: list[str]) -> int:
     return 0
 
 
+@_one_line_errors
+def notify_main(argv: list[str]) -> int:
+    """`rnx notify add|list|remove` (gate_server/notify_cli.py)."""
+    from gate_server.notify_cli import run_notify
+
+    return run_notify(argv, database_for=_database, actor=_actor())
+
+
+_ENVIRONMENT_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")  # as rnx.schema.EnvironmentKey
+
+
+def _price_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an hourly price; write e.g. 3.50")
+    return value
+
+
+def _workspace_id(found: dict[str, int], name: str | None) -> tuple[str, int]:
+    if name is not None:
+        if name not in found:
+            raise UserError(f"no workspace {name!r}; `rnx token list` shows the workspaces")
+        return name, found[name]
+    if len(found) == 1:
+        return next(iter(found.items()))
+    if not found:
+        raise UserError("the database has no workspace yet; `rnx token create` makes one")
+    raise UserError(f"say which workspace with --workspace ({', '.join(found)})")
+
+
+@_one_line_errors
+def environment_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="rnx environment",
+        description="Environments' hourly prices, for the cost per million items on the "
+        "dashboard's /hardware page.",
+    )
+    sub = parser.add_subparsers(dest="action", required=True)
+    price = sub.add_parser("price", help="set an environment's hourly price")
+    price.add_argument("environment", help="the environment key runs carry (env-...)")
+    price.add_argument("price", type=_price_arg, help="price per hour, e.g. 3.50")
+    listing = sub.add_parser("prices", help="list the prices set")
+    for p in (price, listing):
+        p.add_argument("--workspace", help="needed only when the database has several")
+        p.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
+    args = parser.parse_args(argv)
+    if args.action == "price" and not _ENVIRONMENT_KEY.match(args.environment):
+        raise UserError(
+            f"{args.environment!r} is not an environment key (letters, digits, _ . : -, at "
+            "most 128); the dashboard's /hardware page shows each environment's key"
+        )
+    database = _database(args.database_url)
+    try:
+        with database.write() as conn:
+            workspace, workspace_id = _workspace_id(prices.workspace_ids(conn), args.workspace)
+            if args.action == "prices":
+                for key, amount in prices.of_workspace(conn, workspace_id):
+                    print(f"{key}  {amount:g}")
+                return 0
+            prices.set_price(conn, workspace_id, args.environment, args.price)
+            audit.record(
+                conn,
+                actor=_actor(),
+                action="environment.price",
+                subject=f"{workspace}/{args.environment}",
+                details={"price_per_hour": args.price},
+            )
+    finally:
+        database.close()
+    print(f"{workspace}: {args.environment} costs {args.price:g} per hour")
+    return 0
+
+
+@_one_line_errors
+def repo_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="rnx repo",
+        description="Registered repositories: tie one to GitHub's numeric id when its name is "
+        "registered in several workspaces (OIDC uploads and webhooks refuse to guess).",
+    )
+    sub = parser.add_subparsers(dest="action", required=True)
+    bind = sub.add_parser("bind", help="tie OWNER/NAME in one workspace to GitHub's id")
+    bind.add_argument("--repo", required=True, help="OWNER/NAME")
+    bind.add_argument("--workspace", required=True)
+    bind.add_argument(
+        "--github-id", type=int, required=True, help="the repository's id (GET /repos/OWNER/NAME)"
+    )
+    bind.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
+    args = parser.parse_args(argv)
+    if args.github_id < 1:
+        raise UserError("--github-id must be GitHub's positive numeric id of the repository")
+    database = _database(args.database_url)
+    try:
+        with database.write() as conn:
+            found = [
+                r for r in repositories.named(conn, args.repo) if r.workspace == args.workspace
+            ]
+            if not found:
+                raise UserError(
+                    f"no repository {args.repo!r} in workspace {args.workspace!r}; "
+                    "`rnx token list` shows the registered repositories"
+                )
+            holder = repositories.by_github_id(conn, args.github_id)
+            if holder is not None and holder.id != found[0].id:
+                raise UserError(
+                    f"GitHub id {args.github_id} is bound to {holder.name} in workspace "
+                    f"{holder.workspace!r}; one GitHub repository belongs to one workspace"
+                )
+            if found[0].github_repository_id not in (None, args.github_id):
+                raise UserError(
+                    f"{found[0].name} in {args.workspace!r} is bound to GitHub id "
+                    f"{found[0].github_repository_id} already"
+                )
+            repositories.set_github_id(conn, found[0].id, args.github_id)
+            audit.record(
+                conn,
+                actor=_actor(),
+                action="repository.bind",
+                subject=f"repository:{found[0].name}",
+                details={"workspace": args.workspace, "github_repository_id": args.github_id},
+            )
+    finally:
+        database.close()
+    print(f"{found[0].name} in workspace {args.workspace} is GitHub repository {args.github_id}")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "serve": serve_main,
     "token": token_main,
     "branch": branch_main,
+    "notify": notify_main,
+    "environment": environment_main,
+    "repo": repo_main,
 }
 
 

@@ -60,7 +60,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def parse_json(body: bytes) -> Any:
+def parse_json(body: bytes | bytearray) -> Any:
     """The body as JSON: 400 invalid_json when it is not."""
     try:
         return json.loads(body)

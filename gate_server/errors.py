@@ -20,6 +20,11 @@ class NotFound(GateServerError):
     """A name or id that the database does not hold."""
 
 
+class AmbiguousRepository(GateServerError):
+    """A repository name registered in several workspaces, where one must be chosen: GitHub's
+    id for it is bound by an admin (`rnx repo bind`), never by guessing."""
+
+
 class SettingsError(GateServerError):
     """A setting the server cannot start with: an RNX_* variable, a key, a database URL, a
     database written by a newer version. It stops the process with one line."""

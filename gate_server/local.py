@@ -37,17 +37,29 @@ class LiveServer:
 
 
 def start_server(
-    database_url: str, workdir: Path, *, env: dict[str, str] | None = None, timeout: float = 30.0
+    database_url: str,
+    workdir: Path,
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 30.0,
+    prelude: str | None = None,
 ) -> LiveServer:
     """`python -m gate_server serve` (what `rnx serve` runs) on a free loopback port, returned
     once /readyz answers 200.
 
-    The caller's RNX_* variables are dropped so only `env` sets the server's policy."""
+    The caller's RNX_* variables are dropped so only `env` sets the server's policy.
+    `prelude`: Python run in the server process first, for a benchmark that measures a
+    constant's other value side by side (e.g. SQLite's synchronous mode)."""
     port = free_port()
     log = workdir / f"server-{port}.log"
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RNX_")}
     clean.update(env or {})
-    command = [sys.executable, "-m", "gate_server", "serve", "--host", "127.0.0.1"]
+    if prelude is None:
+        command = [sys.executable, "-m", "gate_server"]
+    else:
+        run = "import sys; from gate_server.cli import main; sys.exit(main(sys.argv[1:]))"
+        command = [sys.executable, "-c", f"{prelude}\n{run}"]
+    command += ["serve", "--host", "127.0.0.1"]
     command += ["--port", str(port), "--database-url", database_url, "--log-level", "warning"]
     with open(log, "wb") as out:
         process = subprocess.Popen(

@@ -82,9 +82,12 @@ def header(name: str, description: str | None = None) -> dict[str, Any]:
     return found if description is None else {**found, "description": description}
 
 
-def query(name: str, schema_type: str) -> dict[str, Any]:
-    """An optional query parameter."""
-    return {"name": name, "in": "query", "required": False, "schema": {"type": schema_type}}
+def query(name: str, schema_type: str, *, pattern: str | None = None) -> dict[str, Any]:
+    """An optional query parameter (a string one may have the pattern the code checks)."""
+    schema: dict[str, Any] = {"type": schema_type}
+    if pattern is not None:
+        schema["pattern"] = pattern
+    return {"name": name, "in": "query", "required": False, "schema": schema}
 
 
 def schema_routes(routes: Iterable[BaseRoute], prefix: str = "") -> Iterable[tuple[str, str, Any]]:
@@ -217,6 +220,54 @@ _ANSWERS: dict[str, Any] = {
     ),
     "ReceiptKey": _object(
         ["algorithm", "kid", "public_key_pem"], algorithm=_STR, kid=_STR, public_key_pem=_STR
+    ),
+    "ChangePoint": _object(
+        [
+            "id",
+            "repository",
+            "branch",
+            "environment",
+            "workload",
+            "configuration",
+            "before_run_id",
+            "before_sha",
+            "after_run_id",
+            "after_sha",
+            "ratio",
+            "low",
+            "high",
+            "detected_at",
+            "status",
+        ],
+        id={"type": "integer"},
+        repository=_STR,
+        branch=_STR,
+        environment=_STR,
+        workload=_WORKLOAD,
+        configuration={"type": "string", "description": "runtime/dtype/bsN"},
+        before_run_id={"type": "string", "description": "the last run before the change"},
+        before_sha=_STR,
+        after_run_id={"type": "string", "description": "the first run after the change"},
+        after_sha=_STR,
+        ratio={"type": "number", "description": "later/earlier typical time"},
+        low={"type": "number", "description": "90% interval of the ratio"},
+        high={"type": "number"},
+        p_value={"type": "number"},
+        detected_at=_STR,
+        status={"enum": ["open", "acknowledged", "resolved"]},
+        note={"type": ["string", "null"]},
+        acknowledged_at={"type": ["string", "null"]},
+        acknowledged_by={"type": ["string", "null"]},
+        resolved_at={"type": ["string", "null"]},
+        undoes_id={
+            "type": ["integer", "null"],
+            "description": "the earlier change point this one takes back (both resolved)",
+        },
+        compare_url={"type": "string", "description": "GitHub's compare view of the commits"},
+    ),
+    "ChangePoints": _object(
+        ["change_points"],
+        change_points={"type": "array", "items": {"$ref": "#/components/schemas/ChangePoint"}},
     ),
 }
 

@@ -39,6 +39,10 @@ _WHOLE_NUMBERS: dict[str, tuple[str, int, int | None]] = {
     "resamples": ("RNX_RESAMPLES", MIN_RESAMPLES, None),
     "seed": ("RNX_SEED", 0, None),
     "oidc_leeway_s": ("RNX_OIDC_LEEWAY_S", 0, 300),
+    # The outbox worker (gate_server/outbox.py): how often an idle one looks for due jobs, and
+    # how long a claimed job is its own before another process may take it over.
+    "outbox_poll_ms": ("RNX_OUTBOX_POLL_MS", 10, 60_000),
+    "outbox_lease_s": ("RNX_OUTBOX_LEASE_S", 1, 86_400),
 }
 
 
@@ -72,6 +76,10 @@ class ServerSettings:
     # GitHub App mode: off unless both the App id and its private key are set.
     github_app: AppCredentials | None = None
     github_api_url: str = DEFAULT_API_URL
+    outbox_poll_ms: int = 1000
+    outbox_lease_s: int = 300
+    # Look for change points in baseline history after every baseline run (gate_server/changes.py).
+    detect_changes: bool = True
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -163,6 +171,17 @@ def _oidc_audience(env: Mapping[str, str]) -> str | None:
     return None if value.lower() == "off" else value
 
 
+def _on_off(env: Mapping[str, str], name: str, *, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("on", "true", "1", "yes"):
+        return True
+    if raw in ("off", "false", "0", "no"):
+        return False
+    raise SettingsError(f"{name}={raw!r} must be on or off")
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> ServerSettings:
     """The settings from the environment; a bad value is a SettingsError naming the variable."""
     env = os.environ if env is None else env
@@ -178,5 +197,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> ServerSettings:
         oidc_audience=_oidc_audience(env),
         github_app=_github_app(env, api_url),
         github_api_url=api_url,
+        detect_changes=_on_off(env, "RNX_DETECT_CHANGES", default=True),
         **_whole_numbers(env),
     )

@@ -11,9 +11,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from gate_server.alerts.delivery import emit
+from gate_server.alerts.events import alert_run, block_event
 from gate_server.answers import Answer, ApiError
 from gate_server.baselines import BaselineCandidates, candidates, choose_baselines
 from gate_server.branches import current_name, hold_names
+from gate_server.changes import enqueue_detection
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, runs
 from gate_server.db.runs import BaselineKey, NewRun, RunRecord
@@ -27,8 +30,28 @@ from rnx.schema import GateReport, InvalidDocument, ResultsDocument, parse_resul
 NO_WORKLOAD_BASELINE = "no baseline yet for this workload in this environment"
 
 
+# A receipt's issuer when RNX_PUBLIC_URL is not set: never the request's Host header, which
+# whoever sends the request chooses.
+UNNAMED_ISSUER = "rnx-gate-server"
+
+
 def run_url(base_url: str, run_id: str) -> str:
     return f"{base_url.rstrip('/')}/runs/{run_id}"
+
+
+def stored_run_url(settings: ServerSettings, run_id: str) -> str:
+    """The run link kept with a run: absolute under RNX_PUBLIC_URL, else relative (the Host
+    header of one request must not decide a link that others are shown later)."""
+    return run_url(settings.public_url or "", run_id)
+
+
+def answered(answer: dict[str, Any], request_base: str) -> dict[str, Any]:
+    """A stored answer as sent to a client: a relative run link made absolute with the URL the
+    client used (it reached the server there)."""
+    url = answer.get("url")
+    if isinstance(url, str) and url.startswith("/"):
+        return {**answer, "url": request_base.rstrip("/") + url}
+    return answer
 
 
 def parse_upload(body: bytes) -> ResultsDocument:
@@ -133,7 +156,8 @@ def ingest_run(
     base_url: str,
 ) -> Answer:
     """Validate, scope-check, re-gate and store one upload whose signature the route checked
-    (`signature` is stored with the run)."""
+    (`signature` is stored with the run). `base_url`: where the client reached the server, for
+    the answer's run link only; nothing stored or signed depends on it."""
     doc = parse_upload(body)
     repository_id = _check_upload_scope(token, doc)
     _check_limits(doc, settings)
@@ -144,9 +168,11 @@ def ingest_run(
         if runs.by_run_id(conn, run_id) is None:
             # A stored run's retry gets its stored answer, whatever today's rules say of it.
             workload = upload_workload(doc)
-            found = candidates(conn, repository_id, doc, workload, settings.baseline_history)
+            found = candidates(
+                conn, repository_id, doc, workload, settings.baseline_history, token.branches
+            )
     if found is None:
-        return _retry(database, token, run_id, digest, signature)
+        return _retry(database, token, run_id, digest, signature, base_url)
 
     chosen = choose_baselines(found.runs)
     report = _regate(doc, chosen, settings)
@@ -156,7 +182,6 @@ def ingest_run(
         and branch_matches(token.branches, found.home)
     )
     now = utcnow()
-    public_url = settings.public_url or base_url.rstrip("/")
     answer = {
         "run_id": run_id,
         "tier": report.tier,
@@ -164,14 +189,24 @@ def ingest_run(
         "comparisons": [c.model_dump(mode="json") for c in report.comparisons],
         "baseline": _baseline_block(found, chosen),
         "is_baseline": becomes_baseline,
-        "url": run_url(public_url, run_id),
-        "receipt": _receipt(signer, public_url, doc, report, digest, now),
+        "url": stored_run_url(settings, run_id),
+        "receipt": _receipt(
+            signer, settings.public_url or UNNAMED_ISSUER, doc, report, digest, now
+        ),
     }
     new = _new_run(token, found.key, doc, answer, body, digest, signature, now)
-    if not _store(database, token, new, doc, becomes_baseline):
+    detect = becomes_baseline and settings.detect_changes
+    # A regression landed: a BLOCK on a baseline branch outside a pull request (a push, or a
+    # scheduled run of what was pushed). Alerted in the transaction that stores the run.
+    landed = (
+        not doc.git.is_pull_request
+        and report.tier == "BLOCK"
+        and branch_matches(token.branches, found.home)
+    )
+    if not _store(database, token, new, doc, becomes_baseline, detect=detect, alert=landed):
         # Another request stored this run_id between our read and our write.
-        return _retry(database, token, run_id, digest, signature)
-    return Answer(201, answer)
+        return _retry(database, token, run_id, digest, signature, base_url)
+    return Answer(201, answered(answer, base_url))
 
 
 def _regate(
@@ -261,9 +296,18 @@ def _new_run(
 
 
 def _store(
-    database: Database, token: TokenRecord, new: NewRun, doc: ResultsDocument, baseline: bool
+    database: Database,
+    token: TokenRecord,
+    new: NewRun,
+    doc: ResultsDocument,
+    baseline: bool,
+    *,
+    detect: bool,
+    alert: bool,
 ) -> bool:
-    """Store the run and its audit entry; False when its run_id was stored meanwhile."""
+    """Store the run and its audit entry, for a baseline queue the look for change points of
+    its history, and with `alert` its BLOCK event for the alerts (all in the same
+    transaction); False when its run_id was stored meanwhile."""
     with database.write() as conn:
         if baseline:
             # Under the rename lock, so a rename committing meanwhile is seen, not undone.
@@ -271,6 +315,11 @@ def _store(
             new = replace(new, baseline_branch=current_name(conn, new.repository_id, new.branch))
         if not runs.insert_run(conn, new):
             return False
+        if detect and new.baseline_branch is not None:
+            key = BaselineKey(
+                new.repository_id, new.baseline_branch, new.environment_key, new.workload
+            )
+            enqueue_detection(conn, key, new.run_id)
         audit.record(
             conn,
             actor=f"token:{token.id}",
@@ -286,11 +335,19 @@ def _store(
                 "body_sha256": new.body_sha256,
             },
         )
+        if alert:
+            facts = block_event(repository=doc.repository, answer=new.answer, run=alert_run(new))
+            emit(conn, facts, workspace_id=new.workspace_id, repository_id=new.repository_id)
     return True
 
 
 def _retry(
-    database: Database, token: TokenRecord, run_id: str, digest: str, signature: str
+    database: Database,
+    token: TokenRecord,
+    run_id: str,
+    digest: str,
+    signature: str,
+    base_url: str,
 ) -> Answer:
     """The answer to an upload whose run_id is stored: the stored answer when the same token's
     repository sent the same bytes (a retry, or a replay of the very request), else 409."""
@@ -316,4 +373,4 @@ def _retry(
             subject=f"run:{run_id}",
             details={"body_sha256": digest},
         )
-    return Answer(200, existing.answer)
+    return Answer(200, answered(existing.answer, base_url))

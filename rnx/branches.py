@@ -23,3 +23,36 @@ def _pattern_regex(pattern: str) -> re.Pattern[str]:
 
 def branch_matches(patterns: Sequence[str], branch: str) -> bool:
     return any(_pattern_regex(p).match(branch) for p in patterns)
+
+
+# Git's check-ref-format rules for one branch name, plus what `git branch` refuses (HEAD, a
+# leading "-"), so a branch is never a path trick or an option.
+_GIT_REFUSES = re.compile(
+    r"(\.\.|[\x00-\x20\x7f~^:?*\[\\]|@\{|//|^/|/$|\.$|(^|/)\.|\.lock(/|$)|^-|^@$|^HEAD$)"
+)
+# Characters git allows but that make two different branches look alike on a page: C1
+# controls, bidirectional controls and zero-width characters.
+_LOOK_ALIKE = re.compile(
+    "[\x80-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]"
+)
+MAX_BRANCH_CHARS = 255
+
+
+def branch_name_problem(name: str) -> str | None:
+    """Why `name` is not a branch name this project takes, or None when it is."""
+    if not name:
+        return "a branch name cannot be empty"
+    if len(name) > MAX_BRANCH_CHARS:
+        return f"a branch name has at most {MAX_BRANCH_CHARS} characters (got {len(name)})"
+    if _GIT_REFUSES.search(name):
+        return (
+            f"{name!r} is not a valid git branch name (git check-ref-format: no whitespace, "
+            "control characters, '..', '@{', '~^:?*[\\', leading '-' or '.', trailing '.' or "
+            "'/', '.lock', 'HEAD' or '@')"
+        )
+    if _LOOK_ALIKE.search(name):
+        return (
+            f"{name!r} holds invisible or direction-changing characters (zero-width, bidi or "
+            "C1 controls), which would show as a look-alike of another branch"
+        )
+    return None

@@ -56,3 +56,57 @@ def format_probability(p: float | None) -> str:
 def format_percent(fraction: float | None, digits: int = 0) -> str:
     """A fraction as a percentage: 0.953 -> 95% (digits=1: 95.3%)."""
     return f"{100 * fraction:.{digits}f}%" if fraction is not None and _known(fraction) else MISSING
+
+
+def format_speed_of_light(score: float | None, bound: str | None, beyond: bool = False) -> str:
+    """A speed-of-light score and its bound: 0.82 compute; 1.40 memory! beyond the roofline
+    (a measurement or counting problem, never a result)."""
+    if score is None or not _known(score):
+        return MISSING
+    return f"{score:.2f} {bound or ''}".rstrip() + ("!" if beyond else "")
+
+
+SPEED_OF_LIGHT_NOTE = (
+    "SOL: roofline time / median time (1.00 = at the limit of the part's peaks), never part of "
+    "a verdict; ! marks a score beyond the roofline: a measurement or counting problem (work "
+    "declared or counted too low, a cached result, work the timer missed, a peak too low), not a "
+    "fast kernel"
+)
+
+
+def format_peaks(source: str, part: str) -> str:
+    """Which peaks a score is against: the table's datasheet figures, or measured ones."""
+    if source == "table":
+        return f"{part} (peaks table: dense datasheet figures)"
+    return f"{part} (peaks measured in the run: what this machine attains, not a datasheet's)"
+
+
+def format_rate(value: float | None) -> str:
+    """Items per second with three significant digits and a thousands suffix: 81.3k, 2.45M."""
+    if value is None or not _known(value):
+        return MISSING
+    for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def format_money(value: float | None) -> str:
+    """A cost to three significant digits, never in exponent form: 0.0000104, 0.0123, 4.56,
+    1230."""
+    if value is None or not _known(value):
+        return MISSING
+    if value == 0:
+        return "0"
+    digits = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:.{digits}f}"
+
+
+def format_factor_interval(ratio: float | None, low: float | None, high: float | None) -> str:
+    """A ratio that may be far from 1 (one machine against another) and its interval, to three
+    significant digits: 0.00577× (0.00548–0.00603)."""
+    if ratio is None or not _known(ratio):
+        return MISSING
+    if low is None or high is None or not (_known(low) and _known(high)):
+        return f"{ratio:.3g}×"
+    return f"{ratio:.3g}× ({low:.3g}–{high:.3g})"

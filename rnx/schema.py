@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -19,6 +18,7 @@ from pydantic import (
 )
 
 import stats
+from rnx.branches import MAX_BRANCH_CHARS, branch_name_problem
 from rnx.errors import InvalidInput, UserError
 
 SCHEMA_VERSION = 1
@@ -58,17 +58,41 @@ NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 # One sample longer than a day is a broken timer, not a measurement.
 SampleNs = Annotated[int, Field(gt=0, le=86_400 * 10**9, strict=True)]
 
-_BAD_BRANCH = re.compile(r"(\.\.|[\x00-\x20\x7f~^:?*\[\\]|@\{|//|^/|/$|\.lock$|^\.|\.$)")
+# PostgreSQL's integer column, and GitHub's own pull request numbers, stop at 2**31 - 1.
+MAX_PR_NUMBER = 2**31 - 1
+# A run's created_at: after this and at most this far ahead of the reader's clock. Outside it
+# is a broken clock, and dates near year 1 or 9999 overflow once moved to UTC.
+EARLIEST_CREATED_AT = datetime(2000, 1, 1, tzinfo=timezone.utc)
+CREATED_AT_LEEWAY = timedelta(days=1)
 
 
 def _check_branch(name: str) -> str:
-    """Git's own rules for ref names (git check-ref-format), so a branch is never a path trick."""
-    if not name or len(name) > 255 or _BAD_BRANCH.search(name):
-        raise ValueError(f"{name!r} is not a valid git branch name")
+    """Git's own rules for branch names (rnx/branches.py), so a branch is never a path trick
+    nor a look-alike of another."""
+    problem = branch_name_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
     return name
 
 
-Branch = Annotated[str, Field(min_length=1, max_length=255)]
+def check_created_at(value: datetime, *, now: datetime | None = None) -> datetime:
+    """`value` in UTC (a time without an offset is UTC), when it lies in the window."""
+    value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+    if value < EARLIEST_CREATED_AT:
+        raise ValueError(
+            f"{value.isoformat()} is before {EARLIEST_CREATED_AT.date()}: the runner's clock "
+            "is wrong; write the run's real UTC time"
+        )
+    latest = (now or datetime.now(timezone.utc)) + CREATED_AT_LEEWAY
+    if value > latest:
+        raise ValueError(
+            f"{value.isoformat()} is more than a day in the future: the runner's clock is "
+            "wrong; write the run's real UTC time"
+        )
+    return value.astimezone(timezone.utc)
+
+
+Branch = Annotated[str, Field(min_length=1, max_length=MAX_BRANCH_CHARS)]
 
 
 class _Model(BaseModel):
@@ -80,7 +104,7 @@ class GitRef(_Model):
     branch: Branch
     sha: Sha
     event: Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")] = "push"
-    pr_number: Annotated[int, Field(ge=1)] | None = None
+    pr_number: Annotated[int, Field(ge=1, le=MAX_PR_NUMBER)] | None = None
     base_branch: Branch | None = None
     base_sha: Sha | None = None
 
@@ -177,6 +201,39 @@ class Samples(_Model):
         return [groups[p] for p in sorted(groups)]
 
 
+class Work(_Model):
+    """What one call does (bench_runner/work.py): FLOPs and the bytes that must move at least
+    once (inputs and weights read, outputs written). "counted" on the eager Model, or
+    "declared" by the workload's get_flops/get_bytes."""
+
+    flops: Annotated[int, Field(ge=0)] | None = None
+    bytes: Annotated[int, Field(ge=0)] | None = None
+    flops_source: Literal["counted", "declared"] | None = None
+    bytes_source: Literal["counted", "declared"] | None = None
+    # Where the count ran: "meta" (shapes only) or the device the model ran on once.
+    counted_on: Annotated[str, Field(max_length=20)] | None = None
+    note: Annotated[str, Field(max_length=2000)] | None = None
+
+
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class SpeedOfLight(_Model):
+    """The roofline score of the median time (rnx/roofline.py): roofline_s / measured_s, 1.0
+    at the limit. Shown next to a verdict, never part of it."""
+
+    score: NonNegFloat
+    bound: Literal["compute", "memory"]
+    roofline_s: PositiveFloat
+    measured_s: PositiveFloat
+    peak_flops: PositiveFloat | None = None  # FLOP/s for the configuration's dtype
+    peak_bandwidth: PositiveFloat | None = None  # bytes per second
+    peak_source: Literal["table", "measured"]
+    peak_part: Annotated[str, Field(max_length=200)]
+    # score above rnx.roofline.BEYOND_ROOFLINE_TOLERANCE: a measurement or counting problem.
+    beyond_roofline: bool = False
+
+
 class Configuration(_Model):
     runtime: Runtime
     dtype: Dtype
@@ -190,6 +247,9 @@ class Configuration(_Model):
     base_samples: Samples | None = None  # paired mode only
     # Runtime specifics: graph breaks, execution provider, timing method, launch overhead...
     details: dict[str, Any] = Field(default_factory=dict)
+    # Optional (documents written before them parse): the work and the speed-of-light score.
+    work: Work | None = None
+    speed_of_light: SpeedOfLight | None = None
 
     @property
     def id(self) -> str:
@@ -228,6 +288,11 @@ class ResultsDocument(_Model):
         list[Configuration], Field(min_length=1, max_length=MAX_CONFIGURATIONS)
     ]
     tool: Tool = Field(default_factory=Tool)
+
+    @field_validator("created_at")
+    @classmethod
+    def _created_at_in_window(cls, v: datetime) -> datetime:
+        return check_created_at(v)
 
     @model_validator(mode="after")
     def _unique_configurations(self) -> ResultsDocument:
@@ -269,6 +334,10 @@ class ConfigComparison(_Model):
     p_block: float | None = None  # P(ratio > 1 + block threshold)
     base_samples: int = 0
     head_samples: int = 0
+    # The head's speed-of-light score, and the baseline's (its first run with this
+    # configuration): shown next to the verdict, never part of it.
+    speed_of_light: SpeedOfLight | None = None
+    base_speed_of_light: SpeedOfLight | None = None
 
 
 class GateReport(_Model):

@@ -10,7 +10,14 @@ from typing import Any
 import stats
 from rnx.clocks import explained_by_clock
 from rnx.config import GateSettings
-from rnx.schema import ConfigComparison, Configuration, GateReport, ResultsDocument, Samples
+from rnx.schema import (
+    ConfigComparison,
+    Configuration,
+    GateReport,
+    ResultsDocument,
+    Samples,
+    SpeedOfLight,
+)
 
 NO_BASELINE = "no baseline in this environment yet"
 
@@ -38,6 +45,7 @@ def evaluate(
 
     for cfg in head.configurations:
         row = _row(cfg)
+        row["base_speed_of_light"] = _base_speed_of_light(cfg.id, baselines)
         rows[cfg.id] = row
         if cfg.status in ("diverged", "error"):
             row.update(verdict="broken", reason=f"{cfg.status}: {cfg.reason}")
@@ -122,7 +130,16 @@ def _row(cfg: Configuration) -> dict[str, Any]:
         "batch_size": cfg.batch_size,
         "status": cfg.status,
         "verdict": "undecided",
+        "speed_of_light": cfg.speed_of_light,
     }
+
+
+def _base_speed_of_light(cid: str, baselines: Sequence[ResultsDocument]) -> SpeedOfLight | None:
+    for doc in baselines:
+        for cfg in doc.configurations:
+            if cfg.id == cid and cfg.speed_of_light is not None:
+                return cfg.speed_of_light
+    return None
 
 
 def _groups(samples: Samples | None) -> list[list[int]]:

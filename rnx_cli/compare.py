@@ -7,26 +7,43 @@ import sys
 from collections.abc import Sequence
 
 from rnx.config import GateSettings, load_config, override
-from rnx.formatting import format_ns, format_probability, format_ratio_interval
-from rnx.schema import GateReport, ResultsDocument, load_results
+from rnx.formatting import (
+    MISSING,
+    SPEED_OF_LIGHT_NOTE,
+    format_ns,
+    format_peaks,
+    format_probability,
+    format_ratio_interval,
+    format_speed_of_light,
+)
+from rnx.schema import GateReport, ResultsDocument, SpeedOfLight, load_results
 from rnx.verdict import evaluate
 
 
+def _sol(sol: SpeedOfLight | None) -> str:
+    return (
+        MISSING if sol is None else format_speed_of_light(sol.score, sol.bound, sol.beyond_roofline)
+    )
+
+
 def format_table(report: GateReport) -> str:
-    """The per-configuration table, then the tier and its reasons."""
-    header = ("configuration", "base", "head", "ratio [90% interval]", "P(slower)", "verdict")
+    """The per-configuration table, then the tier and its reasons (and, when the documents
+    carry speed-of-light scores, a column of them, base -> head, and the peaks they use)."""
+    with_sol = any(c.speed_of_light or c.base_speed_of_light for c in report.comparisons)
+    header: tuple[str, ...] = ("configuration", "base", "head", "ratio [90% interval]")
+    header += ("P(slower)", "SOL base -> head", "verdict") if with_sol else ("P(slower)", "verdict")
     rows = [header]
     for c in report.comparisons:
-        rows.append(
-            (
-                c.id,
-                format_ns(c.base_median_ns),
-                format_ns(c.head_median_ns),
-                format_ratio_interval(c.ratio, c.low, c.high),
-                format_probability(c.p_slower),
-                c.verdict,
-            )
+        row: tuple[str, ...] = (
+            c.id,
+            format_ns(c.base_median_ns),
+            format_ns(c.head_median_ns),
+            format_ratio_interval(c.ratio, c.low, c.high),
+            format_probability(c.p_slower),
         )
+        if with_sol:
+            row += (f"{_sol(c.base_speed_of_light)} -> {_sol(c.speed_of_light)}",)
+        rows.append((*row, c.verdict))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = []
     for n, r in enumerate(rows):
@@ -38,7 +55,20 @@ def format_table(report: GateReport) -> str:
     lines.append("")
     lines.append(f"tier: {report.tier}")
     lines.extend(f"  - {reason}" for reason in report.reasons)
+    if with_sol:
+        lines += ["", *_speed_of_light_notes(report)]
     return "\n".join(lines)
+
+
+def _speed_of_light_notes(report: GateReport) -> list[str]:
+    sides = {"base": [c.base_speed_of_light for c in report.comparisons]}
+    sides["head"] = [c.speed_of_light for c in report.comparisons]
+    lines = [f"note: {SPEED_OF_LIGHT_NOTE}"]
+    for side, found in sides.items():
+        parts = sorted({format_peaks(s.peak_source, s.peak_part) for s in found if s})
+        if parts:
+            lines.append(f"note: {side} peaks: {'; '.join(parts)}")
+    return lines
 
 
 def _fraction_arg(text: str) -> float:

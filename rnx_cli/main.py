@@ -14,11 +14,23 @@ from rnx.errors import UserError, run_command
 COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "bench": ("bench_runner.cli:main", "torch", "run a workload's benchmarks, write results"),
     "compare": ("rnx_cli.compare:main", None, "offline verdict between two results files"),
+    "compare-hardware": (
+        "rnx_cli.hardware:main",
+        None,
+        "one workload on 2-6 environments: latency, throughput, cost",
+    ),
     "gate": ("action.gate:main", None, "benchmark, upload and report (what CI runs)"),
     "init": ("action.init:main", None, "add a CI gate: write the workflow and kernalin.yml"),
     "serve": ("gate_server.cli:serve_main", "server", "run the gate server"),
     "token": ("gate_server.cli:token_main", "server", "create, list or revoke tokens"),
     "branch": ("gate_server.cli:branch_main", "server", "follow a branch renamed on GitHub"),
+    "notify": ("gate_server.cli:notify_main", "server", "send alerts to Slack, Teams, ..."),
+    "environment": (
+        "gate_server.cli:environment_main",
+        "server",
+        "set environments' hourly prices (server)",
+    ),
+    "repo": ("gate_server.cli:repo_main", "server", "bind a repository to its GitHub id"),
     "receipt": ("rnx_cli.receipt:main", None, "verify a server's signed receipt offline"),
     "schema": ("rnx_cli.schema:main", None, "print the JSON Schema of results documents"),
 }
@@ -26,7 +38,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
 
 def _usage() -> str:
     lines = ["usage: rnx COMMAND [ARGS...]", "", "commands:"]
-    lines += [f"  {name:<9} {help_}" for name, (_, _, help_) in COMMANDS.items()]
+    lines += [f"  {name:<16} {help_}" for name, (_, _, help_) in COMMANDS.items()]
     lines += ["", "rnx COMMAND --help shows a command's options."]
     return "\n".join(lines)
 

@@ -14,7 +14,6 @@ import jwt
 
 from rnx.errors import UserError
 
-ALGORITHMS = ["EdDSA", "RS256"]
 _JWT = re.compile(r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$")
 CLAIMS = ["run_id", "tier", "repository", "sha", "body_sha256", "iat"]
 
@@ -56,12 +55,40 @@ def _key_from_url(url: str) -> str:
         raise UserError(f"cannot fetch the receipt key from {endpoint}: {e}") from None
 
 
+def key_algorithm(public_key_pem: str) -> str:
+    """The one JWT algorithm a receipt signed by this key can use (EdDSA or RS256): a receipt
+    must be signed with its key's own algorithm, whatever its header claims."""
+    from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    try:
+        key = load_pem_public_key(public_key_pem.encode("ascii", "replace"))
+    except ValueError as e:
+        raise UserError(f"the public key is not usable: not a PEM public key ({e})") from None
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        return "EdDSA"
+    if isinstance(key, rsa.RSAPublicKey):
+        return "RS256"
+    raise UserError(
+        f"the public key is a {type(key).__name__}; receipts are signed with Ed25519 or RSA keys"
+    )
+
+
 def verify(receipt: str, public_key_pem: str) -> dict[str, Any]:
     """The receipt's claims; raises jwt.InvalidTokenError when it is forged or malformed."""
+    algorithm = key_algorithm(public_key_pem)
+    try:
+        claimed = jwt.get_unverified_header(receipt).get("alg")
+    except jwt.InvalidTokenError:
+        claimed = None  # decode below says what is wrong with it
+    if claimed is not None and claimed != algorithm:
+        raise jwt.InvalidAlgorithmError(
+            f"the receipt says it is signed with {claimed!r}, but the key is for {algorithm}"
+        )
     claims: dict[str, Any] = jwt.decode(
         receipt,
         public_key_pem,
-        algorithms=ALGORITHMS,
+        algorithms=[algorithm],
         options={"require": CLAIMS, "verify_aud": False},
     )
     return claims

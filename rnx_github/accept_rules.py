@@ -69,6 +69,8 @@ def parse_comment(body: str | None) -> Command | None:
         reason = " ".join(words[1].split()) if len(words) > 1 else ""
         if not reason:
             return MalformedCommand(f"a reason is required: write {USAGE}.")
+        if any(ord(c) < 32 or ord(c) == 127 for c in reason):
+            return MalformedCommand("the reason holds control characters; write it as plain text.")
         if len(reason) > MAX_REASON_CHARS:
             return MalformedCommand(
                 f"the reason is {len(reason)} characters long; keep it under {MAX_REASON_CHARS}."

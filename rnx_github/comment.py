@@ -19,7 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
-from rnx.formatting import format_ns, format_ratio_interval
+from rnx.formatting import (
+    MISSING,
+    SPEED_OF_LIGHT_NOTE,
+    format_ns,
+    format_peaks,
+    format_ratio_interval,
+    format_speed_of_light,
+)
 from rnx.schema import ConfigComparison, Tier
 from rnx_github.client import Comment, GitHubClient
 
@@ -132,11 +139,34 @@ def _correctness(c: ConfigComparison) -> str:
     return f"**{c.status}**: {inert_text(reason)}" if reason else f"**{c.status}**"
 
 
+def _sol(c: ConfigComparison) -> str:
+    sol = c.speed_of_light
+    if sol is None:
+        return MISSING
+    return inert_text(format_speed_of_light(sol.score, sol.bound, sol.beyond_roofline))
+
+
+def _sol_note(comparisons: list[ConfigComparison]) -> list[str]:
+    """Under a table with a SOL column: what it means and which peaks it is against."""
+    parts = sorted(
+        {
+            format_peaks(c.speed_of_light.peak_source, inert_text(c.speed_of_light.peak_part))
+            for c in comparisons
+            if c.speed_of_light is not None
+        }
+    )
+    # The note is ours; only the part's name comes from the document, and is made inert.
+    return [f"{SPEED_OF_LIGHT_NOTE}. Peaks: {'; '.join(parts)}."]
+
+
 def _table(comparisons: list[ConfigComparison]) -> list[str]:
+    # The speed-of-light column only where the run has scores (older documents have none).
+    with_sol = any(c.speed_of_light is not None for c in comparisons)
     lines = [
         "| configuration | base median | head median | ratio head/base (90% interval) "
-        "| verdict | correctness |",
-        "|---|---:|---:|---|---|---|",
+        + ("| SOL " if with_sol else "")
+        + "| verdict | correctness |",
+        "|---|---:|---:|---|" + ("---:|" if with_sol else "") + "---|---|",
     ]
     shown = comparisons
     # A comment holds 65,536 characters and gathers many parts: past a dozen rows, list
@@ -144,14 +174,18 @@ def _table(comparisons: list[ConfigComparison]) -> list[str]:
     if len(shown) > MAX_ROWS:
         shown = [c for c in shown if c.verdict not in QUIET_VERDICTS]
     for c in shown:
+        sol = f" {_sol(c)} |" if with_sol else ""
         lines.append(
             f"| {_code(c.id)} | {format_ns(c.base_median_ns)} | {format_ns(c.head_median_ns)} "
-            f"| {format_ratio_interval(c.ratio, c.low, c.high)} | {c.verdict} "
+            f"| {format_ratio_interval(c.ratio, c.low, c.high)} |{sol} {c.verdict} "
             f"| {_correctness(c)} |"
         )
     hidden = len(comparisons) - len(shown)
     if hidden:
-        lines.append(f"| {hidden} more configurations: equivalent, faster or skipped | | | | | |")
+        cells = " |" * (7 if with_sol else 6)
+        lines.append(f"| {hidden} more configurations: equivalent, faster or skipped{cells}")
+    if with_sol:
+        lines += ["", *_sol_note(comparisons)]
     return lines
 
 

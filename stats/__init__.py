@@ -6,6 +6,7 @@ from stats._validate import MIN_RESAMPLES
 from stats.changepoints import ChangePoint, KnownChange, detect, run_location
 from stats.compare import MIN_SAMPLES, Comparison, compare, compare_many
 from stats.gate import GateDecision, gate, holm
+from stats.location import Location, median_interval, median_intervals
 
 __all__ = [
     "MIN_RESAMPLES",
@@ -14,10 +15,13 @@ __all__ = [
     "Comparison",
     "GateDecision",
     "KnownChange",
+    "Location",
     "compare",
     "compare_many",
     "detect",
     "gate",
     "holm",
+    "median_interval",
+    "median_intervals",
     "run_location",
 ]

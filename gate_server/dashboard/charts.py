@@ -91,9 +91,28 @@ def _point_title(p: HistoryPoint) -> str:
     return "\n".join(lines)
 
 
-def history_svg(points: Sequence[HistoryPoint], *, label: str, width: int = 800) -> Markup:
-    """Median time per commit with its interval band; markers for accepts, BLOCKs, env changes."""
-    return _history_svg(tuple(points), label, width)
+@dataclass(frozen=True)
+class ChangeMark:
+    """A change point found in this configuration's history (gate_server/changes.py)."""
+
+    id: int
+    after_run_id: str  # the first run after the change: the mark is drawn just before it
+    ratio: float
+    low: float
+    high: float
+    status: str  # open | acknowledged | resolved
+
+
+def history_svg(
+    points: Sequence[HistoryPoint],
+    *,
+    label: str,
+    width: int = 800,
+    changes: Sequence[ChangeMark] = (),
+) -> Markup:
+    """Median time per commit with its interval band; markers for accepts, BLOCKs, env changes
+    and change points."""
+    return _history_svg(tuple(points), label, width, tuple(changes))
 
 
 @dataclass(frozen=True)
@@ -143,7 +162,9 @@ def _history_frame(points: Sequence[HistoryPoint], width: int) -> _Frame:
 # chart, so repeated views of a busy repository reuse it. An accept changes a point, and so
 # the key: nothing to invalidate by hand.
 @lru_cache(maxsize=256)
-def _history_svg(points: tuple[HistoryPoint, ...], label: str, width: int) -> Markup:
+def _history_svg(
+    points: tuple[HistoryPoint, ...], label: str, width: int, changes: tuple[ChangeMark, ...]
+) -> Markup:
     height = _Frame.height
     out = [
         f'<svg class="chart history" viewBox="0 0 {width} {height}" role="img" '
@@ -159,6 +180,7 @@ def _history_svg(points: tuple[HistoryPoint, ...], label: str, width: int) -> Ma
     frame = _history_frame(points, width)
     out += _history_grid(frame)
     out += _history_series(points, frame)
+    out += _change_marks(points, changes, frame)
     out += _history_axis(points, frame)
     out += _history_points(points, frame)
     out.append("</svg>")
@@ -212,6 +234,31 @@ def _history_series(points: Sequence[HistoryPoint], f: _Frame) -> list[str]:
         if p.environment_note is not None and i > 0:
             xm = _fmt((f.x(i) + f.x(i - 1)) / 2)
             out.append(f.mark(xm, f"<title>{escape(p.environment_note)}</title>", "env-details"))
+    return out
+
+
+def _change_marks(
+    points: Sequence[HistoryPoint], changes: Sequence[ChangeMark], f: _Frame
+) -> list[str]:
+    """A solid line before the first run after each change point in the window, labelled with
+    its ratio; its status picks the colour (open: red)."""
+    index = {p.run_id: i for i, p in enumerate(points)}
+    out = []
+    for c in changes:
+        i = index.get(c.after_run_id)
+        if i is None:
+            continue
+        xm = _fmt(f.x(i) - f.plot_w / f.count / 2)
+        title = (
+            f"change point: {format_ratio(c.ratio)} (90% interval {c.low:.3f}–{c.high:.3f}) "
+            f"from {points[i].sha[:10]}, {c.status}"
+        )
+        out.append(
+            f'<g class="mark change-point cp-{escape(c.status)}" data-change-point="{c.id}">'
+            f'<line x1="{xm}" x2="{xm}" y1="{f.top}" y2="{f.top + f.plot_h}"/>'
+            f'<text x="{xm}" y="{f.top - 6}" text-anchor="middle">'
+            f"{escape(format_ratio(c.ratio))}</text><title>{escape(title)}</title></g>"
+        )
     return out
 
 

@@ -4,12 +4,16 @@ its template; the shaping itself is in views.py, the SQL in gate_server/db/dashb
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from sqlalchemy.engine import Connection
 
 from gate_server.branches import all_names, follow_renames
+from gate_server.changes import compare_url
+from gate_server.dashboard.charts import ChangeMark
 from gate_server.dashboard.views import (
     HistoryRun,
     SummaryCache,
@@ -23,10 +27,22 @@ from gate_server.dashboard.views import (
     pr_url,
     ratios_from_answer,
     short_reasons,
+    speed_of_light_cells,
     summarize_document,
 )
-from gate_server.db import Database, audit, dashboard, renames, repositories, runs
+from gate_server.db import (
+    Database,
+    audit,
+    change_points,
+    dashboard,
+    notify,
+    renames,
+    repositories,
+    runs,
+)
+from gate_server.db.change_points import ChangePointRecord
 from gate_server.db.runs import ListedRun
+from rnx.formatting import SPEED_OF_LIGHT_NOTE
 
 HISTORY_WINDOW = 120  # commits per history page: enough to see a trend, light to render
 AUDIT_PAGE = 100
@@ -58,6 +74,9 @@ def overview(database: Database, workspace_id: int) -> dict[str, Any]:
         blocks = dashboard.recent_runs(conn, repo_ids, tier="BLOCK")
         accepts = dashboard.recent_runs(conn, repo_ids, accepted=True)
         answers = dashboard.answers(conn, [r.run_id for r in blocks])
+        open_changes = change_points.open_in_workspace(conn, workspace_id)
+        # Alert channels that keep failing (gate_server/alerts/delivery.py); never a secret.
+        failing = [c for c in notify.channels(conn, workspace_id) if c.failing_since]
     reasons = {rid: short_reasons(a.get("reasons") or []) for rid, a in answers.items()}
     return {
         "repos": repos,
@@ -65,6 +84,21 @@ def overview(database: Database, workspace_id: int) -> dict[str, Any]:
         "accepts": accepts,
         "block_reasons": reasons,
         "total_runs": sum(r["run_count"] for r in repos),
+        "change_points": [_open_change(cp) for cp in open_changes],
+        "failing_channels": failing,
+    }
+
+
+def _open_change(cp: ChangePointRecord) -> dict[str, Any]:
+    """An open change point as the overview lists it, with links to its chart and commits."""
+    chart = anchor(cp.workload, set()) + "--" + cp.configuration.replace("/", "-")
+    query = urlencode(
+        {"branch": cp.branch, "environment": cp.environment_key, "workload": cp.workload}
+    )
+    return {
+        "cp": cp,
+        "history_url": f"/repos/{cp.repository}?{query}#{chart}",
+        "compare_url": compare_url(cp.repository, cp.before_sha, cp.after_sha),
     }
 
 
@@ -109,12 +143,20 @@ def history(
             offset=offset,
             limit=HISTORY_WINDOW + 1,
         )
+        found_changes = change_points.listed(
+            conn,
+            repo_id,
+            branch=branch,
+            environment_key=shown.environment,
+            workload=shown.workload,
+            limit=1000,
+        )
         missing = [r.run_id for r, _ in rows if summaries.get(r.run_id) is None]
         documents = runs.documents(conn, missing)
     for run_id, document in documents.items():
         summaries.put(run_id, summarize_document(document))
     window = rows[:HISTORY_WINDOW]
-    sections, events = _workload_sections(window, summaries)
+    sections, events = _workload_sections(window, summaries, _marks(found_changes))
     return {
         "repository": name,
         "branches": branches or [branch],
@@ -133,8 +175,19 @@ def history(
     }
 
 
+def _marks(found: list[ChangePointRecord]) -> dict[str, dict[str, list[ChangeMark]]]:
+    """Change points as chart marks, by workload and configuration."""
+    out: dict[str, dict[str, list[ChangeMark]]] = defaultdict(lambda: defaultdict(list))
+    for cp in found:
+        mark = ChangeMark(cp.id, cp.after_run_id, cp.ratio, cp.low, cp.high, cp.status)
+        out[cp.workload][cp.configuration].append(mark)
+    return out
+
+
 def _workload_sections(
-    window: list[tuple[ListedRun, dict[str, Any]]], summaries: SummaryCache
+    window: list[tuple[ListedRun, dict[str, Any]]],
+    summaries: SummaryCache,
+    marks: dict[str, dict[str, list[ChangeMark]]],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One chart set per workload in the window (by path), and every workload's marked events,
     newest first, each naming its workload. Each workload is its own series: its points, its
@@ -146,7 +199,9 @@ def _workload_sections(
     sections, events = [], []
     anchors: set[str] = set()
     for workload in sorted(by_workload):
-        charts, marked = build_history(_history_runs(by_workload[workload], summaries))
+        charts, marked = build_history(
+            _history_runs(by_workload[workload], summaries), marks.get(workload, {})
+        )
         label = anchor(workload, anchors)
         sections.append({"workload": workload, "anchor": label, "charts": charts})
         events += [{**e, "workload": workload} for e in marked]
@@ -192,6 +247,7 @@ def run_page(database: Database, workspace_id: int, run_id: str) -> dict[str, An
     doc = json.loads(document)
     base_docs = [json.loads(base_docs_raw[b]) for b in base_ids if b in base_docs_raw]
     newest_base = base_docs[0] if base_docs else None
+    sol_cells, sol_peaks = speed_of_light_cells(doc)
     return {
         "run": run,
         "doc": doc,
@@ -205,6 +261,9 @@ def run_page(database: Database, workspace_id: int, run_id: str) -> dict[str, An
         "distributions": distributions(doc, base_docs),
         "paired": doc.get("settings", {}).get("mode") == "paired",
         "correctness": correctness_rows(doc),
+        "speed_of_light": sol_cells,
+        "speed_of_light_peaks": sol_peaks,
+        "speed_of_light_note": SPEED_OF_LIGHT_NOTE,
         "environment": environment_rows(
             doc.get("environment") or {},
             None if newest_base is None else newest_base.get("environment") or {},

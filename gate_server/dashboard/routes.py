@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from gate_server.answers import ApiError
 from gate_server.clock import utcnow
-from gate_server.dashboard import reads
+from gate_server.dashboard import hardware, reads
 from gate_server.dashboard.access import (
     SECURITY_HEADERS,
     NotAViewer,
@@ -31,11 +31,22 @@ from gate_server.dashboard.access import (
     set_prelogin_cookie,
     set_session_cookie,
 )
+from gate_server.dashboard.hardware import HardwareQuery
+from gate_server.dashboard.hardware_chart import comparison_svg
 from gate_server.dashboard.reads import AUDIT_PAGE
 from gate_server.dashboard.sessions import PRELOGIN_COOKIE, SESSION_COOKIE, new_nonce
 from gate_server.endpoints import read_body
 from gate_server.services import services
-from rnx.formatting import format_ns, format_percent, format_ratio
+from rnx.formatting import (
+    format_factor_interval,
+    format_money,
+    format_ns,
+    format_percent,
+    format_rate,
+    format_ratio,
+    format_ratio_interval,
+)
+from rnx.hardware import to_csv
 
 HERE = Path(__file__).parent
 MAX_FORM_BODY = 8 * 1024
@@ -60,6 +71,10 @@ templates = Environment(
 templates.filters.update(
     ns=format_ns,
     ratio=format_ratio,
+    ratio_interval=format_ratio_interval,
+    rate=format_rate,
+    money=format_money,
+    factor_interval=lambda c: format_factor_interval(c.ratio, c.ratio_low, c.ratio_high),
     pct=format_percent,
     dt=lambda d: "–" if d is None else f"{d:%Y-%m-%d %H:%M} UTC",
     dts=lambda d: "–" if d is None else f"{d:%Y-%m-%d %H:%M:%S}",
@@ -207,6 +222,45 @@ async def audit(request: Request) -> Response:
     )
 
 
+async def hardware_page(request: Request) -> Response:
+    viewer = await _viewer_or_response(request)
+    if isinstance(viewer, Response):
+        return viewer
+    query = HardwareQuery.from_params(request.query_params)
+    data = await run_in_threadpool(
+        hardware.hardware_page, services(request).database, viewer.workspace_id, query
+    )
+    comparison = data.get("comparison")
+    if comparison is not None:
+        data["chart"] = comparison_svg(comparison)
+    return render(request, "hardware.html", viewer, data.pop("status"), nav="hardware", **data)
+
+
+async def hardware_csv(request: Request) -> Response:
+    """The /hardware page's table as CSV (rnx.hardware.CSV_COLUMNS), for the same query."""
+    viewer = await _viewer_or_response(request)
+    if isinstance(viewer, Response):
+        return viewer
+    query = HardwareQuery.from_params(request.query_params)
+    data = await run_in_threadpool(
+        hardware.hardware_page, services(request).database, viewer.workspace_id, query
+    )
+    comparison = data.get("comparison")
+    if comparison is None:
+        message = data.get("problem") or "Pick a workload and 2 to 6 environments first."
+        return _error_page(
+            request,
+            viewer,
+            400 if data["status"] == 200 else data["status"],
+            "No comparison",
+            message,
+        )
+    response = Response(to_csv(comparison), media_type="text/csv; charset=utf-8")
+    filename = hardware.csv_filename(comparison)
+    response.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return _secure(response)
+
+
 # ---- signing in and out
 
 
@@ -315,6 +369,8 @@ routes: list[BaseRoute] = [
     Route("/repos/{owner}/{name}", history, methods=["GET"], include_in_schema=False),
     Route("/runs/{run_id}", run_page, methods=["GET"], include_in_schema=False),
     Route("/audit", audit, methods=["GET"], include_in_schema=False),
+    Route("/hardware", hardware_page, methods=["GET"], include_in_schema=False),
+    Route("/hardware.csv", hardware_csv, methods=["GET"], include_in_schema=False),
     Route("/login", login_form, methods=["GET"], include_in_schema=False),
     Route("/login", login_submit, methods=["POST"], include_in_schema=False),
     Route("/logout", logout, methods=["POST"], include_in_schema=False),

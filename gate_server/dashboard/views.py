@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -14,11 +14,13 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from gate_server.dashboard.charts import (
+    ChangeMark,
     HistoryPoint,
     distribution_svg,
     history_svg,
     median_interval,
 )
+from rnx.formatting import format_ns, format_peaks, format_ratio_interval, format_speed_of_light
 from rnx.schema import config_id as _make_config_id
 
 GITHUB = "https://github.com"
@@ -177,14 +179,25 @@ def _events(
 
 def build_history(
     history: Sequence[HistoryRun],
+    changes: Mapping[str, Sequence[ChangeMark]] | None = None,
 ) -> tuple[list[ConfigHistory], list[dict[str, Any]]]:
-    """One chart per configuration over the window, and the list of marked events."""
+    """One chart per configuration over the window, with its change points (`changes`, by
+    configuration id) marked, and the list of marked events."""
+    changes = changes or {}
+    by_after: dict[str, list[tuple[str, ChangeMark]]] = {}
+    for cid in sorted(changes, key=config_sort_key):
+        for m in changes[cid]:
+            by_after.setdefault(m.after_run_id, []).append((cid, m))
     series: dict[str, list[HistoryPoint]] = {}
     events: list[dict[str, Any]] = []
     previous: HistoryRun | None = None
     for run in history:
         marked, environment_note = _events(previous, run)
         events += marked
+        for cid, mark in by_after.get(run.run_id, []):
+            ratio = format_ratio_interval(mark.ratio, mark.low, mark.high)
+            text = f"change point in {cid}: {ratio}, {mark.status}"
+            events.append({"kind": "change-point", "run": run, "text": text})
         for config_id, (med, low, high) in run.summary.medians.items():
             series.setdefault(config_id, []).append(
                 HistoryPoint(
@@ -204,7 +217,13 @@ def build_history(
             )
         previous = run
     charts = [
-        ConfigHistory(cid, pts, history_svg(pts, label=f"median time of {cid} per commit"))
+        ConfigHistory(
+            cid,
+            pts,
+            history_svg(
+                pts, label=f"median time of {cid} per commit", changes=changes.get(cid, ())
+            ),
+        )
         for cid, pts in sorted(series.items(), key=lambda kv: config_sort_key(kv[0]))
     ]
     return charts, list(reversed(events))
@@ -295,3 +314,32 @@ def correctness_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         )
     rows.sort(key=lambda r: config_sort_key(r["id"]))
     return rows
+
+
+@dataclass(frozen=True)
+class SpeedOfLightCell:
+    text: str  # "0.82 compute", "1.40 memory!"
+    beyond: bool  # beyond the roofline: a measurement or counting problem
+    title: str  # the roofline and measured times, for a pointer that hovers
+
+
+def speed_of_light_cells(doc: dict[str, Any]) -> tuple[dict[str, SpeedOfLightCell], list[str]]:
+    """The run's speed-of-light scores by configuration id (documents written before scores
+    existed have none) and the peaks they are against, from the stored document."""
+    cells: dict[str, SpeedOfLightCell] = {}
+    peaks: set[str] = set()
+    for c in doc.get("configurations", []):
+        sol = c.get("speed_of_light")
+        if not isinstance(sol, dict):
+            continue
+        beyond = bool(sol.get("beyond_roofline"))
+        cells[_config_id(c)] = SpeedOfLightCell(
+            text=format_speed_of_light(sol.get("score"), sol.get("bound"), beyond),
+            beyond=beyond,
+            title=(
+                f"roofline {format_ns(sol['roofline_s'] * 1e9)}, "
+                f"median {format_ns(sol['measured_s'] * 1e9)}"
+            ),
+        )
+        peaks.add(format_peaks(str(sol.get("peak_source")), str(sol.get("peak_part"))))
+    return cells, sorted(peaks)

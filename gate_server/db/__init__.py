@@ -10,9 +10,15 @@
     runs.py          runs: store, read, baselines, a pull request's runs, accepts
     renames.py       the branch-rename log
     audit.py         the audit log
+    change_points.py change points found in baseline history (stored once, acknowledged)
     keys.py          the server's own secret keys
     deliveries.py    GitHub webhook deliveries (acted on once)
+    notify.py        alerts: channels (and their secrets), rules, deliveries
     oidc_tokens.py   spent OIDC token ids
+    outbox.py        the durable outbox: enqueue in the caller's transaction, claim under a
+                     lease, complete, fail with a retry time
+    hardware.py      the environments with a baseline of each workload (/hardware)
+    prices.py        environments' hourly prices (the /hardware page's cost)
     dashboard.py     the dashboard's bounded reads
 
 Query functions take a connection first (`with database.read() as conn: runs.by_run_id(conn,
@@ -23,10 +29,15 @@ from __future__ import annotations
 
 from gate_server.db import (
     audit,
+    change_points,
     dashboard,
     deliveries,
+    hardware,
     keys,
+    notify,
     oidc_tokens,
+    outbox,
+    prices,
     renames,
     repositories,
     runs,
@@ -39,12 +50,17 @@ __all__ = [
     "LATEST_VERSION",
     "Database",
     "audit",
+    "change_points",
     "dashboard",
     "deliveries",
+    "hardware",
     "keys",
+    "notify",
     "oidc_tokens",
     "migrate",
+    "outbox",
     "open_database",
+    "prices",
     "renames",
     "repositories",
     "runs",

@@ -10,6 +10,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,15 @@ from gate_server.errors import SettingsError
 
 # First keys of PostgreSQL's advisory locks (any constants, distinct): migrations run one at a
 # time across processes; a repository's branch renames are ordered against its uploads and
-# accepts (second key: the repository id).
+# accepts (second key: the repository id); a repository's change points are written by one
+# process at a time (second key: the repository id).
 MIGRATION_LOCK = 727_274_001
 BRANCH_LOCK = 727_274_002
+CHANGE_LOCK = 727_274_003
+# An acknowledged upload must survive a power loss: in WAL mode NORMAL syncs only at
+# checkpoints, so the last commits before a crash of the machine could vanish. FULL syncs the
+# WAL on every commit (benchmarks/server_load.py --synchronous measures the cost).
+SQLITE_SYNCHRONOUS = "FULL"
 
 
 def shown_url(url: str) -> str:
@@ -55,6 +62,7 @@ class Database:
             self.engine = create_engine(
                 url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
             )
+            event.listen(self.engine, "connect", _read_any_timestamp)
         else:
             raise SettingsError(f"unsupported database {self.dialect!r}: use SQLite or PostgreSQL")
 
@@ -118,7 +126,7 @@ def _sqlite_engine(url: str, database: str | None) -> Engine:
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA busy_timeout=30000")
         _switch_to_wal(cur)
-        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
 
@@ -143,3 +151,28 @@ def _switch_to_wal(cur: Any, *, wait_s: float = 30.0) -> None:
             if "locked" not in str(e) or time.monotonic() > deadline:
                 raise
         time.sleep(0.05)
+
+
+def _read_any_timestamp(dbapi_conn: Any, _record: Any) -> None:
+    """PostgreSQL stores timestamps from 4713 BC to 294276 AD, Python reads years 1 to 9999:
+    a value outside (stored before uploads were bounded) reads as the nearest one Python has,
+    so one bad row cannot make every page that lists it fail."""
+    from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
+
+    dbapi_conn.adapters.register_loader("timestamptz", _clamped(TimestamptzLoader))
+    dbapi_conn.adapters.register_loader("timestamptz", _clamped(TimestamptzBinaryLoader))
+
+
+def _clamped(loader: type[Any]) -> type[Any]:
+    from psycopg import DataError
+
+    class Clamped(loader):
+        def load(self, data: Any) -> datetime:
+            try:
+                loaded: datetime = super().load(data)
+                return loaded
+            except DataError as e:
+                early = "BC" in bytes(data).decode("ascii", "replace") or "too small" in str(e)
+                return (datetime.min if early else datetime.max).replace(tzinfo=timezone.utc)
+
+    return Clamped

@@ -41,10 +41,17 @@ from gate_server.db.engine import MIGRATION_LOCK, Database, advisory_lock
 from gate_server.db.schema import (
     audit_log,
     branch_renames,
+    change_points,
+    environment_prices,
     github_deliveries,
     migrations,
+    notify_channels,
+    notify_deliveries,
+    notify_rules,
     oidc_token_uses,
+    outbox,
     repositories,
+    run_locations,
     runs,
     tokens,
     workspaces,
@@ -170,6 +177,17 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         _v4_name_the_key_column,
     ),
     (5, "runs.workload: one baseline per workload", _v5_workload_per_run),
+    (
+        6,
+        "change points, run locations, the durable outbox",
+        _create(change_points, run_locations, outbox),
+    ),
+    (
+        7,
+        "alerts: notification channels, rules and deliveries",
+        _create(notify_channels, notify_rules, notify_deliveries),
+    ),
+    (8, "environment prices (per workspace, per hour)", _create(environment_prices)),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 from gate_server.clock import utcnow
 from gate_server.db.rows import as_record
 from gate_server.db.schema import repositories, workspaces
+from gate_server.errors import AmbiguousRepository
 
 
 @dataclass(frozen=True)
@@ -82,19 +83,32 @@ def by_github_id(conn: Connection, github_id: int) -> Repository | None:
 
 
 def bind_github_id(conn: Connection, github_id: int, name: str) -> list[int]:
-    """Tie GitHub's id to the repositories registered as `name` that have none yet, while no
-    repository has it; returns the ids bound. Called with names GitHub signed (a verified
-    webhook delivery, an OIDC token): the id then survives renames."""
-    bound = []
-    for repo in named(conn, name):
-        if repo.github_repository_id is None and by_github_id(conn, github_id) is None:
-            conn.execute(
-                update(repositories)
-                .where(repositories.c.id == repo.id)
-                .values(github_repository_id=github_id)
-            )
-            bound.append(repo.id)
-    return bound
+    """Tie GitHub's id to the repository registered as `name` without one, while no repository
+    has it; returns the ids bound (none or one). Called with names GitHub signed (a verified
+    webhook delivery, an OIDC token): the id then survives renames. When `name` is registered
+    without an id in several workspaces, nothing says which one GitHub's repository is:
+    AmbiguousRepository, until an admin binds it (`rnx repo bind`, set_github_id)."""
+    if by_github_id(conn, github_id) is not None:
+        return []
+    unbound = [r for r in named(conn, name) if r.github_repository_id is None]
+    if len(unbound) > 1:
+        workspaces_ = ", ".join(sorted(r.workspace for r in unbound))
+        raise AmbiguousRepository(
+            f"{name} is registered in several workspaces ({workspaces_}) and GitHub's id "
+            f"{github_id} is bound to none: an admin says which one it is with `rnx repo bind "
+            f"--repo {name} --workspace W --github-id {github_id}`"
+        )
+    for repo in unbound:
+        set_github_id(conn, repo.id, github_id)
+    return [r.id for r in unbound]
+
+
+def set_github_id(conn: Connection, repository_id: int, github_id: int) -> None:
+    conn.execute(
+        update(repositories)
+        .where(repositories.c.id == repository_id)
+        .values(github_repository_id=github_id)
+    )
 
 
 def rename_by_github_id(conn: Connection, github_id: int, new_name: str) -> str | None:

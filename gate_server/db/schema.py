@@ -10,6 +10,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -157,6 +158,87 @@ branch_renames = Table(
     Index("ix_branch_renames_repository", "repository_id", "id"),
 )
 
+# A step change in a baseline branch's history of one configuration (gate_server/changes.py),
+# stored once: the unique key is the series and the first run after the change.
+change_points = Table(
+    "change_points",
+    metadata,
+    Column("id", _BIG_ID, primary_key=True),
+    Column("repository_id", Integer, ForeignKey(repositories.c.id), nullable=False),
+    Column("branch", String(MAX_BRANCH_CHARS), nullable=False),
+    Column("environment_key", String(128), nullable=False),
+    Column("workload", String(MAX_WORKLOAD_BYTES), nullable=False),
+    Column("configuration", String(100), nullable=False),  # runtime/dtype/bsN
+    Column("before_run_id", String(36), nullable=False),  # the last run before the change
+    Column("before_sha", String(64), nullable=False),
+    Column("after_run_id", String(36), nullable=False),  # the first run after it
+    Column("after_sha", String(64), nullable=False),
+    Column("ratio", Float, nullable=False),  # later/earlier typical time, 90% interval
+    Column("low", Float, nullable=False),
+    Column("high", Float, nullable=False),
+    Column("p_value", Float, nullable=False),
+    Column("detected_at", DateTime(timezone=True), nullable=False),
+    Column("status", String(16), nullable=False),  # open | acknowledged | resolved
+    Column("note", Text, nullable=True),  # the acknowledgement's
+    Column("acknowledged_at", DateTime(timezone=True), nullable=True),
+    Column("acknowledged_by", String(200), nullable=True),
+    Column("resolved_at", DateTime(timezone=True), nullable=True),
+    # The earlier change point this one takes back (both are then resolved).
+    Column("undoes_id", BigInteger, nullable=True),
+    UniqueConstraint(
+        "repository_id",
+        "branch",
+        "environment_key",
+        "workload",
+        "configuration",
+        "after_run_id",
+        name="uq_change_points_series_after",
+    ),
+    Index("ix_change_points_repository_status", "repository_id", "status", "id"),
+)
+
+# Each baseline run's one number per configuration for change-point detection
+# (stats.run_location of its samples), computed once by the first detection that reads the run.
+# A run with no usable configuration has one row with configuration "" (so it is not read again).
+run_locations = Table(
+    "run_locations",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("configuration", String(100), primary_key=True),
+    Column("location", Float, nullable=False),
+)
+
+# The durable outbox (gate_server/outbox.py): work to do after an answer, written in the same
+# transaction as what caused it, done by whichever server process holds its lease.
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("id", _BIG_ID, primary_key=True),
+    Column("delivery_id", String(36), nullable=False, unique=True),  # for receivers to dedupe
+    Column("kind", String(64), nullable=False),  # picks the handler (gate_server/jobs.py)
+    Column("payload", Text, nullable=False),  # JSON
+    Column("state", String(10), nullable=False),  # pending | done | failed
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("available_at", DateTime(timezone=True), nullable=False),  # not tried before this
+    Column("attempts", Integer, nullable=False),
+    Column("lease_owner", String(100), nullable=True),
+    Column("lease_until", DateTime(timezone=True), nullable=True),
+    Column("done_at", DateTime(timezone=True), nullable=True),
+    Column("last_error", Text, nullable=True),
+    Index("ix_outbox_due", "state", "available_at", "id"),
+)
+
+# An environment's hourly price in a workspace (`rnx environment price ENV 3.50`), for the cost
+# per million items on the dashboard's /hardware page. Keyed by the environment key runs carry.
+environment_prices = Table(
+    "environment_prices",
+    metadata,
+    Column("workspace_id", Integer, ForeignKey("workspaces.id"), primary_key=True),
+    Column("environment_key", String(128), primary_key=True),
+    Column("price_per_hour", Float, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
 # ---- the GitHub integration's tables
 
 github_deliveries = Table(
@@ -179,4 +261,60 @@ oidc_token_uses = Table(
     Column("repository_id", Integer, nullable=False),
     Column("used_at", DateTime(timezone=True), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+# ---- alerts (gate_server/alerts/): where a workspace's events go
+
+# A channel: where messages are sent. `secret` holds what must never be shown (a webhook URL,
+# an SMTP password, a webhook's signing key) as JSON; only gate_server/alerts/ reads it, and
+# `shown` is what listings print instead. `config` holds what may be shown (SMTP host, the
+# addresses). The failure columns count consecutive failed sends (a success resets them).
+notify_channels = Table(
+    "notify_channels",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("workspace_id", Integer, ForeignKey("workspaces.id"), nullable=False),
+    Column("name", String(100), nullable=False),
+    Column("kind", String(16), nullable=False),  # slack | teams | email | webhook
+    Column("config", Text, nullable=False),
+    Column("secret", Text, nullable=False),
+    Column("shown", String(300), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("removed_at", DateTime(timezone=True), nullable=True),
+    Column("failures", Integer, nullable=False, server_default="0"),
+    Column("failing_since", DateTime(timezone=True), nullable=True),
+    Column("last_error", String(500), nullable=True),
+    Column("last_delivered_at", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("workspace_id", "name", name="uq_notify_channels_workspace_name"),
+)
+
+# A rule: which events of a workspace (or of one of its repositories) go to which channel.
+notify_rules = Table(
+    "notify_rules",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("workspace_id", Integer, ForeignKey("workspaces.id"), nullable=False),
+    Column("repository_id", Integer, ForeignKey("repositories.id"), nullable=True),
+    Column("channel_id", Integer, ForeignKey("notify_channels.id"), nullable=False),
+    Column("events", Text, nullable=False),  # JSON list of event names
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("removed_at", DateTime(timezone=True), nullable=True),
+    Index("ix_notify_rules_workspace", "workspace_id"),
+)
+
+# One row per (event, channel): the delivery id a receiver deduplicates by, made once however
+# often the event is fanned out (a restart can fan it out again), and its state.
+notify_deliveries = Table(
+    "notify_deliveries",
+    metadata,
+    Column("delivery_id", String(36), primary_key=True),
+    Column("event_id", String(100), nullable=False),
+    Column("event", String(32), nullable=False),
+    Column("channel_id", Integer, ForeignKey("notify_channels.id"), nullable=False),
+    Column("payload", Text, nullable=False),  # the event's facts, JSON
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("delivered_at", DateTime(timezone=True), nullable=True),
+    Column("last_error", String(500), nullable=True),
+    Index("ix_notify_deliveries_event", "event_id"),
 )

@@ -32,6 +32,9 @@ class TokenRecord:
     created_at: datetime
     revoked_at: datetime | None
     last_used_at: datetime | None
+    # An OIDC token's `actor` claim: the GitHub user whose workflow run it is, as GitHub signed
+    # it (gate_server/github/oidc_login.py). None for a stored token.
+    github_actor: str | None = None
 
 
 def insert_token(
@@ -72,7 +75,7 @@ def _select() -> Any:
 
 
 def _token(m: Any) -> TokenRecord:
-    return as_record(TokenRecord, m, branches=json.loads(m["branches"]))
+    return as_record(TokenRecord, m, branches=json.loads(m["branches"]), github_actor=None)
 
 
 def by_hash(conn: Connection, token_hash: str) -> TokenRecord | None:

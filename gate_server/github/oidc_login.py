@@ -80,6 +80,7 @@ def oidc_principal(database: Database, verifier: OidcVerifier, token: str) -> To
         created_at=now,
         revoked_at=None,
         last_used_at=now,
+        github_actor=claims.actor or None,
     )
 
 

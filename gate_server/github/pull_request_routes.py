@@ -7,8 +7,10 @@ POST /api/v1/pulls/{pr_number}/accept              {"reason", "user", "run_ids"}
 
 The action applies the accept rules itself with the workflow's GITHUB_TOKEN (the server needs
 no GitHub credentials for this way); the server checks the token's scope as for any accept
-(and, with App credentials, each run's workload at its commit: github/workload_check.py)
-and records the GitHub user it was told in the audit log.
+(and, with App credentials, each run's workload at its commit: github/workload_check.py).
+The audit actor is the authenticated identity: the GitHub user of an OIDC token (who must be
+the `user` sent), else the CI token; the `user` a CI token's caller sends is kept as what it
+said (`on_behalf_of`), never as the actor.
 """
 
 from __future__ import annotations
@@ -21,15 +23,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gate_server.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope
+from gate_server.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope, check_reason
 from gate_server.answers import ApiError
 from gate_server.db import Database, runs
 from gate_server.db.tokens import CI, TokenRecord
-from gate_server.endpoints import authenticated, parse_json, read_body
+from gate_server.endpoints import authenticated, base_url, parse_json, read_body
 from gate_server.github.pulls import PullRun, latest_runs
 from gate_server.github.workload_check import check_before_accept
 from gate_server.openapi import ACCEPT_REASON, BODY_ERRORS, endpoint, error, query
 from gate_server.services import services
+from gate_server.uploads import answered
 from rnx_github.app_auth import GitHubApp
 
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
@@ -61,7 +64,7 @@ def _view(run: PullRun) -> dict[str, Any]:
         "base_branch": r.base_branch,
         "tier": r.tier,
         "accepted": r.accepted_at is not None,
-        "url": r.answer.get("url"),
+        "url": r.answer.get("url"),  # made absolute by list_pull_runs
     }
 
 
@@ -77,7 +80,7 @@ def pull_runs(
     "get",
     "A pull request's latest runs (one per workload and environment)",
     bearer=True,
-    parameters=[query("head_sha", "string")],
+    parameters=[query("head_sha", "string", pattern=_SHA.pattern)],
     responses={
         "200": {"description": "the runs"},
         "404": error("the path does not hold a pull request number"),
@@ -93,7 +96,8 @@ async def list_pull_runs(request: Request) -> Response:
     found = await run_in_threadpool(
         pull_runs, database, _repository_id(token), _pr_number(request), head_sha
     )
-    return JSONResponse({"runs": [_view(r) for r in found]})
+    base = base_url(request)
+    return JSONResponse({"runs": [answered(_view(r), base) for r in found]})
 
 
 def _accept_body(raw: bytes) -> tuple[str, str, list[str]]:
@@ -119,7 +123,7 @@ def _accept_body(raw: bytes) -> tuple[str, str, list[str]]:
         run_ids = []
     if problems:
         raise ApiError(422, "invalid_request", "the accept request is incomplete", problems)
-    return reason, user, [str(x) for x in run_ids]
+    return check_reason(reason), user, [str(x) for x in run_ids]
 
 
 def accept_pull_runs(
@@ -133,6 +137,7 @@ def accept_pull_runs(
 ) -> list[dict[str, Any]]:
     """Every run is checked (scope, pull request, in App mode its workload) before any is
     accepted."""
+    actor, on_behalf_of = accept_actor(token, user)
     checked = []
     for run_id in run_ids:
         run = check_accept_scope(database, token, run_id)
@@ -147,13 +152,30 @@ def accept_pull_runs(
         accept_run(
             database,
             run_id,
-            actor=f"github:{user}",
+            actor=actor,
             reason=reason,
             via="github-action",
             token_id=token.id,
+            on_behalf_of=on_behalf_of,
         )
         for run_id in run_ids
     ]
+
+
+def accept_actor(token: TokenRecord, user: str) -> tuple[str, str | None]:
+    """Who accepts, from the authenticated identity, never from the body: the GitHub user an
+    OIDC token was issued for (403 when the body names another), else the CI token itself,
+    with the user the workflow names kept as what it said (on_behalf_of)."""
+    if token.github_actor is not None:
+        if token.github_actor.lower() != user.lower():
+            raise ApiError(
+                403,
+                "user_mismatch",
+                f"the OIDC token is for GitHub user {token.github_actor!r}, but the request "
+                f"names {user!r}; accept as the user whose workflow run it is",
+            )
+        return f"github:{token.github_actor}", None
+    return f"token:{token.id}", f"github:{user}"
 
 
 @endpoint(
@@ -172,6 +194,9 @@ def accept_pull_runs(
     responses={
         "200": {"description": "accepted (or already accepted)"},
         **BODY_ERRORS,
+        "403": error(
+            "a viewer token, a branch out of scope, or (OIDC) another user than the token's"
+        ),
         "404": error("a run that is not this pull request's"),
         "409": error("App mode: GitHub says a run's workload is not the file at its commit"),
         "422": error("reason, user or run_ids missing"),

@@ -71,6 +71,11 @@ def accept_runs(
     ]
 
 
+def github_link(url: Any) -> str | None:
+    """A stored run link fit for GitHub: absolute (stored under RNX_PUBLIC_URL), else none."""
+    return url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
+
+
 def overall_tier(runs: Sequence[PullRun]) -> Tier:
     return worst([tier_of(r.tier) for r in runs]) if runs else "WARN"
 
@@ -84,7 +89,7 @@ def status_of(runs: Sequence[PullRun]) -> tuple[str, str, str | None]:
         reasons = [accepted_line(who, accepted[0].accept_reason or "")]
     else:
         reasons = [str(x) for r in runs for x in r.record.answer.get("reasons", [])]
-    url = runs[0].record.answer.get("url") if runs else None
+    url = github_link(runs[0].record.answer.get("url")) if runs else None
     return status_state(tier, "enforce"), status_description(tier, "enforce", reasons), url
 
 
@@ -111,14 +116,14 @@ def part_of(run: PullRun) -> PartResult:
     if r.accepted_at is not None:
         who = (r.accepted_by or "").removeprefix("github:")
         accepted = Acceptance(who, r.accept_reason or "", measured=tier_of(r.tier))
-    url = r.answer.get("url")
+    url = github_link(r.answer.get("url"))
     return PartResult(
         workload=run.workload,
         environment=r.environment_key,
         tier=tier_of(run.tier),
         reasons=reasons,
         comparisons=comparisons,
-        url=str(url) if url else None,
+        url=url,
         accepted=accepted,
     )
 

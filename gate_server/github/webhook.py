@@ -8,9 +8,11 @@ one is never an error: what we do not act on is answered 200 with why.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,8 +26,8 @@ from starlette.routing import Route
 from gate_server.answers import Answer, ApiError
 from gate_server.branches import current_name, rename_branch
 from gate_server.db import Database, audit, deliveries, repositories, runs
-from gate_server.endpoints import parse_json, read_body
-from gate_server.errors import GateServerError
+from gate_server.endpoints import parse_json
+from gate_server.errors import AmbiguousRepository, GateServerError
 from gate_server.github.app_mode import publish_pull_request
 from gate_server.github.integration import GitHubIntegration
 from gate_server.github.pulls import accept_runs, latest_runs
@@ -154,8 +156,11 @@ def _remember_repository(database: Database, payload: Mapping[str, Any]) -> None
     of that name (once), so OIDC tokens and later renames find it by id."""
     repo = payload.get("repository")
     if isinstance(repo, Mapping) and isinstance(repo.get("id"), int) and repo.get("full_name"):
-        with database.write() as conn:
-            repositories.bind_github_id(conn, int(repo["id"]), str(repo["full_name"]))
+        try:
+            with database.write() as conn:
+                repositories.bind_github_id(conn, int(repo["id"]), str(repo["full_name"]))
+        except AmbiguousRepository as e:
+            log.warning("%s", e)  # the delivery is still handled; the admin binds the id
 
 
 # ---- handlers, by (event, action)
@@ -309,7 +314,15 @@ def on_installation(database: Database, gh: GitHubIntegration, delivery: Deliver
         for repo in listed if isinstance(listed, list) else []:
             if not (isinstance(repo, Mapping) and isinstance(repo.get("id"), int)):
                 continue
-            if repositories.bind_github_id(conn, int(repo["id"]), str(repo.get("full_name"))):
+            try:
+                with conn.begin_nested():
+                    ids = repositories.bind_github_id(
+                        conn, int(repo["id"]), str(repo.get("full_name"))
+                    )
+            except AmbiguousRepository as e:
+                log.warning("%s", e)
+                continue
+            if ids:
                 bound.append(str(repo.get("full_name")))
     return Answer(200, {"bound": bound})
 
@@ -431,6 +444,63 @@ HANDLERS: dict[tuple[str, str | None], Handler] = {
 
 # ---- the route
 
+_BAD_SIGNATURE = (
+    "X-Hub-Signature-256 is missing or does not match the body; the webhook's secret must "
+    "equal RNX_GITHUB_WEBHOOK_SECRET"
+)
+# A delivery may be 25 MB and anyone can send one: at most this many are read at once before
+# their signature is checked (the others wait), so memory stays bounded however many arrive
+# together (benchmarks/webhook_memory.py measures it). GitHub sends one at a time per hook.
+MAX_UNVERIFIED_READS = 2
+
+
+async def _read_signed(request: Request, secret: str, signature: str) -> bytearray:
+    """The body, its HMAC computed as it streams in (one copy in memory, never two); 413 past
+    MAX_DELIVERY_BYTES, 401 when the signature does not match."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_DELIVERY_BYTES:
+        raise ApiError(413, "body_too_large", f"a delivery has at most {MAX_DELIVERY_BYTES} bytes")
+    mac = hmac.new(secret.encode("utf-8"), digestmod=hashlib.sha256)
+    body = bytearray()
+    async for chunk in request.stream():
+        if len(body) + len(chunk) > MAX_DELIVERY_BYTES:
+            raise ApiError(
+                413, "body_too_large", f"a delivery has at most {MAX_DELIVERY_BYTES} bytes"
+            )
+        mac.update(chunk)
+        body += chunk
+    expected = ("sha256=" + mac.hexdigest()).encode("ascii")
+    if not hmac.compare_digest(expected, signature.strip().encode("utf-8", "replace")):
+        raise ApiError(401, "bad_signature", _BAD_SIGNATURE)
+    return body
+
+
+def _unverified_reads(request: Request) -> asyncio.Semaphore:
+    """The app's bound on deliveries being read, made in its own event loop on first use."""
+    state = request.app.state
+    semaphore = getattr(state, "webhook_reads", None)
+    if semaphore is None:
+        semaphore = state.webhook_reads = asyncio.Semaphore(MAX_UNVERIFIED_READS)
+    return semaphore
+
+
+# GitHub's event and action names: lower-case words joined by "_", as stored (64 characters).
+_EVENT_NAME = re.compile(r"^[a-z_]{1,64}$")
+
+
+def _unstorable(event: str, payload: Mapping[str, Any], body: bytes | bytearray) -> str | None:
+    """Why a signed delivery cannot be recorded, or None. GitHub sends none of these; they are
+    answered 200 like any delivery we do not act on, never stored."""
+    action = payload.get("action")
+    if not _EVENT_NAME.match(event):
+        return f"X-GitHub-Event {event[:70]!r} is not a GitHub event name"
+    if action is not None and not (isinstance(action, str) and _EVENT_NAME.match(action)):
+        return f"action {str(action)[:70]!r} is not a GitHub action name"
+    # JSON can only carry NUL escaped; PostgreSQL text cannot hold it.
+    if b"\\u0000" in body:
+        return "the payload holds a NUL character (\\u0000), which GitHub never sends"
+    return None
+
 
 @endpoint(
     "post",
@@ -457,14 +527,11 @@ async def github_webhook(request: Request) -> Response:
             "this server has no webhook secret: set RNX_GITHUB_WEBHOOK_SECRET to the secret "
             "configured on the GitHub webhook (or App)",
         )
-    body = await read_body(request, MAX_DELIVERY_BYTES)
-    if not signature_ok(secret, body, request.headers.get("x-hub-signature-256")):
-        raise ApiError(
-            401,
-            "bad_signature",
-            "X-Hub-Signature-256 is missing or does not match the body; the webhook's secret "
-            "must equal RNX_GITHUB_WEBHOOK_SECRET",
-        )
+    signature = request.headers.get("x-hub-signature-256")
+    if not signature:
+        raise ApiError(401, "bad_signature", _BAD_SIGNATURE)  # refused before reading a byte
+    async with _unverified_reads(request):
+        body = await _read_signed(request, secret, signature)
     event = request.headers.get("x-github-event", "").strip()
     delivery_id = request.headers.get("x-github-delivery", "").strip()
     if not event or not delivery_id or len(delivery_id) > 100:
@@ -476,6 +543,9 @@ async def github_webhook(request: Request) -> Response:
     payload = parse_json(body)
     if not isinstance(payload, dict):
         raise ApiError(400, "invalid_payload", "a webhook body must be a JSON object")
+    unstorable = _unstorable(event, payload, body)
+    if unstorable is not None:
+        return JSONResponse({"delivery": delivery_id, "ignored": unstorable})
     delivery = Delivery(delivery_id, event, payload)
     answer = await run_in_threadpool(handle, svc.database, svc.github, delivery)
     return JSONResponse(answer.body, status_code=answer.status)

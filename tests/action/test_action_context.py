@@ -50,6 +50,20 @@ def test_push_event(tmp_path: Path) -> None:
     assert not ctx.git.is_pull_request
 
 
+def test_schedule_event_is_a_run_of_the_default_branch(tmp_path: Path) -> None:
+    # What GitHub sets for `on: schedule` (rnx init --schedule): the default branch's newest
+    # commit; the server stores such a run as a baseline, like a push.
+    env = {
+        "GITHUB_REPOSITORY": "Codertocat/Hello-World",
+        "GITHUB_EVENT_NAME": "schedule",
+        "GITHUB_SHA": "b" * 40,
+        "GITHUB_REF_NAME": "main",
+    }
+    ctx = read_context(env, root=tmp_path)
+    assert (ctx.git.branch, ctx.git.sha, ctx.git.event) == ("main", "b" * 40, "schedule")
+    assert ctx.git.pr_number is None and not ctx.git.is_pull_request
+
+
 def test_flags_for_other_ci_systems(tmp_path: Path) -> None:
     ctx = read_context(
         {},

@@ -42,6 +42,31 @@ def test_init_writes_a_workflow_and_a_valid_config(project: Path) -> None:
     assert rnx(["init", "--workload", "kernels/attention.py", "--force"]) == 0
 
 
+def test_init_schedule_adds_a_scheduled_trigger(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert rnx(["init", "--workload", "kernels/attention.py"]) == 0
+    plain = yaml.safe_load((project / WORKFLOW_PATH).read_text())
+    assert "schedule" not in plain[True]  # YAML 1.1 reads the key `on` as True
+    assert (
+        rnx(["init", "--workload", "kernels/attention.py", "--schedule", "nightly", "--force"]) == 0
+    )
+    workflow = yaml.safe_load((project / WORKFLOW_PATH).read_text())
+    assert workflow[True]["schedule"] == [{"cron": "17 3 * * *"}]
+    assert workflow[True]["push"] == {"branches": ["main"]} and "pull_request" in workflow[True]
+    args = ["init", "--workload", "kernels/attention.py", "--force", "--schedule"]
+    assert rnx([*args, "30 2 * * 1-5"]) == 0
+    workflow = yaml.safe_load((project / WORKFLOW_PATH).read_text())
+    assert workflow[True]["schedule"] == [{"cron": "30 2 * * 1-5"}]
+    capsys.readouterr()
+    for bad in ("hourly", "* * *", "17 3 * * * *", "17 3 * * mon; rm -rf /"):
+        assert rnx([*args, bad]) == 2
+        assert "--schedule" in capsys.readouterr().err
+    # A refused schedule wrote nothing over the previous files.
+    workflow = yaml.safe_load((project / WORKFLOW_PATH).read_text())
+    assert workflow[True]["schedule"] == [{"cron": "30 2 * * 1-5"}]
+
+
 def test_init_finds_kernelbench_workloads(project: Path) -> None:
     assert rnx(["init"]) == 0
     assert [b.workload for b in load_config(project / CONFIG_PATH).benchmarks] == [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rnx.schema import ConfigComparison
+from rnx.schema import ConfigComparison, SpeedOfLight
 from rnx_github.comment import (
     COMMENT_MARKER,
     ConfigNote,
@@ -125,3 +125,32 @@ def test_measurement_notes_are_one_inert_line_per_configuration_under_the_table(
     assert body.count(": GPU shared") == 12
     assert "- and 3 more configurations (see the run page)" in body
     assert "Measurement notes" not in combine([], [_part("PASS", "h200")], sha="b" * 40).body
+
+
+def test_speed_of_light_is_a_column_and_a_note_when_the_run_has_scores() -> None:
+    part = _part("PASS", "h200")
+    sol = SpeedOfLight(
+        score=1.31,
+        bound="memory",
+        roofline_s=1.31e-3,
+        measured_s=1e-3,
+        peak_bandwidth=4.8e12,
+        peak_source="table",
+        peak_part="H200 SXM",
+        beyond_roofline=True,
+    )
+    scored = dataclasses.replace(
+        part, comparisons=[part.comparisons[0].model_copy(update={"speed_of_light": sol})]
+    )
+    body = combine([], [scored], sha="abc123def4567890").body
+    lines = body.splitlines()
+    header = next(line for line in lines if line.startswith("| configuration"))
+    assert "| ratio head/base (90% interval) | SOL | verdict |" in header
+    row = next(line for line in lines if line.startswith("| `onnxruntime"))
+    assert "| 1.010× (0.990–1.030) | 1.31 memory\\! | equivalent | ok |" in row
+    note = next(line for line in lines if line.startswith("SOL: roofline time"))
+    assert "a measurement or counting problem" in note
+    assert "H200 SXM (peaks table: dense datasheet figures)" in note
+    # Without scores (documents written before them): no column, no note.
+    plain = combine([], [part], sha="abc123def4567890").body
+    assert "| SOL |" not in plain and "SOL: roofline" not in plain

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rnx.schema import Environment
+from rnx.schema import Environment, SpeedOfLight
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import (
     LiveServer,
@@ -51,6 +52,34 @@ MAIN_POINTS = MAIN_PUSHES_A + MAIN_PUSHES_B + 1 + 1  # + one BLOCKed push + one 
 # A second workload on main, twice as slow: its own chart set, never compared with the first.
 OTHER_WORKLOAD = "kernels/other.py"
 OTHER_PUSHES = 3
+# A third repository whose main branch steps 20% slower in one configuration: a change point.
+STEPS_REPO = "acme/steps"
+STEPPED_CONFIG = "pytorch_eager/float32/bs8"
+STEPS_BEFORE, STEPS_AFTER = 12, 5  # 5 runs above 12: p = 2 / C(17, 5) = 0.0003 < 0.0005
+# The speed-of-light scores of PR #43's run (one per configuration of CONFIGS): the second
+# claims to beat its roofline, which the run page must flag as a problem; the third has none.
+SPEED_OF_LIGHT: tuple[SpeedOfLight | None, ...] = (
+    SpeedOfLight(
+        score=0.62,
+        bound="memory",
+        roofline_s=6.2e-4,
+        measured_s=1e-3,
+        peak_bandwidth=4.8e12,
+        peak_source="table",
+        peak_part="H200 SXM",
+    ),
+    SpeedOfLight(
+        score=1.3,
+        bound="compute",
+        roofline_s=1.3e-3,
+        measured_s=1e-3,
+        peak_flops=989.5e12,
+        peak_source="table",
+        peak_part="H200 SXM",
+        beyond_roofline=True,
+    ),
+    None,
+)
 
 
 def browser_missing() -> str | None:
@@ -92,6 +121,8 @@ class Site:
     other_workspace_viewer: Token
     runs: dict[str, str] = field(default_factory=dict)  # name -> run_id
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    steps_ci: Token | None = None
+    change_point: dict[str, Any] = field(default_factory=dict)  # as the API shows it
 
     @property
     def url(self) -> str:
@@ -109,10 +140,21 @@ def _environment(key: str, torch: str) -> Environment:
 
 
 def _upload(
-    client: httpx.Client, token: Token, *, torch: str = "2.5.0", **doc_args: Any
+    client: httpx.Client,
+    token: Token,
+    *,
+    torch: str = "2.5.0",
+    speed_of_light: tuple[SpeedOfLight | None, ...] | None = None,
+    **doc_args: Any,
 ) -> dict[str, Any]:
     doc = make_results(configs=CONFIGS, n=24, **doc_args)
     doc = doc.model_copy(update={"environment": _environment(doc.environment.key, torch)})
+    if speed_of_light is not None:
+        configurations = [
+            c.model_copy(update={"speed_of_light": sol})
+            for c, sol in zip(doc.configurations, speed_of_light, strict=True)
+        ]
+        doc = doc.model_copy(update={"configurations": configurations})
     data = body(doc)
     response = client.post("/api/v1/runs", content=data, headers=signed_headers(token.secret, data))
     assert response.status_code == 201, response.text
@@ -173,15 +215,46 @@ def seed(site: Site) -> None:
             branch="feature/fast",
             pr_number=43,
             slowdown=1.41,
+            speed_of_light=SPEED_OF_LIGHT,
         )
         site.answers["tokenizer"] = _upload(
             client, other_repo, repository="acme/tokenizer", seed=400, environment="cpu-a"
         )
+        site.change_point = _seed_step(client, site)
         globex = create_token(site.server.database_url, workspace="globex", repository="globex/x")
         site.answers["globex"] = _upload(
             client, globex, repository="globex/x", seed=500, environment="cpu-a"
         )
     site.runs = {name: a["run_id"] for name, a in site.answers.items()}
+
+
+def _seed_step(client: httpx.Client, site: Site) -> dict[str, Any]:
+    """acme/steps: a step in one configuration's history, and the change point the server
+    finds in it after the uploads (its outbox worker runs the detection)."""
+    site.steps_ci = create_token(site.server.database_url, repository=STEPS_REPO)
+    for i in range(STEPS_BEFORE + STEPS_AFTER):
+        site.answers[f"steps{i}"] = _upload(
+            client,
+            site.steps_ci,
+            repository=STEPS_REPO,
+            seed=600 + i,
+            environment="cpu-a",
+            slowdown={STEPPED_CONFIG: 1.2 if i >= STEPS_BEFORE else 1.0},
+        )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        r = client.get(
+            "/api/v1/change-points",
+            params={"repository": STEPS_REPO},
+            headers={"Authorization": f"Bearer {site.steps_ci.secret}"},
+        )
+        assert r.status_code == 200, r.text
+        found: list[dict[str, Any]] = r.json()["change_points"]
+        if found:
+            assert len(found) == 1, found
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError("the server found no change point in acme/steps within 60 s")
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])

@@ -17,6 +17,11 @@ from tests.dashboard.dashboard_site import (  # noqa: E402
     OTHER_WORKLOAD,
     REPO,
     SCREENSHOTS,
+    SPEED_OF_LIGHT,
+    STEPPED_CONFIG,
+    STEPS_AFTER,
+    STEPS_BEFORE,
+    STEPS_REPO,
     Site,
 )
 
@@ -93,7 +98,7 @@ def test_every_page_opens_and_the_overview_leads_to_a_run(page: Any, site: Site)
     # Overview: both repositories, the latest tier per branch, the BLOCKs and the acceptance.
     assert page.locator("h1").inner_text() == "acme"
     repos = page.locator("article.repo h3").all_inner_texts()
-    assert sorted(repos) == ["acme/kernels", "acme/tokenizer"]
+    assert sorted(repos) == ["acme/kernels", "acme/steps", "acme/tokenizer"]
     # The latest run of each workload on a branch, not only the newest workload's.
     workloads = page.locator("article.repo td.workload").all_inner_texts()
     assert "kernels/attention.py" in workloads and OTHER_WORKLOAD in workloads
@@ -179,6 +184,58 @@ def test_every_page_opens_and_the_overview_leads_to_a_run(page: Any, site: Site)
             assert token not in html and token[:14] not in html
 
 
+def test_change_points_are_listed_and_marked(page: Any, site: Site) -> None:
+    found = site.change_point
+    assert found["configuration"] == STEPPED_CONFIG
+    assert found["after_run_id"] == site.runs[f"steps{STEPS_BEFORE}"]
+    sign_in(page, site.viewer.secret)
+    # The overview lists the open change point, with its commits on GitHub.
+    rows = page.locator("section[aria-label='Open change points'] tbody tr")
+    assert rows.count() == 1
+    row = rows.first
+    assert row.get_attribute("data-change-point") == str(found["id"])
+    assert STEPS_REPO in row.inner_text() and STEPPED_CONFIG in row.inner_text()
+    assert f"{found['ratio']:.3f}×" in row.inner_text()
+    compare = row.locator("a.compare-link").get_attribute("href") or ""
+    assert compare == found["compare_url"]
+    assert compare.startswith(f"https://github.com/{STEPS_REPO}/compare/")
+    shoot(page, site, "overview-change-points")
+
+    # Its link leads to the history chart of that configuration, marked before the first
+    # slower run; the other configurations' charts carry no mark.
+    row.locator("a", has_text=STEPS_REPO).click()
+    page.wait_for_url(re.compile(rf".*/repos/{STEPS_REPO}\?.*"))
+    charts = page.locator("section.config-history")
+    assert charts.count() == len(CONFIGS)
+    chart_id = STEPPED_CONFIG.replace("/", "-")
+    assert page.url.endswith(f"--{chart_id}")  # the link's fragment is the chart
+    marked = page.locator(f"section.config-history[id$='--{chart_id}'] svg")
+    assert marked.locator(".pt").count() == STEPS_BEFORE + STEPS_AFTER
+    mark = marked.locator(".change-point")
+    assert mark.count() == 1 and "cp-open" in (mark.get_attribute("class") or "")
+    assert mark.get_attribute("data-change-point") == str(found["id"])
+    title = mark.locator("title").text_content() or ""
+    assert title.startswith(f"change point: {found['ratio']:.3f}×") and "open" in title
+    assert page.locator("svg .change-point").count() == 1
+    event = page.locator("section[aria-label='Marked events'] tr.event-change-point")
+    assert event.count() == 1 and f"change point in {STEPPED_CONFIG}" in event.inner_text()
+    shoot(page, site, "history-change-point")
+
+    # Acknowledged (by the repository's CI token), it leaves the overview's list and its
+    # mark turns grey.
+    assert site.steps_ci is not None
+    r = page.request.post(
+        f"{site.url}/api/v1/change-points/{found['id']}/acknowledge",
+        data={"note": "expected: bigger batches"},
+        headers={"Authorization": f"Bearer {site.steps_ci.secret}"},
+    )
+    assert r.status == 200, r.text()
+    page.reload()
+    assert "cp-acknowledged" in (page.locator("svg .change-point").get_attribute("class") or "")
+    page.goto("/")
+    assert page.locator("section[aria-label='Open change points']").count() == 0
+
+
 def test_another_workspace_is_not_found(page: Any, site: Site) -> None:
     sign_in(page, site.viewer.secret)
     response = page.goto(f"/runs/{site.runs['globex']}")
@@ -195,3 +252,26 @@ def test_sign_out_ends_the_session(page: Any, site: Site) -> None:
     page.wait_for_url("**/login")
     page.goto("/")
     assert "/login" in page.url
+
+
+def test_the_run_page_shows_speed_of_light_and_flags_a_score_beyond_the_roofline(
+    page: Any, site: Site
+) -> None:
+    sign_in(page, site.viewer.secret, f"/runs/{site.runs['pr-warn']}")
+    table = page.locator("table.comparisons")
+    assert "SOL" in table.locator("thead").inner_text()
+    cells = table.locator("tbody td.sol")
+    assert cells.all_inner_texts() == ["0.62 memory", "1.30 compute!", "–"]
+    # Only the score beyond the roofline is marked as a problem.
+    flagged = table.locator("tbody td.sol.bad")
+    assert flagged.count() == 1 and flagged.inner_text() == "1.30 compute!"
+    assert flagged.get_attribute("title") == "roofline 1.3 ms, median 1 ms"
+    note = page.locator(".sol-note").inner_text()
+    assert "H200 SXM (peaks table: dense datasheet figures)" in note
+    assert "measurement or counting problem" in note and "never part of a verdict" in note
+    assert SPEED_OF_LIGHT[2] is None  # the third configuration has no score: a dash
+    shoot(page, site, "run-speed-of-light")
+    # A run whose document has no scores (every run before them) shows no SOL column.
+    page.goto(f"/runs/{site.runs['pr']}")
+    assert "SOL" not in page.locator("table.comparisons thead").inner_text()
+    assert page.locator(".sol-note").count() == 0

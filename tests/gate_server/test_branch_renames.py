@@ -243,7 +243,7 @@ def test_the_rename_command_refuses_bad_input_in_one_line(
         (rename_args("acme/nothing", "master", "main"), "no repository 'acme/nothing'"),
         (rename_args(REPO, "main", "main"), "--from and --to are the same branch ('main')"),
         (rename_args(REPO, "", "main"), "--from is empty"),
-        (rename_args(REPO, "master", "ma in"), "--to 'ma in' has whitespace"),
+        (rename_args(REPO, "master", "ma in"), "--to: 'ma in' is not a valid git branch name"),
         (rename_args("shared/repo", "master", "main"), "several workspaces (other, third)"),
         (rename_args(REPO, "master", "main", "--workspace", "other"), "in workspace 'other'"),
     ]

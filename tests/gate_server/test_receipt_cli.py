@@ -88,3 +88,24 @@ def test_verify_with_the_servers_url(live_server, ci_token, sign, capsys):
     ).json()
     assert main(["receipt", "verify", answer["receipt"], "--url", live_server.url]) == 0
     assert json.loads(capsys.readouterr().out)["run_id"] == answer["run_id"]
+
+
+def test_an_rs256_forgery_against_an_ed25519_key_is_invalid_not_an_error(
+    client, ci_token, sign, tmp_path, capsys
+):
+    """A receipt signed with some RSA key (alg RS256) checked with the server's Ed25519 key:
+    exit 1 with one INVALID line (it used to be exit 2 with a message about a generator)."""
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    _, answer, key = _upload(client, ci_token, sign)
+    assert "PUBLIC KEY" in key
+    (tmp_path / "key.pem").write_text(key)
+    claims = jwt.decode(answer["receipt"], options={"verify_signature": False})
+    forger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    forged = jwt.encode(claims | {"tier": "PASS"}, forger, algorithm="RS256")
+    assert main(["receipt", "verify", forged, "--key", str(tmp_path / "key.pem")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "rnx receipt: INVALID: the receipt says it is signed with 'RS256', but the key is for EdDSA"
+    ], err

@@ -10,7 +10,7 @@ from sqlalchemy import insert, text
 
 from gate_server.clock import utcnow
 from gate_server.db import LATEST_VERSION, Database, migrate, runs, tokens
-from gate_server.db.migrations import schema_version
+from gate_server.db.migrations import MIGRATIONS, schema_version
 from gate_server.db.schema import migrations
 from gate_server.errors import SettingsError
 from gate_server.receipts import generate_private_key_pem
@@ -25,7 +25,7 @@ def test_migrate_is_versioned_and_idempotent(database_url):
         assert schema_version(s) == LATEST_VERSION
         with s.read() as conn:
             rows = conn.execute(text("SELECT count(*) FROM rnx_schema_migrations")).scalar_one()
-        assert rows == LATEST_VERSION
+        assert rows == len(MIGRATIONS)  # numbers may skip: branches reserve theirs
     finally:
         s.close()
 

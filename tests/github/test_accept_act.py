@@ -95,7 +95,11 @@ def act(repo: Path, event: Path, env: dict[str, str], server_url: str) -> ActRun
 @pytest.fixture
 def issuer() -> Iterator[OidcIssuer]:
     server = OidcIssuer()
-    server.job_claims = {"event_name": "issue_comment", "ref": "refs/heads/master"}
+    server.job_claims = {
+        "event_name": "issue_comment",
+        "ref": "refs/heads/master",
+        "actor": "alice",  # who commented: GitHub issues the workflow's token for them
+    }
     yield server
     server.close()
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -19,6 +20,7 @@ from gate_server.asgi import create_app
 from gate_server.settings import ServerSettings
 from rnx_github.comment import COMMENT_MARKER, mark_accepted
 from tests.github.accept_world import (
+    GITHUB_ID,
     GITHUB_TOKEN,
     HEAD,
     PR,
@@ -43,7 +45,11 @@ def database_url(tmp_path: Path) -> str:
 @pytest.fixture(scope="module")
 def issuer() -> Iterator[OidcIssuer]:
     server = OidcIssuer()
-    server.job_claims = {"event_name": "issue_comment", "ref": "refs/heads/master"}
+    server.job_claims = {
+        "event_name": "issue_comment",
+        "ref": "refs/heads/master",
+        "actor": "alice",  # who commented: GitHub issues the workflow's token for them
+    }
     yield server
     server.close()
 
@@ -137,7 +143,8 @@ def test_without_oidc_the_ci_token_is_used(
     w, client, api = world
     outcome, log = go(env_for(tmp_path, api, "/kernalin accept on purpose", ci=w.ci_token), client)
     assert outcome.exit_code == 0 and outcome.message.startswith("accepted by @alice"), log
-    assert run_view(client, w)["accepted"]["by"] == "github:alice"
+    # The server cannot verify the user a CI token's caller names: the token is the actor.
+    assert run_view(client, w)["accepted"]["by"].startswith("token:")
 
 
 def test_an_unauthorised_user_gets_a_reply_and_nothing_is_accepted(
@@ -201,3 +208,33 @@ def test_mark_accepted_keeps_the_report_and_replaces_an_earlier_acceptance() -> 
     twice = mark_accepted(once, "carol", "second", "abc")
     assert twice.count("**Accepted**") == 1 and "@carol: second" in twice and "| table |" in twice
     assert mark_accepted(None, "alice", "why", "abcdef1234567890").startswith(COMMENT_MARKER)
+
+
+def test_the_accepting_user_is_the_oidc_tokens_never_the_bodys(
+    world: tuple[AcceptWorld, TestClient, str], issuer: OidcIssuer
+) -> None:
+    """`user` in the body used to be recorded as the actor whoever sent it. With an OIDC token
+    the actor is the token's GitHub user, and a body naming another is refused."""
+    w, client, _ = world
+
+    def accept(actor: str, user: str) -> httpx.Response:
+        token = issuer.token(
+            audience="kernalin",
+            repository=REPO,
+            repository_id=GITHUB_ID,
+            event_name="issue_comment",
+            actor=actor,
+        )
+        return client.post(
+            f"/api/v1/pulls/{PR}/accept",
+            json={"reason": "on purpose", "user": user, "run_ids": [w.run_id]},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
+    refused = accept("mallory", "alice")
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["error"]["code"] == "user_mismatch"
+    assert run_view(client, w)["accepted"] is None
+    ok = accept("Alice", "alice")  # GitHub logins are case-insensitive
+    assert ok.status_code == 200, ok.text
+    assert run_view(client, w)["accepted"]["by"] == "github:Alice"

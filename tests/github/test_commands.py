@@ -191,3 +191,12 @@ def test_no_workloads_needs_write_permission() -> None:
     gh = MemoryGitHub(files={("main", "CODEOWNERS"): "* @alice\n"})
     d = decide_accept(gh, repository=REPO, base_ref="main", user="alice", workloads=[])
     assert not d.allowed and "write permission" in d.why
+
+
+def test_control_characters_in_a_reason_get_a_reply_not_an_accept() -> None:
+    """The server cannot store a NUL (PostgreSQL) and the others only hide text."""
+    for reason in ("why\x00not", "bell\x07", "esc\x1b[31m"):
+        command = parse_comment(f"/kernalin accept {reason}")
+        assert isinstance(command, MalformedCommand), reason
+        assert "control characters" in command.problem
+    assert parse_comment("/kernalin accept tabs\tare fine") == AcceptCommand("tabs are fine")

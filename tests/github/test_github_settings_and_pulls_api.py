@@ -108,7 +108,7 @@ def test_pulls_api_refuses_what_it_should(
     assert ok.status_code == 200, ok.text
     (accepted,) = ok.json()["accepted"]
     assert (accepted["accepted_by"], accepted["via"], accepted["baseline_branch"]) == (
-        "github:alice",
+        f"token:{token.id}",
         "github-action",
         "main",
     )

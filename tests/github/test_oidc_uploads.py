@@ -160,3 +160,35 @@ def test_oidc_can_be_turned_off(database_url: str, ci_token: Any, issuer: OidcIs
     with TestClient(create_app(settings)) as c:
         r = upload(c, issuer.token(audience=AUDIENCE), branch="master")
     assert r.status_code == 401 and r.json()["error"]["code"] == "oidc_disabled"
+
+
+def test_a_name_registered_in_two_workspaces_is_refused_until_an_admin_binds_it(
+    client: TestClient, ci_token: Any, database_url: str, issuer: OidcIssuer
+) -> None:
+    """GitHub's id used to be bound to whichever row came first; now the upload says which
+    command resolves it (409), and after `rnx repo bind` it goes to the workspace named."""
+    from gate_server.cli import main as server_main
+
+    ci_token(workspace="octo", repository=REPO, branches=("master",))
+    ci_token(workspace="umbrella", repository=REPO, branches=("master",))
+    oidc = issuer.token(audience=AUDIENCE, ref="refs/heads/master", event_name="push")
+    refused = upload(client, oidc, branch="master", sha="a" * 40)
+    assert refused.status_code == 409, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "ambiguous_repository"
+    assert "octo, umbrella" in error["message"] and "rnx repo bind" in error["message"]
+    bind = ["repo", "bind", "--repo", REPO, "--workspace", "umbrella", "--database-url"]
+    assert server_main([*bind, database_url, "--github-id", str(GITHUB_ID)]) == 0
+    # Binding the same id in the other workspace is refused in one line.
+    other = ["repo", "bind", "--repo", REPO, "--workspace", "octo", "--database-url"]
+    assert server_main([*other, database_url, "--github-id", str(GITHUB_ID)]) == 2
+    oidc = issuer.token(audience=AUDIENCE, ref="refs/heads/master", event_name="push")
+    ok = upload(client, oidc, branch="master", sha="b" * 40)
+    assert ok.status_code == 201, ok.text
+    s = Database(database_url)
+    try:
+        with s.read() as conn:
+            (bound,) = [r for r in repositories.named(conn, REPO) if r.github_repository_id]
+    finally:
+        s.close()
+    assert bound.workspace == "umbrella"

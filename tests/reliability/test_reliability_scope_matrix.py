@@ -233,7 +233,9 @@ def test_every_endpoint_refuses_every_token_out_of_scope(
             ]
     finally:
         storage.close()
-    assert run is not None and run.accepted_by == "github:octocat"
+    owner = world.tokens["owner"]
+    assert owner is not None and run is not None and run.accepted_by == f"token:{owner.id}"
+    assert accepts[0]["details"]["on_behalf_of"] == "github:octocat"
     assert len(accepts) == 1
 
 

@@ -88,6 +88,7 @@ class OidcIssuer:
         issuer: str | None = None,
         drop: tuple[str, ...] = (),
         jti: str | None = None,
+        actor: str = "Codertocat",
     ) -> str:
         """A token shaped like GitHub's (same claim names), signed by this issuer."""
         now = time.time() if issued_at is None else issued_at
@@ -101,7 +102,7 @@ class OidcIssuer:
             "repository": repository,
             "repository_owner": repository.split("/")[0],
             "repository_id": str(repository_id),
-            "actor": "Codertocat",
+            "actor": actor,
             "event_name": event_name,
             "iss": issuer or self.url,
             "nbf": int(now) - 5,

@@ -1,0 +1,199 @@
+"""Alerts through the outbox: an event is written with what caused it (emit), fanned out to one
+delivery per matching channel (fan_out), and each delivery is sent with the outbox's retries
+(deliver). Every step is safe to run twice, as a process killed mid-job makes it run again:
+
+- fan-out records each delivery under an id made from the event and the channel, so a second
+  fan-out finds it recorded and enqueues nothing;
+- a delivery already sent is not sent again; one sent whose process died before recording it
+  is sent again with the same delivery id, which the receiver deduplicates by (Slack and
+  Teams show it in the message, email as its Message-ID, the webhook as X-Kernalin-Delivery).
+
+A channel whose sends fail FAILING_AFTER times in a row is marked failing (`rnx notify list`
+shows it) and one channel_failing event goes to the workspace's other channels; its first
+success clears the mark.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import Connection
+
+from gate_server.alerts import channels
+from gate_server.alerts.events import (
+    CHANGE_POINT,
+    CHANNEL_FAILING,
+    EVENTS,
+    channel_failing_event,
+    compare_link,
+    dashboard_link,
+    outbox_kind,
+    run_link,
+)
+from gate_server.clock import utcnow
+from gate_server.db import change_points, notify, outbox, repositories
+from gate_server.db.outbox import OutboxJob
+
+if TYPE_CHECKING:
+    from gate_server.services import Services
+
+DELIVER = "alert.deliver"
+FAILING_AFTER = 5  # failed sends in a row that make a channel "failing"
+# Delivery ids are UUIDs derived from (event id, channel id): the same on every fan-out.
+_DELIVERY_NAMESPACE = uuid.UUID("8f6d8a52-2f0e-4c9b-9d5e-3b7f4f0a6c11")
+
+
+def delivery_id(event_id: str, channel_id: int) -> str:
+    return str(uuid.uuid5(_DELIVERY_NAMESPACE, f"{event_id}/{channel_id}"))
+
+
+def emit(
+    conn: Connection, facts: dict[str, Any], *, workspace_id: int, repository_id: int | None
+) -> None:
+    """Write an event to the outbox inside the caller's transaction: it exists exactly when
+    what caused it (a run, an accept) is committed."""
+    outbox.enqueue(
+        conn,
+        outbox_kind(facts["event"]),
+        {"workspace_id": workspace_id, "repository_id": repository_id, "facts": facts},
+    )
+
+
+def _fan_out(
+    conn: Connection,
+    facts: dict[str, Any],
+    workspace_id: int,
+    repository_id: int | None,
+    *,
+    skip_channel: int | None = None,
+) -> int:
+    """One delivery per channel whose rules take this event; how many were new."""
+    event = facts["event"]
+    new = 0
+    for channel_id in notify.matching_channels(conn, workspace_id, repository_id, event):
+        if channel_id == skip_channel:
+            continue
+        did = delivery_id(facts["event_id"], channel_id)
+        recorded = notify.add_delivery(
+            conn,
+            delivery_id=did,
+            event_id=facts["event_id"],
+            event=event,
+            channel_id=channel_id,
+            payload=facts,
+        )
+        if recorded:
+            outbox.enqueue(conn, DELIVER, {"delivery_id": did})
+            new += 1
+    return new
+
+
+def fan_out(svc: Services, job: OutboxJob) -> None:
+    """The handler of event.block, event.accepted_slowdown and event.channel_failing."""
+    p = job.payload
+    facts = p["facts"]
+    skip = facts.get("channel_id") if facts["event"] == CHANNEL_FAILING else None
+    with svc.database.write() as conn:
+        _fan_out(conn, facts, p["workspace_id"], p.get("repository_id"), skip_channel=skip)
+
+
+def change_point_facts(conn: Connection, change_id: int) -> tuple[dict[str, Any], int, int] | None:
+    """A stored change point's facts, with its workspace and repository ids."""
+    found = change_points.by_id(conn, change_id)
+    if found is None:
+        return None
+    repo = repositories.by_id(conn, found.repository_id)
+    if repo is None:
+        return None
+    facts = {
+        "event_id": f"{CHANGE_POINT}:{found.id}",
+        "event": CHANGE_POINT,
+        "change_point_id": found.id,
+        "repository": found.repository,
+        "run_id": found.after_run_id,
+        "sha": found.after_sha,
+        "branch": found.branch,
+        "workload": found.workload,
+        "environment": found.environment_key,
+        "baseline_sha": found.before_sha,
+        "worst": {
+            "configuration": found.configuration,
+            "ratio": found.ratio,
+            "low": found.low,
+            "high": found.high,
+        },
+        "p_value": found.p_value,
+        "undoes_id": found.undoes_id,  # a step back: it takes back this earlier change point
+        "links": {
+            "run": run_link(found.after_run_id),
+            "commits": compare_link(found.repository, found.before_sha, found.after_sha),
+            "dashboard": dashboard_link(found.repository),
+        },
+    }
+    return facts, repo.workspace_id, repo.id
+
+
+def fan_out_change_point(svc: Services, job: OutboxJob) -> None:
+    """The handler of event.change_point (enqueued by the change-point detector with the
+    change point's API fields; its id is what is read here)."""
+    change_id = int(job.payload["change_point"]["id"])
+    with svc.database.write() as conn:
+        found = change_point_facts(conn, change_id)
+        if found is not None:
+            facts, workspace_id, repository_id = found
+            _fan_out(conn, facts, workspace_id, repository_id)
+
+
+def deliver(svc: Services, job: OutboxJob) -> None:
+    """The handler of alert.deliver: send one delivery; raise to have it tried again."""
+    did = job.payload["delivery_id"]
+    with svc.database.read() as conn:
+        found = notify.delivery(conn, did)
+        channel = None if found is None else notify.channel(conn, found.channel_id)
+        secret = {} if channel is None else notify.channel_secret(conn, channel.id)
+    if found is None or found.delivered_at is not None or channel is None:
+        return  # sent already, or its channel was removed meanwhile
+    try:
+        channels.send(
+            channel.kind,
+            channel.config,
+            secret,
+            found.payload,
+            did,
+            public_url=svc.settings.public_url,
+        )
+    except channels.DeliveryFailed as e:
+        _failed(svc, did, channel.id, str(e))
+        raise
+    with svc.database.write() as conn:
+        notify.record_success(conn, did, channel.id)
+
+
+def _failed(svc: Services, did: str, channel_id: int, error: str) -> None:
+    with svc.database.write() as conn:
+        failures = notify.record_failure(conn, did, channel_id, error)
+        if failures < FAILING_AFTER:
+            return
+        since = utcnow()
+        if not notify.mark_failing(conn, channel_id, since):
+            return
+        channel = notify.channel(conn, channel_id)
+        if channel is None:
+            return
+        facts = channel_failing_event(
+            channel_id=channel_id,
+            channel=channel.name,
+            kind=channel.kind,
+            failures=failures,
+            last_error=error,
+            since=since.isoformat(timespec="seconds"),
+        )
+        emit(conn, facts, workspace_id=channel.workspace_id, repository_id=None)
+
+
+HANDLERS = {
+    **{outbox_kind(e): fan_out for e in EVENTS if e != CHANGE_POINT},
+    outbox_kind(CHANGE_POINT): fan_out_change_point,
+    DELIVER: deliver,
+}

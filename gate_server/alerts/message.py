@@ -1,0 +1,158 @@
+"""One event's message, before any channel's format: what happened (title), where (facts), how
+much (summary), and the links (run page, commit range, dashboard)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gate_server.alerts.events import (
+    ACCEPTED_SLOWDOWN,
+    BLOCK,
+    CHANGE_POINT,
+    CHANNEL_FAILING,
+    TEST,
+)
+
+_LINK_LABELS = {"run": "Run page", "commits": "Commit range", "dashboard": "Dashboard"}
+
+
+@dataclass(frozen=True)
+class Message:
+    event: str
+    title: str  # what, in one line
+    summary: str  # how much
+    facts: list[tuple[str, str]]  # where (and who, why)
+    links: list[tuple[str, str]]  # (label, URL): absolute under RNX_PUBLIC_URL, else paths
+
+    def text(self) -> str:
+        """The message as plain text (email bodies, Slack's fallback)."""
+        lines = [self.title, "", self.summary, ""]
+        lines += [f"{label}: {value}" for label, value in self.facts]
+        lines += [""] + [f"{label}: {url}" for label, url in self.links]
+        return "\n".join(lines).strip() + "\n"
+
+
+def how_much(worst: dict[str, Any] | None) -> str:
+    """'1.32x slower (+32%, 90% interval 1.25x to 1.40x) in <configuration>'."""
+    if not worst:
+        return "no configuration is credibly slower"
+    ratio = float(worst["ratio"])
+    text = (
+        f"{ratio:.3g}x {'slower' if ratio >= 1 else 'the time: faster'} ({(ratio - 1) * 100:+.1f}%"
+    )
+    if worst.get("low") is not None and worst.get("high") is not None:
+        text += f", 90% interval {float(worst['low']):.3g}x to {float(worst['high']):.3g}x"
+    text += ")"
+    if worst.get("configuration"):
+        text += f" in {worst['configuration']}"
+    return text
+
+
+def _short(sha: str | None) -> str:
+    return (sha or "?")[:12]
+
+
+def _where(p: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        ("Repository", str(p.get("repository"))),
+        ("Branch", str(p.get("branch"))),
+        ("Commit", _short(p.get("sha"))),
+        ("Workload", str(p.get("workload"))),
+        ("Environment", str(p.get("environment"))),
+    ]
+
+
+def absolute_links(links: dict[str, str], public_url: str | None) -> dict[str, str]:
+    """The stored links, paths made absolute under RNX_PUBLIC_URL (left as paths without it)."""
+    base = (public_url or "").rstrip("/")
+    return {k: base + v if v.startswith("/") else v for k, v in links.items()}
+
+
+def _links(p: dict[str, Any]) -> list[tuple[str, str]]:
+    links = p.get("links") or {}
+    return [(label, str(links[key])) for key, label in _LINK_LABELS.items() if links.get(key)]
+
+
+def _block(p: dict[str, Any]) -> Message:
+    reasons = "; ".join(p.get("reasons") or []) or "-"
+    return Message(
+        event=BLOCK,
+        title=f"BLOCK on {p['repository']} {p['branch']} at {_short(p['sha'])}: "
+        "a regression landed on a baseline branch",
+        summary=how_much(p.get("worst")) if p.get("worst") else reasons,
+        facts=[*_where(p), ("Reasons", reasons)],
+        links=_links(p),
+    )
+
+
+def _accepted(p: dict[str, Any]) -> Message:
+    return Message(
+        event=ACCEPTED_SLOWDOWN,
+        title=f"Slowdown accepted on {p['repository']} {p['branch']} by {p['accepted_by']}",
+        summary=how_much(p.get("worst")),
+        facts=[
+            ("Accepted by", str(p["accepted_by"])),
+            ("Reason", str(p["reason"])),
+            ("Via", str(p.get("via"))),
+            *_where(p),
+        ],
+        links=_links(p),
+    )
+
+
+def _change_point(p: dict[str, Any]) -> Message:
+    worst = p.get("worst")
+    facts = _where(p)
+    if p.get("baseline_sha"):
+        facts.append(("Before", _short(p.get("baseline_sha"))))
+    if p.get("undoes_id"):
+        facts.append(("Takes back", f"change point {p['undoes_id']} (a step back)"))
+    return Message(
+        event=CHANGE_POINT,
+        title=f"Change point on {p.get('repository')} {p.get('branch')} at {_short(p.get('sha'))}",
+        summary=how_much(worst) if worst else str(p.get("summary") or "a new change point"),
+        facts=facts,
+        links=_links(p),
+    )
+
+
+def _failing(p: dict[str, Any]) -> Message:
+    return Message(
+        event=CHANNEL_FAILING,
+        title=f"Alert channel {p['channel']} ({p['kind']}) keeps failing",
+        summary=f"{p['failures']} sends in a row failed; alerts to it are retried until it "
+        "answers again",
+        facts=[
+            ("Channel", f"{p['channel']} ({p['kind']})"),
+            ("Failing since", str(p["since"])),
+            ("Last error", str(p["last_error"])),
+        ],
+        links=_links(p),
+    )
+
+
+def _test(p: dict[str, Any]) -> Message:
+    return Message(
+        event=TEST,
+        title=f"Test alert for channel {p['channel']} of workspace {p['workspace']}",
+        summary="rnx notify test: this channel receives kernalin's alerts",
+        facts=[("Channel", str(p["channel"])), ("Workspace", str(p["workspace"]))],
+        links=_links(p),
+    )
+
+
+_BUILDERS = {
+    TEST: _test,
+    BLOCK: _block,
+    ACCEPTED_SLOWDOWN: _accepted,
+    CHANGE_POINT: _change_point,
+    CHANNEL_FAILING: _failing,
+}
+
+
+def compose(facts: dict[str, Any], public_url: str | None) -> Message:
+    """The message of an event's facts (gate_server/alerts/events.py), its links absolute
+    under `public_url` (RNX_PUBLIC_URL)."""
+    with_links = {**facts, "links": absolute_links(facts.get("links") or {}, public_url)}
+    return _BUILDERS[facts["event"]](with_links)

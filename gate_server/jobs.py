@@ -1,0 +1,17 @@
+"""Every kind of outbox job and its handler, in one place (gate_server/outbox.py runs them).
+
+Enqueue a job with gate_server.db.outbox.enqueue(conn, KIND, payload) inside the transaction
+that causes it; a kind missing here is never claimed and stays pending.
+"""
+
+from __future__ import annotations
+
+from gate_server import changes
+from gate_server.alerts.delivery import HANDLERS as ALERT_HANDLERS
+from gate_server.outbox import Handler
+
+HANDLERS: dict[str, Handler] = {
+    changes.DETECT_KIND: changes.handle_detect,
+    # alerts (gate_server/alerts/delivery.py): event.* fan out, alert.deliver sends
+    **ALERT_HANDLERS,
+}

@@ -1,0 +1,36 @@
+"""The /hardware page's SVG bars: one per timed cell, whiskers at the interval, text escaped."""
+
+from __future__ import annotations
+
+import re
+
+from gate_server.dashboard.hardware_chart import _decades, comparison_svg
+from rnx.hardware import compare_hardware
+from tests.rnx.test_hardware import run
+
+
+def test_one_bar_and_three_whisker_lines_per_timed_cell() -> None:
+    c = compare_hardware(
+        [
+            run("cpu", seed=1),
+            run("gpu", seed=2, slowdown=0.01, broken=["pytorch_eager/float32/bs8"]),
+        ]
+    )
+    svg = str(comparison_svg(c))
+    assert svg.count('<g class="bar') == 3  # 4 cells, one broken
+    assert svg.count('class="whisker"') == 9
+    assert "diverged" in svg and "faster" in svg
+    # The bars share one log axis: the GPU's median bar is shorter than the CPU's.
+    widths = [float(w) for w in re.findall(r'<rect x="\d+" y="[\d.]+" width="([\d.]+)"', svg)]
+    assert widths[1] < widths[0]
+
+
+def test_labels_from_documents_are_escaped() -> None:
+    c = compare_hardware([run("a", seed=1), run("b", name="<script>alert(1)</script>", seed=2)])
+    svg = str(comparison_svg(c))
+    assert "<script>" not in svg and "&lt;script&gt;alert(1)&lt;/script&gt;" in svg
+
+
+def test_log_ticks() -> None:
+    assert _decades(5e3, 2e7) == [1e4, 1e5, 1e6, 1e7]
+    assert _decades(90, 1100) == [100, 200, 500, 1000]

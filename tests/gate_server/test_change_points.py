@@ -1,0 +1,301 @@
+"""Change points on SQLite and PostgreSQL: every baseline run queues a look at its history in the
+same transaction; a step is stored once, with its runs and ratio; a step back resolves it; the
+API lists and acknowledges them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+import stats
+from gate_server.changes import DETECT_KIND, EVENT_KIND, handle_detect, run_locations
+from gate_server.db import audit, open_database, outbox
+from gate_server.outbox import OutboxWorker
+from gate_server.services import Services
+from gate_server.settings import ServerSettings
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import Token, create_token, signed_headers
+
+CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
+STEPPED = "pytorch_eager/float32/bs8"
+
+
+@pytest.fixture
+def app(database_url: str) -> Iterator[TestClient]:
+    """The app in-process; its worker polls once a minute, so the test runs the jobs."""
+    from gate_server.asgi import create_app
+
+    settings = ServerSettings(
+        database_url=database_url, public_url="http://gate.test", outbox_poll_ms=60_000
+    )
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def _drain(client: TestClient) -> int:
+    """Run every due job the app has handlers for; how many ran."""
+    worker: OutboxWorker = client.app.state.outbox_worker  # type: ignore[attr-defined]
+    ran = 0
+    while worker.run_once():
+        ran += 1
+    return ran
+
+
+class History:
+    def __init__(self, client: TestClient, token: Token) -> None:
+        self.client, self.token, self.runs = client, token, []  # type: list[dict[str, Any]]
+
+    def push(self, factor: float, **kwargs: Any) -> dict[str, Any]:
+        n = len(self.runs)
+        doc = make_results(
+            configs=CONFIGS,
+            slowdown={STEPPED: factor},
+            seed=n,
+            sha=f"{n:040x}",
+            **kwargs,
+        )
+        data = body(doc)
+        r = self.client.post(
+            "/api/v1/runs", content=data, headers=signed_headers(self.token.secret, data)
+        )
+        assert r.status_code == 201, r.text
+        self.runs.append(r.json())
+        return r.json()
+
+    def change_points(self, token: Token | None = None, **params: str) -> list[dict[str, Any]]:
+        r = self.client.get(
+            "/api/v1/change-points",
+            params={"repository": "acme/kernels", **params},
+            headers={"Authorization": f"Bearer {(token or self.token).secret}"},
+        )
+        assert r.status_code == 200, r.text
+        found: list[dict[str, Any]] = r.json()["change_points"]
+        return found
+
+
+def test_a_step_is_found_once_and_a_step_back_resolves_it(
+    app: TestClient, database_url: str
+) -> None:
+    history = History(app, create_token(database_url))
+    for _ in range(30):
+        history.push(1.0)
+    for _ in range(2):
+        history.push(1.10)
+    assert _drain(app) == 32
+    assert history.change_points() == []  # two runs at the new level are not yet enough
+    history.push(1.10)  # the third: 3 runs above 30 is p = 2 / C(33, 3) = 0.0004
+    _drain(app)
+    [found] = history.change_points()
+    assert found["configuration"] == STEPPED and found["status"] == "open"
+    assert found["before_run_id"] == history.runs[29]["run_id"]
+    assert found["after_run_id"] == history.runs[30]["run_id"]
+    assert (found["before_sha"], found["after_sha"]) == (f"{29:040x}", f"{30:040x}")
+    assert found["low"] <= 1.10 <= found["high"] and 1.07 < found["ratio"] < 1.13
+    assert found["compare_url"].endswith(f"/compare/{29:040x}...{30:040x}")
+    assert (found["branch"], found["workload"]) == ("main", "kernels/attention.py")
+    for _ in range(17):
+        history.push(1.10)
+    _drain(app)
+    assert [c["id"] for c in history.change_points()] == [found["id"]]  # reported once
+    for _ in range(4):  # 4 runs below 20: p = 2 / C(24, 4) = 0.0002
+        history.push(1.0)
+    _drain(app)
+    back, first = history.change_points()
+    assert back["after_run_id"] == history.runs[50]["run_id"] and back["ratio"] < 0.95
+    assert back["undoes_id"] == first["id"]
+    assert back["status"] == first["status"] == "resolved"
+    assert history.change_points(status="open") == []
+    # One event per change point for the alerts (handled: fanned out to no channel, as this
+    # workspace has none; tests/gate_server/test_alerts_delivery.py sends them).
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            events = outbox.jobs(conn, kind=EVENT_KIND)
+            detections = outbox.jobs(conn, kind=DETECT_KIND)
+    finally:
+        database.close()
+    assert [e.payload["change_point"]["id"] for e in events] == [first["id"], back["id"]]
+    assert [e.payload["resolves"] for e in events] == [None, first["id"]]
+    assert all(e.state == outbox.DONE and e.attempts == 1 for e in events)
+    assert len(detections) == 54 and all(j.state == outbox.DONE for j in detections)
+
+
+def test_only_baseline_runs_queue_a_look(app: TestClient, database_url: str) -> None:
+    token = create_token(database_url)
+    history = History(app, token)
+    history.push(1.0)
+    history.push(1.0, event="pull_request", pr_number=7, branch="feature")
+    history.push(1.0, branch="feature")  # not among the token's baseline branches
+    history.push(1.0, event="schedule")  # a nightly run of main (rnx init --schedule)
+    assert [r["is_baseline"] for r in history.runs] == [True, False, False, True]
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            jobs = outbox.jobs(conn, kind=DETECT_KIND)
+    finally:
+        database.close()
+    assert [j.payload["run_id"] for j in jobs] == [history.runs[i]["run_id"] for i in (0, 3)]
+    # Accepting the pull request's run makes it history too.
+    r = app.post(
+        f"/api/v1/runs/{history.runs[1]['run_id']}/accept",
+        json={"reason": "new normal"},
+        headers={"Authorization": f"Bearer {token.secret}"},
+    )
+    assert r.status_code == 200, r.text
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            jobs = outbox.jobs(conn, kind=DETECT_KIND)
+    finally:
+        database.close()
+    assert jobs[-1].payload["run_id"] == history.runs[1]["run_id"]
+    assert jobs[-1].payload["branch"] == "main"
+
+
+def _stepped(app: TestClient, database_url: str) -> tuple[History, dict[str, Any]]:
+    history = History(app, create_token(database_url))
+    for factor in [1.0] * 12 + [1.2] * 5:  # p = 2 / C(17, 5) = 0.0003
+        history.push(factor)
+    _drain(app)
+    [found] = history.change_points()
+    return history, found
+
+
+def test_reading_change_points_by_token_and_filter(
+    app: TestClient, database_url: str, viewer_token: Callable[..., Token]
+) -> None:
+    history, found = _stepped(app, database_url)
+    viewer = viewer_token()
+    assert [c["id"] for c in history.change_points(viewer)] == [found["id"]]
+    for params, expected in [
+        ({"branch": "main"}, 1),
+        ({"branch": "release/1"}, 0),
+        ({"environment": "linux-x86_64-cpu-test"}, 1),
+        ({"environment": "other"}, 0),
+        ({"workload": "kernels/attention.py"}, 1),
+        ({"workload": "kernels/norm.py"}, 0),
+        ({"status": "open"}, 1),
+        ({"status": "acknowledged"}, 0),
+    ]:
+        assert len(history.change_points(**params)) == expected, params
+    outsider = create_token(database_url, workspace="other", viewer=True)
+    other_repo = create_token(database_url, repository="acme/other")
+    for token, params, status, code in [
+        (outsider, {"repository": "acme/kernels"}, 404, "repository_not_found"),
+        (other_repo, {"repository": "acme/kernels"}, 403, "repository_out_of_scope"),
+        (history.token, {}, 422, "missing_repository"),
+        (history.token, {"repository": "acme/kernels", "status": "closed"}, 422, "invalid_status"),
+        # PostgreSQL text cannot hold NUL: refused before any query, on both databases.
+        (viewer, {"repository": "acme/kernels\x00"}, 422, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "branch": "main\x00"}, 422, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "environment": "\x00"}, 422, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "workload": "\x00"}, 422, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "workload": "k" * 1001}, 422, "invalid_parameter"),
+    ]:
+        r = app.get(
+            "/api/v1/change-points",
+            params=params,
+            headers={"Authorization": f"Bearer {token.secret}"},
+        )
+        assert (r.status_code, r.json()["error"]["code"]) == (status, code)
+    assert app.get("/api/v1/change-points?repository=acme/kernels").status_code == 401
+
+
+def test_acknowledging_a_change_point(
+    app: TestClient, database_url: str, viewer_token: Callable[..., Token]
+) -> None:
+    history, found = _stepped(app, database_url)
+    url = f"/api/v1/change-points/{found['id']}/acknowledge"
+    auth = {"Authorization": f"Bearer {history.token.secret}"}
+    r = app.post(url, json={"note": "the new allocator; expected"}, headers=auth)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "acknowledged"
+    assert r.json()["note"] == "the new allocator; expected"
+    assert r.json()["acknowledged_by"] == f"token:{history.token.id}"
+    assert [c["status"] for c in history.change_points()] == ["acknowledged"]
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            [logged] = audit.entries(conn, f"change_point:{found['id']}")
+    finally:
+        database.close()
+    assert logged["action"] == "change_point.acknowledge"
+    assert logged["token_id"] == history.token.id
+    assert logged["details"]["note"] == "the new allocator; expected"
+    other_repo = create_token(database_url, repository="acme/other")
+    viewer = viewer_token()
+    for token, path, payload, status, code in [
+        (viewer, url, {"note": "x"}, 403, "viewer_token"),
+        (other_repo, url, {"note": "x"}, 404, "change_point_not_found"),
+        (
+            history.token,
+            "/api/v1/change-points/999999/acknowledge",
+            {"note": "x"},
+            404,
+            "change_point_not_found",
+        ),
+        (
+            history.token,
+            "/api/v1/change-points/abc/acknowledge",
+            {"note": "x"},
+            404,
+            "change_point_not_found",
+        ),
+        (history.token, url, {"note": "  "}, 422, "missing_note"),
+        (history.token, url, {"reason": "x"}, 422, "missing_note"),
+        (history.token, url, {"note": "x" * 2001}, 422, "note_too_long"),
+        (history.token, url, {"note": "a\x00b"}, 422, "invalid_note"),
+    ]:
+        r = app.post(path, json=payload, headers={"Authorization": f"Bearer {token.secret}"})
+        assert (r.status_code, r.json()["error"]["code"]) == (status, code), path
+    r = app.post(url, content=b"{", headers={**auth, "Content-Type": "application/json"})
+    assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_json")
+
+
+def test_jobs_of_one_series_in_parallel_store_each_change_once(
+    app: TestClient, database_url: str
+) -> None:
+    """Two workers, each with its own engine (as two server processes), drain the queued jobs
+    of one history at once: every job looks at nearly the same runs, and the change is stored
+    once, with one event."""
+    history = History(app, create_token(database_url))
+    for factor in [1.0] * 30 + [1.10] * 6:
+        history.push(factor)
+    services = [
+        Services.start(ServerSettings(database_url=database_url, public_url="http://gate.test"))
+        for _ in range(2)
+    ]
+    workers = [
+        OutboxWorker(svc, {DETECT_KIND: handle_detect}, poll_s=1, lease_s=60) for svc in services
+    ]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            ran = list(pool.map(lambda w: sum(1 for _ in iter(w.run_once, False)), workers))
+    finally:
+        for svc in services:
+            svc.close()
+    assert sum(ran) == 36 and min(ran) > 0, ran  # both took part
+    [found] = history.change_points()
+    assert found["after_run_id"] == history.runs[30]["run_id"]
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            events = outbox.jobs(conn, kind=EVENT_KIND)
+    finally:
+        database.close()
+    assert [e.payload["change_point"]["id"] for e in events] == [found["id"]]
+
+
+def test_run_locations_summarise_what_they_can() -> None:
+    doc = make_results(configs=CONFIGS, broken=["pytorch_eager/float32/bs1"], seed=3)
+    found = run_locations(body(doc))
+    assert list(found) == [STEPPED]
+    [config] = [c for c in doc.configurations if c.id == STEPPED]
+    assert config.samples is not None
+    assert found[STEPPED] == pytest.approx(stats.run_location(config.samples.by_process()))
+    for junk in (b"not json", b"[]", b'{"configurations": 3}', b'{"configurations": [{}]}'):
+        assert run_locations(junk) == {}
