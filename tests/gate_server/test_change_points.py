@@ -199,10 +199,10 @@ def test_reading_change_points_by_token_and_filter(
         (history.token, {}, 422, "missing_repository"),
         (history.token, {"repository": "acme/kernels", "status": "closed"}, 422, "invalid_status"),
         # PostgreSQL text cannot hold NUL: refused before any query, on both databases.
-        (viewer, {"repository": "acme/kernels\x00"}, 422, "invalid_parameter"),
-        (viewer, {"repository": "acme/kernels", "branch": "main\x00"}, 422, "invalid_parameter"),
-        (viewer, {"repository": "acme/kernels", "environment": "\x00"}, 422, "invalid_parameter"),
-        (viewer, {"repository": "acme/kernels", "workload": "\x00"}, 422, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels\x00"}, 400, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "branch": "main\x00"}, 400, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "environment": "\x00"}, 400, "invalid_parameter"),
+        (viewer, {"repository": "acme/kernels", "workload": "\x00"}, 400, "invalid_parameter"),
         (viewer, {"repository": "acme/kernels", "workload": "k" * 1001}, 422, "invalid_parameter"),
     ]:
         r = app.get(
