@@ -12,13 +12,14 @@ from starlette.routing import Route
 from gate_server.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope, check_reason
 from gate_server.answers import ApiError
 from gate_server.auth import check_signature
-from gate_server.baseline_reads import read_baseline
+from gate_server.baseline_reads import MAX_PARAMETER, REQUIRED, read_baseline
 from gate_server.endpoints import authenticated, base_url, parse_json, read_body, require_json
 from gate_server.github.app_mode import after_upload as github_after_upload
 from gate_server.github.workload_check import check_before_accept
 from gate_server.openapi import (
     ACCEPT_REASON,
     BODY_ERRORS,
+    NOT_BLANK,
     endpoint,
     error,
     header,
@@ -156,10 +157,11 @@ async def receipt_key(request: Request) -> Response:
     "The baseline runs an upload would be compared with now, for adaptive sampling (CI tokens)",
     bearer=True,
     parameters=[
-        query("repository", "string"),
-        {**query("branch", "string"), "required": True},
-        {**query("environment", "string"), "required": True},
-        {**query("workload", "string"), "required": True},
+        query("repository", "string", max_length=MAX_PARAMETER),
+        *(
+            query(name, "string", pattern=NOT_BLANK, max_length=MAX_PARAMETER, required=True)
+            for name in REQUIRED
+        ),
     ],
     responses={
         "200": json_body("Baseline", "the baseline documents, newest first (none yet: empty)"),

@@ -16,12 +16,13 @@ from gate_server.db import Database, audit, change_points, repositories
 from gate_server.db.change_points import STATUSES
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.endpoints import authenticated, parse_json, read_body, require_json
-from gate_server.openapi import BODY_ERRORS, endpoint, error, json_body, query
+from gate_server.openapi import BODY_ERRORS, NOT_BLANK, endpoint, error, json_body, query
 from gate_server.services import services
 
 MAX_NOTE_CHARS = 2000
 MAX_NOTE_BODY = 64 * 1024
 LISTED = 500  # the newest change points answered
+FILTERS = ("branch", "environment", "workload")
 MAX_PARAM_CHARS = 1000  # the longest stored value a filter can match (a workload's path)
 
 
@@ -61,7 +62,7 @@ def _text(request: Request, name: str) -> str | None:
 
 
 def _filters(request: Request) -> dict[str, str | None]:
-    params = {n: _text(request, n) for n in ("branch", "environment", "workload", "status")}
+    params = {n: _text(request, n) for n in (*FILTERS, "status")}
     status = params["status"]
     if status is not None and status not in STATUSES:
         raise ApiError(
@@ -96,12 +97,10 @@ def list_change_points(
             "name": "repository",
             "in": "query",
             "required": True,
-            "schema": {"type": "string"},
+            "schema": {"type": "string", "pattern": NOT_BLANK, "maxLength": MAX_PARAM_CHARS},
             "description": "OWNER/NAME",
         },
-        query("branch", "string"),
-        query("environment", "string"),
-        query("workload", "string"),
+        *(query(name, "string", max_length=MAX_PARAM_CHARS) for name in FILTERS),
         {
             "name": "status",
             "in": "query",
@@ -112,7 +111,6 @@ def list_change_points(
     responses={
         "200": json_body("ChangePoints", "the change points"),
         "404": error("no such repository in the viewer token's workspace"),
-        "400": error("a query parameter holds a NUL character"),
         "422": error("no repository given, an unknown status, or a parameter too long"),
     },
 )

@@ -17,6 +17,7 @@ _REF = "#/components/schemas/{model}"
 def operation(method: str, spec: dict[str, Any]) -> Callable[[F], F]:
     """Attach an endpoint's OpenAPI operation for `method`; an undocumented route is missing
     from /openapi.json, which tests/gate_server/test_openapi.py catches."""
+    spec = {**spec, "responses": _with_query_nul(spec["responses"])}
 
     def attach(fn: F) -> F:
         ops: dict[str, Any] = dict(getattr(fn, "__openapi__", {}))
@@ -76,18 +77,45 @@ def endpoint(
     return operation(method, spec)
 
 
-def header(name: str, description: str | None = None) -> dict[str, Any]:
-    """A required string header parameter."""
-    found = {"name": name, "in": "header", "required": True, "schema": {"type": "string"}}
+def _with_query_nul(responses: dict[str, Any]) -> dict[str, Any]:
+    """`responses` with the 400 gate_server/asgi.py's QueryText answers any request to (a query
+    parameter holding a NUL character), added to the endpoint's own 400 if it has one."""
+    text = "a query parameter holds a NUL character"
+    found = responses.get("400")
+    if found is None:
+        return {**responses, "400": error(text)}
+    if text in found["description"]:
+        return responses
+    return {**responses, "400": {**found, "description": f"{found['description']}, or {text}"}}
+
+
+# A value with a character Python's str.strip() keeps: the handlers strip text parameters and
+# headers and refuse what is left empty. Python's whitespace is listed, not written as \s:
+# ECMA-262's \s (JSON schema's) takes U+FEFF and leaves U+001C-U+001F and U+0085.
+NOT_BLANK = "[^\t-\r\x1c- \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+
+
+def header(name: str, description: str | None = None, **schema: Any) -> dict[str, Any]:
+    """A required string header parameter (`schema`: more keywords, such as the code's bounds)."""
+    found = {"name": name, "in": "header", "required": True, "schema": {"type": "string", **schema}}
     return found if description is None else {**found, "description": description}
 
 
-def query(name: str, schema_type: str, *, pattern: str | None = None) -> dict[str, Any]:
-    """An optional query parameter (a string one may have the pattern the code checks)."""
+def query(
+    name: str,
+    schema_type: str,
+    *,
+    pattern: str | None = None,
+    max_length: int | None = None,
+    required: bool = False,
+) -> dict[str, Any]:
+    """A query parameter (a string one may have the pattern and length bound the code checks)."""
     schema: dict[str, Any] = {"type": schema_type}
     if pattern is not None:
         schema["pattern"] = pattern
-    return {"name": name, "in": "query", "required": False, "schema": schema}
+    if max_length is not None:
+        schema["maxLength"] = max_length
+    return {"name": name, "in": "query", "required": required, "schema": schema}
 
 
 def schema_routes(routes: Iterable[BaseRoute], prefix: str = "") -> Iterable[tuple[str, str, Any]]:
@@ -278,6 +306,9 @@ def _components() -> dict[str, Any]:
     schemas: dict[str, Any] = {}
     for model in (results, report):
         schemas.update(model.pop("$defs", {}))
+    # parse_results refuses a document without schema_version (the model's default of 1 only
+    # serves the code that writes documents), so an upload must carry it.
+    results["required"] = sorted({*results.get("required", []), "schema_version"})
     schemas["ResultsDocument"] = results
     schemas["GateReport"] = report
     schemas.update(_ANSWERS)

@@ -32,7 +32,7 @@ from gate_server.github.app_mode import publish_pull_request
 from gate_server.github.integration import GitHubIntegration
 from gate_server.github.pulls import accept_runs, latest_runs
 from gate_server.github.workload_check import run_problem
-from gate_server.openapi import endpoint, error, header
+from gate_server.openapi import NOT_BLANK, endpoint, error, header
 from gate_server.services import services
 from rnx_github.accept_rules import (
     AcceptCommand,
@@ -484,6 +484,8 @@ def _unverified_reads(request: Request) -> asyncio.Semaphore:
     return semaphore
 
 
+MAX_DELIVERY_ID = 100  # characters; GitHub's are GUIDs (36)
+
 # GitHub's event and action names: lower-case words joined by "_", as stored (64 characters).
 _EVENT_NAME = re.compile(r"^[a-z_]{1,64}$")
 
@@ -505,7 +507,11 @@ def _unstorable(event: str, payload: Mapping[str, Any], body: bytes | bytearray)
 @endpoint(
     "post",
     "GitHub webhooks: ping, '/kernalin accept <reason>' PR comments, repository and branch renames",
-    parameters=[header(n) for n in ("X-Hub-Signature-256", "X-GitHub-Event", "X-GitHub-Delivery")],
+    parameters=[
+        header("X-Hub-Signature-256"),
+        header("X-GitHub-Event", pattern=NOT_BLANK),
+        header("X-GitHub-Delivery", pattern=NOT_BLANK, maxLength=MAX_DELIVERY_ID),
+    ],
     body={"type": "object"},
     responses={
         "200": {"description": "acted on, or ignored with the reason (also for redeliveries)"},
@@ -533,8 +539,9 @@ async def github_webhook(request: Request) -> Response:
     async with _unverified_reads(request):
         body = await _read_signed(request, secret, signature)
     event = request.headers.get("x-github-event", "").strip()
-    delivery_id = request.headers.get("x-github-delivery", "").strip()
-    if not event or not delivery_id or len(delivery_id) > 100:
+    raw_delivery_id = request.headers.get("x-github-delivery", "")
+    delivery_id = raw_delivery_id.strip()
+    if not event or not delivery_id or len(raw_delivery_id) > MAX_DELIVERY_ID:
         raise ApiError(
             400,
             "missing_github_headers",
