@@ -89,10 +89,15 @@ def _with_query_nul(responses: dict[str, Any]) -> dict[str, Any]:
     return {**responses, "400": {**found, "description": f"{found['description']}, or {text}"}}
 
 
-# A value with a character Python's str.strip() keeps: the handlers strip text parameters and
-# headers and refuse what is left empty. Python's whitespace is listed, not written as \s:
-# ECMA-262's \s (JSON schema's) takes U+FEFF and leaves U+001C-U+001F and U+0085.
-NOT_BLANK = "[^\t-\r\x1c- \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+# gate_server/asgi.py answers 400 to a query parameter holding a NUL character, so no text
+# parameter may hold one.
+NO_NUL = r"^[^\x00]*$"
+# Python's whitespace, which str.strip() removes: listed rather than written as \s, whose
+# ECMA-262 (JSON schema) meaning takes U+FEFF and leaves U+001C-U+001F and U+0085.
+_BLANK = "\t-\r\x1c- \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# No NUL and not blank: the handlers strip these parameters and headers and refuse what is left
+# empty.
+NOT_BLANK = rf"^[^\x00]*[^\x00{_BLANK}][^\x00]*$"
 
 
 def header(name: str, description: str | None = None, **schema: Any) -> dict[str, Any]:
@@ -109,10 +114,11 @@ def query(
     max_length: int | None = None,
     required: bool = False,
 ) -> dict[str, Any]:
-    """A query parameter (a string one may have the pattern and length bound the code checks)."""
+    """A query parameter; a string one has the pattern (by default: no NUL character) and the
+    length bound the code checks."""
     schema: dict[str, Any] = {"type": schema_type}
-    if pattern is not None:
-        schema["pattern"] = pattern
+    if schema_type == "string":
+        schema["pattern"] = NO_NUL if pattern is None else pattern
     if max_length is not None:
         schema["maxLength"] = max_length
     return {"name": name, "in": "query", "required": required, "schema": schema}
