@@ -56,14 +56,17 @@ def _schema_valid_but_refused(method: str, path: str, status: int) -> dict[str, 
     }
 
 
-# Everything a JSON schema can say is in /openapi.json (patterns, bounds, required headers and
-# fields), so schema-valid requests are accepted, except on two operations whose rules no JSON
-# schema states; /openapi.json lists their 422 answer:
-# - POST /api/v1/runs (rnx/schema.py): created_at between 2000-01-01 and a day from now;
-#   base_samples only in paired mode; a base branch for pull requests; git.branch a valid git
-#   ref name without invisible or direction-changing characters.
-# - GET /api/v1/baselines (gate_server/workloads.py): a workload path that is relative, without
-#   control characters or '..' segments, names a file and fits MAX_WORKLOAD_BYTES in UTF-8.
+# /openapi.json states what the code checks where a JSON schema can (non-blank required
+# parameters and GitHub headers, length bounds, no NUL in a query parameter, schema_version), so
+# schema-valid requests are accepted, except on two operations with rules no JSON schema states;
+# positive_data_acceptance expects their documented 422 too:
+# - POST /api/v1/runs: created_at from 2000-01-01 to a day ahead of the server's clock;
+#   git.branch and git.base_branch valid git branch names without look-alike characters
+#   (rnx/branches.py); configuration ids unique; samples.ns, .round and .process of one length;
+#   base_samples only in paired mode; a reason for a configuration that is not ok; a base
+#   branch for a pull request; at most RNX_MAX_SAMPLES samples in all; workload.path as below.
+# - GET /api/v1/baselines: a workload path that is relative, without control characters or '..'
+#   segments, names a file and fits MAX_WORKLOAD_BYTES in UTF-8 (gate_server/workloads.py).
 CONFIG = schemathesis.Config.from_dict(
     {
         "operations": [
