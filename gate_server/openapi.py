@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from starlette.routing import BaseRoute, Mount, Route
 
-from rnx.schema import GateReport, ResultsDocument
+from rnx.schema import MAX_SAMPLES_PER_SIDE, GateReport, ResultsDocument
 
 F = TypeVar("F", bound=Callable[..., Any])
 _REF = "#/components/schemas/{model}"
@@ -306,6 +306,40 @@ _ANSWERS: dict[str, Any] = {
 }
 
 
+def _state_upload_rules(schemas: dict[str, Any]) -> None:
+    """Add to the results document's schemas the checks of rnx/schema.py's validators and of
+    gate_server/uploads.py that JSON Schema 2020-12 can state, so a schema-valid upload is not
+    refused for them."""
+    samples = schemas["Samples"]["properties"]
+    for column in ("ns", "round", "process"):
+        samples[column]["maxItems"] = MAX_SAMPLES_PER_SIDE
+    workload = schemas["Workload"]["properties"]
+    # Control characters: the model refuses them in both paths, workload_identity DEL in `path`.
+    workload["path"]["pattern"] = "^[^\\x00-\\x1f\\x7f]*$"
+    workload["base_path"]["anyOf"][0]["pattern"] = "^[^\\x00-\\x1f]*$"
+    reason = {"type": "string", "minLength": 1}
+    schemas["Configuration"]["if"] = {"properties": {"status": {"not": {"const": "ok"}}}}
+    schemas["Configuration"]["then"] = {"required": ["reason"], "properties": {"reason": reason}}
+    # GitRef.is_pull_request, which _check_limits requires a base branch of.
+    pull_request = {
+        "anyOf": [
+            {"required": ["pr_number"], "properties": {"pr_number": {"type": "integer"}}},
+            {"required": ["event"], "properties": {"event": {"pattern": "^pull_request"}}},
+        ]
+    }
+    schemas["GitRef"]["if"] = pull_request
+    schemas["GitRef"]["then"] = {
+        "required": ["base_branch"],
+        "properties": {"base_branch": {"type": "string"}},
+    }
+    paired = {"required": ["mode"], "properties": {"mode": {"const": "paired"}}}
+    no_base_samples = {"properties": {"base_samples": {"type": "null"}}}
+    schemas["ResultsDocument"]["if"] = {"properties": {"settings": paired}}
+    schemas["ResultsDocument"]["else"] = {
+        "properties": {"configurations": {"items": no_base_samples}}
+    }
+
+
 def _components() -> dict[str, Any]:
     results = ResultsDocument.model_json_schema(ref_template=_REF)
     report = GateReport.model_json_schema(ref_template=_REF)
@@ -316,6 +350,7 @@ def _components() -> dict[str, Any]:
     # serves the code that writes documents), so an upload must carry it.
     results["required"] = sorted({*results.get("required", []), "schema_version"})
     schemas["ResultsDocument"] = results
+    _state_upload_rules(schemas)
     schemas["GateReport"] = report
     schemas.update(_ANSWERS)
     schemas["Error"] = {
