@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -41,6 +42,7 @@ from gate_server.db import runs as stored_runs
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import (
     create_token,
+    free_port,
     fresh_postgres_schema,
     postgres_base_url,
     signed_headers,
@@ -131,6 +133,31 @@ def throughput(client: Client, count: int, threads: int, seed0: int) -> dict[str
         list(pool.map(client.upload, bodies))
     elapsed = time.perf_counter() - start
     return {"n": count, "threads": threads, "seconds": elapsed, "uploads_per_s": count / elapsed}
+
+
+def echo_throughput(count: int, threads: int, seed0: int) -> dict[str, float]:
+    """The same uploads to a bare Starlette echo (benchmarks/echo_app.py), one uvicorn process."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "benchmarks.echo_app:app", "--port", str(port)]
+        + ["--log-level", "warning"],
+        cwd=ROOT,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.post(f"{url}/api/v1/runs", content=b"{}", timeout=2)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the echo app did not start") from None
+                time.sleep(0.1)
+        return throughput(Client(url, "unused"), count, threads, seed0)
+    finally:
+        proc.terminate()
+        proc.wait()
 
 
 def bulk_insert(storage: Database, runs: int, repo_id: int, ws_id: int, others: list[int]) -> None:
@@ -233,6 +260,7 @@ def bench_engine(
         out["ratio_p99"] = out["full"]["p99_ms"] / out["empty"]["p99_ms"]
         out["throughput"] = throughput(pair[0], args.throughput_uploads, args.threads, 30_000)
         out["throughput_full"] = throughput(pair[1], args.throughput_uploads, args.threads, 30_000)
+        out["echo"] = echo_throughput(args.throughput_uploads, args.threads, 30_000)
     finally:
         for server in servers:
             server.stop()
@@ -346,6 +374,12 @@ def main() -> int:
             f"{tf['uploads_per_s']:.2f} uploads/s with {r['stored_runs']:,} runs "
             f"({t['n']} uploads from {t['threads']} threads each); "
             f"bulk insert {r['bulk_insert_s']:.1f} s"
+        )
+        echo = r["echo"]["uploads_per_s"]
+        print(
+            f"{r['database']:<11} bare Starlette echo of the same bodies: {echo:.2f} uploads/s; "
+            f"server / echo {t['uploads_per_s'] / echo:.3f} (empty), "
+            f"{tf['uploads_per_s'] / echo:.3f} (full)"
         )
         verdict = "ok" if r["ratio_p50"] <= 1.5 else "OVER 1.5"
         print(

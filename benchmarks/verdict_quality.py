@@ -172,7 +172,7 @@ def record(jobs: int, hog_every: int, out: Path, tmp: Path, layout: str = "inter
 # ---------------------------------------------------------------- analysis
 
 
-OURS = "ours (Bayesian bootstrap + Holm)"
+OURS = "ours (run-level model + max-T family control)"
 RULES = (
     "Welch t-test p<0.05 (pyperf)",
     "Mann-Whitney U p<0.05 (Google Benchmark)",
@@ -224,6 +224,8 @@ def _judge_run(
     paired: bool,
     seed: int,
     tally: Tally,
+    levels: tuple[float, ...] = LEVELS,
+    base_runs: list[int] | None = None,
 ) -> None:
     """Score one run. The A/A run is all 48 unchanged configurations. For each slowdown level the
     run is that level's configurations slowed and the other configurations unchanged, so the
@@ -232,7 +234,9 @@ def _judge_run(
 
     # One call for both, as one run's comparisons: the unchanged and the slowed variants were
     # timed in the same processes, so their posterior draws share those processes' weights.
-    both = stats.compare_many(aa_pairs + slow_pairs, seed=seed, paired=paired)
+    everyone = aa_pairs + slow_pairs
+    runs = None if base_runs is None else [base_runs] * len(everyone)
+    both = stats.compare_many(everyone, seed=seed, paired=paired, base_runs=runs)
     aa_cs, slow_cs = both[: len(aa_pairs)], both[len(aa_pairs) :]
     everything = np.ones(len(aa_cs), dtype=bool)
 
@@ -261,8 +265,8 @@ def _judge_run(
         here = level_of == li
         mixed = [s if h else a for s, a, h in zip(slow_cs, aa_cs, here, strict=True)]
         calls = {OURS: (slow_slow, _gate_blocks(mixed, threshold))} | slow_rules
-        tally.add(f"{LEVELS[li]:.0%}", calls, here)
-        tally.ratios.setdefault(f"{LEVELS[li]:.0%}", []).extend(
+        tally.add(f"{levels[li]:.0%}", calls, here)
+        tally.ratios.setdefault(f"{levels[li]:.0%}", []).extend(
             c.ratio for c, h in zip(slow_cs, here, strict=True) if h
         )
 
@@ -341,6 +345,12 @@ def _load_corpus(path: Path) -> np.ndarray:
     return data
 
 
+def _levels(path: Path) -> tuple[float, ...]:
+    """The injected slowdown levels the corpus was recorded with."""
+    with np.load(path) as z:
+        return tuple(float(x) for x in json.loads(str(z["meta"]))["levels"])
+
+
 def analyse(
     path: Path,
     *,
@@ -355,7 +365,7 @@ def analyse(
 ) -> int:
     data = _load_corpus(path)
     jobs, n_k, n_l, n_r, _ = data.shape
-    levels = LEVELS[:n_l]
+    levels = _levels(path)
     rng = np.random.default_rng(seed)
     kernel_of = np.repeat(np.arange(n_k), n_l)
     level_of = np.tile(np.arange(n_l), n_k)
@@ -381,7 +391,9 @@ def analyse(
         base = side(b_jobs, 0)
         aa = list(zip(base, side(h_jobs, 1), strict=True))
         slow = list(zip(base, side(h_jobs, 2), strict=True))
-        _judge_run(aa, slow, level_of, threshold, False, seed + 2 * r, unpaired)
+        _judge_run(
+            aa, slow, level_of, threshold, False, seed + 2 * r, unpaired, levels, [0] * processes
+        )
 
     paired = Tally()
     for j in range(jobs if paired_too else 0):
@@ -393,7 +405,7 @@ def analyse(
             ([data[j, k, lv, :, 0]], [data[j, k, lv, :, 2]])
             for k, lv in zip(kernel_of, level_of, strict=True)
         ]
-        _judge_run(aa, slow, level_of, threshold, True, seed + 2 * j, paired)
+        _judge_run(aa, slow, level_of, threshold, True, seed + 2 * j, paired, levels)
 
     rules = [OURS, *RULES]
     aa_cols = [
@@ -484,7 +496,7 @@ def analyse_history(
             f"--history {history} needs {(history + 1) * processes} separate processes, "
             f"the corpus has {jobs}; lower --history or --processes"
         )
-    levels = LEVELS[:n_l]
+    levels = _levels(path)
     rng = np.random.default_rng(seed)
     kernel_of = np.repeat(np.arange(n_k), n_l)
     level_of = np.tile(np.arange(n_l), n_k)
@@ -514,7 +526,8 @@ def analyse_history(
             base = [groups[: k * processes] for groups in base_all]
             aa = list(zip(base, head_aa, strict=True))
             slow = list(zip(base, head_slow, strict=True))
-            _judge_run(aa, slow, level_of, threshold, False, seed + 2 * r, tallies[k])
+            runs = [i for i in range(k) for _ in range(processes)]
+            _judge_run(aa, slow, level_of, threshold, False, seed + 2 * r, tallies[k], levels, runs)
     elapsed = time.monotonic() - started
 
     def label(rule: str, k: int) -> str:
@@ -632,8 +645,11 @@ def _check_against_evaluate(
         for k in range(history)
     ]
     report = evaluate(document("head", head), baselines, GateSettings(), seed=seed)
+    runs = [k for k in range(history) for _ in range(processes)]
     cs = stats.compare_many(
-        [(rounded(b), rounded(h)) for b, h in zip(base_all, head, strict=True)], seed=seed
+        [(rounded(b), rounded(h)) for b, h in zip(base_all, head, strict=True)],
+        seed=seed,
+        base_runs=[runs] * len(base_all),
     )
     tier = _gate_run(cs, GateSettings().block_threshold)[1]
     same = (

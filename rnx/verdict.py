@@ -32,12 +32,14 @@ def evaluate(
 ) -> GateReport:
     """Compare head with its baselines (or, in paired mode, with its own base samples) and gate it.
 
-    Configurations are matched by id. Each baseline document's worker processes, and each
-    baseline document, are separate groups, so the spread between them widens the interval.
+    Configurations are matched by id. Each baseline document is a run and its worker processes
+    are groups; stats carries the spread between runs into the interval (the run-level model),
+    with the head's processes as one run.
     """
     paired = head.settings.mode == "paired"
     rows: dict[str, dict[str, Any]] = {}
     pairs: list[tuple[Any, Any]] = []
+    pair_runs: list[list[int]] = []
     pair_ids: list[str] = []
     broken: dict[str, str] = {}
     missing: list[str] = []
@@ -73,6 +75,7 @@ def evaluate(
                     missing.append(cfg.id)
                 continue
         pairs.append((base_groups, head_groups))
+        pair_runs.append([] if paired else used)
         pair_ids.append(cfg.id)
 
     comparisons: dict[str, stats.Comparison] = {}
@@ -84,6 +87,7 @@ def evaluate(
             resamples=resamples,
             seed=seed,
             paired=paired,
+            base_runs=None if paired else pair_runs,
         )
         for cid, c in zip(pair_ids, results, strict=True):
             comparisons[cid] = c
@@ -149,7 +153,8 @@ def _groups(samples: Samples | None) -> list[list[int]]:
 def _baseline_groups(
     cid: str, baselines: Sequence[ResultsDocument]
 ) -> tuple[list[list[int]], str | None, list[int]]:
-    """One group per (baseline run, worker process) that measured this configuration."""
+    """One group per (baseline run, worker process) that measured this configuration, and the
+    index of the baseline document (the run) each group came from."""
     if not baselines:
         return [], NO_BASELINE, []
     groups: list[list[int]] = []
@@ -161,9 +166,8 @@ def _baseline_groups(
                 continue
             statuses.append(cfg.status)
             found = _groups(cfg.samples) if cfg.status == "ok" else []
-            if found:
-                groups.extend(found)
-                used.append(i)
+            groups.extend(found)
+            used.extend([i] * len(found))
     if groups:
         return groups, None, used
     if statuses:

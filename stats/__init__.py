@@ -5,7 +5,7 @@ from __future__ import annotations
 from stats._validate import MIN_RESAMPLES
 from stats.changepoints import ChangePoint, KnownChange, detect, run_location
 from stats.compare import MIN_SAMPLES, Comparison, compare, compare_many
-from stats.gate import GateDecision, gate, holm
+from stats.gate import GateDecision, gate, holm, max_adjusted
 from stats.location import Location, median_interval, median_intervals
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "detect",
     "gate",
     "holm",
+    "max_adjusted",
     "median_interval",
     "median_intervals",
     "run_location",

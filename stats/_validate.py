@@ -39,12 +39,33 @@ def as_groups(value: Any, name: str) -> list[np.ndarray]:
             raise ValueError(f"{label} must be one-dimensional, got shape {arr.shape}")
         if arr.size == 0:
             raise ValueError(f"{label} is empty; drop it or give it samples")
-        if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{label} contains NaN or infinity; sample times must be finite")
-        if np.any(arr <= 0):
-            raise ValueError(f"{label} contains a time <= 0; sample times must be positive")
         groups.append(arr)
+    # One check over all of them (the server re-gates every upload); the group is named after.
+    flat = groups[0] if len(groups) == 1 else np.concatenate(groups)
+    if not (np.isfinite(flat).all() and (flat > 0).all()):
+        for i, arr in enumerate(groups):
+            label = f"{name}[{i}]" if all(nested) else name
+            if not np.isfinite(arr).all():
+                raise ValueError(f"{label} contains NaN or infinity; sample times must be finite")
+            if (arr <= 0).any():
+                raise ValueError(f"{label} contains a time <= 0; sample times must be positive")
     return groups
+
+
+def as_run_labels(value: Any, groups: int, name: str) -> np.ndarray:
+    """One integer run label per base group."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise TypeError(f"{name} must be a sequence of run labels (integers), one per base group")
+    try:
+        labels = np.asarray(value, dtype=np.int64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must contain only integers (run labels)") from None
+    if labels.ndim != 1 or labels.size != groups:
+        raise ValueError(
+            f"{name} must give one run label per base group: {groups} groups, "
+            f"got {labels.size} labels"
+        )
+    return labels
 
 
 def check_fraction(value: float, name: str, *, low: float, high: float) -> float:

@@ -199,3 +199,26 @@ def point_location(groups: list[np.ndarray], band: Band) -> float:
     lo, hi = band
     kept = np.clip(upper, lo, hi) - np.clip(upper - w, lo, hi)
     return float((kept * flat).sum() / (hi - lo))
+
+
+def group_locations(groups: list[np.ndarray], band: Band, *, log: bool = False) -> np.ndarray:
+    """point_location of each group on its own, vectorised: one padded sort for all of them.
+    log=True: the groups are plain times, and the locations are of their logs."""
+    lengths = np.array([len(g) for g in groups])
+    n_max = int(lengths.max())
+    if np.all(lengths == n_max):
+        values = np.sort(np.stack(groups), axis=1)
+    else:
+        values = np.full((len(groups), n_max), np.inf)
+        for i, g in enumerate(groups):
+            values[i, : len(g)] = g
+        values.sort(axis=1)
+        values[np.isinf(values)] = 1.0 if log else 0.0  # padding: its weight below is 0
+    if log:
+        values = np.log(values)
+    w = 1.0 / lengths[:, None]
+    upper = np.arange(1, n_max + 1)[None, :] * w
+    lo, hi = band
+    kept = np.clip(upper, lo, hi) - np.clip(upper - w, lo, hi)
+    result: np.ndarray = (kept * values).sum(axis=1) / (hi - lo)
+    return result

@@ -9,10 +9,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from stats import bootstrap
+from stats import bootstrap, runlevel
 from stats._validate import (
     as_generator,
     as_groups,
+    as_run_labels,
     check_fraction,
     check_paired,
     check_resamples,
@@ -21,6 +22,9 @@ from stats._validate import (
 MIN_SAMPLES = 8
 PAIRED_BAND = bootstrap.CENTRAL
 INTERVAL = 0.90
+# Priors for the run level while the history is short (docs/statistics.md, "Runs").
+RUN_SHIFT_SD = 0.02  # a run's common shift: every configuration of a run alike
+CONFIG_SHIFT_SD = 0.01  # one configuration's own shift from run to run
 
 Verdict = Literal["faster", "slower", "equivalent", "undecided"]
 
@@ -47,6 +51,12 @@ class Comparison:
     probability: float
     paired: bool
     log_ratio_draws: np.ndarray = field(repr=False, compare=False)
+    # The smallest slowdown (a fraction) these data could call credible: below it, a change is
+    # below what this runner resolves with these processes.
+    resolution: float | None = None
+    # The head run's common shift (a ratio) that the run-level model took out; None without runs.
+    run_shift: float | None = None
+    base_runs: int | None = None  # baseline runs the base came from, when they were given
 
     @property
     def sufficient(self) -> bool:
@@ -74,8 +84,12 @@ def compare(
     resamples: int = 2000,
     seed: int | np.random.Generator | None = None,
     paired: bool = False,
+    base_runs: Sequence[int] | None = None,
+    run_shift_sd: float = RUN_SHIFT_SD,
+    config_shift_sd: float = CONFIG_SHIFT_SD,
 ) -> Comparison:
-    """Compare one configuration; see compare_many for the arguments."""
+    """Compare one configuration; see compare_many for the arguments (base_runs: the run label
+    of each base group)."""
     return compare_many(
         [(base, head)],
         rope=rope,
@@ -83,6 +97,9 @@ def compare(
         resamples=resamples,
         seed=seed,
         paired=paired,
+        base_runs=None if base_runs is None else [base_runs],
+        run_shift_sd=run_shift_sd,
+        config_shift_sd=config_shift_sd,
     )[0]
 
 
@@ -94,6 +111,9 @@ def compare_many(
     resamples: int = 2000,
     seed: int | np.random.Generator | None = None,
     paired: bool = False,
+    base_runs: Sequence[Sequence[int]] | None = None,
+    run_shift_sd: float = RUN_SHIFT_SD,
+    config_shift_sd: float = CONFIG_SHIFT_SD,
 ) -> list[Comparison]:
     """Compare many configurations in one vectorised pass.
 
@@ -102,14 +122,31 @@ def compare_many(
     baseline run); the spread between groups then widens the interval. paired=True: base[i] and
     head[i] were measured in the same round (groups must have equal lengths on both sides), and
     the per-round log ratios are analysed, so noise shared by a round cancels.
+
+    base_runs (unpaired only): per pair, the baseline run each base group (process) came from.
+    Then the pairs are taken as one head run's configurations, the head's groups as that run's
+    processes, and the run-level model (stats/runlevel.py) carries run-to-run variation into
+    the interval: the history's spread between runs, with priors run_shift_sd (a run's common
+    shift, all configurations alike) and config_shift_sd (one configuration's own shift) while
+    there are few runs.
     """
     rope = check_fraction(rope, "rope", low=0.0, high=1.0)
     probability = check_fraction(probability, "probability", low=0.5, high=1.0)
     resamples = check_resamples(resamples)
+    run_shift_sd = check_fraction(run_shift_sd, "run_shift_sd", low=0.0, high=1.0)
+    config_shift_sd = check_fraction(config_shift_sd, "config_shift_sd", low=0.0, high=1.0)
     if not isinstance(paired, bool):
         raise TypeError(f"paired must be True or False, got {type(paired).__name__}")
     if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or not pairs:
         raise ValueError("pairs must be a non-empty sequence of (base, head) pairs")
+    if base_runs is not None and paired:
+        raise ValueError("base_runs is for unpaired comparisons; paired mode has no baseline runs")
+    if base_runs is not None and (
+        isinstance(base_runs, (str, bytes))
+        or not isinstance(base_runs, Sequence)
+        or len(base_runs) != len(pairs)
+    ):
+        raise ValueError("base_runs must give one sequence of run labels per pair")
     rng = as_generator(seed)
 
     bases, heads = [], []
@@ -123,8 +160,19 @@ def compare_many(
             check_paired(b, h)
         bases.append(b)
         heads.append(h)
+    labels = (
+        None
+        if base_runs is None
+        else [
+            as_run_labels(base_runs[i], len(bases[i]), f"base_runs[{i}]") for i in range(len(pairs))
+        ]
+    )
 
-    if paired:
+    run_shift: float | None = None
+    if labels is not None:
+        fit = _run_level(bases, heads, labels, resamples, rng, run_shift_sd, config_shift_sd)
+        draws, run_shift = fit.draws, math.exp(fit.shift)
+    elif paired:
         diffs = [
             [np.log(hg) - np.log(bg) for bg, hg in zip(b, h, strict=True)]
             for b, h in zip(bases, heads, strict=True)
@@ -141,8 +189,10 @@ def compare_many(
     p_slower = (draws > edge).mean(axis=1)
     p_faster = (draws < -edge).mean(axis=1)
     tail = (1 - INTERVAL) / 2
-    quantiles = np.quantile(draws, [tail, 0.5, 1 - tail], axis=1)
+    quantiles = _quantiles(draws, (tail, 0.5, 1 - tail))
     results = []
+    spread = draws.std(axis=1)
+    z = float(_normal_quantile(probability))
     for i in range(len(pairs)):
         row = draws[i].copy()
         row.setflags(write=False)
@@ -157,9 +207,82 @@ def compare_many(
                 rope=rope,
                 probability=probability,
                 paired=paired,
+                resolution=math.expm1(edge + z * float(spread[i])),
+                run_shift=run_shift,
+                runs=None if labels is None else len(np.unique(labels[i])),
             )
         )
     return results
+
+
+def _run_level(
+    bases: list[list[np.ndarray]],
+    heads: list[list[np.ndarray]],
+    labels: list[np.ndarray],
+    resamples: int,
+    rng: np.random.Generator,
+    run_shift_sd: float,
+    config_shift_sd: float,
+) -> runlevel.RunFit:
+    """Process locations of every group, then the run-level model over all pairs at once."""
+    groups = [g for side in (*bases, *heads) for g in side]
+    locations = bootstrap.group_locations(groups, bootstrap.LOW, log=True)
+    ends = np.cumsum([len(side) for side in (*bases, *heads)])
+    split = np.split(locations, ends[:-1])
+    base_locs, head_locs = split[: len(bases)], split[len(bases) :]
+    single = all(len(h) == 1 for h in heads) and all(
+        len(np.unique(lab)) == len(lab) for lab in labels
+    )
+    fallback = None
+    if single:
+        # No run has two processes: a process's own samples give its location's variance.
+        logs = [[np.log(h[0])] for h in heads]
+        fallback = bootstrap.location_draws(logs, resamples, rng, bootstrap.LOW).var(axis=1)
+    return runlevel.fit(
+        base_locs,
+        labels,
+        head_locs,
+        resamples,
+        rng,
+        run_shift_sd=run_shift_sd,
+        config_shift_sd=config_shift_sd,
+        process_var_fallback=fallback,
+        aligned=_aligned(heads, labels),
+    )
+
+
+def _aligned(heads: list[list[np.ndarray]], labels: list[np.ndarray]) -> bool:
+    """Every configuration has the same baseline runs' groups in the same order, and as many
+    head groups: then group i is taken to be the same worker process in all of them."""
+    first = labels[0]
+    return all(len(h) == len(heads[0]) for h in heads) and all(
+        len(lab) == len(first) and np.array_equal(lab, first) for lab in labels
+    )
+
+
+def _quantiles(draws: np.ndarray, qs: tuple[float, ...]) -> np.ndarray:
+    """(len(qs), C) quantiles along axis 1 (numpy's linear rule), from one partition."""
+    n = draws.shape[1]
+    pos = np.array(qs) * (n - 1)
+    lo = np.floor(pos).astype(int)
+    hi = np.minimum(lo + 1, n - 1)
+    part = np.partition(draws, np.unique(np.concatenate([lo, hi])), axis=1)
+    frac = (pos - lo)[:, None]
+    result: np.ndarray = part[:, lo].T * (1 - frac) + part[:, hi].T * frac
+    return result
+
+
+def _median(groups: list[np.ndarray]) -> float:
+    flat = groups[0] if len(groups) == 1 else np.concatenate(groups)
+    n = flat.size
+    part = np.partition(flat, [(n - 1) // 2, n // 2])
+    return float((part[(n - 1) // 2] + part[n // 2]) / 2)
+
+
+def _normal_quantile(p: float) -> float:
+    from scipy.special import ndtri
+
+    return float(ndtri(p))
 
 
 def _summarise(
@@ -173,6 +296,9 @@ def _summarise(
     rope: float,
     probability: float,
     paired: bool,
+    resolution: float,
+    run_shift: float | None,
+    runs: int | None,
 ) -> Comparison:
     p_equivalent = max(0.0, 1.0 - p_slower - p_faster)
     n_base = sum(len(g) for g in base)
@@ -190,6 +316,7 @@ def _summarise(
         rope,
         probability,
         paired,
+        _resolves(resolution, len(head), runs),
     )
     return Comparison(
         verdict=verdict,
@@ -204,12 +331,24 @@ def _summarise(
         head_samples=n_head,
         base_groups=len(base),
         head_groups=len(head),
-        base_median=float(np.median(np.concatenate(base))),
-        head_median=float(np.median(np.concatenate(head))),
+        base_median=_median(base),
+        head_median=_median(head),
         rope=rope,
         probability=probability,
         paired=paired,
         log_ratio_draws=draws,
+        resolution=resolution,
+        run_shift=run_shift,
+        base_runs=runs,
+    )
+
+
+def _resolves(resolution: float, processes: int, runs: int | None) -> str:
+    history = "" if runs is None else f" against {runs} baseline run{'s' if runs != 1 else ''}"
+    return (
+        f"changes smaller than ±{_pct(resolution)} are below what this runner resolves with "
+        f"{processes} process{'es' if processes != 1 else ''}{history}; more processes or "
+        "paired mode narrow it"
     )
 
 
@@ -229,6 +368,7 @@ def _decide(
     rope: float,
     probability: float,
     paired: bool,
+    resolves: str,
 ) -> tuple[Verdict, str]:
     interval = f"ratio {ratio:.3f}, 90% interval {low:.3f}-{high:.3f}"
     if min(n_base, n_head) < MIN_SAMPLES:
@@ -253,5 +393,5 @@ def _decide(
     return (
         "undecided",
         f"P(slower) {p_slower:.2f}, P(equivalent) {p_equivalent:.2f}, P(faster) {p_faster:.2f}: "
-        f"none reaches {probability:g}; {interval}; more samples or processes would narrow it",
+        f"none reaches {probability:g}; {interval}; {resolves}",
     )

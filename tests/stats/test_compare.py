@@ -223,6 +223,9 @@ def test_compare_many_matches_one_by_one_verdicts() -> None:
         ({"resamples": 100}, "resamples must be at least 2000"),
         ({"seed": "abc"}, "seed must be"),
         ({"paired": True, "head": [1.0] * 9}, "paired=True needs base and head of the same shape"),
+        ({"base_runs": [0, 1]}, r"base_runs\[0\] must give one run label per base group"),
+        ({"base_runs": [0], "paired": True}, "base_runs is for unpaired comparisons"),
+        ({"base_runs": [0], "run_shift_sd": 0.0}, "run_shift_sd must lie strictly between"),
     ],
 )
 def test_bad_input_is_refused_naming_the_argument(kwargs: dict, message: str) -> None:

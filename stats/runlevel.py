@@ -1,0 +1,300 @@
+"""The run-level model: one head run against baseline runs, with run-to-run variation in it.
+
+Every process of a run gives one location per configuration: the band mean of its log-times
+(bootstrap.LOW). Process p of run r measures configuration c at
+
+    y[c, r, p] = mu[c] + delta[c] * (r is the head) + u[r] + v[c, r] + e[c, r, p]
+
+- u[r], the run's common shift: a busy or a quiet runner moves every configuration of the run
+  alike. The head's processes all ran in one CI job, so they share one u; treating them as
+  independent draws of the environment would call a busy runner a regression.
+- v[c, r], a configuration's own shift in a run (sd sigma_v[c]): what is left of run-to-run
+  variation once the common shift is taken out.
+- e[c, r, p], process-to-process noise (sd sigma_e[c]), seen within every run, head included.
+
+The history (the baseline runs) estimates the three spreads, each pulled toward a prior while
+there are few runs (a scaled inverse chi-square update: the prior counts as a few runs). The
+head's common shift s = u[head] - mean u[base] is estimated jointly from all configurations of
+the run: on a grid, its posterior is the prior N(0, tau^2), tau^2 = sigma_u^2 (1 + 1/K), times,
+per configuration, a mixture of "unchanged" (the configuration's difference is s plus noise) and
+"changed" (a wide slab). So a shift most configurations share is the runner's, and is taken out;
+a shift far beyond what runs vary by is not (a change that slows everything by 40% is not a busy
+runner, as the history shows). What is left per configuration has only sigma_v and sigma_e in
+it. Draws of delta[c] share one draw of s across configurations, so the gate's family control
+sees how the configurations move together.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import stdtrit
+
+# Prior weights, in runs (or process degrees of freedom) that the prior counts as.
+PRIOR_RUNS_COMMON = 2.0
+PRIOR_RUNS_CONFIG = 2.0
+UNCHANGED_SHARE = 0.9  # prior share of configurations a change leaves alone
+SLAB_SD = 0.5  # log-ratio sd of a changed configuration
+GRID_POINTS = 401
+GRID_WIDTH = 6.0  # the common shift's grid spans +-6 prior sd
+MAX_DF = 60.0
+MIN_CONFIGS_FOR_PROCESS_SHIFTS = 4
+
+
+@dataclass(frozen=True)
+class RunFit:
+    """What the model made of one head run: (C,) arrays unless said otherwise."""
+
+    draws: np.ndarray  # (C, R) log-ratio draws of each configuration's own change
+    shift: float  # posterior median of the head run's common shift (log scale)
+    shift_sd_prior: float  # tau: the sd of a common shift the history allows
+    sd: np.ndarray  # per configuration: sd of its change with the common shift known
+    runs: np.ndarray  # baseline runs per configuration
+
+
+def fit(
+    base: list[np.ndarray],
+    base_runs: list[np.ndarray],
+    head: list[np.ndarray],
+    resamples: int,
+    rng: np.random.Generator,
+    *,
+    run_shift_sd: float,
+    config_shift_sd: float,
+    process_var_fallback: np.ndarray | None = None,
+    aligned: bool = False,
+) -> RunFit:
+    """base[c]: process locations; base_runs[c]: their run labels (any ints); head[c]: the head
+    run's process locations. process_var_fallback: (C,) a process location's variance from its
+    own samples, used only when no run has two processes (no process-to-process spread seen).
+    aligned: every configuration has the same groups in the same order (group i is the same
+    worker process for all of them), so a process's common shift can be seen and set apart."""
+    c_n = len(base)
+    labels = np.unique(np.concatenate(base_runs))
+    k_all = len(labels)
+    cb = np.concatenate([np.full(len(b), i) for i, b in enumerate(base)])
+    rb = np.searchsorted(labels, np.concatenate(base_runs))
+    # Centre each configuration so sums of squares stay exact in float64.
+    centre = np.array([float(np.mean(h)) for h in head])
+    yb = np.concatenate(base) - centre[cb]
+    ch = np.concatenate([np.full(len(h), i) for i, h in enumerate(head)])
+    yh = np.concatenate(head) - centre[ch]
+
+    cell = cb * k_all + rb
+    size = c_n * k_all
+    counts = np.bincount(cell, minlength=size).reshape(c_n, k_all).astype(float)
+    present = counts > 0
+    h_cnt = np.bincount(ch, minlength=c_n).astype(float)
+    # A run's location is the median of its processes: one process beside a noisy neighbour
+    # moves a mean of three by a third of its shift, a median hardly at all.
+    run_loc = _cell_medians(yb, cell, size).reshape(c_n, k_all)
+    head_loc = _cell_medians(yh, ch, c_n)
+
+    # Process-to-process spread, within runs (the head's included). Where group i is the same
+    # worker in every configuration, the spread is also measured with each worker's common
+    # shift set apart, and a configuration takes the smaller: a launch-bound kernel shares the
+    # host's noise with its process's other launch-bound kernels, a long GPU kernel does not.
+    df_w = np.where(present, counts - 1, 0).sum(axis=1) + (h_cnt - 1)
+    ss_w = _spread(yb, yh, run_loc, head_loc, cell, cb, ch, c_n)
+    if aligned and c_n >= MIN_CONFIGS_FOR_PROCESS_SHIFTS:
+        yb2, yh2 = _without_process_shifts(yb, rb[: len(base[0])], yh, c_n)
+        ss_w = np.minimum(ss_w, _spread(yb2, yh2, run_loc, head_loc, cell, cb, ch, c_n))
+    if df_w.sum() > 0:
+        var_e, df_e = _shrunk_variances(ss_w, df_w)
+    elif process_var_fallback is not None:
+        var_e, df_e = np.asarray(process_var_fallback, dtype=float), np.full(c_n, MAX_DF)
+    else:
+        var_e, df_e = np.zeros(c_n), np.full(c_n, MAX_DF)
+
+    # The baseline runs' common shifts: the median over configurations, twice refined.
+    u = np.zeros(k_all)
+    for _ in range(2):
+        level = _nanmean(run_loc - u[None, :], axis=1)
+        u = _nanmedian(run_loc - level[:, None], axis=0) if k_all > 1 else np.zeros(1)
+        u -= u.mean()
+    k_runs = present.sum(axis=1)
+    var_u = (PRIOR_RUNS_COMMON * run_shift_sd**2 + float(np.sum(u**2))) / (
+        PRIOR_RUNS_COMMON + k_all - 1
+    )
+
+    # A configuration's own run-to-run spread: residual run means, less their process noise.
+    level = _nanmean(run_loc - u[None, :], axis=1)
+    resid = np.where(present, run_loc - u[None, :] - level[:, None], 0.0)
+    df_b = np.maximum(k_runs - 1, 0).astype(float)
+    # The variance of a run's median of P processes, in units of one process's variance.
+    inv_p = np.where(present, _median_var(counts), 0.0).sum(axis=1) / k_runs
+    with np.errstate(invalid="ignore", divide="ignore"):
+        raw_v = np.where(df_b > 0, (resid**2).sum(axis=1) / df_b - var_e * inv_p, 0.0)
+    raw_v = np.maximum(raw_v, 0.0)
+    # Each configuration's own, pulled toward the prior while there are few runs: kernels
+    # differ too much (a long GPU kernel, a launch-bound one) to pool them.
+    var_v = (PRIOR_RUNS_CONFIG * config_shift_sd**2 + df_b * raw_v) / (PRIOR_RUNS_CONFIG + df_b)
+
+    base_level = _nanmean(run_loc, axis=1)
+    diff = head_loc - base_level
+    # The head's median is only as sure as its lower processes agree: interference only adds
+    # time, so a median far above the fastest process means two of them may have been hit.
+    gap = head_loc - _cell_minima(yh, ch, c_n)
+    head_var = np.maximum(var_e * _median_var(h_cnt), (gap / 2) ** 2)
+    run_gap = np.where(present, run_loc - _cell_minima(yb, cell, size).reshape(c_n, k_all), 0.0)
+    run_var = np.maximum(var_e[:, None] * _median_var(counts), (run_gap / 2) ** 2)
+    base_var = np.where(present, run_var, 0.0).sum(axis=1) / k_runs**2
+    var_c = var_v * (1 + 1 / k_runs) + head_var + base_var
+    sd = np.sqrt(np.maximum(var_c, 1e-12))
+    tau = math.sqrt(var_u * (1 + 1 / k_all))
+
+    shifts = _shift_draws(diff, sd, tau, resamples, rng)
+    # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the
+    # t distribution's 97.5% point (normal draws cost a third of t draws).
+    # Degrees of freedom: the process variance's (after shrinkage) plus the runs'.
+    df = np.clip(df_e + df_b, 3.0, MAX_DF)
+    widen = stdtrit(df, 0.975) / stdtrit(np.inf, 0.975)
+    noise = rng.standard_normal((c_n, resamples), dtype=np.float32)
+    draws = diff[:, None] - shifts + (sd * widen)[:, None] * noise
+    return RunFit(
+        draws=draws,
+        shift=float(np.median(shifts)),
+        shift_sd_prior=tau,
+        sd=sd,
+        runs=k_runs,
+    )
+
+
+# Variance of the median of n normal values over that of one value, times n: 1 / efficiency.
+_MEDIAN_INEFFICIENCY = {1: 1.0, 2: 1.0, 3: 1.346, 4: 1.193, 5: 1.435, 6: 1.289, 7: 1.473, 8: 1.346}
+
+
+def _median_var(n: np.ndarray) -> np.ndarray:
+    """Var(median of n processes) / var(one process), for each n (0 where n is 0)."""
+    n = np.asarray(n, dtype=float)
+    factor = np.array([_MEDIAN_INEFFICIENCY.get(int(k), math.pi / 2) for k in n.ravel()]).reshape(
+        n.shape
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result: np.ndarray = np.where(n > 0, factor / np.where(n > 0, n, 1.0), 0.0)
+    return result
+
+
+def _cell_medians(values: np.ndarray, cell: np.ndarray, size: int) -> np.ndarray:
+    """The median of the values in each cell 0..size-1 (NaN for an empty cell)."""
+    if values.size == 0:
+        return np.full(size, np.nan)
+    order = np.lexsort((values, cell))
+    v, c = values[order], cell[order]
+    counts = np.bincount(c, minlength=size)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    safe = np.maximum(counts, 1)
+    lo = np.minimum(starts + (safe - 1) // 2, len(v) - 1)
+    hi = np.minimum(starts + safe // 2, len(v) - 1)
+    result: np.ndarray = np.where(counts > 0, (v[lo] + v[hi]) / 2, np.nan)
+    return result
+
+
+def _cell_minima(values: np.ndarray, cell: np.ndarray, size: int) -> np.ndarray:
+    result = np.full(size, np.inf)
+    np.minimum.at(result, cell, values)
+    return result
+
+
+def _spread(
+    yb: np.ndarray,
+    yh: np.ndarray,
+    run_loc: np.ndarray,
+    head_loc: np.ndarray,
+    cell: np.ndarray,
+    cb: np.ndarray,
+    ch: np.ndarray,
+    c_n: int,
+) -> np.ndarray:
+    """Sum of squared deviations from the run's median, per configuration; a deviation beyond 3
+    robust sd (1.4826 MAD) of its configuration counts as 3 sd, so one process beside a noisy
+    neighbour does not widen every run's interval (the median hardly moves for it either)."""
+    dev = np.concatenate([yb - run_loc.ravel()[cell], yh - head_loc[ch]])
+    cfg = np.concatenate([cb, ch])
+    moved = dev != 0
+    mad = _cell_medians(np.abs(dev[moved]), cfg[moved], c_n)
+    cap = np.where(np.isfinite(mad) & (mad > 0), 3 * 1.4826 * mad, np.inf)[cfg]
+    result: np.ndarray = np.bincount(cfg, np.minimum(dev * dev, cap * cap), minlength=c_n)
+    return result
+
+
+def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each configuration's variance, its log pulled toward the others' (empirical Bayes on
+    log-variances, whose sampling variance is about 2 / df): a little where the configurations
+    agree, hardly at all where they differ. Returns the variances and their degrees of freedom."""
+    ok = df > 0
+    raw = np.where(ok, ss / np.maximum(df, 1.0), np.nan)
+    floor = np.nanmax(raw) * 1e-8 if np.isfinite(np.nanmax(raw)) else 1e-12
+    logs = np.log(np.maximum(raw, max(floor, 1e-16)))
+    noise = np.where(ok, 2.0 / np.maximum(df, 1.0), np.inf)
+    mean = float(np.nanmean(np.where(ok, logs, np.nan)))
+    spread = float(np.nanvar(np.where(ok, logs, np.nan))) - float(np.mean(noise[ok]))
+    tau2 = max(spread, 0.05)  # never pool all the way: configurations may differ
+    precision = np.where(ok, 1.0 / noise, 0.0) + 1.0 / tau2
+    shrunk = (np.where(ok, logs / noise, 0.0) + mean / tau2) / precision
+    return np.exp(shrunk), 2.0 * precision
+
+
+def _without_process_shifts(
+    yb: np.ndarray, runs: np.ndarray, yh: np.ndarray, c_n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Take out each process's common shift (a worker that ran beside a noisy neighbour is slow
+    in every configuration), centred within its run so run means do not move: what a process
+    shares with its run's other processes belongs to the run's common shift, which the model
+    takes out already, and what it shares across configurations is not noise of any one of
+    them. Left in, it would count as process-to-process noise of every configuration."""
+    base = yb.reshape(c_n, -1)
+    means = np.zeros_like(base)
+    for r in np.unique(runs):
+        cols = runs == r
+        means[:, cols] = base[:, cols].mean(axis=1, keepdims=True)
+    w = np.median(base - means, axis=0)
+    for r in np.unique(runs):
+        cols = runs == r
+        w[cols] -= w[cols].mean()
+    head = yh.reshape(c_n, -1)
+    wh = np.median(head - head.mean(axis=1, keepdims=True), axis=0)
+    wh -= wh.mean()
+    return (base - w[None, :]).ravel(), (head - wh[None, :]).ravel()
+
+
+def _shift_draws(
+    diff: np.ndarray, sd: np.ndarray, tau: float, resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """(C, R) draws of the head run's common shift, for each configuration from the others.
+
+    Leaving the configuration out keeps a slowed configuration from explaining itself away as
+    the runner's shift; with one configuration the shift is the prior's alone. One uniform per
+    draw serves every configuration (common random numbers), so the draws move together."""
+    tau = max(tau, 1e-6)
+    grid = np.linspace(-GRID_WIDTH * tau, GRID_WIDTH * tau, GRID_POINTS)
+    resid = diff[:, None] - grid[None, :]
+    spike = -0.5 * (resid / sd[:, None]) ** 2 - np.log(sd)[:, None]
+    slab = -0.5 * (resid / SLAB_SD) ** 2 - math.log(SLAB_SD)
+    mix = np.logaddexp(spike + math.log(UNCHANGED_SHARE), slab + math.log(1 - UNCHANGED_SHARE))
+    log_post = mix.sum(axis=0)[None, :] - mix - 0.5 * (grid / tau) ** 2
+    post = np.exp(log_post - log_post.max(axis=1, keepdims=True))
+    cdf = np.cumsum(post, axis=1)
+    cdf /= cdf[:, -1:]
+    step = grid[1] - grid[0]
+    u = rng.random(resamples)
+    jitter = (rng.random(resamples) - 0.5) * step
+    picks = np.stack([np.searchsorted(row, u) for row in cdf])
+    result: np.ndarray = grid[np.minimum(picks, GRID_POINTS - 1)] + jitter[None, :]
+    return result
+
+
+def _nanmean(x: np.ndarray, axis: int) -> np.ndarray:
+    """np.nanmean without its overhead when nothing is missing (the usual case)."""
+    if not np.isnan(x).any():
+        result: np.ndarray = x.mean(axis=axis)
+        return result
+    return np.asarray(np.nanmean(x, axis=axis))
+
+
+def _nanmedian(x: np.ndarray, axis: int) -> np.ndarray:
+    if not np.isnan(x).any():
+        return np.asarray(np.median(x, axis=axis))
+    return np.asarray(np.nanmedian(x, axis=axis))

@@ -1,0 +1,178 @@
+"""The run-level model: a head run against baseline runs, and the gate's tiers on it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+import stats
+
+
+def _run(
+    rng: np.random.Generator,
+    locations: np.ndarray,
+    *,
+    processes: int = 3,
+    samples: int = 10,
+    process_sd: float = 0.01,
+    shift: float = 0.0,
+    config_shift_sd: float = 0.0,
+) -> list[list[np.ndarray]]:
+    """One run: per configuration, `processes` groups of times. The run moves every
+    configuration by `shift` (log scale) and each one by its own draw of config_shift_sd."""
+    own = rng.normal(0, config_shift_sd, len(locations)) if config_shift_sd else 0.0
+    centre = locations + shift + own
+    return [
+        [
+            np.exp(c + rng.normal(0, process_sd) + rng.normal(0, 0.01, samples))
+            for _ in range(processes)
+        ]
+        for c in centre
+    ]
+
+
+def _compare(
+    history: list[list[list[np.ndarray]]],
+    head: list[list[np.ndarray]],
+    seed: int = 0,
+    runs: bool = True,
+) -> dict[str, stats.Comparison]:
+    pairs = [([g for run in history for g in run[c]], head[c]) for c in range(len(head))]
+    labels = [[r for r, run in enumerate(history) for _ in run[c]] for c in range(len(head))]
+    cs = stats.compare_many(pairs, seed=seed, base_runs=labels if runs else None)
+    return {f"c{i}": c for i, c in enumerate(cs)}
+
+
+def _history(rng: np.random.Generator, locations: np.ndarray, k: int, run_sd: float):
+    return [_run(rng, locations, shift=rng.normal(0, run_sd)) for _ in range(k)]
+
+
+def test_a_busy_head_run_is_not_a_regression() -> None:
+    """Baseline runs that differ by about 3% from one another, and a head run 6% slower as a
+    whole (its runner was busy): the processes-as-independent view calls most configurations
+    slower; the run-level model sees the runner and passes."""
+    rng = np.random.default_rng(1)
+    locations = np.log(rng.uniform(1e4, 1e6, 24))
+    history = _history(rng, locations, 6, 0.03)
+    head = _run(rng, locations, shift=0.06)
+    flat = _compare(history, head, runs=False)
+    assert sum(c.verdict == "slower" for c in flat.values()) >= 12
+    assert stats.gate(flat).tier in ("WARN", "BLOCK")
+    model = _compare(history, head)
+    decision = stats.gate(model)
+    assert decision.tier == "PASS", decision.reasons
+    some = next(iter(model.values()))
+    assert some.run_shift is not None and 1.02 < some.run_shift < 1.12
+    assert some.base_runs == 6
+
+
+def test_one_slowed_configuration_in_a_busy_run_blocks_alone() -> None:
+    rng = np.random.default_rng(2)
+    locations = np.log(rng.uniform(1e4, 1e6, 48))
+    history = _history(rng, locations, 6, 0.03)
+    slowed = locations.copy()
+    slowed[7] += np.log(1.4)
+    head = _run(rng, slowed, shift=0.05)
+    decision = stats.gate(_compare(history, head))
+    assert decision.tier == "BLOCK"
+    assert decision.blocked == ("c7",)
+    assert decision.warned == ()
+
+
+def test_a_change_that_slows_every_configuration_is_not_taken_for_the_runner() -> None:
+    """Runs in the history differ by about 1%: a 40% slowdown of everything is far beyond any
+    runner shift it shows, so it blocks everywhere."""
+    rng = np.random.default_rng(3)
+    locations = np.log(rng.uniform(1e4, 1e6, 12))
+    history = _history(rng, locations, 6, 0.01)
+    head = _run(rng, locations, shift=np.log(1.4))
+    decision = stats.gate(_compare(history, head))
+    assert decision.tier == "BLOCK"
+    assert len(decision.blocked) == 12
+
+
+def test_one_baseline_run_relies_on_the_prior_and_still_blocks_a_big_slowdown() -> None:
+    rng = np.random.default_rng(4)
+    locations = np.log(rng.uniform(1e4, 1e6, 48))
+    history = _history(rng, locations, 1, 0.0)
+    slowed = locations.copy()
+    slowed[3] += np.log(1.5)
+    cs = _compare(history, _run(rng, slowed))
+    assert stats.gate(cs).blocked == ("c3",)
+    assert all(c.base_runs == 1 for c in cs.values())
+
+
+def test_inconclusive_configurations_are_notes_with_what_the_runner_resolves() -> None:
+    """Noisy processes: the configurations cannot be told apart within the 2% rope. The run
+    passes, and each inconclusive one says how large a change this runner would resolve."""
+    rng = np.random.default_rng(5)
+    locations = np.log(rng.uniform(1e4, 1e6, 6))
+    history = [_run(rng, locations, process_sd=0.04) for _ in range(2)]
+    head = _run(rng, locations, process_sd=0.04)
+    cs = _compare(history, head)
+    decision = stats.gate(cs)
+    assert decision.tier == "PASS", decision.reasons
+    assert decision.inconclusive
+    for k in decision.inconclusive:
+        c = cs[k]
+        assert c.verdict == "undecided" and c.resolution is not None and c.resolution > 0.02
+        assert "below what this runner resolves with 3 processes against 2 baseline runs" in (
+            c.reason
+        )
+        assert any(note.startswith(f"{k} is inconclusive: ") for note in decision.notes)
+    assert decision.reasons[0] == "no credible slowdown in 6 configurations"
+
+
+def test_a_credible_small_slowdown_warns() -> None:
+    rng = np.random.default_rng(6)
+    locations = np.log(rng.uniform(1e4, 1e6, 24))
+    history = _history(rng, locations, 6, 0.005)
+    slowed = locations.copy()
+    slowed[5] += np.log(1.12)
+    decision = stats.gate(_compare(history, _run(rng, slowed)))
+    assert decision.tier == "WARN"
+    assert decision.warned == ("c5",)
+    assert "below the 25% block threshold" in decision.reasons[0]
+
+
+def _with_draws(c: stats.Comparison, draws: np.ndarray) -> stats.Comparison:
+    """The comparison with other posterior draws (and the ratio their median gives)."""
+    return dataclasses.replace(c, log_ratio_draws=draws, ratio=float(np.exp(np.median(draws))))
+
+
+def test_max_t_is_less_conservative_than_holm_for_configurations_that_move_together() -> None:
+    """48 configurations whose draws share one large common term: max-T's adjusted value for
+    the most extreme one is close to its own, Holm multiplies it by 48."""
+    rng = np.random.default_rng(7)
+    common = rng.normal(0, 1, 4000)
+    cs = {}
+    for i in range(48):
+        draws = 0.05 + 0.02 * common + 0.002 * rng.normal(0, 1, 4000)
+        base = stats.compare([1.0] * 10, [1.0] * 10, seed=i)
+        cs[str(i)] = _with_draws(base, draws)
+    bound = {k: 0.0 for k in cs}
+    maxt = stats.max_adjusted(cs, bound)
+    holm = stats.holm({k: c.p_not_exceeding(0.0) for k, c in cs.items()})
+    own = min(c.p_not_exceeding(0.0) for c in cs.values())
+    assert min(maxt.values()) < 4 * own
+    assert min(holm.values()) > 20 * own
+
+
+def test_max_t_matches_the_single_configuration_tail() -> None:
+    rng = np.random.default_rng(8)
+    base = stats.compare([1.0] * 10, [1.0] * 10, seed=0)
+    draws = rng.normal(0.1, 0.05, 20000)
+    c = _with_draws(base, draws)
+    adjusted = stats.max_adjusted({"a": c}, {"a": 0.0})["a"]
+    assert abs(adjusted - c.p_not_exceeding(0.0)) < 0.005
+
+
+def test_identical_runs_are_equivalent_and_do_not_break_the_model() -> None:
+    """The same samples on both sides (rnx compare of a file with itself): no spread at all.
+    One baseline run cannot show how runs differ, so the prior keeps the interval open."""
+    times = [[1000.0 + i for i in range(10)] for _ in range(3)]
+    cs = stats.compare_many([(times, times)] * 4, seed=0, base_runs=[[0, 0, 0]] * 4)
+    assert all(abs(c.ratio - 1) < 0.005 and c.verdict != "slower" for c in cs)
+    assert all(c.resolution is not None and c.resolution > 0.02 for c in cs)
+    assert stats.gate({str(i): c for i, c in enumerate(cs)}).tier == "PASS"
