@@ -46,22 +46,23 @@ def holm(p_values: Mapping[str, float]) -> dict[str, float]:
 def max_adjusted(
     comparisons: Mapping[str, Comparison], bounds: Mapping[str, float]
 ) -> dict[str, float]:
-    """Family-adjusted P(ratio <= 1 + bound) per configuration: step-down max-T over the joint
+    """Family-adjusted P(ratio <= 1 + bound) per configuration: step-down min-P over the joint
     posterior draws (Westfall and Young's method with the draws as the reference distribution).
 
-    Each configuration's draws are centred on their median and scaled by their sd; the adjusted
-    value of the configuration ranked i-th by (median - log(1 + bound)) / sd is the share of
-    draws in which the largest standardised deviation among it and the configurations ranked
-    below it reaches its own statistic. Configurations compared in one call share the run's
-    common shift in every draw, so they move together and the largest deviation is smaller than
-    for independent ones: less conservative than Holm, with the same family-wise guarantee.
-    Draws of different lengths (separate calls with different resamples) fall back to Holm.
+    Each configuration's own value is its posterior P(ratio <= 1 + bound); each draw is given
+    its lower-tail rank within its configuration. Ranked by own value, the adjusted value of
+    the i-th configuration is the share of draws in which the smallest rank among it and the
+    configurations ranked after it is at or below its own value (never below its own value,
+    made monotone). Configurations compared in one call share the run's common shift in every
+    draw, so their ranks move together and the smallest is less extreme than for independent
+    ones: less conservative than Holm, with the same family-wise guarantee. Draws of different
+    lengths (separate calls with different resamples) fall back to Holm.
     """
     return _Family(comparisons).adjusted(bounds)
 
 
 class _Family:
-    """The run's configurations' draws, standardised once for any number of bounds."""
+    """The run's configurations' draws, ranked once for any number of bounds."""
 
     def __init__(self, comparisons: Mapping[str, Comparison]) -> None:
         self.comparisons = comparisons
@@ -72,29 +73,29 @@ class _Family:
             return
         draws = np.stack([comparisons[k].log_ratio_draws for k in self.keys])
         self.resamples = draws.shape[1]
-        # ratio is exp(median of the draws): its log is the centre, without another sort.
-        self.centre = np.log([comparisons[k].ratio for k in self.keys])
-        scale = draws.std(axis=1)
-        self.flat = scale <= 0
-        self.scale = np.where(self.flat, 1.0, scale)
-        self.dev = (draws - self.centre[:, None]) / self.scale[:, None]
-        self.dev[self.flat] = 0.0
+        # Each draw's rank within its configuration: its own lower tail, whatever the shape of
+        # the posterior (a bootstrap's is skewed), so one configuration alone gets its own
+        # P(ratio <= 1 + bound) back, and the ranks of a run's configurations move together
+        # in the draws where the configurations do.
+        order = np.argsort(draws, axis=1, kind="stable")
+        ranks = np.empty_like(order)
+        np.put_along_axis(ranks, order, np.arange(self.resamples)[None, :], axis=1)
+        self.tail = (ranks + 1) / (self.resamples + 1)
 
     def adjusted(self, bounds: Mapping[str, float]) -> dict[str, float]:
         keys = self.keys
         if not keys:
             return {}
+        own = {k: self.comparisons[k].p_not_exceeding(bounds[k]) for k in keys}
         if not self.joint:
-            return holm({k: self.comparisons[k].p_not_exceeding(bounds[k]) for k in keys})
-        edge = np.log1p(np.array([bounds[k] for k in keys]))
-        above = np.where(self.centre > edge, np.inf, -np.inf)
-        stat = np.where(self.flat, above, (self.centre - edge) / self.scale)
-        order = np.argsort(-stat, kind="stable")
-        # running[i]: per draw, the largest deviation among the configurations ranked i and below.
-        running = np.maximum.accumulate(self.dev[order][::-1], axis=0)[::-1]
-        reached = (running >= stat[order][:, None]).sum(axis=1)
-        p = np.maximum.accumulate((reached + 1) / (self.resamples + 1))
-        return {keys[i]: float(min(1.0, p[rank])) for rank, i in enumerate(order)}
+            return holm(own)
+        p = np.array([own[k] for k in keys])
+        order = np.argsort(p, kind="stable")
+        # lowest[i]: per draw, the smallest tail among the configurations ranked i and after.
+        lowest = np.minimum.accumulate(self.tail[order][::-1], axis=0)[::-1]
+        reached = (lowest <= p[order][:, None] + 1e-12).sum(axis=1)
+        adjusted = np.maximum.accumulate(np.maximum(reached / self.resamples, p[order]))
+        return {keys[i]: float(min(1.0, adjusted[rank])) for rank, i in enumerate(order)}
 
 
 def gate(
