@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from action.annotations import BROKEN_STATUSES, annotate
+from action.baseline_fetch import NotFetched, fetch_baseline
 from action.context import RunContext, read_context
 from action.inputs import GateInputs, read_inputs
 from action.measure import (
@@ -29,8 +30,9 @@ from action.overlay import effective_config
 from action.publish import github_client, publish
 from action.upload import Clock, Credential, Outage, UploadAnswer, oidc_token, upload
 from action.workflow import Workflow
+from bench_runner.adaptive import AdaptiveSampling, Baseline
 from rnx.branches import branch_matches
-from rnx.config import KernalinConfig
+from rnx.config import Benchmark, KernalinConfig
 from rnx.errors import InvalidInput, UserError
 from rnx.schema import GateReport, Tier
 from rnx_github.comment import Combined, PartResult, combine, worst
@@ -49,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", help="enforce | soft-fail | report-only")
     p.add_argument("--config", help="kernalin.yml path (default: ./kernalin.yml if present)")
     p.add_argument("--environment", help="a name for this machine's environment")
+    p.add_argument(
+        "--budget",
+        help="the most time to measure one workload, e.g. 3m (adaptive sampling; 0: off)",
+    )
     p.add_argument("--repository", help="OWNER/NAME (default: GITHUB_REPOSITORY)")
     p.add_argument("--branch", help="the branch being gated (default: from GitHub)")
     p.add_argument("--sha", help="the commit being gated (default: GITHUB_SHA or git HEAD)")
@@ -192,7 +198,7 @@ class Run:
 
 
 def _prepare(args: argparse.Namespace, env: Mapping[str, str], wf: Workflow, root: Path) -> Run:
-    flags = ("runtimes", "batch_sizes", "dtypes", "config", "mode", "environment")
+    flags = ("runtimes", "batch_sizes", "dtypes", "config", "mode", "environment", "budget")
     inputs = read_inputs(
         env, root=root, workloads=args.workload, **{f: getattr(args, f) for f in flags}
     )
@@ -202,6 +208,48 @@ def _prepare(args: argparse.Namespace, env: Mapping[str, str], wf: Workflow, roo
     identity = ("repository", "branch", "sha", "base_branch", "pr")
     ctx = read_context(env, root=root, **{f: getattr(args, f) for f in identity})
     return Run(args, env, root, inputs, config, ctx)
+
+
+def _adaptive(run: Run, bench: Benchmark) -> AdaptiveSampling | None:
+    """Adaptive sampling for one workload: in paired mode against its own base; else against
+    the stored baseline, fetched from the gate server once the environment is known (a
+    server that is not set, down or old leaves the run on fixed sampling, with a note)."""
+    gate = run.config.gate
+    if gate.budget <= 0:
+        return None
+    if gate.compare == "paired":
+        return AdaptiveSampling(gate, gate.budget)
+    target = upload_target(run.inputs, run.config, run.ctx)
+    if not isinstance(target, str):
+        return None
+
+    def baselines(environment_key: str) -> Baseline | str:
+        secret = run.inputs.kernalin_token or oidc_token(run.env)
+        if not secret:
+            return "no kernalin-token (or OIDC token) to read the baseline with"
+        found = fetch_baseline(
+            url=target,
+            secret=secret,
+            repository=run.ctx.repository,
+            branch=run.ctx.git.base_branch or run.ctx.git.branch,
+            environment=environment_key,
+            workload=bench.workload,
+        )
+        if isinstance(found, NotFetched):
+            return found.why
+        # The server's thresholds judge the interim verdict; budget and mode stay this run's.
+        server = found.gate
+        if server is not None:
+            server = gate.model_copy(
+                update={
+                    "block_threshold": server.block_threshold,
+                    "rope": server.rope,
+                    "probability": server.probability,
+                }
+            )
+        return Baseline(found.documents, server)
+
+    return AdaptiveSampling(gate, gate.budget, baselines)
 
 
 def _measure_all(run: Run) -> list[Measured]:
@@ -216,6 +264,7 @@ def _measure_all(run: Run) -> list[Measured]:
                 base_root=base_root,
                 environment=run.inputs.environment,
                 progress=sys.stderr,
+                adaptive=_adaptive(run, b),
             )
             for b in run.config.benchmarks
         ]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from rnx.config import parse_duration
 from rnx.errors import UserError
 from rnx.schema import DTYPES, MAX_BATCH_SIZE, MAX_CONFIGURATIONS, RUNTIMES
 
@@ -34,6 +35,7 @@ INPUTS = (
     "config",
     "mode",
     "environment",
+    "budget",
     "kernalin-url",
     "kernalin-token",
     "github-token",
@@ -88,6 +90,7 @@ class GateInputs:
     kernalin_url: str | None = None
     kernalin_token: str | None = None
     github_token: str | None = None
+    budget_s: float | None = None
 
 
 def _items(text: str) -> list[str]:
@@ -227,6 +230,16 @@ def _refuse_retired(env: Mapping[str, str]) -> None:
             )
 
 
+def parse_budget(text: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except ValueError as e:
+        raise InputError(f"input 'budget': {e} (0 turns adaptive sampling off)") from None
+    if not 0 <= seconds <= 86_400:
+        raise InputError(f"input 'budget': {text.strip()!r} is not between 0 and 24h")
+    return seconds
+
+
 def read_connection(env: Mapping[str, str]) -> Connection:
     url = _given(env, "kernalin-url")
     token, github_token = _given(env, "kernalin-token"), _given(env, "github-token")
@@ -248,6 +261,7 @@ def read_inputs(
     config: str | None = None,
     mode: str | None = None,
     environment: str | None = None,
+    budget: str | None = None,
 ) -> GateInputs:
     """Flags win over the action's inputs; an empty value means "not given"."""
     _refuse_retired(env)
@@ -258,6 +272,7 @@ def read_inputs(
     config_text = _given(env, "config", config)
     mode_text = _given(env, "mode", mode)
     env_text = _given(env, "environment", environment)
+    budget_text = _given(env, "budget", budget)
     connection = read_connection(env)
     return GateInputs(
         workloads=parse_workloads(workload_text, root=root) if workload_text else (),
@@ -270,6 +285,7 @@ def read_inputs(
         kernalin_url=connection.kernalin_url,
         kernalin_token=connection.kernalin_token,
         github_token=connection.github_token,
+        budget_s=parse_budget(budget_text) if budget_text else None,
     )
 
 

@@ -12,6 +12,7 @@ from typing import TextIO
 
 from action.context import RunContext
 from action.paired import base_worktree
+from bench_runner.adaptive import AdaptiveSampling
 from rnx.config import Benchmark, KernalinConfig
 from rnx.errors import UserError
 from rnx.schema import GateReport, ResultsDocument, load_results
@@ -58,6 +59,7 @@ def measure(
     base_root: Path | None,
     environment: str | None,
     progress: TextIO,
+    adaptive: AdaptiveSampling | None = None,
 ) -> Measured:
     from bench_runner import run_benchmark
 
@@ -72,6 +74,7 @@ def measure(
         base_workload=base_workload,
         environment_name=environment,
         progress=progress,
+        adaptive=adaptive,
     )
     return Measured(bench, document, local_report(document, config))
 

@@ -49,4 +49,6 @@ def effective_config(
     gate = config.gate
     if inputs.mode is not None:
         gate = gate.model_copy(update={"mode": inputs.mode})
+    if inputs.budget_s is not None:
+        gate = gate.model_copy(update={"budget": inputs.budget_s})
     return config.model_copy(update={"gate": gate, "benchmarks": benches})

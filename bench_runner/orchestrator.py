@@ -15,6 +15,8 @@ import math
 import multiprocessing
 import random
 import time
+from collections.abc import Collection
+from dataclasses import replace
 from typing import Any
 
 from bench_runner.builds import Builder
@@ -139,7 +141,8 @@ class WorkerPool:
         return f"{len(parts)} worker processes: start {', '.join(text)}{closing}"
 
     def close_all(self) -> None:
-        for slot in range(self.plan.processes):
+        # Every slot that ever had a worker: adaptive sampling adds slots beyond the plan's.
+        for slot in sorted({slot for slot, _ in self.handles} | set(range(self.plan.processes))):
             self.close_slot(slot)
 
 
@@ -202,10 +205,58 @@ class Orchestrator:
                 self._collect_reports()
             self.pool.close_slot(slot)
 
-    def _warm_all(self, slot: int) -> None:
+    def add_process(self, ids: Collection[str], rounds: int) -> int:
+        """Adaptive sampling (bench_runner/adaptive.py): one more worker process per side,
+        fresh, for the configurations `ids` only: start, build, warm up, `rounds` interleaved
+        rounds, exit. Returns the new process's slot."""
+        slot, first = self.plan.processes, self.plan.samples
+        self.plan = replace(self.plan, processes=slot + 1, samples=first + rounds)
+        self.progress.n_samples = self.plan.samples
+        wanted = set(ids)
+        self.progress.phase("starting an added process")
+        for side in self.plan.sides:
+            self.pool.restart((slot, side))
+        self.progress.phase("building later")
+        for side in self.plan.sides:
+            self._build_in(slot, side, wanted)
+        self.progress.phase("warm-up")
+        self._warm_all(slot, only=wanted)
+        self.progress.phase("timing")
+        Rounds(self, slot, rounds=range(first, first + rounds), only=wanted).run()
+        self.progress.phase("closing workers")
+        self.pool.close_slot(slot)
+        return slot
+
+    def _build_in(self, slot: int, side: str, ids: set[str]) -> None:
+        """Builds (no checks: each configuration was checked once) in an added process."""
+        for st in self.states.ok(side):
+            worker = self.pool.get((slot, side))
+            if worker is None:
+                self.states.note_lost_process(
+                    side, slot, self.pool.start_errors.get((slot, side), "it did not start")
+                )
+                return
+            if st.spec.id not in ids:
+                continue
+            try:
+                res = worker.call(
+                    self.build_cmd(st.spec, check=False),
+                    timeout=PREPARE_TIMEOUT_S,
+                    doing=f"building {st.spec.id}",
+                )
+            except WorkerDied as e:
+                self.pool.drop((slot, side))
+                self.states.note_lost_process(side, slot, str(e))
+                return
+            st.absorb_build(res, slot, checked=False)
+            self.progress.prepared(st.spec.id, side, slot, st.status, st.reason)
+
+    def _warm_all(self, slot: int, only: set[str] | None = None) -> None:
         """Warm-up is a measurement: one configuration at a time, nothing else running."""
         for side in self.plan.sides:
             for st in self.states.ok(side):
+                if only is not None and st.spec.id not in only:
+                    continue
                 worker = self.pool.get((slot, side))
                 if worker is None:
                     break
@@ -269,9 +320,18 @@ class Rounds:
     """One slot's block of interleaved rounds: every ok configuration (both sides) once per
     round, in a random order, one sample at a time."""
 
-    def __init__(self, orch: Orchestrator, slot: int):
+    def __init__(
+        self,
+        orch: Orchestrator,
+        slot: int,
+        *,
+        rounds: range | None = None,
+        only: set[str] | None = None,
+    ):
         self.orch = orch
         self.slot = slot
+        self.rounds = orch.plan.slot_rounds(slot) if rounds is None else rounds
+        self.only = only  # adaptive sampling: the configurations still measured
 
     def _active(self) -> list[tuple[str, str]]:
         return [
@@ -279,17 +339,18 @@ class Rounds:
             for side in self.orch.plan.sides
             for st in self.orch.states.ok(side)
             if self.orch.pool.get((self.slot, side)) is not None
+            and (self.only is None or st.spec.id in self.only)
         ]
 
     def run(self) -> None:
         plan, states = self.orch.plan, self.orch.states
-        self.orch.progress.round_guess = sum(
-            st.estimate_ns / 1e9 + 1e-3 for side in plan.sides for st in states.ok(side)
-        )
         active = self._active()
+        self.orch.progress.round_guess = sum(
+            states[side][cid].estimate_ns / 1e9 + 1e-3 for side, cid in active
+        )
         if not active:
             return
-        for r in plan.slot_rounds(self.slot):
+        for r in self.rounds:
             order = list(active)
             self.orch.rng.shuffle(order)
             for side, cid in order:

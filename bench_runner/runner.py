@@ -9,10 +9,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
+from bench_runner.adaptive import AdaptiveSampling, Baseline, Decider, sample_until_decided
 from bench_runner.environment import collect_environment
 from bench_runner.gitinfo import local_git, local_repository
 from bench_runner.orchestrator import Orchestrator, WorkerPool
@@ -23,7 +25,7 @@ from bench_runner.results import configuration
 from bench_runner.workers import compiler_modules, context, start_method
 from rnx.config import Benchmark, HarnessSettings
 from rnx.errors import UserError
-from rnx.schema import Environment, GitRef, ResultsDocument, Settings, Tool, Workload
+from rnx.schema import Environment, GateReport, GitRef, ResultsDocument, Settings, Tool, Workload
 
 
 def file_sha256(path: str) -> str:
@@ -95,11 +97,15 @@ def run_benchmark(
     device: str | None = None,
     environment: Environment | None = None,
     threads: int | None = None,
+    adaptive: AdaptiveSampling | None = None,
 ) -> ResultsDocument:
     """Correctness, then interleaved timing, of every configuration of one workload.
 
     base_workload given: paired mode (base and head alternate in random order in every round).
+    adaptive given: after the fixed processes, fresh ones for configurations not yet decided
+    (bench_runner/adaptive.py).
     """
+    started = time.monotonic()
     configs = plan_configurations(benchmark)  # refuses too many before anything starts
     sides = {"head": benchmark.workload}
     if base_workload is not None:
@@ -132,11 +138,63 @@ def run_benchmark(
             tracker.note("no batch dimension and no batch sizes: the workload's own shapes")
         env = environment or _environment(pool, environment_name, threads, plan.device)
         orchestrator = Orchestrator(plan, tracker, pool)
+        against = _adaptive_baselines(adaptive, env, base_workload, tracker)
         orchestrator.run()
+        if adaptive is not None and against is not None:
+            # The server's thresholds when it gave them: its verdict is the one that counts.
+            gate = against.gate or adaptive.gate
+            baselines = list(against.documents)
+
+            def judge(doubled: bool = False) -> GateReport:
+                from rnx.adaptive import with_processes_doubled
+                from rnx.verdict import evaluate
+
+                doc = _document(orchestrator, env, repository, git, base_workload)
+                return evaluate(with_processes_doubled(doc) if doubled else doc, baselines, gate)
+
+            decider = Decider(judge, adaptive.budget_s, started, lambda: judge(doubled=True))
+            added = sample_until_decided(orchestrator, decider)
+            _record_adaptive(orchestrator, added)
     finally:
         pool.close_all()
     tracker.finish(pool.startup_summary())
     return _document(orchestrator, env, repository, git, base_workload)
+
+
+def _adaptive_baselines(
+    adaptive: AdaptiveSampling | None,
+    env: Environment,
+    base_workload: str | None,
+    progress: Progress,
+) -> Baseline | None:
+    """Whether this run samples adaptively, and against which baseline documents; a note on
+    the progress stream says why not when it cannot."""
+    if adaptive is None:
+        return None
+    if base_workload is not None:
+        return Baseline([])  # paired: the base is measured in the same processes
+    if adaptive.baselines is None:
+        return None
+    found = adaptive.baselines(env.key)
+    if isinstance(found, str):
+        progress.note(f"fixed sampling: {found}")
+        return None
+    if not found.documents:
+        progress.note("fixed sampling: no baseline yet for this workload in this environment")
+        return None
+    progress.note(
+        f"adaptive sampling against {len(found.documents)} baseline "
+        f"run{'s' if len(found.documents) != 1 else ''}, budget {adaptive.budget_s:.0f}s"
+    )
+    return found
+
+
+def _record_adaptive(orchestrator: Orchestrator, added: dict[str, list[str]]) -> None:
+    """details.adaptive per configuration that got processes beyond the fixed ones."""
+    for states in orchestrator.states.by_side.values():
+        for cid, why in added.items():
+            if cid in states:
+                states[cid].details["adaptive"] = {"added_processes": len(why), "why": why}
 
 
 def _document(

@@ -12,6 +12,7 @@ from starlette.routing import Route
 from gate_server.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope, check_reason
 from gate_server.answers import ApiError
 from gate_server.auth import check_signature
+from gate_server.baseline_reads import read_baseline
 from gate_server.endpoints import authenticated, base_url, parse_json, read_body, require_json
 from gate_server.github.app_mode import after_upload as github_after_upload
 from gate_server.github.workload_check import check_before_accept
@@ -150,9 +151,40 @@ async def receipt_key(request: Request) -> Response:
     return JSONResponse(services(request).signer.public_info())
 
 
+@endpoint(
+    "get",
+    "The baseline runs an upload would be compared with now, for adaptive sampling (CI tokens)",
+    bearer=True,
+    parameters=[
+        query("repository", "string"),
+        {**query("branch", "string"), "required": True},
+        {**query("environment", "string"), "required": True},
+        {**query("workload", "string"), "required": True},
+    ],
+    responses={
+        "200": json_body("Baseline", "the baseline documents, newest first (none yet: empty)"),
+        "422": error("a parameter is missing, too long, or the workload path is refused"),
+    },
+)
+async def baselines(request: Request) -> Response:
+    svc = services(request)
+    token, _ = await authenticated(request)
+    answer = await run_in_threadpool(
+        lambda: read_baseline(
+            svc.database,
+            token,
+            request.query_params,
+            history=svc.settings.baseline_history,
+            gate=svc.settings.gate,
+        )
+    )
+    return JSONResponse(answer)
+
+
 routes = [
     Route("/api/v1/runs", upload_run, methods=["POST"]),
     Route("/api/v1/runs/{run_id}", read_run, methods=["GET"]),
     Route("/api/v1/runs/{run_id}/accept", accept, methods=["POST"]),
+    Route("/api/v1/baselines", baselines, methods=["GET"]),
     Route("/api/v1/receipt-key", receipt_key, methods=["GET"]),
 ]

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import MutableHeaders
+from starlette.datastructures import MutableHeaders, QueryParams
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -71,6 +71,30 @@ class HeaderLimit:
         await self.app(scope, receive, send)
 
 
+class QueryText:
+    """400 in the one error shape for a query parameter holding a NUL character: no stored value
+    holds one, and PostgreSQL refuses to compare text with it (a 500 in every query it reached).
+    One check here keeps every page and endpoint, present and future, from passing it on."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            params = QueryParams(scope.get("query_string", b""))
+            bad = [name for name, value in params.multi_items() if "\x00" in name + value]
+            if bad:
+                response = error_response(
+                    400,
+                    "invalid_parameter",
+                    f"the query parameter {bad[0]!r} holds a NUL character; remove it",
+                    [{"field": name, "problem": "holds a NUL character"} for name in bad],
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(settings: ServerSettings | None = None) -> Starlette:
     """The ASGI app: the API, the GitHub webhook and PR accept API, and the dashboard."""
     settings = settings or load_settings()
@@ -107,7 +131,7 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
 
     return Starlette(
         routes=routes,
-        middleware=[Middleware(NoSniff), Middleware(HeaderLimit)],
+        middleware=[Middleware(NoSniff), Middleware(HeaderLimit), Middleware(QueryText)],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

@@ -65,3 +65,15 @@ def choose_baselines(
         if record.accepted_at is not None:
             break
     return chosen
+
+
+def baseline_for_ci(
+    conn: Connection, repository_id: int, branch: str, environment: str, workload: str, history: int
+) -> tuple[BaselineKey, list[tuple[RunRecord, bytes]]]:
+    """What an upload of `workload` in `environment` against `branch` would be compared with,
+    as `candidates` and `choose_baselines` pick it for the upload itself (GET
+    /api/v1/baselines: a CI job measures until its configurations are decided against it).
+    `workload` is normalised already (gate_server/workloads.py)."""
+    branch = follow_renames(renames.log(conn, repository_id), branch)[0]
+    key = BaselineKey(repository_id, branch, environment, workload)
+    return key, choose_baselines(runs.baselines(conn, key, 1 + history))

@@ -199,6 +199,25 @@ _ANSWERS: dict[str, Any] = {
         via=_STR,
         already_accepted={"type": "boolean"},
     ),
+    "Baseline": _object(
+        ["repository", "branch", "environment", "workload", "run_ids", "documents", "gate"],
+        repository=_STR,
+        branch={"type": "string", "description": "the base branch, by the name it has now"},
+        environment=_STR,
+        workload=_WORKLOAD,
+        run_ids={"type": "array", "items": _STR, "description": "newest first"},
+        documents={
+            "type": "array",
+            "items": {"$ref": "#/components/schemas/ResultsDocument"},
+            "description": "the baseline runs' results documents as uploaded, newest first",
+        },
+        gate=_object(
+            ["block_threshold", "rope", "probability"],
+            block_threshold={"type": "number"},
+            rope={"type": "number"},
+            probability={"type": "number"},
+        ),
+    ),
     "ReceiptKey": _object(
         ["algorithm", "kid", "public_key_pem"], algorithm=_STR, kid=_STR, public_key_pem=_STR
     ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import reprlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -52,6 +53,27 @@ def _fraction(value: Any) -> Any:
 
 Fraction = Annotated[float, BeforeValidator(_fraction), Field(allow_inf_nan=False)]
 
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from "3m", "90s", "1m30s", "1h", "0" or a number of seconds; ValueError names
+    the value and how to write it."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 3m, 90s or 1m30s")
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip().lower().replace(" ", "")
+    found = _DURATION.match(text) if text else None
+    if found is None or not any(found.groups()):
+        raise ValueError(f"{str(value)[:40]!r} is not a duration; write it like 3m, 90s or 1m30s")
+    h, m, sec = (float(g) if g else 0.0 for g in found.groups())
+    return 3600 * h + 60 * m + sec
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration), Field(allow_inf_nan=False)]
+DEFAULT_BUDGET_S = 180.0
+
 
 def _csv_list(value: Any) -> Any:
     """Inputs arrive as "1,8" from the action and as [1, 8] from YAML: accept both."""
@@ -84,6 +106,9 @@ class GateSettings(_Strict):
     # Which branches' pushes are uploaded as baseline candidates; None: every push is, and the
     # server's CI token alone decides (docs/configuration.md).
     baseline_branches: list[BranchPattern] | None = Field(None, alias="baseline-branches")
+    # Adaptive sampling (docs/harness.md): the most wall time `rnx gate` measures one workload,
+    # fixed processes included, adding processes for configurations not yet decided; 0: off.
+    budget: Annotated[Duration, Field(ge=0, le=86_400)] = DEFAULT_BUDGET_S
 
 
 def _threads_from_environment() -> int | None:

@@ -213,10 +213,7 @@ def _cell(side: Side, config: Configuration | None, where: stats.Location | None
 
 
 def _score(config: Configuration) -> float | None:
-    # Read by name: documents from before the score was recorded have no such field.
-    sol = getattr(config, "speed_of_light", None)
-    score = getattr(sol, "score", None)
-    return float(score) if isinstance(score, (int, float)) else None
+    return None if config.speed_of_light is None else config.speed_of_light.score
 
 
 def _per_item(batch: int, where: stats.Location, price: float | None) -> dict[str, Any]:

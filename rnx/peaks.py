@@ -71,9 +71,3 @@ def lookup(name: str | None, table: tuple[Peaks, ...] | None = None) -> Peaks | 
         if set(part.match) <= tokens and not (set(part.exclude) & tokens):
             return part
     return None
-
-
-def gpu_name(hardware: dict[str, Any]) -> str | None:
-    """The first GPU's name in an environment fingerprint's hardware (None on a CPU run)."""
-    gpus = hardware.get("gpus") or []
-    return str(gpus[0].get("name")) if gpus and isinstance(gpus[0], dict) else None

@@ -127,8 +127,11 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 @contextmanager
-def _serve(database_url: str, work: Path) -> Iterator[str]:
-    """`rnx serve` on a free loopback port until the block ends; yields its URL once ready."""
+def _serve(
+    database_url: str, work: Path, server_env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """`rnx serve` on a free loopback port until the block ends; yields its URL once ready.
+    server_env: its RNX_* settings (default: the demo's, SERVER_ENV)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -139,7 +142,7 @@ def _serve(database_url: str, work: Path) -> Iterator[str]:
         server = subprocess.Popen(
             _rnx_command(*args, "--log-level", "warning"),
             cwd=work,
-            env=_clean_env(**SERVER_ENV),
+            env=_clean_env(**(SERVER_ENV if server_env is None else server_env)),
             stdout=out,
             stderr=subprocess.STDOUT,
         )

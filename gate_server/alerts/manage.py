@@ -24,7 +24,7 @@ def check_events(names: Sequence[str]) -> list[str]:
     if unknown:
         known = ", ".join(e.replace("_", "-") for e in EVENTS)
         raise InvalidInput(f"unknown event {unknown[0]!r}; choose from {known}")
-    return cleaned or list(EVENTS)
+    return cleaned or sorted(EVENTS)
 
 
 def _workspace(conn: Connection, name: str) -> int:

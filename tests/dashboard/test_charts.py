@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 
 from gate_server.dashboard.charts import (
+    ChangeMark,
     HistoryPoint,
     distribution_svg,
     history_svg,
@@ -106,3 +107,24 @@ def test_distribution_svg_shows_both_sides_on_one_axis() -> None:
 def test_distribution_svg_with_one_side_missing() -> None:
     svg = str(distribution_svg(None, [1.0e6, 1.1e6], label="x"))
     assert "no samples" in svg and 'class="lane head"' in svg
+
+
+def test_history_svg_marks_a_change_point_between_its_runs() -> None:
+    points = [point(i) for i in range(6)]
+    changes = [
+        ChangeMark(7, points[3].run_id, 1.1, 1.08, 1.12, "open"),
+        ChangeMark(8, "not-in-this-window", 0.9, 0.88, 0.92, "resolved"),
+    ]
+    svg = str(history_svg(points, label="t", changes=changes))
+    root = ET.fromstring(svg)
+    [mark] = [g for g in root.iter(f"{SVG}g") if "change-point" in (g.get("class") or "")]
+    assert mark.get("class") == "mark change-point cp-open"
+    assert mark.get("data-change-point") == "7"
+    line = mark.find(f"{SVG}line")
+    dots = [e for e in root.iter(f"{SVG}circle")]
+    x = float(line.get("x1", "0"))  # type: ignore[union-attr]
+    assert float(dots[2].get("cx", "0")) < x < float(dots[3].get("cx", "0"))
+    title = mark.find(f"{SVG}title").text or ""  # type: ignore[union-attr]
+    assert (
+        title == f"change point: 1.100× (90% interval 1.080–1.120) from {points[3].sha[:10]}, open"
+    )

@@ -34,3 +34,42 @@ def test_labels_from_documents_are_escaped() -> None:
 def test_log_ticks() -> None:
     assert _decades(5e3, 2e7) == [1e4, 1e5, 1e6, 1e7]
     assert _decades(90, 1100) == [100, 200, 500, 1000]
+
+
+def test_the_page_template_shows_sol_only_when_a_run_has_scores() -> None:
+    from types import SimpleNamespace
+
+    from gate_server.dashboard.hardware import HardwareQuery
+    from gate_server.dashboard.routes import templates
+    from rnx.schema import SpeedOfLight
+
+    def page(scored: bool) -> str:
+        gpu = run("gpu", seed=2, slowdown=0.5)
+        if scored:
+            sol = SpeedOfLight(
+                score=0.25,
+                bound="memory",
+                roofline_s=2.5e-7,
+                measured_s=1e-6,
+                peak_bandwidth=4.8e12,
+                peak_source="table",
+                peak_part="H200 SXM",
+            )
+            configs = [c.model_copy(update={"speed_of_light": sol}) for c in gpu.configurations]
+            gpu = gpu.model_copy(update={"configurations": configs})
+        c = compare_hardware([run("cpu", seed=1), gpu])
+        viewer = SimpleNamespace(workspace="acme", via_session=False)
+        return templates.get_template("hardware.html").render(
+            viewer=viewer,
+            csrf="",
+            nav="hardware",
+            query=HardwareQuery("a/b", "main", "kernels/attention.py", ("cpu", "gpu")),
+            workloads=[],
+            comparison=c,
+            chart=comparison_svg(c),
+            run_ids={},
+        )
+
+    assert ">SOL</th>" not in page(False)
+    scored = page(True)
+    assert ">SOL</th>" in scored and scored.count(">25.0%</td>") == 2

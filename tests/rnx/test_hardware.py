@@ -220,3 +220,27 @@ def test_csv_text_never_starts_a_spreadsheet_formula() -> None:
     rows = [r for r in csv.DictReader(io.StringIO(to_csv(c))) if r["environment_key"] == "env-b"]
     assert rows and all(r["environment"].startswith("'=HYPERLINK(") for r in rows)
     assert all(r["hardware"] == "'@SUM(A1) (2 CPUs)" for r in rows)
+
+
+def test_speed_of_light_is_shown_beside_never_in_the_verdict() -> None:
+    from rnx.schema import SpeedOfLight
+
+    gpu = run("gpu", seed=2, slowdown=0.5)
+    sol = SpeedOfLight(
+        score=0.42,
+        bound="memory",
+        roofline_s=4.2e-7,
+        measured_s=1e-6,
+        peak_bandwidth=4.8e12,
+        peak_source="table",
+        peak_part="H200 SXM",
+    )
+    configs = [gpu.configurations[0].model_copy(update={"speed_of_light": sol})]
+    gpu = gpu.model_copy(update={"configurations": configs + list(gpu.configurations[1:])})
+    c = compare_hardware([run("cpu", seed=1), gpu])
+    first, second = c.rows
+    assert first.cells[1].speed_of_light == 0.42 and first.cells[0].speed_of_light is None
+    assert second.cells[1].speed_of_light is None
+    assert {r.cells[1].verdict for r in c.rows} == {FASTER}
+    rows = list(csv.DictReader(io.StringIO(to_csv(c))))
+    assert [r["speed_of_light"] for r in rows] == ["", "0.42", "", ""]

@@ -95,3 +95,28 @@ def test_number_formats() -> None:
     assert format_rate(12.0) == "12" and format_rate(None) == "–"
     assert format_money(0.0123) == "0.0123" and format_money(4.561) == "4.56"
     assert format_money(0.00001234) == "0.0000123" and format_money(12345.0) == "12345"
+
+
+def test_the_sol_column_appears_only_with_scores(
+    runs: list[str], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from rnx.schema import SpeedOfLight, load_results
+
+    assert main(["compare-hardware", *runs]) == 0
+    assert "SOL" not in capsys.readouterr().out
+    doc = load_results(runs[1])
+    sol = SpeedOfLight(
+        score=0.375,
+        bound="compute",
+        roofline_s=3.75e-7,
+        measured_s=1e-6,
+        peak_flops=9.9e14,
+        peak_source="table",
+        peak_part="H200 SXM",
+    )
+    configs = [c.model_copy(update={"speed_of_light": sol}) for c in doc.configurations]
+    scored = tmp_path / "scored.json"
+    scored.write_text(doc.model_copy(update={"configurations": configs}).to_json())
+    assert main(["compare-hardware", runs[0], str(scored)]) == 0
+    out = capsys.readouterr().out
+    assert "SOL" in out and out.count("37.5%") == 2

@@ -1,0 +1,122 @@
+"""Before timing: the baseline the upload will be compared with, from the gate server
+(GET /api/v1/baselines), so the harness can measure until each configuration is decided.
+
+Like the upload it fails open, and faster: one attempt within a few seconds. A server that is
+down, old (no such endpoint) or refuses the token leaves the run on fixed sampling with a note.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+from pydantic import ValidationError
+
+from rnx.config import GateSettings
+from rnx.schema import InvalidDocument, ResultsDocument, parse_results
+
+BASELINES_PATH = "/api/v1/baselines"
+FETCH_LIMIT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """The baseline documents (none: the key has no baseline yet) and where they came from."""
+
+    documents: list[ResultsDocument]
+    run_ids: list[str]
+    gate: GateSettings | None  # the server's thresholds (None: it did not say)
+
+
+@dataclass(frozen=True)
+class NotFetched:
+    """Why there is no baseline to sample against: the run measures its fixed rounds."""
+
+    why: str
+
+
+def fetch_baseline(
+    *,
+    url: str,
+    secret: str,
+    repository: str,
+    branch: str,
+    environment: str,
+    workload: str,
+    limit_s: float = FETCH_LIMIT_S,
+    transport: httpx.BaseTransport | None = None,
+) -> Fetched | NotFetched:
+    """The baseline runs for (repository, branch, environment, workload), newest first."""
+    endpoint = url.rstrip("/") + BASELINES_PATH
+    params = {
+        "repository": repository,
+        "branch": branch,
+        "environment": environment,
+        "workload": workload,
+    }
+    headers = {"Authorization": f"Bearer {secret}", "User-Agent": "rnx-benchmark-action"}
+    try:
+        with httpx.Client(transport=transport, follow_redirects=False) as client:
+            response = _within(
+                lambda: client.get(endpoint, params=params, headers=headers, timeout=limit_s),
+                limit_s,
+            )
+    except httpx.HTTPError as e:
+        return NotFetched(f"the gate server at {url} did not answer ({str(e) or type(e).__name__})")
+    if response.status_code == 404:
+        return NotFetched(f"the gate server at {url} has no {BASELINES_PATH} (an older server)")
+    if response.status_code != 200:
+        return NotFetched(f"the gate server answered {response.status_code} to {BASELINES_PATH}")
+    return _parse(response, url)
+
+
+def _parse(response: httpx.Response, url: str) -> Fetched | NotFetched:
+    try:
+        data = response.json()
+        run_ids = [str(r) for r in data["run_ids"]]
+        documents = [
+            parse_results(d, source=f"baseline run {i}")
+            for i, d in zip(run_ids, data["documents"], strict=True)
+        ]
+        gate = _gate(data.get("gate"))
+    except (ValueError, KeyError, TypeError, InvalidDocument, RecursionError) as e:
+        return NotFetched(f"malformed baseline answer from {url}: {str(e)[:200]}")
+    return Fetched(documents, run_ids, gate)
+
+
+def _gate(found: object) -> GateSettings | None:
+    """The server's thresholds as GateSettings (ValueError when they are not valid ones)."""
+    if found is None:
+        return None
+    if not isinstance(found, dict):
+        raise ValueError("gate is not an object")
+    names = {"block_threshold": "block-threshold", "rope": "rope", "probability": "probability"}
+    try:
+        return GateSettings.model_validate({names[k]: v for k, v in found.items() if k in names})
+    except ValidationError as e:
+        raise ValueError(
+            f"the server's gate thresholds are not valid: {e.errors()[0]['msg']}"
+        ) from None
+
+
+def _within(call: Callable[[], httpx.Response], limit_s: float) -> httpx.Response:
+    """The whole answer within `limit_s` (httpx bounds each read, not the answer): the call runs
+    in a daemon thread that is abandoned when the limit passes."""
+    outcome: list[httpx.Response | BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as e:  # handed to the caller's thread below
+            outcome.append(e)
+
+    worker = threading.Thread(target=run, name="rnx-baseline-fetch", daemon=True)
+    worker.start()
+    worker.join(limit_s)
+    if not outcome:
+        raise httpx.ReadTimeout(f"no complete answer within {limit_s:.0f} s")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]

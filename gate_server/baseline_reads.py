@@ -1,0 +1,104 @@
+"""GET /api/v1/baselines: the baseline runs a CI job's upload would be compared with, so the
+job can measure until each configuration is decided (adaptive sampling, docs/harness.md)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from gate_server.answers import ApiError
+from gate_server.baselines import baseline_for_ci
+from gate_server.db import Database
+from gate_server.db.tokens import CI, TokenRecord
+from gate_server.workloads import InvalidWorkloadPath, workload_identity
+from rnx.config import GateSettings
+
+REQUIRED = ("branch", "environment", "workload")
+MAX_PARAMETER = 1000  # characters: branch names, environment keys and paths are far shorter
+
+
+def _parameters(query: Mapping[str, str]) -> dict[str, str]:
+    missing = [name for name in REQUIRED if not query.get(name, "").strip()]
+    if missing:
+        raise ApiError(
+            422,
+            "missing_parameter",
+            f"give {', '.join(missing)} as query parameters: the base branch, the environment "
+            "key (the results document's environment.key) and the workload's path",
+            [{"field": name, "problem": "required"} for name in missing],
+        )
+    too_long = [
+        name for name in (*REQUIRED, "repository") if len(query.get(name, "")) > MAX_PARAMETER
+    ]
+    if too_long:
+        raise ApiError(
+            422,
+            "parameter_too_long",
+            f"{', '.join(too_long)}: at most {MAX_PARAMETER} characters",
+            [{"field": name, "problem": "too long"} for name in too_long],
+        )
+    try:
+        workload = workload_identity(query["workload"])
+    except InvalidWorkloadPath as e:
+        raise ApiError(
+            422, "invalid_workload_path", str(e), [{"field": "workload", "problem": str(e)}]
+        ) from None
+    return {
+        "branch": query["branch"].strip(),
+        "environment": query["environment"],
+        "workload": workload,
+    }
+
+
+def _repository_id(token: TokenRecord, repository: str | None) -> int:
+    if token.kind != CI or token.repository is None or token.repository_id is None:
+        raise ApiError(
+            403,
+            "viewer_token",
+            "baselines are read by CI jobs with their repository's CI token, not a viewer token",
+        )
+    if repository and repository.lower() != token.repository.lower():
+        raise ApiError(
+            403,
+            "repository_out_of_scope",
+            f"this token acts for {token.repository}, not {repository[:200]}",
+        )
+    return token.repository_id
+
+
+def read_baseline(
+    database: Database,
+    token: TokenRecord,
+    query: Mapping[str, str],
+    *,
+    history: int,
+    gate: GateSettings,
+) -> dict[str, Any]:
+    """The baseline documents, newest first, exactly those an upload would be re-gated with
+    now (none, an empty list, when the key has no baseline yet), and the thresholds that
+    re-gating uses: the server's, so the job's interim verdict is the one the server reaches."""
+    repository_id = _repository_id(token, query.get("repository"))
+    wanted = _parameters(query)
+    with database.read() as conn:
+        key, chosen = baseline_for_ci(
+            conn,
+            repository_id,
+            wanted["branch"],
+            wanted["environment"],
+            wanted["workload"],
+            history,
+        )
+    return {
+        "repository": token.repository,
+        "branch": key.branch,
+        "environment": key.environment_key,
+        "workload": key.workload,
+        "run_ids": [r.run_id for r, _ in chosen],
+        "documents": [json.loads(body) for _, body in chosen],
+        "gate": {
+            "block_threshold": gate.block_threshold,
+            "rope": gate.rope,
+            "probability": gate.probability,
+        },
+    }

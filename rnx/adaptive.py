@@ -1,0 +1,138 @@
+"""Adaptive sampling's stopping rule: which configurations of a run are measured more, and why.
+
+The contract with the statistics: a comparison whose verdict is "undecided" is one the data
+cannot tell yet; every other verdict is decided. A run measures more, in fresh processes,
+only for (1) configurations still undecided and (2) configurations about to BLOCK, once each,
+so a BLOCK is confirmed by processes that did not produce it. The harness
+(bench_runner/adaptive.py) and benchmarks/adaptive_quality.py both decide with this rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from rnx.schema import GateReport, ResultsDocument, Samples
+
+# A slowdown more likely than not beyond the block threshold, in a run that BLOCKs: the gate's
+# multiplicity control may leave it unblocked, but re-measuring a suspect costs little.
+ABOUT_TO_BLOCK_P = 0.5
+# Fresh processes a configuration about to BLOCK gets before its verdict is final.
+CONFIRM_PROCESSES = 2
+# The most processes a run adds, whatever its budget: the head's processes narrow only the
+# head's side, so past a few more the baseline's own spread keeps a configuration undecided.
+MAX_ADDED_PROCESSES = 6
+
+
+@dataclass(frozen=True)
+class Row:
+    """What the rule needs of one configuration's comparison."""
+
+    id: str
+    verdict: str  # faster | slower | equivalent | undecided | broken | skipped | no-baseline
+    p_block: float | None  # P(ratio > 1 + block threshold)
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Open:
+    """A configuration that gets more processes, and why (shown on the progress line)."""
+
+    id: str
+    why: str
+    confirming: bool  # about to BLOCK: re-measured once before the verdict is final
+
+
+def about_to_block(tier: str, row: Row) -> bool:
+    return tier == "BLOCK" and row.verdict == "slower" and (row.p_block or 0.0) >= ABOUT_TO_BLOCK_P
+
+
+def still_open(
+    tier: str,
+    rows: Sequence[Row],
+    confirmed: Collection[str],
+    projected: Mapping[str, str] | None = None,
+) -> list[Open]:
+    """The configurations to measure more: undecided ones that more processes can decide, and
+    ones about to BLOCK that have not been confirmed yet (`confirmed`: ids already re-measured
+    for a BLOCK). `projected`: each configuration's verdict were its head processes doubled
+    (`with_processes_doubled`); one still undecided then is out of reach of more processes
+    here (the baseline's own spread, or run-to-run variation, keeps it undecided) and is left
+    alone. None: every undecided configuration is open."""
+    found = []
+    for row in rows:
+        if row.verdict == "undecided" and out_of_reach(row, projected):
+            continue
+        if row.verdict == "undecided":
+            found.append(Open(row.id, f"undecided: {_short(row.reason)}", confirming=False))
+        elif about_to_block(tier, row) and row.id not in confirmed:
+            found.append(
+                Open(
+                    row.id,
+                    f"about to BLOCK (P(beyond the threshold) = {row.p_block:.2f}): "
+                    "confirming in fresh processes",
+                    confirming=True,
+                )
+            )
+    return found
+
+
+def out_of_reach(row: Row, projected: Mapping[str, str] | None) -> bool:
+    """Undecided, and still undecided with twice the head's processes."""
+    return (
+        row.verdict == "undecided"
+        and projected is not None
+        and projected.get(row.id, "undecided") == "undecided"
+    )
+
+
+def with_processes_doubled(doc: ResultsDocument) -> ResultsDocument:
+    """The document as if each of its processes had been measured twice: the same samples again
+    under new process and round numbers (base samples alike, so paired rounds stay paired).
+    A verdict on it says what more processes like these could decide, not what they will."""
+    configurations = []
+    for cfg in doc.configurations:
+        sides = [s for s in (cfg.samples, cfg.base_samples) if s is not None and s.ns]
+        if not sides:
+            configurations.append(cfg)
+            continue
+        p_shift = 1 + max(max(s.process) for s in sides)
+        r_shift = 1 + max(max(s.round) for s in sides)
+
+        configurations.append(
+            cfg.model_copy(
+                update={
+                    "samples": _twice(cfg.samples, p_shift, r_shift),
+                    "base_samples": _twice(cfg.base_samples, p_shift, r_shift),
+                }
+            )
+        )
+    return doc.model_copy(update={"configurations": configurations})
+
+
+def _twice(s: Samples | None, p_shift: int, r_shift: int) -> Samples | None:
+    if s is None or not s.ns:
+        return s
+    return Samples(
+        ns=s.ns + s.ns,
+        round=s.round + [r + r_shift for r in s.round],
+        process=s.process + [p + p_shift for p in s.process],
+    )
+
+
+def verdicts(report: GateReport) -> dict[str, str]:
+    return {c.id: c.verdict for c in report.comparisons}
+
+
+def rows_of(report: GateReport) -> list[Row]:
+    """The rule's view of a gate report (configurations that were not measured are left out:
+    more processes cannot change a broken, skipped or baseline-less configuration)."""
+    return [
+        Row(c.id, c.verdict, c.p_block, c.reason) for c in report.comparisons if c.status == "ok"
+    ]
+
+
+def _short(reason: str | None) -> str:
+    if not reason:
+        return "the data cannot tell yet"
+    return reason.split("; more samples")[0][:160]

@@ -1,0 +1,88 @@
+"""GET /api/v1/baselines (adaptive sampling) on SQLite and PostgreSQL: a CI job reads exactly
+the baseline runs its upload would be re-gated with, for its repository only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.testclient import TestClient
+
+from tests.support.factories import body, make_results
+from tests.support.gate_helpers import Token
+
+URL = "/api/v1/baselines"
+ENV = "linux-x86_64-cpu-test"
+WORKLOAD = "kernels/attention.py"
+
+
+def _upload(client: TestClient, token: Token, sign: Any, **doc: Any) -> dict[str, Any]:
+    data = body(make_results(**doc))
+    r = client.post("/api/v1/runs", content=data, headers=sign(token.secret, data))
+    assert r.status_code == 201, r.text
+    answer: dict[str, Any] = r.json()
+    return answer
+
+
+def _read(client: TestClient, token: Token, **params: str) -> Any:
+    query = {"branch": "main", "environment": ENV, "workload": WORKLOAD} | params
+    return client.get(URL, params=query, headers={"Authorization": f"Bearer {token.secret}"})
+
+
+def test_a_pull_request_reads_what_its_upload_is_compared_with(
+    client: TestClient, ci_token: Any, sign: Any
+) -> None:
+    token = ci_token()
+    empty = _read(client, token)
+    assert empty.status_code == 200, empty.text
+    assert empty.json()["run_ids"] == [] and empty.json()["documents"] == []
+
+    pushed = [_upload(client, token, sign, seed=s)["run_id"] for s in (1, 2)]
+    _upload(client, token, sign, seed=3, environment="other-machine")
+    found = _read(client, token, workload="./kernels//attention.py").json()
+    assert found["run_ids"] == pushed[::-1]  # newest first, this environment only
+    assert found["workload"] == WORKLOAD and found["branch"] == "main"
+    assert [d["run_id"] for d in found["documents"]] == pushed[::-1]
+    assert found["documents"][0]["configurations"][0]["samples"]["ns"]
+    # The server's thresholds, which its re-gating uses (the server's settings, not a client's).
+    assert found["gate"] == {"block_threshold": 0.25, "rope": 0.02, "probability": 0.95}
+
+    # The upload of a pull request is compared with exactly these runs.
+    answer = _upload(
+        client,
+        token,
+        sign,
+        seed=4,
+        event="pull_request",
+        pr_number=7,
+        branch="f",
+        base_branch="main",
+    )
+    assert answer["baseline"]["run_ids"] == found["run_ids"]
+
+
+def test_refusals_are_clear_4xx_answers(
+    client: TestClient, ci_token: Any, viewer_token: Any
+) -> None:
+    token = ci_token()
+    missing = client.get(
+        URL, params={"branch": "main"}, headers={"Authorization": f"Bearer {token.secret}"}
+    )
+    assert missing.status_code == 422
+    assert {d["field"] for d in missing.json()["error"]["details"]} == {"environment", "workload"}
+    assert _read(client, token, workload="../etc/passwd").status_code == 422
+    assert _read(client, token, branch="x" * 2000).status_code == 422
+    other = _read(client, token, repository="someone/else")
+    assert other.status_code == 403 and other.json()["error"]["code"] == "repository_out_of_scope"
+    assert _read(client, viewer_token()).status_code == 403
+    assert client.get(URL, params={"branch": "main"}).status_code == 401
+
+
+def test_the_endpoint_is_in_the_openapi_document(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    op = spec["paths"]["/api/v1/baselines"]["get"]
+    assert {p["name"] for p in op["parameters"] if p.get("required")} == {
+        "branch",
+        "environment",
+        "workload",
+    }
+    assert "Baseline" in spec["components"]["schemas"]

@@ -1,0 +1,57 @@
+"""The stopping rule of adaptive sampling (rnx/adaptive.py) on real gate reports: undecided
+configurations are measured more only where more processes can decide them, a configuration
+about to BLOCK until it is confirmed, nothing else."""
+
+from __future__ import annotations
+
+from rnx.adaptive import Row, rows_of, still_open, verdicts, with_processes_doubled
+from rnx.config import GateSettings
+from rnx.verdict import evaluate
+from tests.support.factories import make_results
+
+BS1, BS8 = "pytorch_eager/float32/bs1", "pytorch_eager/float32/bs8"
+CONFIGS = [("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8)]
+
+
+def test_about_to_block_is_open_until_confirmed_and_decided_rows_never_are() -> None:
+    base = make_results(configs=CONFIGS, seed=1)
+    head = make_results(
+        configs=CONFIGS,
+        seed=2,
+        slowdown={BS1: 2.0},
+        event="pull_request",
+        pr_number=1,
+        base_branch="main",
+    )
+    report = evaluate(head, [base], GateSettings())
+    assert report.tier == "BLOCK"
+    found = still_open(report.tier, rows_of(report), confirmed=set())
+    assert [(o.id, o.confirming) for o in found] == [(BS1, True)]
+    assert "about to BLOCK" in found[0].why
+    assert still_open(report.tier, rows_of(report), confirmed={BS1}) == []
+
+
+def test_undecided_is_open_only_where_twice_the_processes_could_decide() -> None:
+    rows = [Row(BS1, "undecided", 0.0, "P(slower) 0.5"), Row(BS8, "undecided", 0.0, "x")]
+    projected = {BS1: "equivalent", BS8: "undecided"}
+    found = still_open("PASS", rows, set(), projected)
+    assert [o.id for o in found] == [BS1] and found[0].why.startswith("undecided: P(slower) 0.5")
+    assert [o.id for o in still_open("PASS", rows, set())] == [BS1, BS8]
+
+
+def test_doubling_the_processes_narrows_what_the_head_contributes() -> None:
+    # A noisy head against a quiet, long baseline: the head's spread is what keeps it open.
+    base = make_results(configs=CONFIGS, seed=3, spread=0.005, n=60, processes=6)
+    head = make_results(configs=CONFIGS, seed=4, spread=0.08, n=12, processes=2, slowdown=1.01)
+    doubled = with_processes_doubled(head)
+    for before, after in zip(head.configurations, doubled.configurations, strict=True):
+        assert before.samples is not None and after.samples is not None
+        assert after.samples.ns == before.samples.ns * 2
+        assert sorted(set(after.samples.process)) == [0, 1, 2, 3]
+        assert len(set(after.samples.round)) == 2 * len(set(before.samples.round))
+    now = evaluate(head, [base], GateSettings())
+    then = evaluate(doubled, [base], GateSettings())
+    width = {c.id: (c.high or 0) - (c.low or 0) for c in now.comparisons}
+    for c in then.comparisons:
+        assert (c.high or 0) - (c.low or 0) < width[c.id]
+    assert set(verdicts(then)) == {BS1, BS8}
