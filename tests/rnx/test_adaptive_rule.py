@@ -14,16 +14,20 @@ CONFIGS = [("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8)]
 
 
 def test_about_to_block_is_open_until_confirmed_and_decided_rows_never_are() -> None:
-    base = make_results(configs=CONFIGS, seed=1)
+    # Six baseline runs, as the server keeps, and six configurations: the run's common shift is
+    # estimated from the configurations of the run, so with one baseline run and one other
+    # configuration the unchanged one is honestly undecided (stats' run-level prior).
+    configs = [("pytorch_eager", "float32", b) for b in (1, 2, 4, 8, 16, 32)]
+    bases = [make_results(configs=configs, seed=s) for s in range(10, 16)]
     head = make_results(
-        configs=CONFIGS,
+        configs=configs,
         seed=2,
         slowdown={BS1: 2.0},
         event="pull_request",
         pr_number=1,
         base_branch="main",
     )
-    report = evaluate(head, [base], GateSettings())
+    report = evaluate(head, bases, GateSettings())
     assert report.tier == "BLOCK"
     undecided = {c.id for c in report.comparisons if c.verdict == "undecided"}
     found = still_open(report.tier, rows_of(report), confirmed=set())
