@@ -172,7 +172,7 @@ def record(jobs: int, hog_every: int, out: Path, tmp: Path, layout: str = "inter
 # ---------------------------------------------------------------- analysis
 
 
-OURS = "ours (run-level model + max-T family control)"
+OURS = "ours (run-level model + min-P family control)"
 RULES = (
     "Welch t-test p<0.05 (pyperf)",
     "Mann-Whitney U p<0.05 (Google Benchmark)",

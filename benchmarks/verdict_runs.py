@@ -260,6 +260,7 @@ def analyse(
     old_runs: int,
     seed: int,
     paired: bool,
+    unpaired: bool = True,
 ) -> None:
     corpus = load(path)
     started = time.monotonic()
@@ -275,7 +276,7 @@ def analyse(
             ("base busy, head quiet", busy, quiet),
             ("base quiet, head quiet", quiet, quiet),
         ]
-    for k in depths:
+    for k in depths if unpaired else []:
         for label, base_pool, head_pool in scenarios:
             if base_pool is not None and len(base_pool) < k + (base_pool is head_pool):
                 continue
@@ -316,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--old-runs", type=int, default=100, help="of them scored the old way (100)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-paired", action="store_true", help="skip paired mode")
+    p.add_argument("--paired-only", action="store_true", help="only paired mode")
     args = p.parse_args(argv)
     paths: list[Path] = args.corpus or [
         ROOT / "benchmarks" / "data" / f"{name}.npz"
@@ -331,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             old_runs=min(args.old_runs, args.runs),
             seed=args.seed,
             paired=not args.no_paired,
+            unpaired=not args.paired_only,
         )
     return 0
 

@@ -46,6 +46,8 @@ BODY_ERRORS = {
     "400": error("the body is not JSON"),
     "413": error("the body is too large"),
 }
+# What every route may answer: gate_server/asgi.py refuses a NUL character in any query parameter.
+QUERY_ERROR = error("a query parameter holds a NUL character")
 # The "reason" of both accept endpoints' bodies.
 ACCEPT_REASON = {"type": "string", "minLength": 1}
 # What every endpoint that takes a bearer token may answer besides its own responses.
@@ -379,6 +381,8 @@ def openapi_document(routes: Iterable[BaseRoute], *, version: str) -> dict[str, 
             continue
         clean = re.sub(r"{([^}:]+):[^}]*}", r"{\1}", path)
         op = dict(spec)
+        # Every route answers 400 to a NUL character in its query (gate_server/asgi.py).
+        op["responses"] = {"400": QUERY_ERROR, **op.get("responses", {})}
         params = _path_parameters(path)
         if params:
             op["parameters"] = params + list(op.get("parameters", []))

@@ -15,6 +15,7 @@ from rnx.formatting import (
     format_money,
     format_ns,
     format_rate,
+    format_speed_of_light,
 )
 from rnx.hardware import (
     MAX_ENVIRONMENTS,
@@ -100,7 +101,7 @@ def _columns(rows: list[tuple[str, ...]], *, right: Sequence[int]) -> list[str]:
 
 
 def _sol(cell: Cell) -> str:
-    return MISSING if cell.speed_of_light is None else f"{100 * cell.speed_of_light:.1f}%"
+    return format_speed_of_light(cell.speed_of_light, None)
 
 
 def parse_price(text: str) -> tuple[str, float]:

@@ -13,6 +13,7 @@ from stats._validate import check_fraction
 from stats.compare import Comparison
 
 Tier = Literal["PASS", "WARN", "BLOCK"]
+EXACT_UP_TO = 0.25  # the gate's adjusted values are exact up to this (or 1 - probability)
 
 
 @dataclass(frozen=True)
@@ -46,24 +47,27 @@ def holm(p_values: Mapping[str, float]) -> dict[str, float]:
 def max_adjusted(
     comparisons: Mapping[str, Comparison], bounds: Mapping[str, float]
 ) -> dict[str, float]:
-    """Family-adjusted P(ratio <= 1 + bound) per configuration: step-down max-T over the joint
+    """Family-adjusted P(ratio <= 1 + bound) per configuration: step-down min-P over the joint
     posterior draws (Westfall and Young's method with the draws as the reference distribution).
 
-    Each configuration's draws are centred on their median and scaled by their sd; the adjusted
-    value of the configuration ranked i-th by (median - log(1 + bound)) / sd is the share of
-    draws in which the largest standardised deviation among it and the configurations ranked
-    below it reaches its own statistic. Configurations compared in one call share the run's
-    common shift in every draw, so they move together and the largest deviation is smaller than
-    for independent ones: less conservative than Holm, with the same family-wise guarantee.
-    Draws of different lengths (separate calls with different resamples) fall back to Holm.
+    Each configuration's own value is its posterior P(ratio <= 1 + bound); each draw is given
+    its lower-tail rank within its configuration. Ranked by own value, the adjusted value of
+    the i-th configuration is the share of draws in which the smallest rank among it and the
+    configurations ranked after it is at or below its own value (never below its own value,
+    made monotone). Configurations compared in one call share the run's common shift in every
+    draw, so their ranks move together and the smallest is less extreme than for independent
+    ones: less conservative than Holm, with the same family-wise guarantee. (stats.gate
+    computes them exactly only up to max(0.25, 1 - probability); above, its `adjusted` holds the
+    configuration's own value, a lower bound.) Draws of different lengths (separate calls with
+    different resamples) fall back to Holm.
     """
     return _Family(comparisons).adjusted(bounds)
 
 
 class _Family:
-    """The run's configurations' draws, standardised once for any number of bounds."""
+    """The run's configurations' draws, ranked once for any number of bounds."""
 
-    def __init__(self, comparisons: Mapping[str, Comparison]) -> None:
+    def __init__(self, comparisons: Mapping[str, Comparison], exact_up_to: float = 1.0) -> None:
         self.comparisons = comparisons
         self.keys = list(comparisons)
         sizes = {c.log_ratio_draws.size for c in comparisons.values()}
@@ -71,30 +75,35 @@ class _Family:
         if not self.keys or not self.joint:
             return
         draws = np.stack([comparisons[k].log_ratio_draws for k in self.keys])
-        self.resamples = draws.shape[1]
-        # ratio is exp(median of the draws): its log is the centre, without another sort.
-        self.centre = np.log([comparisons[k].ratio for k in self.keys])
-        scale = draws.std(axis=1)
-        self.flat = scale <= 0
-        self.scale = np.where(self.flat, 1.0, scale)
-        self.dev = (draws - self.centre[:, None]) / self.scale[:, None]
-        self.dev[self.flat] = 0.0
+        self.resamples = r = draws.shape[1]
+        # Each draw's rank within its configuration: its own lower tail, whatever the shape of
+        # the posterior (a bootstrap's is skewed), so one configuration alone gets its own
+        # P(ratio <= 1 + bound) back, and the ranks of a run's configurations move together
+        # in the draws where the configurations do. Only the lowest exact_up_to of each row
+        # are ranked (a partition, then a small sort); the rest count as above it.
+        k = min(r, max(1, int(exact_up_to * (r + 1))))
+        rows = np.arange(len(self.keys))[:, None]
+        low = np.argpartition(draws, k - 1, axis=1)[:, :k]
+        order = np.argsort(draws[rows, low], axis=1)
+        self.tail = np.full(draws.shape, np.inf)
+        self.tail[rows, low[rows, order]] = np.arange(1, k + 1)[None, :] / (r + 1)
 
     def adjusted(self, bounds: Mapping[str, float]) -> dict[str, float]:
         keys = self.keys
         if not keys:
             return {}
+        own = {k: self.comparisons[k].p_not_exceeding(bounds[k]) for k in keys}
         if not self.joint:
-            return holm({k: self.comparisons[k].p_not_exceeding(bounds[k]) for k in keys})
-        edge = np.log1p(np.array([bounds[k] for k in keys]))
-        above = np.where(self.centre > edge, np.inf, -np.inf)
-        stat = np.where(self.flat, above, (self.centre - edge) / self.scale)
-        order = np.argsort(-stat, kind="stable")
-        # running[i]: per draw, the largest deviation among the configurations ranked i and below.
-        running = np.maximum.accumulate(self.dev[order][::-1], axis=0)[::-1]
-        reached = (running >= stat[order][:, None]).sum(axis=1)
-        p = np.maximum.accumulate((reached + 1) / (self.resamples + 1))
-        return {keys[i]: float(min(1.0, p[rank])) for rank, i in enumerate(order)}
+            return holm(own)
+        p = np.array([own[k] for k in keys])
+        order = np.argsort(p, kind="stable")
+        # lowest[i]: per draw, the smallest tail among the configurations ranked i and after.
+        lowest = np.minimum.accumulate(self.tail[order][::-1], axis=0)[::-1]
+        reached = (lowest <= p[order][:, None] + 1e-12).sum(axis=1)
+        # Above exact_up_to the share is not counted: the configuration's own value stands in
+        # (a lower bound; no decision is made up there).
+        adjusted = np.maximum.accumulate(np.maximum(reached / self.resamples, p[order]))
+        return {keys[i]: float(min(1.0, adjusted[rank])) for rank, i in enumerate(order)}
 
 
 def gate(
@@ -128,7 +137,8 @@ def gate(
     alpha = 1.0 - probability
 
     eligible = {k: c for k, c in comparisons.items() if c.sufficient and k not in broken}
-    family = _Family(eligible)
+    # Decisions are made at alpha: exact adjusted values up to max(alpha, 0.25) are enough.
+    family = _Family(eligible, exact_up_to=max(EXACT_UP_TO, alpha))
     adjusted = family.adjusted({k: block_threshold for k in eligible})
     beyond_rope = family.adjusted({k: c.rope for k, c in eligible.items()})
     blocked = [k for k, c in eligible.items() if c.verdict == "slower" and adjusted[k] <= alpha]

@@ -137,9 +137,12 @@ def fit(
     # The head's median is only as sure as its lower processes agree: interference only adds
     # time, so a median far above the fastest process means two of them may have been hit.
     gap = head_loc - _cell_minima(yh, ch, c_n)
-    head_var = np.maximum(var_e * _median_var(h_cnt), (gap / 2) ** 2)
+    # (Scaled to 3 processes: with more, more of them must be hit to move the median.)
+    head_var = np.maximum(var_e * _median_var(h_cnt), (gap / 2) ** 2 * 3 / h_cnt)
     run_gap = np.where(present, run_loc - _cell_minima(yb, cell, size).reshape(c_n, k_all), 0.0)
-    run_var = np.maximum(var_e[:, None] * _median_var(counts), (run_gap / 2) ** 2)
+    run_var = np.maximum(
+        var_e[:, None] * _median_var(counts), (run_gap / 2) ** 2 * 3 / np.maximum(counts, 1)
+    )
     base_var = np.where(present, run_var, 0.0).sum(axis=1) / k_runs**2
     var_c = var_v * (1 + 1 / k_runs) + head_var + base_var
     sd = np.sqrt(np.maximum(var_c, 1e-12))

@@ -45,6 +45,7 @@ from rnx.formatting import (
     format_rate,
     format_ratio,
     format_ratio_interval,
+    format_speed_of_light,
 )
 from rnx.hardware import to_csv
 
@@ -74,6 +75,7 @@ templates.filters.update(
     ratio_interval=format_ratio_interval,
     rate=format_rate,
     money=format_money,
+    sol=lambda score: format_speed_of_light(score, None),
     factor_interval=lambda c: format_factor_interval(c.ratio, c.ratio_low, c.ratio_high),
     pct=format_percent,
     dt=lambda d: "–" if d is None else f"{d:%Y-%m-%d %H:%M} UTC",

@@ -72,4 +72,4 @@ def test_the_page_template_shows_sol_only_when_a_run_has_scores() -> None:
 
     assert ">SOL</th>" not in page(False)
     scored = page(True)
-    assert ">SOL</th>" in scored and scored.count(">25.0%</td>") == 2
+    assert ">SOL</th>" in scored and scored.count(">0.25</td>") == 2

@@ -141,8 +141,8 @@ def _with_draws(c: stats.Comparison, draws: np.ndarray) -> stats.Comparison:
     return dataclasses.replace(c, log_ratio_draws=draws, ratio=float(np.exp(np.median(draws))))
 
 
-def test_max_t_is_less_conservative_than_holm_for_configurations_that_move_together() -> None:
-    """48 configurations whose draws share one large common term: max-T's adjusted value for
+def test_min_p_is_less_conservative_than_holm_for_configurations_that_move_together() -> None:
+    """48 configurations whose draws share one large common term: min-P's adjusted value for
     the most extreme one is close to its own, Holm multiplies it by 48."""
     rng = np.random.default_rng(7)
     common = rng.normal(0, 1, 4000)
@@ -152,14 +152,14 @@ def test_max_t_is_less_conservative_than_holm_for_configurations_that_move_toget
         base = stats.compare([1.0] * 10, [1.0] * 10, seed=i)
         cs[str(i)] = _with_draws(base, draws)
     bound = {k: 0.0 for k in cs}
-    maxt = stats.max_adjusted(cs, bound)
+    minp = stats.max_adjusted(cs, bound)
     holm = stats.holm({k: c.p_not_exceeding(0.0) for k, c in cs.items()})
     own = min(c.p_not_exceeding(0.0) for c in cs.values())
-    assert min(maxt.values()) < 4 * own
+    assert min(minp.values()) < 4 * own
     assert min(holm.values()) > 20 * own
 
 
-def test_max_t_matches_the_single_configuration_tail() -> None:
+def test_min_p_matches_the_single_configuration_tail() -> None:
     rng = np.random.default_rng(8)
     base = stats.compare([1.0] * 10, [1.0] * 10, seed=0)
     draws = rng.normal(0.1, 0.05, 20000)
