@@ -17,7 +17,6 @@ _REF = "#/components/schemas/{model}"
 def operation(method: str, spec: dict[str, Any]) -> Callable[[F], F]:
     """Attach an endpoint's OpenAPI operation for `method`; an undocumented route is missing
     from /openapi.json, which tests/gate_server/test_openapi.py catches."""
-    spec = {**spec, "responses": _with_query_nul(spec["responses"])}
 
     def attach(fn: F) -> F:
         ops: dict[str, Any] = dict(getattr(fn, "__openapi__", {}))
@@ -77,18 +76,6 @@ def endpoint(
         spec["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     spec["responses"] = {**responses, **(AUTH_ERRORS if bearer else {})}
     return operation(method, spec)
-
-
-def _with_query_nul(responses: dict[str, Any]) -> dict[str, Any]:
-    """`responses` with the 400 gate_server/asgi.py's QueryText answers any request to (a query
-    parameter holding a NUL character), added to the endpoint's own 400 if it has one."""
-    text = "a query parameter holds a NUL character"
-    found = responses.get("400")
-    if found is None:
-        return {**responses, "400": error(text)}
-    if text in found["description"]:
-        return responses
-    return {**responses, "400": {**found, "description": f"{found['description']}, or {text}"}}
 
 
 # gate_server/asgi.py answers 400 to a query parameter holding a NUL character, so no text
