@@ -47,8 +47,6 @@ BODY_ERRORS = {
 }
 # What every route may answer: gate_server/asgi.py refuses a NUL character in any query parameter.
 QUERY_ERROR = error("a query parameter holds a NUL character")
-# The "reason" of both accept endpoints' bodies.
-ACCEPT_REASON = {"type": "string", "minLength": 1}
 # What every endpoint that takes a bearer token may answer besides its own responses.
 AUTH_ERRORS = {
     "401": error("missing, unknown or revoked token"),
@@ -87,6 +85,15 @@ _BLANK = "\t-\r\x1c- \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 # No NUL and not blank: the handlers strip these parameters and headers and refuse what is left
 # empty.
 NOT_BLANK = rf"^[^\x00]*[^\x00{_BLANK}][^\x00]*$"
+# What gate_server/accepts.py's check_reason takes: after str.strip(), 1 to 2000 characters
+# with no C0 control but tab and line breaks (the margins strip() removes may hold any blank).
+_MARGIN = f"[{_BLANK}]*"
+_KEPT = "[^\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f]"
+_KEPT_NOT_BLANK = f"[^\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f{_BLANK}]"
+ACCEPT_REASON = {
+    "type": "string",
+    "pattern": f"^{_MARGIN}{_KEPT_NOT_BLANK}(?:{_KEPT}{{0,1998}}{_KEPT_NOT_BLANK})?{_MARGIN}$",
+}
 
 
 def header(name: str, description: str | None = None, **schema: Any) -> dict[str, Any]:

@@ -102,3 +102,33 @@ def test_not_blank_is_what_the_handlers_take() -> None:
         assert bool(not_blank.search(f" {c} ")) == (c != "\x00" and not c.isspace()), repr(c)
     assert not not_blank.search("main\x00") and not no_nul.search("a\x00b")
     assert no_nul.search("") and not not_blank.search("")
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "ok",
+        " padded\t",
+        "two\nlines",
+        "",
+        " \t",
+        "\x0b margin \x1c",
+        "in\x0bside",
+        "nul\x00",
+        "a" * 2000,
+        " " + "a" * 2000 + " ",
+        "a" * 2001,
+    ],
+)
+def test_the_accept_reason_pattern_is_check_reason(reason: str) -> None:
+    """ACCEPT_REASON (both accept bodies) takes exactly what gate_server/accepts.py takes."""
+    from gate_server.accepts import check_reason
+    from gate_server.answers import ApiError
+    from gate_server.openapi import ACCEPT_REASON
+
+    try:
+        check_reason(reason)
+        taken = True
+    except ApiError:
+        taken = False
+    assert jsonschema_rs.Draft202012Validator(ACCEPT_REASON).is_valid(reason) == taken

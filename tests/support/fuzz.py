@@ -59,7 +59,8 @@ def _schema_valid_but_refused(method: str, path: str, status: int) -> dict[str, 
 
 
 # /openapi.json states what the code checks where a JSON schema can (non-blank required query
-# parameters and GitHub headers, length bounds, no NUL in a query parameter, and in an upload:
+# parameters and GitHub headers, length bounds, no NUL in a query parameter, an accept reason
+# as check_reason takes it, and in an upload:
 # schema_version, samples per side, no control characters in workload paths, a reason for a
 # configuration not ok, a base branch for a pull request, base_samples only in paired mode), so
 # schema-valid requests are accepted, except on two operations with rules no JSON schema states;
