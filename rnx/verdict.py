@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import stats
@@ -22,6 +23,58 @@ from rnx.schema import (
 NO_BASELINE = "no baseline in this environment yet"
 
 
+@dataclass
+class _Plan:
+    """What evaluate compares: a row per configuration, and the pairs that go to the statistics."""
+
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pairs: list[tuple[Any, Any]] = field(default_factory=list)
+    pair_runs: list[list[int]] = field(default_factory=list)
+    pair_ids: list[str] = field(default_factory=list)
+    broken: dict[str, str] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    used_baselines: set[int] = field(default_factory=set)
+
+
+def _plan(head: ResultsDocument, baselines: Sequence[ResultsDocument], paired: bool) -> _Plan:
+    """A row per configuration of head; the ones that can be compared become pairs."""
+    plan = _Plan()
+    for cfg in head.configurations:
+        row = _row(cfg)
+        row["base_speed_of_light"] = _base_speed_of_light(cfg.id, baselines)
+        plan.rows[cfg.id] = row
+        if cfg.status in ("diverged", "error"):
+            row.update(verdict="broken", reason=f"{cfg.status}: {cfg.reason}")
+            plan.broken[cfg.id] = row["reason"]
+            continue
+        if cfg.status == "unsupported":
+            row.update(verdict="skipped", reason=f"unsupported: {cfg.reason}")
+            continue
+        head_groups = _groups(cfg.samples)
+        row["head_samples"] = sum(len(g) for g in head_groups)
+        if not head_groups:
+            row.update(verdict="undecided", reason="head has no samples for this configuration")
+            continue
+        used: list[int] = []
+        if paired:
+            base_groups, head_groups, why = _paired_groups(cfg)
+            if why is not None:
+                row.update(verdict="undecided", reason=why)
+                continue
+        else:
+            base_groups, why, used = _baseline_groups(cfg.id, baselines)
+            plan.used_baselines.update(used)
+            if why is not None:
+                row.update(verdict="no-baseline", reason=why)
+                if baselines:
+                    plan.missing.append(cfg.id)
+                continue
+        plan.pairs.append((base_groups, head_groups))
+        plan.pair_runs.append(used)
+        plan.pair_ids.append(cfg.id)
+    return plan
+
+
 def evaluate(
     head: ResultsDocument,
     baselines: Sequence[ResultsDocument],
@@ -37,59 +90,20 @@ def evaluate(
     with the head's processes as one run.
     """
     paired = head.settings.mode == "paired"
-    rows: dict[str, dict[str, Any]] = {}
-    pairs: list[tuple[Any, Any]] = []
-    pair_runs: list[list[int]] = []
-    pair_ids: list[str] = []
-    broken: dict[str, str] = {}
-    missing: list[str] = []
-    used_baselines: set[int] = set()
-
-    for cfg in head.configurations:
-        row = _row(cfg)
-        row["base_speed_of_light"] = _base_speed_of_light(cfg.id, baselines)
-        rows[cfg.id] = row
-        if cfg.status in ("diverged", "error"):
-            row.update(verdict="broken", reason=f"{cfg.status}: {cfg.reason}")
-            broken[cfg.id] = row["reason"]
-            continue
-        if cfg.status == "unsupported":
-            row.update(verdict="skipped", reason=f"unsupported: {cfg.reason}")
-            continue
-        head_groups = _groups(cfg.samples)
-        row["head_samples"] = sum(len(g) for g in head_groups)
-        if not head_groups:
-            row.update(verdict="undecided", reason="head has no samples for this configuration")
-            continue
-        if paired:
-            base_groups, head_groups, why = _paired_groups(cfg)
-            if why is not None:
-                row.update(verdict="undecided", reason=why)
-                continue
-        else:
-            base_groups, why, used = _baseline_groups(cfg.id, baselines)
-            used_baselines.update(used)
-            if why is not None:
-                row.update(verdict="no-baseline", reason=why)
-                if baselines:
-                    missing.append(cfg.id)
-                continue
-        pairs.append((base_groups, head_groups))
-        pair_runs.append([] if paired else used)
-        pair_ids.append(cfg.id)
-
+    plan = _plan(head, baselines, paired)
+    rows = plan.rows
     comparisons: dict[str, stats.Comparison] = {}
-    if pairs:
+    if plan.pairs:
         results = stats.compare_many(
-            pairs,
+            plan.pairs,
             rope=gate.rope,
             probability=gate.probability,
             resamples=resamples,
             seed=seed,
             paired=paired,
-            base_runs=None if paired else pair_runs,
+            base_runs=None if paired else plan.pair_runs,
         )
-        for cid, c in zip(pair_ids, results, strict=True):
+        for cid, c in zip(plan.pair_ids, results, strict=True):
             comparisons[cid] = c
             rows[cid].update(_fill(c, gate.block_threshold, paired))
 
@@ -97,33 +111,42 @@ def evaluate(
     for cid, why in explained_by_clock(head, baselines, comparisons, rope=gate.rope).items():
         del comparisons[cid]
         rows[cid].update(verdict="undecided", reason=why)
-    undecided_without_stats = [
-        k for k, r in rows.items() if r["verdict"] == "undecided" and k not in comparisons
-    ]
     decision = stats.gate(
         comparisons,
-        broken=broken,
-        missing_baseline=missing,
+        broken=plan.broken,
+        missing_baseline=plan.missing,
         no_baseline=not paired and not baselines,
         block_threshold=gate.block_threshold,
         probability=gate.probability,
     )
+    tier, reasons = _tier(decision, rows, comparisons)
+    used = sorted(plan.used_baselines)
+    return GateReport(
+        tier=tier,
+        reasons=reasons,
+        comparisons=[ConfigComparison(**rows[c.id]) for c in head.configurations],
+        baseline_run_ids=[] if paired else [baselines[i].run_id for i in used],
+    )
+
+
+def _tier(
+    decision: stats.GateDecision,
+    rows: dict[str, dict[str, Any]],
+    comparisons: dict[str, stats.Comparison],
+) -> tuple[str, list[str]]:
+    """The run's tier and reasons: the statistics' decision, plus the configurations left
+    undecided without statistics (no samples, unusable pairs, a clock-explained slowdown)."""
+    undecided = [k for k, r in rows.items() if r["verdict"] == "undecided" and k not in comparisons]
     reasons = list(decision.reasons)
-    extra = [f"{k} is undecided: {rows[k]['reason']}" for k in undecided_without_stats]
-    tier = decision.tier
+    extra = [f"{k} is undecided: {rows[k]['reason']}" for k in undecided]
+    tier: str = decision.tier
     if extra:
         reasons = reasons + extra if tier != "PASS" else extra
         tier = "BLOCK" if tier == "BLOCK" else "WARN"
     if tier == "PASS" and not comparisons:
         skipped = sum(r["verdict"] == "skipped" for r in rows.values())
         reasons = [f"nothing to compare: {skipped} of {len(rows)} configurations skipped"]
-    baseline_ids = [] if paired else [baselines[i].run_id for i in sorted(used_baselines)]
-    return GateReport(
-        tier=tier,
-        reasons=reasons,
-        comparisons=[ConfigComparison(**rows[c.id]) for c in head.configurations],
-        baseline_run_ids=baseline_ids,
-    )
+    return tier, reasons
 
 
 def _row(cfg: Configuration) -> dict[str, Any]:

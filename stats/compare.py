@@ -135,38 +135,8 @@ def compare_many(
     resamples = check_resamples(resamples)
     run_shift_sd = check_fraction(run_shift_sd, "run_shift_sd", low=0.0, high=1.0)
     config_shift_sd = check_fraction(config_shift_sd, "config_shift_sd", low=0.0, high=1.0)
-    if not isinstance(paired, bool):
-        raise TypeError(f"paired must be True or False, got {type(paired).__name__}")
-    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or not pairs:
-        raise ValueError("pairs must be a non-empty sequence of (base, head) pairs")
-    if base_runs is not None and paired:
-        raise ValueError("base_runs is for unpaired comparisons; paired mode has no baseline runs")
-    if base_runs is not None and (
-        isinstance(base_runs, (str, bytes))
-        or not isinstance(base_runs, Sequence)
-        or len(base_runs) != len(pairs)
-    ):
-        raise ValueError("base_runs must give one sequence of run labels per pair")
+    bases, heads, labels = _checked_pairs(pairs, paired, base_runs)
     rng = as_generator(seed)
-
-    bases, heads = [], []
-    for i, pair in enumerate(pairs):
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise ValueError(f"pairs[{i}] must be a (base, head) pair")
-        prefix = "" if len(pairs) == 1 else f"pairs[{i}]."
-        b = as_groups(pair[0], f"{prefix}base")
-        h = as_groups(pair[1], f"{prefix}head")
-        if paired:
-            check_paired(b, h)
-        bases.append(b)
-        heads.append(h)
-    labels = (
-        None
-        if base_runs is None
-        else [
-            as_run_labels(base_runs[i], len(bases[i]), f"base_runs[{i}]") for i in range(len(pairs))
-        ]
-    )
 
     run_shift: float | None = None
     if labels is not None:
@@ -213,6 +183,44 @@ def compare_many(
             )
         )
     return results
+
+
+def _checked_pairs(
+    pairs: Any, paired: Any, base_runs: Any
+) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]], list[np.ndarray] | None]:
+    """compare_many's pairs as (bases, heads) of groups, and the base run labels if given; a
+    ValueError or TypeError naming the argument otherwise."""
+    if not isinstance(paired, bool):
+        raise TypeError(f"paired must be True or False, got {type(paired).__name__}")
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or not pairs:
+        raise ValueError("pairs must be a non-empty sequence of (base, head) pairs")
+    if base_runs is not None and paired:
+        raise ValueError("base_runs is for unpaired comparisons; paired mode has no baseline runs")
+    if base_runs is not None and (
+        isinstance(base_runs, (str, bytes))
+        or not isinstance(base_runs, Sequence)
+        or len(base_runs) != len(pairs)
+    ):
+        raise ValueError("base_runs must give one sequence of run labels per pair")
+    bases, heads = [], []
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise ValueError(f"pairs[{i}] must be a (base, head) pair")
+        prefix = "" if len(pairs) == 1 else f"pairs[{i}]."
+        b = as_groups(pair[0], f"{prefix}base")
+        h = as_groups(pair[1], f"{prefix}head")
+        if paired:
+            check_paired(b, h)
+        bases.append(b)
+        heads.append(h)
+    labels = (
+        None
+        if base_runs is None
+        else [
+            as_run_labels(base_runs[i], len(bases[i]), f"base_runs[{i}]") for i in range(len(pairs))
+        ]
+    )
+    return bases, heads, labels
 
 
 def _run_level(

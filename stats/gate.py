@@ -150,8 +150,6 @@ def gate(
 
     warn_reasons: list[str] = []
     warned: list[str] = []
-    notes: list[str] = []
-    inconclusive: list[str] = []
     if outage:
         warn_reasons.append(f"outage: {outage}")
     if no_baseline:
@@ -160,23 +158,10 @@ def gate(
         if k not in broken:
             warned.append(k)
             warn_reasons.append(f"{k} has no baseline yet")
-    for k, c in comparisons.items():
-        if k in broken or k in blocked:
-            continue
-        if not c.sufficient:
-            warned.append(k)
-            warn_reasons.append(f"{k} is undecided: {c.reason}")
-        elif c.verdict == "slower" and beyond_rope[k] <= alpha:
-            warned.append(k)
-            warn_reasons.append(_warn_reason(k, c, block_threshold, len(eligible)))
-        elif c.verdict == "slower":
-            notes.append(
-                f"{k} is possibly {_slower(c)}, not credible over the run's {len(eligible)} "
-                f"configurations (adjusted P = {beyond_rope[k]:.3f})"
-            )
-        elif c.verdict == "undecided":
-            inconclusive.append(k)
-            notes.append(f"{k} is inconclusive: {c.reason}")
+    rest = {k: c for k, c in comparisons.items() if k not in broken and k not in blocked}
+    notes, inconclusive = _warn_or_note(
+        rest, beyond_rope, alpha, block_threshold, len(eligible), warned, warn_reasons
+    )
 
     tier: Tier
     if block_reasons:
@@ -200,6 +185,38 @@ def gate(
         notes=tuple(notes),
         inconclusive=tuple(inconclusive),
     )
+
+
+def _warn_or_note(
+    comparisons: Mapping[str, Comparison],
+    beyond_rope: Mapping[str, float],
+    alpha: float,
+    block_threshold: float,
+    family: int,
+    warned: list[str],
+    warn_reasons: list[str],
+) -> tuple[list[str], list[str]]:
+    """Configurations that neither block nor are broken: a WARN (appended to warned and
+    warn_reasons) for too few samples or a slowdown credible over the run's `family`
+    configurations; a note otherwise. Returns (notes, inconclusive)."""
+    notes: list[str] = []
+    inconclusive: list[str] = []
+    for k, c in comparisons.items():
+        if not c.sufficient:
+            warned.append(k)
+            warn_reasons.append(f"{k} is undecided: {c.reason}")
+        elif c.verdict == "slower" and beyond_rope[k] <= alpha:
+            warned.append(k)
+            warn_reasons.append(_warn_reason(k, c, block_threshold, family))
+        elif c.verdict == "slower":
+            notes.append(
+                f"{k} is possibly {_slower(c)}, not credible over the run's {family} "
+                f"configurations (adjusted P = {beyond_rope[k]:.3f})"
+            )
+        elif c.verdict == "undecided":
+            inconclusive.append(k)
+            notes.append(f"{k} is inconclusive: {c.reason}")
+    return notes, inconclusive
 
 
 def _block_reason(k: str, c: Comparison, adjusted: float, threshold: float, family: int) -> str:

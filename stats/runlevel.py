@@ -101,36 +101,11 @@ def fit(
     if aligned and c_n >= MIN_CONFIGS_FOR_PROCESS_SHIFTS:
         yb2, yh2 = _without_process_shifts(yb, rb[: len(base[0])], yh, c_n)
         ss_w = np.minimum(ss_w, _spread(yb2, yh2, run_loc, head_loc, cell, cb, ch, c_n))
-    if df_w.sum() > 0:
-        var_e, df_e = _shrunk_variances(ss_w, df_w)
-    elif process_var_fallback is not None:
-        var_e, df_e = np.asarray(process_var_fallback, dtype=float), np.full(c_n, MAX_DF)
-    else:
-        var_e, df_e = np.zeros(c_n), np.full(c_n, MAX_DF)
-
-    # The baseline runs' common shifts: the median over configurations, twice refined.
-    u = np.zeros(k_all)
-    for _ in range(2):
-        level = _nanmean(run_loc - u[None, :], axis=1)
-        u = _nanmedian(run_loc - level[:, None], axis=0) if k_all > 1 else np.zeros(1)
-        u -= u.mean()
+    var_e, df_e = _process_variance(ss_w, df_w, process_var_fallback, c_n)
+    u, var_u = _run_shifts(run_loc, run_shift_sd)
     k_runs = present.sum(axis=1)
-    var_u = (PRIOR_RUNS_COMMON * run_shift_sd**2 + float(np.sum(u**2))) / (
-        PRIOR_RUNS_COMMON + k_all - 1
-    )
 
-    # A configuration's own run-to-run spread: residual run means, less their process noise.
-    level = _nanmean(run_loc - u[None, :], axis=1)
-    resid = np.where(present, run_loc - u[None, :] - level[:, None], 0.0)
-    df_b = np.maximum(k_runs - 1, 0).astype(float)
-    # The variance of a run's median of P processes, in units of one process's variance.
-    inv_p = np.where(present, _median_var(counts), 0.0).sum(axis=1) / k_runs
-    with np.errstate(invalid="ignore", divide="ignore"):
-        raw_v = np.where(df_b > 0, (resid**2).sum(axis=1) / df_b - var_e * inv_p, 0.0)
-    raw_v = np.maximum(raw_v, 0.0)
-    # Each configuration's own, pulled toward the prior while there are few runs: kernels
-    # differ too much (a long GPU kernel, a launch-bound one) to pool them.
-    var_v = (PRIOR_RUNS_CONFIG * config_shift_sd**2 + df_b * raw_v) / (PRIOR_RUNS_CONFIG + df_b)
+    var_v, df_b = _config_shift_variance(run_loc, u, counts, var_e, config_shift_sd)
 
     base_level = _nanmean(run_loc, axis=1)
     diff = head_loc - base_level
@@ -152,8 +127,7 @@ def fit(
     # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the
     # t distribution's 97.5% point (normal draws cost a third of t draws).
     # Degrees of freedom: the process variance's (after shrinkage) plus the runs'.
-    df = np.clip(df_e + df_b, 3.0, MAX_DF)
-    widen = stdtrit(df, 0.975) / stdtrit(np.inf, 0.975)
+    widen = stdtrit(np.clip(df_e + df_b, 3.0, MAX_DF), 0.975) / stdtrit(np.inf, 0.975)
     noise = rng.standard_normal((c_n, resamples), dtype=np.float32)
     draws = diff[:, None] - shifts + (sd * widen)[:, None] * noise
     return RunFit(
@@ -167,6 +141,60 @@ def fit(
 
 # Variance of the median of n normal values over that of one value, times n: 1 / efficiency.
 _MEDIAN_INEFFICIENCY = {1: 1.0, 2: 1.0, 3: 1.346, 4: 1.193, 5: 1.435, 6: 1.289, 7: 1.473, 8: 1.346}
+
+
+def _config_shift_variance(
+    run_loc: np.ndarray,
+    u: np.ndarray,
+    counts: np.ndarray,
+    var_e: np.ndarray,
+    config_shift_sd: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each configuration's own run-to-run variance (beyond the runs' common shifts u) and its
+    degrees of freedom."""
+    present = counts > 0
+    k_runs = present.sum(axis=1)
+    # Residual run means, less their process noise.
+    level = _nanmean(run_loc - u[None, :], axis=1)
+    resid = np.where(present, run_loc - u[None, :] - level[:, None], 0.0)
+    df_b = np.maximum(k_runs - 1, 0).astype(float)
+    # The variance of a run's median of P processes, in units of one process's variance.
+    inv_p = np.where(present, _median_var(counts), 0.0).sum(axis=1) / k_runs
+    with np.errstate(invalid="ignore", divide="ignore"):
+        raw_v = np.where(df_b > 0, (resid**2).sum(axis=1) / df_b - var_e * inv_p, 0.0)
+    raw_v = np.maximum(raw_v, 0.0)
+    # Each configuration's own, pulled toward the prior while there are few runs: kernels
+    # differ too much (a long GPU kernel, a launch-bound one) to pool them.
+    var_v = (PRIOR_RUNS_CONFIG * config_shift_sd**2 + df_b * raw_v) / (PRIOR_RUNS_CONFIG + df_b)
+    return var_v, df_b
+
+
+def _process_variance(
+    ss_w: np.ndarray, df_w: np.ndarray, fallback: np.ndarray | None, c_n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each configuration's process-to-process variance and its degrees of freedom: shrunk
+    toward the others' where processes were seen, else the fallback (a process location's
+    variance from its own samples), else none."""
+    if df_w.sum() > 0:
+        return _shrunk_variances(ss_w, df_w)
+    if fallback is not None:
+        return np.asarray(fallback, dtype=float), np.full(c_n, MAX_DF)
+    return np.zeros(c_n), np.full(c_n, MAX_DF)
+
+
+def _run_shifts(run_loc: np.ndarray, run_shift_sd: float) -> tuple[np.ndarray, float]:
+    """The baseline runs' common shifts (the median over configurations, twice refined) and
+    the variance of a run's common shift, pulled toward the prior while there are few runs."""
+    k_all = run_loc.shape[1]
+    u = np.zeros(k_all)
+    for _ in range(2):
+        level = _nanmean(run_loc - u[None, :], axis=1)
+        u = _nanmedian(run_loc - level[:, None], axis=0) if k_all > 1 else np.zeros(1)
+        u -= u.mean()
+    var_u = (PRIOR_RUNS_COMMON * run_shift_sd**2 + float(np.sum(u**2))) / (
+        PRIOR_RUNS_COMMON + k_all - 1
+    )
+    return u, var_u
 
 
 def _median_var(n: np.ndarray) -> np.ndarray:
