@@ -11,10 +11,10 @@ import importlib.metadata
 import json
 import os
 import platform
-import subprocess
 from pathlib import Path
 from typing import Any
 
+from bench_runner.telemetry import nvidia_smi
 from rnx.schema import Environment
 
 
@@ -67,23 +67,9 @@ def collect_gpu(info: dict[str, Any]) -> None:
             }
         )
     info["gpus"] = gpus
-    smi = _nvidia_smi("driver_version,clocks.max.sm,clocks.max.mem,clocks.sm,clocks.mem")
+    smi = nvidia_smi("driver_version,clocks.max.sm,clocks.max.mem,clocks.sm,clocks.mem")
     if smi:
         info["nvidia_smi"] = smi
-
-
-def _nvidia_smi(fields: str) -> list[str] | None:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return [line.strip() for line in out.splitlines() if line.strip()]
 
 
 def collect_os(info: dict[str, Any]) -> None:

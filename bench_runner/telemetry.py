@@ -5,6 +5,7 @@ NVML fails, every reading is None and `reason` says why; nothing raises."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,3 +171,18 @@ def open_telemetry(uuid: str | None, index: int) -> GpuTelemetry:
     t.default_sm_mhz = int(default) if default else t.max_sm_mhz
     t.power_limit_w = None if limit is None else round(limit / 1000, 1)
     return t
+
+
+def nvidia_smi(fields: str) -> list[str] | None:
+    """nvidia-smi's CSV rows for --query-gpu=fields, one per GPU; None where it cannot run."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [line.strip() for line in out.splitlines() if line.strip()]

@@ -21,7 +21,6 @@ import argparse
 import json
 import platform
 import statistics
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 import torch
 
 from bench_runner.peak_probe import peaks_for
-from bench_runner.telemetry import GpuTelemetry, open_telemetry
+from bench_runner.telemetry import GpuTelemetry, nvidia_smi, open_telemetry
 from bench_runner.timing import make_timer, warm_up
 from bench_runner.work import count_work
 from rnx.peaks import Peaks
@@ -141,19 +140,8 @@ def run_case(
     return row
 
 
-def _nvidia_smi() -> list[str] | None:
-    fields = "name,power.limit,power.default_limit,clocks.max.sm,clocks.max.mem"
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return [line.strip() for line in out.splitlines() if line.strip()]
+# What the run's GPU was held to: its power limit and maximum clocks.
+SMI_FIELDS = "name,power.limit,power.default_limit,clocks.max.sm,clocks.max.mem"
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -221,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
-        "nvidia_smi": _nvidia_smi() if device.type == "cuda" else None,
+        "nvidia_smi": nvidia_smi(SMI_FIELDS) if device.type == "cuda" else None,
         "samples": SAMPLES,
         "wall_s": time.perf_counter() - t0,
         "cases": rows,
