@@ -102,10 +102,13 @@ def test_backoff_doubles_with_jitter_and_is_bounded() -> None:
 # ---- several processes claiming at once
 
 
-def _drain(url: str, owner: str, out: Any) -> None:
-    """A process that claims and completes jobs until none are left; reports what it took."""
+def _drain(url: str, owner: str, out: Any, start: Any) -> None:
+    """A process that claims and completes jobs until none are left; reports what it took.
+    It begins when every process is ready (start, a barrier), so they really run side by side:
+    a spawned process takes seconds to start on a busy machine, and the first would take all."""
     database = Database(url)
     taken = []
+    start.wait(timeout=120)
     try:
         while True:
             with database.write() as conn:
@@ -130,8 +133,10 @@ def test_several_processes_never_take_the_same_job(database_url: str) -> None:
         database.close()
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
+    start = context.Barrier(4)
     workers = [
-        context.Process(target=_drain, args=(database_url, f"p{i}", results)) for i in range(4)
+        context.Process(target=_drain, args=(database_url, f"p{i}", results, start))
+        for i in range(4)
     ]
     for w in workers:
         w.start()
