@@ -48,9 +48,11 @@ def measured() -> ResultsDocument:
 def test_a_configuration_about_to_block_is_confirmed_in_fresh_processes(
     measured: ResultsDocument,
 ) -> None:
-    # A baseline three times faster for bs1 only: that configuration is about to BLOCK.
+    # A baseline ten times faster for bs1 only: that configuration is about to BLOCK, and stays
+    # so through its confirmation even when the load of a shared machine doubles a process's
+    # times (at three times faster, one quick fresh process once ended the confirmation early).
     slow_id = measured.configurations[0].id
-    baseline = _scaled(measured, 1 / 3, only=slow_id)
+    baseline = _scaled(measured, 1 / 10, only=slow_id)
     seen: list[str] = []
 
     def baselines(environment_key: str) -> Baseline:

@@ -47,11 +47,13 @@ def test_health_and_readiness(client):
 
 
 def test_readyz_reports_an_unreachable_database(tmp_path):
-    app = create_app(ServerSettings(database_url=f"sqlite:///{tmp_path / 'x.db'}"))
+    (tmp_path / "data").mkdir()
+    app = create_app(ServerSettings(database_url=f"sqlite:///{tmp_path / 'data' / 'x.db'}"))
     with TestClient(app) as c:
         c.app.state.services.database.engine.dispose()  # type: ignore[attr-defined]
-        (tmp_path / "x.db").unlink()
-        (tmp_path / "x.db").mkdir()  # now nothing can open it as a database
+        # Its folder gone, nothing can open or create the database (removing only the file let
+        # the outbox worker create an empty one before the test could put a folder in its place).
+        (tmp_path / "data").rename(tmp_path / "gone")
         assert_error(c.get("/readyz"), 503, "database_unavailable")
 
 
