@@ -1,0 +1,238 @@
+"""Samples and wall time to a decision: sampling policies against today's fixed 3 x 10.
+
+Run `python -m benchmarks.time_to_decision` (every corpus in benchmarks/data, both modes) or
+with `--corpus PATH` (repeatable), `--runs N` (replayed runs per corpus and mode). A policy is
+processes x rounds per process, fixed, or adaptive from there (rnx/adaptive.py's rule, as
+benchmarks/adaptive_quality.py replays it: one fresh process at a time for the configurations
+undecided but within reach, or about to BLOCK, at most 6 more). Every policy replays the same
+runs: a run is a head that starts at one recorded process (in baseline mode the baseline is
+the `--history` runs of the policy's processes recorded just before it; the corpora with
+recorded runs, cross-load and GPU, start the head at a recorded run's first process) and a
+slice of the corpus's rounds (one chunk of the longest policy's rounds; a policy with fewer
+rounds takes the chunk's first ones). The baseline is taken with the policy's own sampling,
+as it would be were the policy the product's default.
+
+Per run (48 configurations), the error rates of issue 13 point 5, with counts:
+- A/A: every configuration unchanged: PASS rate and BLOCK rate;
+- 40%: one configuration the recorded 40% slowdown: the run's BLOCK rate;
+- 15%: one configuration the twin times 1.15: the run flagged (WARN or BLOCK) rate.
+A rate marked `*` is worse than the first policy's (today's 3 x 10) beyond the corpus's
+sampling error: a one-sided two-proportion z-test at 5% (z > 1.645, pooled rate).
+
+Wall time is modelled from costs measured in the real harness (benchmarks/sampling_cost.py):
+`--fixed-s` per run, `--process-s` per worker process, `--sample-s` per sample of one
+configuration; paired mode measures two sides, so twice the processes and samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.adaptive_quality import SCENARIOS, SLOW_40, Outcome, Window, _load, replay
+from rnx.adaptive import CONFIRM_PROCESSES, MAX_ADDED_PROCESSES
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "benchmarks" / "data"
+CORPORA = ("corpus-quiet", "corpus", "corpus-contiguous", "corpus-crossload", "corpus-gpu")
+CONFIGURATIONS = 48
+
+
+@dataclass(frozen=True)
+class Policy:
+    processes: int
+    rounds: int
+    added: int = 0  # adaptive: the most processes added; 0: fixed
+
+    @property
+    def name(self) -> str:
+        shape = f"{self.processes} x {self.rounds}"
+        return f"adaptive from {shape}" if self.added else f"fixed {shape}"
+
+
+def parse_policy(text: str) -> Policy:
+    """'3x10' (fixed) or 'a3x5' (adaptive from 3 processes of 5 rounds)."""
+    adaptive = text.startswith("a")
+    processes, rounds = (int(x) for x in text.lstrip("a").split("x"))
+    return Policy(processes, rounds, MAX_ADDED_PROCESSES if adaptive else 0)
+
+
+def run_size(path: Path) -> int:
+    """Processes per recorded run (1: the corpus's processes are independent jobs)."""
+    with np.load(path) as z:
+        if "run" not in z.files:
+            return 1
+        meta = json.loads(str(z["meta"]))
+        if meta["levels"][SLOW_40] != 0.40:
+            raise SystemExit(f"{path.name}: level {SLOW_40} is not the 40% slowdown")
+        return int(meta["processes_per_run"])
+
+
+def windows(
+    path: Path, policies: list[Policy], *, runs: int, history: int, paired: bool, seed: int
+) -> list[tuple[int, int]]:
+    """(head's first process, first round) of each replayed run, shared by every policy."""
+    jobs, _, _, n_rounds = _load(path).shape[:4]
+    before = 0 if paired else max(history * p.processes for p in policies)
+    after = max(p.processes + p.added for p in policies)
+    chunk = max(p.rounds for p in policies)
+    step = run_size(path)
+    heads = [h for h in range(before, jobs - after + 1) if h % step == 0]
+    starts = [(h, c * chunk) for c in range(n_rounds // chunk) for h in heads]
+    rng = np.random.default_rng(seed)
+    return [starts[i] for i in rng.permutation(len(starts))[:runs]]
+
+
+def replay_policy(
+    data: np.ndarray, policy: Policy, head: int, lo: int, r: int, *, history: int, paired: bool
+) -> dict[str, Outcome]:
+    """One run of the policy, per scenario."""
+    n_k, n_l = data.shape[1:3]
+    configs = [(k, lv) for k in range(n_k) for lv in range(n_l)]
+    hi = lo + policy.rounds
+    n_base = 0 if paired else history * policy.processes
+    first_base = head - n_base
+    base = [[data[first_base + j, k, lv, lo:hi, 0] for j in range(n_base)] for k, lv in configs]
+    slowed = (r % n_k) * n_l  # kernel r % 6: its block 0 (15%) or its 40% block
+    out = {}
+    for scenario in SCENARIOS:
+        window = Window(data, configs, head, lo, hi, scenario, slowed)
+        target = {"40%": slowed + SLOW_40, "15%": slowed}.get(scenario)
+        out[scenario] = replay(
+            base,
+            window.head,
+            initial=policy.processes,
+            max_added=policy.added,
+            confirm=CONFIRM_PROCESSES,
+            paired=paired,
+            base_of=window.base,
+            seed=r,
+            slowed=target,
+            base_runs=[j // policy.processes for j in range(n_base)],
+        )
+    return out
+
+
+def worse(hits: int, ref_hits: int, n: int, higher_is_better: bool) -> bool:
+    """Worse than the reference beyond sampling error (one-sided two-proportion z, 5%)."""
+    pooled = (hits + ref_hits) / (2 * n)
+    se = math.sqrt(2 * pooled * (1 - pooled) / n)
+    if se == 0:
+        return False
+    diff = (ref_hits - hits) if higher_is_better else (hits - ref_hits)
+    return diff / (n * se) > 1.645
+
+
+@dataclass(frozen=True)
+class Costs:
+    fixed_s: float
+    process_s: float
+    sample_s: float
+
+    def wall(self, o: Outcome, sides: int) -> float:
+        return self.fixed_s + sides * (
+            o.processes * self.process_s + sum(o.samples) * self.sample_s
+        )
+
+
+RATES = (  # column, scenario, hit, higher is better
+    ("A/A PASS", "A/A", lambda o: o.tier == "PASS", True),
+    ("A/A BLOCK", "A/A", lambda o: o.tier == "BLOCK", False),
+    ("40% BLOCK", "40%", lambda o: o.tier == "BLOCK", True),
+    ("15% flagged", "15%", lambda o: o.tier in ("WARN", "BLOCK"), True),
+)
+
+
+def table(results: dict[Policy, list[dict[str, Outcome]]], costs: Costs, sides: int) -> str:
+    lines = [
+        "| policy | " + " | ".join(r[0] for r in RATES) + " | samples/config (A/A, 40%) | "
+        "processes/run (A/A, 40%) | modelled wall/run (A/A) |",
+        "|---|" + "---|" * (len(RATES) + 3),
+    ]
+    reference = next(iter(results.values()))
+    for policy, runs in results.items():
+        n = len(runs)
+        cells = []
+        for _, scenario, hit, higher in RATES:
+            k = sum(hit(run[scenario]) for run in runs)
+            ref = sum(hit(run[scenario]) for run in reference)
+            mark = "*" if worse(k, ref, n, higher) else ""
+            cells.append(f"{100 * k / n:.1f}% ({k}/{n}){mark}")
+        aa = [run["A/A"] for run in runs]
+        s40 = [run["40%"] for run in runs]
+        samples = [float(np.mean([np.mean(o.samples) for o in x])) for x in (aa, s40)]
+        procs = [float(np.mean([o.processes for o in x])) for x in (aa, s40)]
+        wall = float(np.mean([costs.wall(o, sides) for o in aa]))
+        lines.append(
+            f"| {policy.name} | "
+            + " | ".join(cells)
+            + f" | {samples[0]:.1f}, {samples[1]:.1f} | {procs[0]:.2f}, {procs[1]:.2f} | "
+            f"{wall:.2f}s |"
+        )
+    return "\n".join(lines)
+
+
+def analyse(path: Path, policies: list[Policy], costs: Costs, args: argparse.Namespace) -> None:
+    data = _load(path)
+    for mode in args.modes.split(","):
+        paired = mode == "paired"
+        started = time.monotonic()
+        picked = windows(
+            path, policies, runs=args.runs, history=args.history, paired=paired, seed=args.seed
+        )
+        results: dict[Policy, list[dict[str, Outcome]]] = {p: [] for p in policies}
+        for r, (head, lo) in enumerate(picked):
+            for policy in policies:
+                results[policy].append(
+                    replay_policy(data, policy, head, lo, r, history=args.history, paired=paired)
+                )
+        print(
+            f"\n#### {path.name}, {mode} mode: {len(picked)} runs "
+            f"({time.monotonic() - started:.0f} s)\n"
+        )
+        print(table(results, costs, 2 if paired else 1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.time_to_decision", description=__doc__)
+    p.add_argument("--corpus", action="append", type=Path)
+    p.add_argument("--runs", type=int, default=60, help="replayed runs per corpus and mode")
+    p.add_argument("--history", type=int, default=2, help="baseline runs in the base")
+    p.add_argument(
+        "--policies",
+        default="3x10,3x5,3x3,5x3,4x4,a3x5,a3x3",
+        help="comma-separated; the first is the reference; 'a3x5': adaptive from 3 x 5",
+    )
+    p.add_argument("--fixed-s", type=float, default=4.4, help="measured cost of a run")
+    p.add_argument("--process-s", type=float, default=0.45, help="measured cost of a process")
+    p.add_argument(
+        "--sample-s", type=float, default=0.0015, help="measured cost of one configuration's sample"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--modes", default="baseline,paired")
+    args = p.parse_args(argv)
+    policies = [parse_policy(x) for x in args.policies.split(",")]
+    corpora = args.corpus or [DATA / f"{n}.npz" for n in CORPORA if (DATA / f"{n}.npz").exists()]
+    costs = Costs(args.fixed_s, args.process_s, args.sample_s)
+    print(
+        f"policies {', '.join(x.name for x in policies)} (adaptive: at most "
+        f"{MAX_ADDED_PROCESSES} processes added, {CONFIRM_PROCESSES} fresh to confirm a BLOCK); "
+        f"baseline {args.history} runs of the policy's processes; up to {args.runs} runs per "
+        f"corpus and mode; wall modelled as {costs.fixed_s}s/run + {costs.process_s}s/process + "
+        f"{1000 * costs.sample_s}ms/sample x {CONFIGURATIONS} configurations; load average "
+        f"{os.getloadavg()[0]:.2f}"
+    )
+    for path in corpora:
+        analyse(path, policies, costs, args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
