@@ -1,7 +1,7 @@
 """What a worker process and a sample cost in the real harness: `rnx bench` timed side by side.
 
 Run `python -m benchmarks.sampling_cost` (about 3 minutes on 2 busy cores). Each variant
-(processes x samples per configuration) is a fresh `rnx bench` of one workload on the CPU, as
+(processes x samples per configuration) is a fresh `rnx bench` of one workload (`--device`: cpu, cuda), as
 in CI: the wall time includes the interpreter, the fork server's torch import, the builds,
 each process's warm-up, the timing rounds and the exit. The variants alternate, `--repeat`
 times, so load on the machine hits them alike; then a least-squares fit
@@ -58,10 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runtimes", default="pytorch_eager")
     p.add_argument("--dtypes", default="float32,float64,bfloat16,float16")
     p.add_argument("--batch-sizes", default="1,2,4,8,16,32")
+    p.add_argument("--device", default="cpu")
     p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args(argv)
     selection = ["--runtimes", args.runtimes, "--dtypes", args.dtypes]
-    selection += ["--batch-sizes", args.batch_sizes, "--device", "cpu"]
+    selection += ["--batch-sizes", args.batch_sizes, "--device", args.device]
     configurations = (
         len(args.runtimes.split(","))
         * len(args.dtypes.split(","))
