@@ -1,9 +1,10 @@
 """What a worker process and a sample cost in the real harness: `rnx bench` timed side by side.
 
 Run `python -m benchmarks.sampling_cost` (about 3 minutes on 2 busy cores). Each variant
-(processes x samples per configuration) is a fresh `rnx bench` of one workload (`--device`: cpu, cuda), as
-in CI: the wall time includes the interpreter, the fork server's torch import, the builds,
-each process's warm-up, the timing rounds and the exit. The variants alternate, `--repeat`
+(processes x samples per configuration) is a fresh `rnx bench` of one workload (`--device`:
+cpu, cuda), as in CI: the wall time includes the interpreter, the fork server's torch import
+(on a GPU, each spawned worker's), the builds, each process's warm-up, the timing rounds and
+the exit. The variants alternate, `--repeat`
 times, so load on the machine hits them alike; then a least-squares fit
     wall = fixed + per_process x processes + per_sample x samples x configurations
 gives the costs benchmarks/time_to_decision.py models a run's wall time with (`--process-s`,
