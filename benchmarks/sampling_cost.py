@@ -7,8 +7,9 @@ cpu, cuda), as in CI: the wall time includes the interpreter, the fork server's 
 the exit. The variants alternate, `--repeat`
 times, so load on the machine hits them alike; then a least-squares fit
     wall = fixed + per_process x processes + per_sample x samples x configurations
-gives the costs benchmarks/time_to_decision.py models a run's wall time with (`--process-s`,
-`--sample-s`). The harness's own split of each run (its `done in ...` line) is printed too.
+and, less noisy, the harness's own split of each run (its `done in ...` line: the timing
+phase against the samples, the phases each process repeats against the processes) give the
+costs benchmarks/time_to_decision.py models a run's wall time with.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +30,21 @@ ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = ((3, 30), (3, 15), (3, 9), (5, 15), (6, 30), (2, 20), (9, 27))
 
 
-def bench_once(workload: Path, processes: int, samples: int, selection: list[str]) -> tuple:
-    """(wall seconds, the harness's `done in` line) of one fresh `rnx bench`."""
+# The harness's own phases (its `done in` line) that each worker process repeats.
+PER_PROCESS_PHASES = ("building and checking", "building later", "warm-up", "closing workers")
+
+
+@dataclass(frozen=True)
+class Run:
+    processes: int
+    samples: int  # per configuration
+    wall: float
+    phases: dict[str, float]  # the harness's split, seconds
+    split: str  # its `done in` line
+
+
+def bench_once(workload: Path, processes: int, samples: int, selection: list[str]) -> Run:
+    """One fresh `rnx bench`."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "rnx_cli", "bench", str(workload), *selection]
         cmd += ["--processes", str(processes), "--samples", str(samples)]
@@ -41,16 +56,56 @@ def bench_once(workload: Path, processes: int, samples: int, selection: list[str
         wall = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(f"rnx bench failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    split = re.search(r"done in [^\n]*", done.stderr)
-    return wall, split.group(0) if split else "-"
+    found = re.search(r"done in [^\n]*", done.stderr)
+    split = found.group(0) if found else "-"
+    phases = {k: float(v) for k, v in re.findall(r"([a-z][a-z -]*?) ([\d.]+)s", split)}
+    return Run(processes, samples, wall, phases, split)
 
 
-def fit(rows: list[tuple[int, int, float]], configurations: int) -> np.ndarray:
-    """[fixed, per process, per sample and configuration] seconds, least squares."""
-    x = np.array([[1.0, p, s * configurations] for p, s, _ in rows])
-    y = np.array([w for _, _, w in rows])
+def fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Least squares: the coefficients, their standard errors and the residuals' standard
+    deviation (the machine's noise)."""
     coef, *_ = np.linalg.lstsq(x, y, rcond=None)
-    return coef
+    dof = max(len(y) - x.shape[1], 1)
+    sigma2 = float(np.sum((y - x @ coef) ** 2)) / dof
+    se = np.sqrt(np.diag(sigma2 * np.linalg.inv(x.T @ x)))
+    return coef, se, sigma2**0.5
+
+
+def _pm(value: float, se: float, scale: float = 1.0, unit: str = "s") -> str:
+    return f"{scale * value:.3f}{unit} (+-{scale * se:.3f})"
+
+
+def costs(runs: list[Run], configurations: int) -> str:
+    """The fits, and the costs time_to_decision.py's model takes from them."""
+    ones = np.ones(len(runs))
+    procs = np.array([r.processes for r in runs], dtype=float)
+    work = np.array([r.samples * configurations for r in runs], dtype=float)
+    wall = np.array([r.wall for r in runs])
+    c, se, sd = fit(np.column_stack([ones, procs, work]), wall)
+    lines = [
+        f"wall = {_pm(c[0], se[0])} + {_pm(c[1], se[1])} x processes + "
+        f"{_pm(c[2], se[2], 1000, 'ms')} x samples x configurations (residual sd {sd:.2f}s)"
+    ]
+    timing = np.array([r.phases.get("timing", np.nan) for r in runs])
+    t, t_se, t_sd = fit(np.column_stack([ones, work]), timing)
+    lines.append(
+        f"harness's timing phase = {_pm(t[0], t_se[0])} + {_pm(t[1], t_se[1], 1000, 'ms')} x "
+        f"samples x configurations (residual sd {t_sd:.2f}s)"
+    )
+    repeated = np.array([sum(r.phases.get(k, np.nan) for k in PER_PROCESS_PHASES) for r in runs])
+    b, b_se, b_sd = fit(np.column_stack([ones, procs]), repeated)
+    lines.append(
+        f"harness's per-process phases ({', '.join(PER_PROCESS_PHASES)}) = {_pm(b[0], b_se[0])} "
+        f"+ {_pm(b[1], b_se[1])} x processes (residual sd {b_sd:.2f}s)"
+    )
+    fixed = float(np.mean(wall - b[1] * procs - t[1] * work))
+    lines.append(
+        f"model (time_to_decision.py): --fixed-s {fixed:.2f} --process-s {b[1]:.3f} "
+        f"--sample-s {t[1]:.5f} (the phases' slopes; fixed: the mean wall time the slopes "
+        "leave unexplained)"
+    )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,25 +128,19 @@ def main(argv: list[str] | None = None) -> int:
         f"rnx bench {args.workload.relative_to(ROOT)} {' '.join(selection)}: {configurations} "
         f"configurations, {args.repeat} repeats, load average {os.getloadavg()[0]:.2f}"
     )
-    rows: list[tuple[int, int, float]] = []
+    runs: list[Run] = []
     for rep in range(args.repeat):
         for processes, samples in VARIANTS:
-            wall, split = bench_once(args.workload, processes, samples, selection)
-            rows.append((processes, samples, wall))
+            run = bench_once(args.workload, processes, samples, selection)
+            runs.append(run)
             print(
                 f"repeat {rep + 1}: {processes} x {samples // processes} ({samples} samples) "
-                f"{wall:.2f}s: {split}",
+                f"{run.wall:.2f}s: {run.split}",
                 flush=True,
             )
-    fixed, per_process, per_sample = fit(rows, configurations)
-    residual = np.std(
-        [w - (fixed + per_process * p_ + per_sample * s * configurations) for p_, s, w in rows]
-    )
-    print(
-        f"\nfit over {len(rows)} runs: wall = {fixed:.2f}s + {per_process:.3f}s x processes + "
-        f"{1000 * per_sample:.3f}ms x samples x configurations (residual sd {residual:.2f}s); "
-        f"load average {os.getloadavg()[0]:.2f}"
-    )
+    print(f"\nfits over {len(runs)} runs (+- one standard error):")
+    print(costs(runs, configurations))
+    print(f"load average {os.getloadavg()[0]:.2f}")
     return 0
 
 
