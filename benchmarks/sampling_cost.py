@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workload", type=Path, default=ROOT / "examples" / "softmax.py")
     p.add_argument("--runtimes", default="pytorch_eager")
     p.add_argument("--dtypes", default="float32,float64,bfloat16,float16")
-    p.add_argument("--batch-sizes", default="1,2,4,8,16,32")
+    p.add_argument("--batch-sizes", default="1,2,3,4,6,8,12,16,24,32,48,64")
     p.add_argument("--device", default="cpu")
     p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args(argv)

@@ -210,10 +210,13 @@ def main(argv: list[str] | None = None) -> int:
         default="3x10,3x5,3x3,5x3,4x4,5x4,6x5,a3x5",
         help="comma-separated; the first is the reference; 'a3x5': adaptive from 3 x 5",
     )
-    p.add_argument("--fixed-s", type=float, default=4.62, help="measured cost of a run")
-    p.add_argument("--process-s", type=float, default=0.49, help="measured cost of a process")
+    p.add_argument("--fixed-s", type=float, default=5.61, help="measured cost of a run")
+    p.add_argument("--process-s", type=float, default=0.665, help="measured cost of a process")
     p.add_argument(
-        "--sample-s", type=float, default=0.0026, help="measured cost of one configuration's sample"
+        "--sample-s",
+        type=float,
+        default=0.00156,
+        help="measured cost of one configuration's sample",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--modes", default="baseline,paired")
