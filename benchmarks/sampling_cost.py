@@ -138,7 +138,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{run.wall:.2f}s: {run.split}",
                 flush=True,
             )
-    print(f"\nfits over {len(runs)} runs (+- one standard error):")
+    means = []
+    for pr, sa in VARIANTS:
+        walls = [r.wall for r in runs if (r.processes, r.samples) == (pr, sa)]
+        means.append(f"{pr} x {sa // pr} {np.mean(walls):.2f}s")
+    print("\nmean wall per variant, side by side: " + "; ".join(means))
+    print(f"fits over {len(runs)} runs (+- one standard error):")
     print(costs(runs, configurations))
     print(f"load average {os.getloadavg()[0]:.2f}")
     return 0
