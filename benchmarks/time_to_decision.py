@@ -210,8 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         default="3x10,3x5,3x3,5x3,4x4,5x4,6x5,a3x5",
         help="comma-separated; the first is the reference; 'a3x5': adaptive from 3 x 5",
     )
-    p.add_argument("--fixed-s", type=float, default=5.61, help="measured cost of a run")
-    p.add_argument("--process-s", type=float, default=0.665, help="measured cost of a process")
+    p.add_argument("--fixed-s", type=float, default=3.97, help="measured cost of a run")
+    p.add_argument("--process-s", type=float, default=0.599, help="measured cost of a process")
     p.add_argument(
         "--sample-s",
         type=float,
