@@ -163,6 +163,7 @@ def compare_many(
     results = []
     spread = draws.std(axis=1)
     z = float(_normal_quantile(probability))
+    base_medians, head_medians = _medians(bases), _medians(heads)
     for i in range(len(pairs)):
         row = draws[i].copy()
         row.setflags(write=False)
@@ -180,6 +181,7 @@ def compare_many(
                 resolution=math.expm1(edge + z * float(spread[i])),
                 run_shift=run_shift,
                 runs=None if labels is None else len(np.unique(labels[i])),
+                medians=(float(base_medians[i]), float(head_medians[i])),
             )
         )
     return results
@@ -269,22 +271,30 @@ def _aligned(heads: list[list[np.ndarray]], labels: list[np.ndarray]) -> bool:
 
 
 def _quantiles(draws: np.ndarray, qs: tuple[float, ...]) -> np.ndarray:
-    """(len(qs), C) quantiles along axis 1 (numpy's linear rule), from one partition."""
+    """(len(qs), C) quantiles along axis 1 (numpy's linear rule), from one sort: the same order
+    statistics as a partition at the six points, in a quarter of its time."""
     n = draws.shape[1]
     pos = np.array(qs) * (n - 1)
     lo = np.floor(pos).astype(int)
     hi = np.minimum(lo + 1, n - 1)
-    part = np.partition(draws, np.unique(np.concatenate([lo, hi])), axis=1)
+    part = np.sort(draws, axis=1)
     frac = (pos - lo)[:, None]
     result: np.ndarray = part[:, lo].T * (1 - frac) + part[:, hi].T * frac
     return result
 
 
-def _median(groups: list[np.ndarray]) -> float:
-    flat = groups[0] if len(groups) == 1 else np.concatenate(groups)
-    n = flat.size
-    part = np.partition(flat, [(n - 1) // 2, n // 2])
-    return float((part[(n - 1) // 2] + part[n // 2]) / 2)
+def _medians(sides: list[list[np.ndarray]]) -> np.ndarray:
+    """The plain median of each side's samples; the sides with as many samples are done in one
+    partition of their rows (the same order statistics as one side at a time)."""
+    flats = [groups[0] if len(groups) == 1 else np.concatenate(groups) for groups in sides]
+    result = np.empty(len(flats))
+    by_size: dict[int, list[int]] = {}
+    for i, flat in enumerate(flats):
+        by_size.setdefault(flat.size, []).append(i)
+    for n, rows in by_size.items():
+        part = np.partition(np.stack([flats[i] for i in rows]), [(n - 1) // 2, n // 2], axis=1)
+        result[rows] = (part[:, (n - 1) // 2] + part[:, n // 2]) / 2
+    return result
 
 
 def _normal_quantile(p: float) -> float:
@@ -307,6 +317,7 @@ def _summarise(
     resolution: float,
     run_shift: float | None,
     runs: int | None,
+    medians: tuple[float, float],
 ) -> Comparison:
     p_equivalent = max(0.0, 1.0 - p_slower - p_faster)
     n_base = sum(len(g) for g in base)
@@ -339,8 +350,8 @@ def _summarise(
         head_samples=n_head,
         base_groups=len(base),
         head_groups=len(head),
-        base_median=_median(base),
-        head_median=_median(head),
+        base_median=medians[0],
+        head_median=medians[1],
         rope=rope,
         probability=probability,
         paired=paired,
