@@ -71,6 +71,9 @@ class RunRecord(ListedRun):
     accepted_via: str | None
 
 
+_INSERT_RUN = insert(runs)
+
+
 def insert_run(conn: Connection, run: NewRun) -> bool:
     """Store one run; False when its run_id is already stored (another upload won)."""
     values = {f.name: getattr(run, f.name) for f in fields(NewRun)}
@@ -78,7 +81,9 @@ def insert_run(conn: Connection, run: NewRun) -> bool:
     values["baseline_at"] = run.received_at if run.baseline_branch is not None else None
     try:
         with conn.begin_nested():
-            conn.execute(insert(runs).values(**values))
+            # The values as parameters of one constant statement: compiled once per process,
+            # where .values(**values) built and keyed a new statement on every upload.
+            conn.execute(_INSERT_RUN, values)
     except IntegrityError:
         return False
     return True
