@@ -163,31 +163,34 @@ def compare_many(
     p_faster = (draws < -edge).mean(axis=1)
     tail = (1 - INTERVAL) / 2
     quantiles = _quantiles(draws, (tail, 0.5, 1 - tail))
-    results = []
     spread = draws.std(axis=1)
     z = float(_normal_quantile(probability))
     base_medians, head_medians = _medians(bases), _medians(heads)
-    for i in range(len(pairs)):
-        row = draws[i].copy()
-        row.setflags(write=False)
-        results.append(
-            _summarise(
-                base=bases[i],
-                head=heads[i],
-                draws=row,
-                quantiles=np.exp(quantiles[:, i]),
-                p_slower=float(p_slower[i]),
-                p_faster=float(p_faster[i]),
-                rope=rope,
-                probability=probability,
-                paired=paired,
-                resolution=math.expm1(edge + z * float(spread[i])),
-                run_shift=run_shift,
-                runs=None if labels is None else len(np.unique(labels[i])),
-                medians=(float(base_medians[i]), float(head_medians[i])),
-            )
+    return [
+        _summarise(
+            base=bases[i],
+            head=heads[i],
+            draws=_read_only(draws[i]),
+            quantiles=np.exp(quantiles[:, i]),
+            p_slower=float(p_slower[i]),
+            p_faster=float(p_faster[i]),
+            rope=rope,
+            probability=probability,
+            paired=paired,
+            resolution=math.expm1(edge + z * float(spread[i])),
+            run_shift=run_shift,
+            runs=None if labels is None else len(np.unique(labels[i])),
+            medians=(float(base_medians[i]), float(head_medians[i])),
         )
-    return results
+        for i in range(len(pairs))
+    ]
+
+
+def _read_only(row: np.ndarray) -> np.ndarray:
+    """A copy of one configuration's draws that its Comparison owns and nobody can change."""
+    out = row.copy()
+    out.setflags(write=False)
+    return out
 
 
 def _checked_pairs(
