@@ -19,7 +19,7 @@ from gate_server.branches import current_name, hold_names
 from gate_server.changes import enqueue_detection
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, runs
-from gate_server.db.runs import BaselineKey, NewRun, RunRecord
+from gate_server.db.runs import BaselineKey, BaselineRun, NewRun
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.receipts import ReceiptSigner
 from gate_server.settings import ServerSettings
@@ -215,7 +215,7 @@ def ingest_run(
 
 def _regate(
     doc: ResultsDocument,
-    chosen: list[tuple[RunRecord, bytes]],
+    chosen: list[tuple[BaselineRun, bytes]],
     settings: ServerSettings,
     documents: StoredDocuments,
 ) -> GateReport:
@@ -233,7 +233,7 @@ def _regate(
 
 
 def _baseline_block(
-    found: BaselineCandidates, chosen: list[tuple[RunRecord, bytes]]
+    found: BaselineCandidates, chosen: list[tuple[BaselineRun, bytes]]
 ) -> dict[str, Any] | None:
     if not chosen:
         return None

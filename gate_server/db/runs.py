@@ -136,8 +136,22 @@ class BaselineKey:
     workload: str
 
 
+@dataclass(frozen=True)
+class BaselineRun:
+    """A baseline run as uploads are compared with it: what choosing, naming and parsing it
+    needs. Its answer is left undecoded: decoding seven of them cost an upload more than the
+    lookup itself."""
+
+    id: int
+    run_id: str
+    workspace_id: int
+    sha: str
+    accepted_at: datetime | None
+    body_sha256: str
+
+
 _BASELINES = (
-    _select(runs.c.document)
+    select(*(runs.c[f.name] for f in fields(BaselineRun)), runs.c.document)
     .where(
         runs.c.repository_id == bindparam("repository_id"),
         runs.c.baseline_branch == bindparam("branch"),
@@ -165,10 +179,10 @@ def baselines_query(key: BaselineKey, limit: int) -> Any:
     return _BASELINES.params(_baseline_parameters(key, limit))
 
 
-def baselines(conn: Connection, key: BaselineKey, limit: int) -> list[tuple[RunRecord, bytes]]:
-    """The newest `limit` baseline runs of `key`, newest first."""
+def baselines(conn: Connection, key: BaselineKey, limit: int) -> list[tuple[BaselineRun, bytes]]:
+    """The newest `limit` baseline runs of `key`, newest first, each with its document."""
     rows = conn.execute(_BASELINES, _baseline_parameters(key, limit))
-    return [(_record(r._mapping), bytes(r._mapping["document"])) for r in rows]
+    return [(as_record(BaselineRun, r._mapping), bytes(r._mapping["document"])) for r in rows]
 
 
 def pull_request_runs(
