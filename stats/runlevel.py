@@ -324,7 +324,7 @@ def _rows_searchsorted(rows: np.ndarray, u: np.ndarray) -> np.ndarray:
     number and summing them up gives every count with the same comparisons, without a binary
     search of the row per u (which was most of the model's time with many configurations)."""
     n_rows, n_u = rows.shape[0], u.size
-    order = np.argsort(u, kind="stable")
+    order = np.argsort(u)  # equal u get equal counts, so their order does not matter
     at_or_below = np.searchsorted(u[order], rows, side="right")  # (rows, points)
     offsets = (np.arange(n_rows) * (n_u + 1))[:, None]
     counts = np.bincount((at_or_below + offsets).ravel(), minlength=n_rows * (n_u + 1))
