@@ -254,7 +254,9 @@ def worker(out: str, seed: int, rounds: int, loops: int) -> None:
                 row = methods.per_call(v, graphs[dt] if v.mode == "graph" else fns[dt], loops)
             if r >= 0:
                 data[d, vi, r] = [row[f] for f in FIELDS]
-    timer_spin = [t.report()["spin_ns"] for t in timers.values()]
+    reports = [t.report() for t in timers.values()]
+    keys = ("spin_ns", "late_samples_retaken", "late_samples_kept")
+    timer_spin = [[rep.get(key, 0) for key in keys] for rep in reports]
     calib = [methods.cold, methods.warm, methods.cold_mhz, methods.warm_mhz, shared.cycles_per_ns]
     np.savez(out, data=data, mhz=mhz, calib=np.array(calib), timer_spin=np.array(timer_spin))
 
@@ -350,8 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"process {proc}: spin cycles/ns cold {c[0]:.3f} (SM {c[2]:.0f} MHz), warm "
             f"{c[1]:.3f} (SM {c[3]:.0f} MHz), CudaTimer's {c[4]:.3f}; SM MHz over rounds "
-            f"{np.nanmin(mhz[proc]):.0f}-{np.nanmax(mhz[proc]):.0f}; CudaTimer spin_ns at end "
-            f"{', '.join(f'{s / 1e3:.0f} us' for s in timer_spin[proc])}"
+            f"{np.nanmin(mhz[proc]):.0f}-{np.nanmax(mhz[proc]):.0f}; CudaTimer at end (spin, "
+            "samples retaken, late kept) "
+            + ", ".join(f"{s / 1e3:.0f} us {r} {k}" for s, r, k in timer_spin[proc])
         )
     print("\n".join(summarize(data, args.loops)))
     return 0

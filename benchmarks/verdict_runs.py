@@ -21,8 +21,11 @@ stats.gate. "old" is the rule before issue 13, kept here to compare: compare_man
 Corpora without recorded runs (corpus-quiet, corpus, corpus-contiguous: one job = one process)
 get runs of --processes jobs drawn at random, so their runs differ only as much as processes do.
 Corpora with runs (corpus-crossload, corpus-gpu) keep each recorded run whole: its processes
-shared their run's conditions. The cross-load corpus is scored quiet baselines against a busy
-head, the reverse, and like against like.
+shared their run's conditions. A recorded run of more processes than --processes (the GPU corpus
+records 6, for replays of adaptive sampling) is scored by its first --processes, for the head and
+for every baseline run alike, as a run of the harness's default would have measured it. The
+cross-load corpus is scored quiet baselines against a busy head, the reverse, and like against
+like.
 
 Paired mode: each worker process times base and head round by round (v0 against v0' or v2);
 one process of all its rounds is one paired run, scored by stats.gate now and by Holm before.
@@ -127,7 +130,10 @@ class Scenario:
         head = int(self.rng.choice(head_ids))
         others = [r for r in base_ids if r != head]
         base = self.rng.choice(others, size=history, replace=False)
-        return [runs[int(r)] for r in base], runs[head]
+        # A run recorded with more processes than a run has here gives its first ones, as the
+        # harness starts them; the rest are there for adaptive sampling's extra processes.
+        first = self.processes
+        return [runs[int(r)][:first] for r in base], runs[head][:first]
 
 
 def _side(
