@@ -1,7 +1,8 @@
 """Record a GPU timing corpus for benchmarks/verdict_quality.py: runs of separate processes.
 
-Run on a GPU machine from the repository root: `python3 -m benchmarks.gpu_corpus --out DIR`
-(writes DIR/corpus-gpu.npz; about 6 minutes on an H200: --budget-s bounds it). On a machine
+Run on a GPU machine from the repository root: `python3 -m benchmarks.gpu_corpus --out DIR
+--processes 6 --budget-s 470` (writes DIR/corpus-gpu.npz; about 14 s a process on an H200, so 5
+runs of 6 in 425 s: --budget-s bounds it). On a machine
 without a GPU, `python3 -m benchmarks.gpu_corpus --device cpu --tiny --out DIR` records a small
 CPU corpus of the same shape, to check the script.
 
@@ -13,9 +14,13 @@ float16 and bfloat16) at eight injected slowdown levels: 48 configurations, inte
 round as the harness does. Each round times three variants in random order: the kernel (v0),
 the kernel again (v0', an A/A twin) and the kernel plus injected work (v2): a GPU spin kernel
 inside the timed region whose length is the level's fraction of the kernel's calibrated time.
-The timing is the harness's own (bench_runner/timing.py, CudaTimer): CUDA events on a stream
-kept busy by a spin while the host launches, the L2 flushed before each call. This script needs
-only numpy and torch (no pydantic), so it runs where the product is not installed.
+The timing is the harness's own CudaTimer (bench_runner/timing.py), called as the harness calls
+it: CUDA events on a stream kept busy by a spin while the host launches, the L2 flushed before
+each call, and a sample in which the GPU reached a call before the host had launched it taken
+again with a longer spin; each kernel's spin and retakes are kept (`timing`, TIMING_KEYS). (The
+first corpus used a fixed 50 us spin, shorter than the launch-bound layer's 60-80 us of launching:
+see benchmarks/gpu_launch_noise.py.) This script needs numpy, torch and bench_runner's timing
+module, not pydantic, so it runs where the product is not installed.
 """
 
 from __future__ import annotations
