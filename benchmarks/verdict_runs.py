@@ -59,6 +59,7 @@ class Corpus:
     levels: list[float]
     runs: list[np.ndarray] | None  # job ids of each recorded run, if recorded as runs
     busy: np.ndarray  # (jobs,) ran beside a hog
+    kernels: list[str] = field(default_factory=list)  # names, where the corpus records them
 
 
 def load(path: Path, run_size: int | None = None) -> Corpus:
@@ -75,7 +76,7 @@ def load(path: Path, run_size: int | None = None) -> Corpus:
         if run_size:
             runs = [r[i : i + run_size] for r in runs for i in range(0, len(r), run_size)]
             runs = [r for r in runs if len(r) == run_size]
-    return Corpus(path.stem, data, list(meta["levels"]), runs, busy)
+    return Corpus(path.stem, data, list(meta["levels"]), runs, busy, list(meta.get("kernels", [])))
 
 
 @dataclass
