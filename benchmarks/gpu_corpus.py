@@ -1,7 +1,8 @@
 """Record a GPU timing corpus for benchmarks/verdict_quality.py: runs of separate processes.
 
-Run on a GPU machine from the repository root: `python3 -m benchmarks.gpu_corpus --out DIR`
-(writes DIR/corpus-gpu.npz; about 6 minutes on an H200: --budget-s bounds it). On a machine
+Run on a GPU machine from the repository root: `python3 -m benchmarks.gpu_corpus --out DIR
+--processes 6 --budget-s 470` (writes DIR/corpus-gpu.npz; about 14 s a process on an H200, so 5
+runs of 6 in 425 s: --budget-s bounds it). On a machine
 without a GPU, `python3 -m benchmarks.gpu_corpus --device cpu --tiny --out DIR` records a small
 CPU corpus of the same shape, to check the script.
 
@@ -13,9 +14,13 @@ float16 and bfloat16) at eight injected slowdown levels: 48 configurations, inte
 round as the harness does. Each round times three variants in random order: the kernel (v0),
 the kernel again (v0', an A/A twin) and the kernel plus injected work (v2): a GPU spin kernel
 inside the timed region whose length is the level's fraction of the kernel's calibrated time.
-The timing is the harness's own (bench_runner/timing.py, CudaTimer): CUDA events on a stream
-kept busy by a spin while the host launches, the L2 flushed before each call. This script needs
-only numpy and torch (no pydantic), so it runs where the product is not installed.
+The timing is the harness's own CudaTimer (bench_runner/timing.py), called as the harness calls
+it: CUDA events on a stream kept busy by a spin while the host launches, the L2 flushed before
+each call, and a sample in which the GPU reached a call before the host had launched it taken
+again with a longer spin; each kernel's spin and retakes are kept (`timing`, TIMING_KEYS). (The
+first corpus used a fixed 50 us spin, shorter than the launch-bound layer's 60-80 us of launching:
+see benchmarks/gpu_launch_noise.py.) This script needs numpy, torch and bench_runner's timing
+module, not pydantic, so it runs where the product is not installed.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ KERNELS = tuple(f"{kind}/{dtype}" for kind in KINDS for dtype in DTYPES)
 # 0.15 is here because the issue's criterion names it; 8 levels keep 48 configurations.
 LEVELS = (0.0, 0.03, 0.05, 0.10, 0.15, 0.25, 0.40, 0.50)
 ROUNDS = 24
-SPIN_NS = 50_000  # the harness's busy-stream spin before each call
+# What the harness's timer reports per kernel and process, kept in the corpus as `timing`.
+TIMING_KEYS = ("spin_ns", "late_samples_retaken", "late_samples_kept", "launch_overhead_ns")
 LONG_KERNEL_NS = 150_000  # the matrix product grows until it takes at least this long
 
 
@@ -46,44 +52,42 @@ LONG_KERNEL_NS = 150_000  # the matrix product grows until it takes at least thi
 
 
 class CudaSampler:
-    """CudaTimer's method (events, busy stream, L2 flush), with work injected inside the events."""
+    """The harness's own CudaTimer (events, busy stream checked for late calls, L2 flush), with
+    work injected inside the events: a spin after the call, launched before the end event."""
 
     def __init__(self, torch: Any) -> None:
+        from bench_runner.telemetry import GpuTelemetry
+        from bench_runner.timing import CudaTimer
+
         self.torch = torch
-        props = torch.cuda.get_device_properties(0)
-        l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
-        self.flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
-        torch.cuda._sleep(1000)  # the first launch loads the kernel
-        start, end = self._events(2)
-        start[0].record()
-        torch.cuda._sleep(2_000_000)
-        end[0].record()
-        torch.cuda.synchronize()
-        self.cycles_per_ns = 2_000_000 / max(start[0].elapsed_time(end[0]) * 1e6, 1.0)
+        # No NVML readings around each sample: they cost host time and the corpus keeps none.
+        self.timer = CudaTimer(torch.device("cuda"), GpuTelemetry(reason="not recorded"))
+        self.cycles_per_ns = self.timer.cycles_per_ns
         self.min_cycles = 1000
         self.sleep_floor_ns = 0.0  # the added time of the shortest spin, set per kernel
+        self.timers: dict[int, Any] = {}
 
-    def _events(self, n: int) -> tuple[list[Any], list[Any]]:
-        make = self.torch.cuda.Event
-        return [make(enable_timing=True) for _ in range(n)], [
-            make(enable_timing=True) for _ in range(n)
-        ]
+    def use(self, kernel: int) -> None:
+        """Each kernel keeps its own spin length and statistics, as each configuration does."""
+        if kernel not in self.timers:
+            self.timers[kernel] = self.timer.for_configuration()
+        self.timer = self.timers[kernel]
 
     def sample(self, fn: Callable[[], object], loops: int, extra: list[int]) -> int:
         """Total event time in ns of `loops` calls; call i also spins extra[i] cycles (0: none)."""
-        torch = self.torch
-        starts, ends = self._events(loops)
-        spin = int(SPIN_NS * self.cycles_per_ns)
-        for i in range(loops):
-            self.flush.zero_()
-            torch.cuda._sleep(spin)
-            starts[i].record()
+        sleep, made = self.torch.cuda._sleep, [0]
+
+        def call() -> None:
             fn()
-            if extra[i]:
-                torch.cuda._sleep(extra[i])
-            ends[i].record()
-        torch.cuda.synchronize()
-        return int(sum(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)) * 1e6)
+            cycles = extra[made[0] % loops]  # a retaken sample starts over at call 0
+            made[0] += 1
+            if cycles:
+                sleep(cycles)
+
+        return int(round(self.timer.sample(call, loops) * loops))
+
+    def report(self) -> dict[int, dict[str, Any]]:
+        return {k: t.report() for k, t in self.timers.items()}
 
     def injection(self, extra_ns: float, loops: int, phase: float) -> list[int]:
         """Spin cycles per call so that the calls take extra_ns longer on average. Below the
@@ -129,6 +133,12 @@ class CpuSampler:
 
     def calibrate_floor(self, fn: Callable[[], object]) -> None:
         return None
+
+    def use(self, kernel: int) -> None:
+        return None
+
+    def report(self) -> dict[int, dict[str, Any]]:
+        return {}
 
 
 def _kernels(torch: Any, device: str, tiny: bool) -> dict[str, Callable[[], object]]:
@@ -188,6 +198,7 @@ def worker(out: str, seed: int, device: str, tiny: bool) -> None:
     floor = np.zeros(n_k)
     for k, name in enumerate(KERNELS):
         fn = fns[name]
+        sampler.use(k)
         for _ in range(20):
             fn()
         once = [sampler.sample(fn, 1, [0]) for _ in range(15)]
@@ -209,11 +220,18 @@ def worker(out: str, seed: int, device: str, tiny: bool) -> None:
         for b in rng.permutation(len(blocks)):
             k, s = blocks[b]
             fn, loops = fns[KERNELS[k]], int(loops_of[k])
+            sampler.use(k)
             sampler.sleep_floor_ns = floor[k]
             extra = sampler.injection(LEVELS[s] * calib[k], loops, float(rng.random()))
             for v in rng.permutation(3):
                 data[k, s, r, v] = sampler.sample(fn, loops, extra if v == 2 else [0] * loops)
-    np.savez(out, data=data, calib=calib, reps=loops_of, floor=floor)
+    # Per kernel: the spin it ended with, samples retaken (a late call), and late ones kept.
+    reports = sampler.report()
+    timing = np.array(
+        [[reports.get(k, {}).get(key, 0) for key in TIMING_KEYS] for k in range(n_k)],
+        dtype=np.int64,
+    )
+    np.savez(out, data=data, calib=calib, reps=loops_of, floor=floor, timing=timing)
 
 
 # ---------------------------------------------------------------- the recording: runs of processes
@@ -233,6 +251,27 @@ def _describe(device: str) -> dict[str, Any]:
     return info
 
 
+def _summary(
+    device: str, calibs: np.ndarray, reps: np.ndarray, realized: np.ndarray, timings: np.ndarray
+) -> None:
+    """Per kernel: time per call, what each level measured, and the timer's spin and retakes."""
+    ns = np.median(calibs, axis=0)
+    for k, name in enumerate(KERNELS):
+        got = ", ".join(f"{lv:.0%}->{x:+.1%}" for lv, x in zip(LEVELS, realized[k], strict=True))
+        print(
+            f"  {name}: {ns[k] / 1e3:.1f} us per call, {int(reps[0][k])} calls a sample; "
+            f"injected -> measured: {got}"
+        )
+    if device == "cuda":
+        t = timings  # (jobs, kernels, TIMING_KEYS)
+        for k, name in enumerate(KERNELS):
+            print(
+                f"  {name}: spin {np.median(t[:, k, 0]) / 1e3:.0f} us (median; max "
+                f"{t[:, k, 0].max() / 1e3:.0f}), launch {np.median(t[:, k, 3]) / 1e3:.0f} us, "
+                f"samples retaken for a late call {t[:, k, 1].sum()}, late kept {t[:, k, 2].sum()}"
+            )
+
+
 def record(
     out: Path, *, device: str, tiny: bool, processes: int, max_runs: int, budget_s: float
 ) -> Path:
@@ -245,6 +284,7 @@ def record(
     calibs: list[np.ndarray] = []
     reps: list[np.ndarray] = []
     floors: list[np.ndarray] = []
+    timings: list[np.ndarray] = []
     run_of: list[int] = []
     loads: list[float] = []
     seconds: list[float] = []
@@ -272,6 +312,7 @@ def record(
                 calibs.append(z["calib"])
                 reps.append(z["reps"])
                 floors.append(z["floor"])
+                timings.append(z["timing"])
             run_of.append(run)
             path.unlink()
         per_run = max(per_run, time.monotonic() - t_run)
@@ -292,7 +333,10 @@ def record(
         "processes_per_run": processes,
         "device": device,
         "tiny": tiny,
-        "method": "cuda_events+busy_stream+l2_flush" if device == "cuda" else "perf_counter",
+        "method": "cuda_events+busy_stream+l2_flush+late_check"
+        if device == "cuda"
+        else "perf_counter",
+        "timing_keys": TIMING_KEYS,
         "realized_levels": np.round(realized, 4).tolist(),
         **info,
     }
@@ -303,6 +347,7 @@ def record(
         calib=np.stack(calibs),
         reps=np.stack(reps),
         floor=np.stack(floors),
+        timing=np.stack(timings),
         run=np.array(run_of),
         hog=np.zeros(len(datas), dtype=bool),
         load=np.array(loads),
@@ -314,13 +359,7 @@ def record(
         f"in {len(set(run_of))} runs, {time.monotonic() - started:.0f} s"
     )
     print(f"device: {json.dumps(info)}")
-    ns = np.median(np.stack(calibs), axis=0)
-    for k, name in enumerate(KERNELS):
-        got = ", ".join(f"{lv:.0%}->{x:+.1%}" for lv, x in zip(LEVELS, realized[k], strict=True))
-        print(
-            f"  {name}: {ns[k] / 1e3:.1f} us per call, {int(reps[0][k])} calls a sample; "
-            f"injected -> measured: {got}"
-        )
+    _summary(device, np.stack(calibs), np.stack(reps), realized, np.stack(timings))
     return path
 
 

@@ -36,15 +36,15 @@ from rnx_cli.demo import (
 WORKLOAD = "kernels/linear_relu.py"
 
 
-def _config(compare: str) -> str:
+def _config(compare: str, runtimes: str, batch_sizes: str) -> str:
     lines = ["version: 1"]
     if compare == "paired":
         lines += ["gate:", "  compare: paired"]
     lines += [
         "benchmarks:",
         f"  - workload: {WORKLOAD}",
-        "    runtimes: [pytorch_eager]",
-        "    batch-sizes: [8]",
+        f"    runtimes: [{runtimes}]",
+        f"    batch-sizes: [{batch_sizes}]",
         "    dtypes: [float32]",
     ]
     return "\n".join(lines) + "\n"
@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         help="rnx gate --budget, comma-separated (0: fixed sampling): each pull request is "
         "gated once per budget, back to back, so the budgets see the same machine",
     )
+    # Issue 13 saw 5 of 5 unchanged pull requests WARN with these (and 2 pushes of baseline).
+    p.add_argument("--runtimes", default="pytorch_eager, torch_compile")
+    p.add_argument("--batch-sizes", default="1, 8")
     args = p.parse_args(argv)
     budgets = [b.strip() for b in args.budgets.split(",") if b.strip()]
 
@@ -105,12 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     repo = work / "repo"
     (repo / "kernels").mkdir(parents=True)
-    (repo / "kernalin.yml").write_text(_config(args.compare))
+    (repo / "kernalin.yml").write_text(_config(args.compare, args.runtimes, args.batch_sizes))
     _git(repo, "init", "-q", "-b", "main")
     database_url = f"sqlite:///{work / 'gate.db'}"
     print(
         f"{args.pushes} pushes to main, {args.prs} unchanged pull requests and one 2x slower, "
-        f"compare: {args.compare}, budgets {', '.join(budgets)}, product defaults otherwise"
+        f"compare: {args.compare}, budgets {', '.join(budgets)}; runtimes {args.runtimes}, "
+        f"batch sizes {args.batch_sizes}, float32, product defaults otherwise"
     )
     tiers: dict[str, list[str]] = {b: [] for b in budgets}
     walls: dict[str, list[float]] = {b: [] for b in budgets}

@@ -21,8 +21,14 @@ stats.gate. "old" is the rule before issue 13, kept here to compare: compare_man
 Corpora without recorded runs (corpus-quiet, corpus, corpus-contiguous: one job = one process)
 get runs of --processes jobs drawn at random, so their runs differ only as much as processes do.
 Corpora with runs (corpus-crossload, corpus-gpu) keep each recorded run whole: its processes
-shared their run's conditions. The cross-load corpus is scored quiet baselines against a busy
-head, the reverse, and like against like.
+shared their run's conditions. A recorded run of more processes than --processes (the GPU corpus
+records 6, for replays of adaptive sampling) is scored by its first --processes, for the head and
+for every baseline run alike, as a run of the harness's default would have measured it. A corpus
+of fewer recorded runs than the server's history plus the head is scored with as many baseline
+runs as it has beside the head; --run-size N cuts each recorded run into runs of N consecutive
+processes instead (more runs, each sharing its recording run's conditions). The
+cross-load corpus is scored quiet baselines against a busy head, the reverse, and like against
+like.
 
 Paired mode: each worker process times base and head round by round (v0 against v0' or v2);
 one process of all its rounds is one paired run, scored by stats.gate now and by Holm before.
@@ -53,9 +59,12 @@ class Corpus:
     levels: list[float]
     runs: list[np.ndarray] | None  # job ids of each recorded run, if recorded as runs
     busy: np.ndarray  # (jobs,) ran beside a hog
+    kernels: list[str] = field(default_factory=list)  # names, where the corpus records them
 
 
-def load(path: Path) -> Corpus:
+def load(path: Path, run_size: int | None = None) -> Corpus:
+    """run_size: cut each recorded run into consecutive groups of that many processes, each
+    then a run of its own (for a corpus of fewer, longer runs than the history needs)."""
     with np.load(path) as z:
         data = z["data"] / z["reps"][:, :, None, None, None]
         meta = json.loads(str(z["meta"]))
@@ -64,7 +73,10 @@ def load(path: Path) -> Corpus:
     runs = None
     if run is not None:
         runs = [np.flatnonzero(run == r) for r in np.unique(run)]
-    return Corpus(path.stem, data, list(meta["levels"]), runs, busy)
+        if run_size:
+            runs = [r[i : i + run_size] for r in runs for i in range(0, len(r), run_size)]
+            runs = [r for r in runs if len(r) == run_size]
+    return Corpus(path.stem, data, list(meta["levels"]), runs, busy, list(meta.get("kernels", [])))
 
 
 @dataclass
@@ -127,7 +139,10 @@ class Scenario:
         head = int(self.rng.choice(head_ids))
         others = [r for r in base_ids if r != head]
         base = self.rng.choice(others, size=history, replace=False)
-        return [runs[int(r)] for r in base], runs[head]
+        # A run recorded with more processes than a run has here gives its first ones, as the
+        # harness starts them; the rest are there for adaptive sampling's extra processes.
+        first = self.processes
+        return [runs[int(r)][:first] for r in base], runs[head][:first]
 
 
 def _side(
@@ -261,10 +276,14 @@ def analyse(
     seed: int,
     paired: bool,
     unpaired: bool = True,
+    run_size: int | None = None,
 ) -> None:
-    corpus = load(path)
+    corpus = load(path, run_size)
     started = time.monotonic()
     history = server_history()
+    if corpus.runs is not None and len(corpus.runs) <= history:
+        # Too few recorded runs for the server's history: as many as there are beside the head.
+        history = len(corpus.runs) - 1
     depths = sorted({history, 1}, reverse=True)
     rows: list[tuple[str, Tally]] = []
     scenarios: list[tuple[str, list[int] | None, list[int] | None]] = [("", None, None)]
@@ -300,6 +319,8 @@ def analyse(
         rows += [("new, paired (1 process)", t["new"]), ("old, paired (1 process)", t["old"])]
     shape = corpus.data.shape
     recorded_runs = "" if corpus.runs is None else f", {len(corpus.runs)} recorded runs"
+    if run_size and corpus.runs is not None:
+        recorded_runs = f", {len(corpus.runs)} runs of {run_size} (recorded runs cut in groups)"
     print(
         f"\n### {corpus.name}: {shape[0]} processes{recorded_runs}, "
         f"{shape[1] * shape[2]} configurations; head = 1 run of {processes} processes x "
@@ -316,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=200, help="pull requests per row (200)")
     p.add_argument("--old-runs", type=int, default=100, help="of them scored the old way (100)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--run-size",
+        type=int,
+        help="cut each recorded run into runs of this many consecutive processes (default: whole)",
+    )
     p.add_argument("--no-paired", action="store_true", help="skip paired mode")
     p.add_argument("--paired-only", action="store_true", help="only paired mode")
     args = p.parse_args(argv)
@@ -334,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             paired=not args.no_paired,
             unpaired=not args.paired_only,
+            run_size=args.run_size,
         )
     return 0
 

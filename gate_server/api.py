@@ -73,6 +73,7 @@ async def upload_run(request: Request) -> Response:
         body,
         signature,
         base_url(request),
+        documents=svc.documents,
     )
     # App mode: the server posts the PR's comment and status itself (gate_server/github).
     task = github_after_upload(svc, answer)

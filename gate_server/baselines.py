@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 
 from gate_server.branches import follow_renames
 from gate_server.db import renames, runs
-from gate_server.db.runs import BaselineKey, RunRecord
+from gate_server.db.runs import BaselineKey, BaselineRun
 from rnx.branches import branch_matches
 from rnx.schema import ResultsDocument
 
@@ -19,7 +19,7 @@ from rnx.schema import ResultsDocument
 class BaselineCandidates:
     key: BaselineKey  # what the run is compared with: its branch by the name it has now
     home: str  # the run's own branch, by the name it has now
-    runs: list[tuple[RunRecord, bytes]]  # newest first, each with its document
+    runs: list[tuple[BaselineRun, bytes]]  # newest first, each with its document
 
 
 def comparison_branch(doc: ResultsDocument) -> str:
@@ -55,8 +55,8 @@ def candidates(
 
 
 def choose_baselines(
-    candidates: Sequence[tuple[RunRecord, bytes]],
-) -> list[tuple[RunRecord, bytes]]:
+    candidates: Sequence[tuple[BaselineRun, bytes]],
+) -> list[tuple[BaselineRun, bytes]]:
     """Newest first; stop after the newest accepted run: accepting a run declares a new normal,
     so earlier runs describe a level the team has moved away from."""
     chosen = []
@@ -69,7 +69,7 @@ def choose_baselines(
 
 def baseline_for_ci(
     conn: Connection, repository_id: int, branch: str, environment: str, workload: str, history: int
-) -> tuple[BaselineKey, list[tuple[RunRecord, bytes]]]:
+) -> tuple[BaselineKey, list[tuple[BaselineRun, bytes]]]:
     """What an upload of `workload` in `environment` against `branch` would be compared with,
     as `candidates` and `choose_baselines` pick it for the upload itself (GET
     /api/v1/baselines: a CI job measures until its configurations are decided against it).

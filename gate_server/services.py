@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
@@ -11,6 +11,7 @@ from gate_server.db import Database, open_database
 from gate_server.github.integration import GitHubIntegration
 from gate_server.receipts import ReceiptSigner, load_signer
 from gate_server.settings import ServerSettings
+from gate_server.stored_documents import StoredDocuments
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,8 @@ class Services:
     signer: ReceiptSigner  # signs receipts
     github: GitHubIntegration  # webhook secret, OIDC verifier, GitHub App (each when set)
     dashboard: DashboardState  # session signer and run-summary cache
+    # Baseline documents parsed once per process, not on every upload that is gated with them.
+    documents: StoredDocuments = field(default_factory=StoredDocuments)
 
     @classmethod
     def start(cls, settings: ServerSettings) -> Services:

@@ -19,10 +19,11 @@ from gate_server.branches import current_name, hold_names
 from gate_server.changes import enqueue_detection
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, runs
-from gate_server.db.runs import BaselineKey, NewRun, RunRecord
+from gate_server.db.runs import BaselineKey, BaselineRun, NewRun
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.receipts import ReceiptSigner
 from gate_server.settings import ServerSettings
+from gate_server.stored_documents import StoredDocuments
 from gate_server.workloads import InvalidWorkloadPath, several_workloads, workload_identity
 from rnx.branches import branch_matches
 from rnx.schema import GateReport, InvalidDocument, ResultsDocument, parse_results
@@ -154,10 +155,13 @@ def ingest_run(
     body: bytes,
     signature: str,
     base_url: str,
+    *,
+    documents: StoredDocuments,
 ) -> Answer:
     """Validate, scope-check, re-gate and store one upload whose signature the route checked
     (`signature` is stored with the run). `base_url`: where the client reached the server, for
-    the answer's run link only; nothing stored or signed depends on it."""
+    the answer's run link only; nothing stored or signed depends on it. `documents`: the
+    process's parsed baseline documents."""
     doc = parse_upload(body)
     repository_id = _check_upload_scope(token, doc)
     _check_limits(doc, settings)
@@ -175,7 +179,7 @@ def ingest_run(
         return _retry(database, token, run_id, digest, signature, base_url)
 
     chosen = choose_baselines(found.runs)
-    report = _regate(doc, chosen, settings)
+    report = _regate(doc, chosen, settings, documents)
     becomes_baseline = (
         not doc.git.is_pull_request
         and report.tier != "BLOCK"
@@ -210,13 +214,16 @@ def ingest_run(
 
 
 def _regate(
-    doc: ResultsDocument, chosen: list[tuple[RunRecord, bytes]], settings: ServerSettings
+    doc: ResultsDocument,
+    chosen: list[tuple[BaselineRun, bytes]],
+    settings: ServerSettings,
+    documents: StoredDocuments,
 ) -> GateReport:
     """The verdict from the samples, with the server's thresholds (never the client's tier)."""
     # numpy and the statistics: loaded with the first upload
     from rnx.verdict import NO_BASELINE, evaluate
 
-    baseline_docs = [parse_results(b, source=f"stored run {r.run_id}") for r, b in chosen]
+    baseline_docs = [documents.parsed(r.run_id, r.body_sha256, b) for r, b in chosen]
     report = evaluate(
         doc, baseline_docs, settings.gate, resamples=settings.resamples, seed=settings.seed
     )
@@ -226,7 +233,7 @@ def _regate(
 
 
 def _baseline_block(
-    found: BaselineCandidates, chosen: list[tuple[RunRecord, bytes]]
+    found: BaselineCandidates, chosen: list[tuple[BaselineRun, bytes]]
 ) -> dict[str, Any] | None:
     if not chosen:
         return None

@@ -195,9 +195,15 @@ class Samples(_Model):
         return self
 
     def by_process(self) -> list[list[int]]:
+        """The times of each worker process, in process order (the server re-gates against
+        every baseline's processes on each upload: a plain loop, no setdefault per sample)."""
         groups: dict[int, list[int]] = {}
         for t, p in zip(self.ns, self.process, strict=True):
-            groups.setdefault(p, []).append(t)
+            found = groups.get(p)
+            if found is None:
+                groups[p] = [t]
+            else:
+                found.append(t)
         return [groups[p] for p in sorted(groups)]
 
 

@@ -39,9 +39,12 @@ class _Plan:
 def _plan(head: ResultsDocument, baselines: Sequence[ResultsDocument], paired: bool) -> _Plan:
     """A row per configuration of head; the ones that can be compared become pairs."""
     plan = _Plan()
+    # Each baseline's configurations by id, once: looking each one up by scanning every
+    # baseline grows with the square of the configurations (48 x 48 x 7 for a large run).
+    index = [{c.id: c for c in doc.configurations} for doc in baselines]
     for cfg in head.configurations:
         row = _row(cfg)
-        row["base_speed_of_light"] = _base_speed_of_light(cfg.id, baselines)
+        row["base_speed_of_light"] = _base_speed_of_light(cfg.id, index)
         plan.rows[cfg.id] = row
         if cfg.status in ("diverged", "error"):
             row.update(verdict="broken", reason=f"{cfg.status}: {cfg.reason}")
@@ -62,7 +65,7 @@ def _plan(head: ResultsDocument, baselines: Sequence[ResultsDocument], paired: b
                 row.update(verdict="undecided", reason=why)
                 continue
         else:
-            base_groups, why, used = _baseline_groups(cfg.id, baselines)
+            base_groups, why, used = _baseline_groups(cfg.id, index)
             plan.used_baselines.update(used)
             if why is not None:
                 row.update(verdict="no-baseline", reason=why)
@@ -161,11 +164,13 @@ def _row(cfg: Configuration) -> dict[str, Any]:
     }
 
 
-def _base_speed_of_light(cid: str, baselines: Sequence[ResultsDocument]) -> SpeedOfLight | None:
-    for doc in baselines:
-        for cfg in doc.configurations:
-            if cfg.id == cid and cfg.speed_of_light is not None:
-                return cfg.speed_of_light
+def _base_speed_of_light(
+    cid: str, index: Sequence[dict[str, Configuration]]
+) -> SpeedOfLight | None:
+    for by_id in index:
+        cfg = by_id.get(cid)
+        if cfg is not None and cfg.speed_of_light is not None:
+            return cfg.speed_of_light
     return None
 
 
@@ -174,23 +179,24 @@ def _groups(samples: Samples | None) -> list[list[int]]:
 
 
 def _baseline_groups(
-    cid: str, baselines: Sequence[ResultsDocument]
+    cid: str, index: Sequence[dict[str, Configuration]]
 ) -> tuple[list[list[int]], str | None, list[int]]:
     """One group per (baseline run, worker process) that measured this configuration, and the
-    index of the baseline document (the run) each group came from."""
-    if not baselines:
+    index of the baseline document (the run) each group came from. index: each baseline
+    document's configurations by id (ids are unique within a document)."""
+    if not index:
         return [], NO_BASELINE, []
     groups: list[list[int]] = []
     used: list[int] = []
     statuses: list[str] = []
-    for i, doc in enumerate(baselines):
-        for cfg in doc.configurations:
-            if cfg.id != cid:
-                continue
-            statuses.append(cfg.status)
-            found = _groups(cfg.samples) if cfg.status == "ok" else []
-            groups.extend(found)
-            used.extend([i] * len(found))
+    for i, by_id in enumerate(index):
+        cfg = by_id.get(cid)
+        if cfg is None:
+            continue
+        statuses.append(cfg.status)
+        found = _groups(cfg.samples) if cfg.status == "ok" else []
+        groups.extend(found)
+        used.extend([i] * len(found))
     if groups:
         return groups, None, used
     if statuses:

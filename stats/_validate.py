@@ -13,6 +13,9 @@ MIN_RESAMPLES = 2000
 
 def as_groups(value: Any, name: str) -> list[np.ndarray]:
     """Turn one side (times, or a list of time sequences) into a list of positive float arrays."""
+    plain = _plain_groups(value)
+    if plain is not None:
+        return plain
     if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
         raise TypeError(
             f"{name} must be a sequence of sample times or a list of such sequences, "
@@ -49,6 +52,33 @@ def as_groups(value: Any, name: str) -> list[np.ndarray]:
                 raise ValueError(f"{label} contains NaN or infinity; sample times must be finite")
             if (arr <= 0).any():
                 raise ValueError(f"{label} contains a time <= 0; sample times must be positive")
+    return groups
+
+
+def _plain_groups(value: Any) -> list[np.ndarray] | None:
+    """as_groups of the server's usual input, fast: a list of non-empty lists of positive finite
+    numbers (worker processes' times). None for anything else, which the general checks take
+    (and name what is wrong with it)."""
+    if type(value) is not list or not value:
+        return None
+    n = len(value[0]) if type(value[0]) is list else 0
+    for v in value:
+        if type(v) is not list or not v:
+            return None
+        if len(v) != n:
+            n = -1
+    try:
+        if n > 0:  # all the same length: one conversion, the groups are its rows
+            groups = list(np.array(value, dtype=np.float64))
+        else:
+            groups = [np.array(v, dtype=np.float64) for v in value]
+    except (TypeError, ValueError):
+        return None
+    if any(g.ndim != 1 for g in groups):
+        return None
+    flat = groups[0] if len(groups) == 1 else np.concatenate(groups)
+    if not (np.isfinite(flat).all() and (flat > 0).all()):
+        return None
     return groups
 
 

@@ -66,7 +66,10 @@ class Comparison:
     def p_exceeds(self, t: float) -> float:
         """P(ratio > 1 + t), e.g. t = 0.25 for the block threshold."""
         t = check_fraction(t, "t", low=-1.0, high=math.inf)
-        return float(np.mean(self.log_ratio_draws > math.log1p(t)))
+        # A count over the size: the same number as np.mean of the booleans, without its
+        # conversion to floats (the gate asks this of every configuration).
+        above = int(np.count_nonzero(self.log_ratio_draws > math.log1p(t)))
+        return above / self.log_ratio_draws.size
 
     def p_not_exceeding(self, t: float) -> float:
         """P(ratio <= 1 + t) with a +1 correction, so a finite number of draws never claims 0."""
@@ -160,29 +163,34 @@ def compare_many(
     p_faster = (draws < -edge).mean(axis=1)
     tail = (1 - INTERVAL) / 2
     quantiles = _quantiles(draws, (tail, 0.5, 1 - tail))
-    results = []
     spread = draws.std(axis=1)
     z = float(_normal_quantile(probability))
-    for i in range(len(pairs)):
-        row = draws[i].copy()
-        row.setflags(write=False)
-        results.append(
-            _summarise(
-                base=bases[i],
-                head=heads[i],
-                draws=row,
-                quantiles=np.exp(quantiles[:, i]),
-                p_slower=float(p_slower[i]),
-                p_faster=float(p_faster[i]),
-                rope=rope,
-                probability=probability,
-                paired=paired,
-                resolution=math.expm1(edge + z * float(spread[i])),
-                run_shift=run_shift,
-                runs=None if labels is None else len(np.unique(labels[i])),
-            )
+    base_medians, head_medians = _medians(bases), _medians(heads)
+    return [
+        _summarise(
+            base=bases[i],
+            head=heads[i],
+            draws=_read_only(draws[i]),
+            quantiles=np.exp(quantiles[:, i]),
+            p_slower=float(p_slower[i]),
+            p_faster=float(p_faster[i]),
+            rope=rope,
+            probability=probability,
+            paired=paired,
+            resolution=math.expm1(edge + z * float(spread[i])),
+            run_shift=run_shift,
+            runs=None if labels is None else len(np.unique(labels[i])),
+            medians=(float(base_medians[i]), float(head_medians[i])),
         )
-    return results
+        for i in range(len(pairs))
+    ]
+
+
+def _read_only(row: np.ndarray) -> np.ndarray:
+    """A copy of one configuration's draws that its Comparison owns and nobody can change."""
+    out = row.copy()
+    out.setflags(write=False)
+    return out
 
 
 def _checked_pairs(
@@ -269,22 +277,30 @@ def _aligned(heads: list[list[np.ndarray]], labels: list[np.ndarray]) -> bool:
 
 
 def _quantiles(draws: np.ndarray, qs: tuple[float, ...]) -> np.ndarray:
-    """(len(qs), C) quantiles along axis 1 (numpy's linear rule), from one partition."""
+    """(len(qs), C) quantiles along axis 1 (numpy's linear rule), from one sort: the same order
+    statistics as a partition at the six points, in a quarter of its time."""
     n = draws.shape[1]
     pos = np.array(qs) * (n - 1)
     lo = np.floor(pos).astype(int)
     hi = np.minimum(lo + 1, n - 1)
-    part = np.partition(draws, np.unique(np.concatenate([lo, hi])), axis=1)
+    part = np.sort(draws, axis=1)
     frac = (pos - lo)[:, None]
     result: np.ndarray = part[:, lo].T * (1 - frac) + part[:, hi].T * frac
     return result
 
 
-def _median(groups: list[np.ndarray]) -> float:
-    flat = groups[0] if len(groups) == 1 else np.concatenate(groups)
-    n = flat.size
-    part = np.partition(flat, [(n - 1) // 2, n // 2])
-    return float((part[(n - 1) // 2] + part[n // 2]) / 2)
+def _medians(sides: list[list[np.ndarray]]) -> np.ndarray:
+    """The plain median of each side's samples; the sides with as many samples are done in one
+    partition of their rows (the same order statistics as one side at a time)."""
+    flats = [groups[0] if len(groups) == 1 else np.concatenate(groups) for groups in sides]
+    result = np.empty(len(flats))
+    by_size: dict[int, list[int]] = {}
+    for i, flat in enumerate(flats):
+        by_size.setdefault(flat.size, []).append(i)
+    for n, rows in by_size.items():
+        part = np.partition(np.stack([flats[i] for i in rows]), [(n - 1) // 2, n // 2], axis=1)
+        result[rows] = (part[:, (n - 1) // 2] + part[:, n // 2]) / 2
+    return result
 
 
 def _normal_quantile(p: float) -> float:
@@ -307,6 +323,7 @@ def _summarise(
     resolution: float,
     run_shift: float | None,
     runs: int | None,
+    medians: tuple[float, float],
 ) -> Comparison:
     p_equivalent = max(0.0, 1.0 - p_slower - p_faster)
     n_base = sum(len(g) for g in base)
@@ -339,8 +356,8 @@ def _summarise(
         head_samples=n_head,
         base_groups=len(base),
         head_groups=len(head),
-        base_median=_median(base),
-        head_median=_median(head),
+        base_median=medians[0],
+        head_median=medians[1],
         rope=rope,
         probability=probability,
         paired=paired,

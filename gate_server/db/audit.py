@@ -12,6 +12,9 @@ from gate_server.clock import utcnow
 from gate_server.db.rows import aware
 from gate_server.db.schema import audit_log, runs, tokens
 
+# One constant statement, compiled once per process; the entry's values are its parameters.
+_INSERT = insert(audit_log)
+
 
 def record(
     conn: Connection,
@@ -23,14 +26,15 @@ def record(
     details: dict[str, Any] | None = None,
 ) -> None:
     conn.execute(
-        insert(audit_log).values(
-            at=utcnow(),
-            actor=actor,
-            token_id=token_id,
-            action=action,
-            subject=subject,
-            details=json.dumps(details or {}, sort_keys=True),
-        )
+        _INSERT,
+        {
+            "at": utcnow(),
+            "actor": actor,
+            "token_id": token_id,
+            "action": action,
+            "subject": subject,
+            "details": json.dumps(details or {}, sort_keys=True),
+        },
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import insert, select
+from sqlalchemy import bindparam, insert, select
 from sqlalchemy.engine import Connection
 
 from gate_server.clock import utcnow
@@ -24,13 +24,17 @@ class BranchRename:
     via: str
 
 
+# Read on every upload: built once, the repository bound as a parameter.
+_LOG = (
+    select(branch_renames)
+    .where(branch_renames.c.repository_id == bindparam("repository_id"))
+    .order_by(branch_renames.c.id)
+)
+
+
 def log(conn: Connection, repository_id: int) -> list[BranchRename]:
     """A repository's rename log, oldest first (a handful of rows: one per rename ever)."""
-    rows = conn.execute(
-        select(branch_renames)
-        .where(branch_renames.c.repository_id == repository_id)
-        .order_by(branch_renames.c.id)
-    )
+    rows = conn.execute(_LOG, {"repository_id": repository_id})
     return [as_record(BranchRename, r._mapping) for r in rows]
 
 

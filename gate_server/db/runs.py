@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Integer, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -71,6 +71,9 @@ class RunRecord(ListedRun):
     accepted_via: str | None
 
 
+_INSERT_RUN = insert(runs)
+
+
 def insert_run(conn: Connection, run: NewRun) -> bool:
     """Store one run; False when its run_id is already stored (another upload won)."""
     values = {f.name: getattr(run, f.name) for f in fields(NewRun)}
@@ -78,7 +81,9 @@ def insert_run(conn: Connection, run: NewRun) -> bool:
     values["baseline_at"] = run.received_at if run.baseline_branch is not None else None
     try:
         with conn.begin_nested():
-            conn.execute(insert(runs).values(**values))
+            # The values as parameters of one constant statement: compiled once per process,
+            # where .values(**values) built and keyed a new statement on every upload.
+            conn.execute(_INSERT_RUN, values)
     except IntegrityError:
         return False
     return True
@@ -98,8 +103,13 @@ def _record(m: Any) -> RunRecord:
     return as_record(RunRecord, m, answer=json.loads(m["answer"]))
 
 
+# The statements every upload runs are built once, their values bound as parameters: building
+# and keying a select of every column anew took longer than running it on SQLite.
+_BY_RUN_ID = _select().where(runs.c.run_id == bindparam("run_id"))
+
+
 def by_run_id(conn: Connection, run_id: str) -> RunRecord | None:
-    row = conn.execute(_select().where(runs.c.run_id == run_id)).first()
+    row = conn.execute(_BY_RUN_ID, {"run_id": run_id}).first()
     return None if row is None else _record(row._mapping)
 
 
@@ -126,26 +136,53 @@ class BaselineKey:
     workload: str
 
 
+@dataclass(frozen=True)
+class BaselineRun:
+    """A baseline run as uploads are compared with it: what choosing, naming and parsing it
+    needs. Its answer is left undecoded: decoding seven of them cost an upload more than the
+    lookup itself."""
+
+    id: int
+    run_id: str
+    workspace_id: int
+    sha: str
+    accepted_at: datetime | None
+    body_sha256: str
+
+
+_BASELINES = (
+    select(*(runs.c[f.name] for f in fields(BaselineRun)), runs.c.document)
+    .where(
+        runs.c.repository_id == bindparam("repository_id"),
+        runs.c.baseline_branch == bindparam("branch"),
+        runs.c.environment_key == bindparam("environment_key"),
+        runs.c.workload == bindparam("workload"),
+    )
+    .order_by(runs.c.baseline_at.desc(), runs.c.id.desc())
+    .limit(bindparam("limit", type_=Integer))
+)
+
+
+def _baseline_parameters(key: BaselineKey, limit: int) -> dict[str, Any]:
+    return {
+        "repository_id": key.repository_id,
+        "branch": key.branch,
+        "environment_key": key.environment_key,
+        "workload": key.workload,
+        "limit": limit,
+    }
+
+
 def baselines_query(key: BaselineKey, limit: int) -> Any:
     """The newest `limit` baseline runs of `key`, with documents: a walk down
     ix_runs_baseline, however many runs are stored."""
-    return (
-        _select(runs.c.document)
-        .where(
-            runs.c.repository_id == key.repository_id,
-            runs.c.baseline_branch == key.branch,
-            runs.c.environment_key == key.environment_key,
-            runs.c.workload == key.workload,
-        )
-        .order_by(runs.c.baseline_at.desc(), runs.c.id.desc())
-        .limit(limit)
-    )
+    return _BASELINES.params(_baseline_parameters(key, limit))
 
 
-def baselines(conn: Connection, key: BaselineKey, limit: int) -> list[tuple[RunRecord, bytes]]:
-    """The newest `limit` baseline runs of `key`, newest first."""
-    rows = conn.execute(baselines_query(key, limit))
-    return [(_record(r._mapping), bytes(r._mapping["document"])) for r in rows]
+def baselines(conn: Connection, key: BaselineKey, limit: int) -> list[tuple[BaselineRun, bytes]]:
+    """The newest `limit` baseline runs of `key`, newest first, each with its document."""
+    rows = conn.execute(_BASELINES, _baseline_parameters(key, limit))
+    return [(as_record(BaselineRun, r._mapping), bytes(r._mapping["document"])) for r in rows]
 
 
 def pull_request_runs(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.engine import Connection
 
 from gate_server.clock import utcnow
@@ -78,8 +78,12 @@ def _token(m: Any) -> TokenRecord:
     return as_record(TokenRecord, m, branches=json.loads(m["branches"]), github_actor=None)
 
 
+# Every request looks its token up: the statement is built once, the hash bound as a parameter.
+_BY_HASH = _select().where(tokens.c.token_hash == bindparam("token_hash"))
+
+
 def by_hash(conn: Connection, token_hash: str) -> TokenRecord | None:
-    row = conn.execute(_select().where(tokens.c.token_hash == token_hash)).first()
+    row = conn.execute(_BY_HASH, {"token_hash": token_hash}).first()
     return None if row is None else _token(row._mapping)
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 import torch
 
 from bench_runner.gpu_checks import ContentionSigns
+from bench_runner.telemetry import GpuTelemetry
+from bench_runner.timing import CudaTimer
 from bench_runner.worker import Side, configure_process
 from tests.bench_runner.harness_helpers import WORKLOADS, prepare_cmd
 
@@ -42,6 +45,22 @@ def test_gpu_timing_method_and_launch_overhead_are_recorded(cuda_side):
     assert side.measure(cmd["id"])["ns"] > 0
     report = side.report(cmd["id"])
     assert report["launch_overhead_ns"] > 0 and report["flush_bytes"] >= 2 * report["l2_bytes"]
+
+
+def test_a_host_pause_longer_than_the_spin_is_retaken_not_timed(cuda_side):
+    timer = CudaTimer(torch.device("cuda"), GpuTelemetry(reason="not needed"))
+    a = torch.randn(4096, device="cuda")
+
+    def slow_to_launch():
+        a.mul_(1.0)
+        time.sleep(0.002)  # the host stalls 2 ms between two launches: past the first spin
+        a.mul_(1.0)
+
+    ns = timer.sample(slow_to_launch, 2)
+    assert timer.details["late_samples_retaken"] >= 1
+    assert "late_samples_kept" not in timer.details
+    assert ns < 500_000  # two tiny kernels; the GPU waiting 2 ms for the host would show
+    assert timer.report()["launch_overhead_ns"] > 2_000_000
 
 
 @pytest.mark.parametrize("name", ["partial_write.py", "lower_precision.py", "ignores_input.py"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench_runner.timing import CpuTimer, warm_up
+from bench_runner.timing import SPIN_MAX_NS, CpuTimer, next_spin_ns, warm_up
 
 
 class ScriptedTimer:
@@ -59,3 +59,15 @@ def test_cpu_timer_reports_time_per_call():
     calls = []
     t = CpuTimer().sample(lambda: calls.append(1), 100)
     assert len(calls) == 100 and t > 0
+
+
+def test_the_spin_outlasts_twice_the_median_launch_and_never_shrinks():
+    assert next_spin_ns(100_000, [60_000, 80_000, 300_000], late=False) == 2 * 80_000 + 50_000
+    assert next_spin_ns(400_000, [60_000, 80_000], late=False) == 400_000
+    assert next_spin_ns(100_000, [], late=False) == 100_000
+
+
+def test_a_late_call_at_least_doubles_the_spin_up_to_its_cap():
+    assert next_spin_ns(100_000, [10_000], late=True) == 200_000
+    assert next_spin_ns(100_000, [2_000_000], late=True) == 4_050_000
+    assert next_spin_ns(40e6, [10_000], late=True) == SPIN_MAX_NS

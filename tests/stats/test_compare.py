@@ -251,3 +251,41 @@ def test_three_or_more_processes_give_the_unbiased_variance_of_their_mean() -> N
     assert draws.mean() == pytest.approx(2.0, abs=0.02)
     assert draws.var() == pytest.approx(1 / 3, rel=0.05)
     assert draws.min() >= 1.0 and draws.max() <= 3.0
+
+
+def test_medians_and_quantiles_are_numpys() -> None:
+    from stats.compare import _medians, _quantiles
+
+    rng = np.random.default_rng(11)
+    sides = [[rng.random(n) for n in sizes] for sizes in ([10, 10, 10], [30], [7, 8], [10] * 18)]
+    expected = [np.median(np.concatenate(side)) for side in sides]
+    assert list(_medians(sides)) == expected
+    # The quantiles: the order statistics of a partition at the points (as before the sort),
+    # with the same linear rule, to the last bit; and numpy's own to rounding.
+    draws = rng.standard_normal((5, 2000))
+    qs = (0.05, 0.5, 0.95)
+    pos = np.array(qs) * 1999
+    lo = np.floor(pos).astype(int)
+    hi = np.minimum(lo + 1, 1999)
+    part = np.partition(draws, np.unique(np.concatenate([lo, hi])), axis=1)
+    frac = (pos - lo)[:, None]
+    before = part[:, lo].T * (1 - frac) + part[:, hi].T * frac
+    assert np.array_equal(_quantiles(draws, qs), before)
+    assert np.allclose(_quantiles(draws, qs), np.quantile(draws, qs, axis=1), rtol=1e-14)
+
+
+def test_plain_lists_of_times_convert_as_the_general_checks_do() -> None:
+    from stats._validate import _plain_groups, as_groups
+
+    same = [[1, 2, 3], [4.5, 5, 6]]
+    ragged = [[1, 2, 3], [4, 5]]
+    for value in (same, ragged):
+        fast = _plain_groups(value)
+        assert fast is not None
+        assert [g.tolist() for g in fast] == [[float(x) for x in g] for g in value]
+        assert all(g.dtype == np.float64 for g in fast)
+    # Anything else goes to the general checks, which name what is wrong.
+    for bad in ([[1, 2], []], [[1, -2]], [[1, float("nan")]], [[1, "x"]], [1, 2], [[1, [2]]]):
+        assert _plain_groups(bad) is None
+    with pytest.raises(ValueError, match=r"base\[0\] contains a time <= 0"):
+        as_groups([[1, -2]], "base")

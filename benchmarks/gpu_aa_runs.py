@@ -1,0 +1,95 @@
+"""Unchanged runs of one workload on a GPU, gated against each other: what an unchanged pull
+request sees there.
+
+Run on a GPU machine from the repository root: `python3 -m benchmarks.gpu_aa_runs [--runs 3]
+[--workload examples/attention.py] [--out DIR]`. Each run is `rnx bench` in a process of its
+own with the product's defaults (processes, samples, time budget), on pytorch_eager and
+torch_compile in float32, float16 and bfloat16 at batch sizes 1 and 8 (12 configurations).
+Then every ordered pair (baseline = one run, head = another) is gated by rnx.verdict.evaluate
+with the default gate settings, as the server gates a pull request against one baseline run,
+and each run against all the others as its baseline history. Issue 13 saw every such pair WARN
+on an H200 (ratios 0.996-1.013, intervals of about +-2.5% against the 2% margin).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rnx.config import GateSettings
+from rnx.schema import ResultsDocument
+from rnx.verdict import evaluate
+
+
+def bench(workload: Path, out: Path, device: str, dtypes: str) -> ResultsDocument:
+    done = subprocess.run(
+        [sys.executable, "-m", "rnx_cli", "bench", str(workload), "--out", str(out)]
+        + ["--runtimes", "pytorch_eager,torch_compile", "--dtypes", dtypes]
+        + ["--batch-sizes", "1,8", "--device", device, "--quiet"],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"rnx bench failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return ResultsDocument.model_validate_json(out.read_text())
+
+
+def describe(head: ResultsDocument, base: list[ResultsDocument], label: str) -> str:
+    report = evaluate(head, base, GateSettings())
+    ok = [c for c in report.comparisons if c.ratio is not None]
+    ratios = [c.ratio for c in ok if c.ratio is not None]
+    widths = sorted((c.high - c.low) / 2 for c in ok if c.high is not None and c.low is not None)
+    verdicts: dict[str, int] = {}
+    for c in report.comparisons:
+        verdicts[c.verdict] = verdicts.get(c.verdict, 0) + 1
+    return (
+        f"{label}: {report.tier}; ratios {min(ratios):.3f}-{max(ratios):.3f}, median 90% "
+        f"half-width {widths[len(widths) // 2]:.3f}; verdicts {verdicts}"
+        + "".join(f"\n    {r}" for r in report.reasons if "inconclusive" not in r)
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--workload", type=Path, default=Path("examples/attention.py"))
+    p.add_argument("--out", type=Path, default=None, help="keep the results documents here")
+    p.add_argument("--device", default="cuda", help="cuda (cpu only to check this script)")
+    p.add_argument("--dtypes", default="float32,float16,bfloat16")
+    args = p.parse_args(argv)
+    out = args.out or Path(tempfile.mkdtemp(prefix="gpu-aa-"))
+    out.mkdir(parents=True, exist_ok=True)
+    docs = []
+    for r in range(args.runs):
+        t0 = time.monotonic()
+        docs.append(bench(args.workload, out / f"run{r}.json", args.device, args.dtypes))
+        print(
+            f"run {r}: {len(docs[-1].configurations)} configurations in "
+            f"{time.monotonic() - t0:.0f} s",
+            flush=True,
+        )
+    print(f"environment {docs[0].environment.key}")
+    tiers = []
+    for i, j in itertools.permutations(range(args.runs), 2):
+        line = describe(docs[j], [docs[i]], f"head run {j} against baseline run {i}")
+        tiers.append(line.split(": ")[1].split(";")[0])
+        print(line)
+    for j in range(args.runs):
+        others = [docs[i] for i in range(args.runs) if i != j]
+        line = describe(docs[j], others, f"head run {j} against the {len(others)} others")
+        tiers.append(line.split(": ")[1].split(";")[0])
+        print(line)
+    print(
+        f"PASS {tiers.count('PASS')} of {len(tiers)} gates; WARN {tiers.count('WARN')}, "
+        f"BLOCK {tiers.count('BLOCK')}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

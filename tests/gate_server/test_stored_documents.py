@@ -1,0 +1,125 @@
+"""Baseline documents parsed once per process (gate_server/stored_documents.py): the same
+verdicts as parsing them on every upload, and an accepted run becomes the baseline at once."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+
+from gate_server.stored_documents import StoredDocuments
+from rnx.schema import InvalidDocument, parse_results
+from rnx.verdict import evaluate
+from tests.support.factories import body, make_results
+
+UPLOAD = "/api/v1/runs"
+
+
+def _stored(seed: int) -> tuple[str, str, bytes]:
+    doc = make_results(seed=seed, run_id=uuid.UUID(int=seed + 1))
+    return str(doc.run_id), f"{seed:064x}", body(doc)
+
+
+def test_a_document_is_parsed_once_and_kept_by_run_and_digest() -> None:
+    cache = StoredDocuments()
+    run_id, digest, data = _stored(1)
+    first = cache.parsed(run_id, digest, data)
+    assert cache.parsed(run_id, digest, data) is first
+    assert (cache.hits, cache.misses) == (1, 1)
+    assert first == parse_results(data)
+    # Other bytes under the same run id (never stored, but keyed apart all the same).
+    other = cache.parsed(run_id, "f" * 64, _stored(2)[2])
+    assert other is not first and cache.misses == 2
+
+
+def test_the_least_recently_used_document_goes_first() -> None:
+    cache = StoredDocuments(max_entries=2)
+    a, b, c = (_stored(s) for s in (1, 2, 3))
+    kept_a = cache.parsed(*a)
+    cache.parsed(*b)
+    assert cache.parsed(*a) is kept_a  # a is now the most recently used
+    cache.parsed(*c)  # evicts b
+    assert len(cache) == 2
+    assert cache.parsed(*a) is kept_a
+    misses = cache.misses
+    cache.parsed(*b)
+    assert cache.misses == misses + 1
+
+
+def test_an_invalid_stored_document_is_refused_and_not_kept() -> None:
+    cache = StoredDocuments()
+    with pytest.raises(InvalidDocument, match="stored run r1"):
+        cache.parsed("r1", "0" * 64, b"{not json")
+    assert len(cache) == 0
+
+
+def test_threads_get_one_consistent_document() -> None:
+    cache = StoredDocuments()
+    key = _stored(4)
+    seen: list[object] = []
+
+    def work() -> None:
+        for _ in range(20):
+            seen.append(cache.parsed(*key).run_id)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert set(seen) == {uuid.UUID(key[0])} and len(seen) == 80
+    assert len(cache) == 1
+
+
+def test_uploads_reuse_parsed_baselines_with_unchanged_verdicts(client, ci_token, sign):
+    tok = ci_token(branches=("main",))
+    history = [make_results(branch="main", seed=s, spread=0.02) for s in range(3)]
+    for doc in history:
+        data = body(doc)
+        assert client.post(UPLOAD, content=data, headers=sign(tok.secret, data)).status_code == 201
+    services = client.app.state.services
+    cache: StoredDocuments = services.documents
+    gate, resamples, seed = (
+        services.settings.gate,
+        services.settings.resamples,
+        services.settings.seed,
+    )
+    for head_seed in (50, 51):
+        head = make_results(
+            event="pull_request", pr_number=3, branch="f", seed=head_seed, slowdown=1.3, spread=0.02
+        )
+        data = body(head)
+        answer = client.post(UPLOAD, content=data, headers=sign(tok.secret, data)).json()
+        # What evaluate says with the documents parsed afresh, newest baseline first.
+        baselines = [parse_results(body(d)) for d in history[::-1]]
+        fresh = evaluate(head, baselines, gate, resamples=resamples, seed=seed)
+        assert answer["tier"] == fresh.tier
+        expected = [c.model_dump(mode="json") for c in fresh.comparisons]
+        assert answer["comparisons"] == expected
+    # Each stored document was parsed once, by the first upload gated against it: push 1 by
+    # push 2, push 2 by push 3, push 3 by the first pull request; the rest were kept.
+    assert cache.misses == len(history)
+    assert cache.hits == 1 + 2 + 3  # push 3: push 1; first pull request: 1, 2; second: all
+
+
+def test_an_accepted_run_is_the_baseline_of_the_next_upload(client, ci_token, sign):
+    """Accepting changes which runs are chosen, read from the database on every upload; the
+    cache only saves parsing them."""
+    tok = ci_token(branches=("main",))
+    for s in range(3):
+        data = body(make_results(branch="main", seed=s))
+        client.post(UPLOAD, content=data, headers=sign(tok.secret, data))
+    slow = body(make_results(event="pull_request", pr_number=4, branch="f", seed=9, slowdown=1.5))
+    first = client.post(UPLOAD, content=slow, headers=sign(tok.secret, slow)).json()
+    assert first["tier"] == "BLOCK" and len(first["baseline"]["run_ids"]) == 3
+    accepted = client.post(
+        f"{UPLOAD}/{first['run_id']}/accept",
+        json={"reason": "slower kernel, more accurate"},
+        headers={"Authorization": f"Bearer {tok.secret}"},
+    )
+    assert accepted.status_code == 200, accepted.text
+    again = body(make_results(event="pull_request", pr_number=4, branch="f", seed=10, slowdown=1.5))
+    second = client.post(UPLOAD, content=again, headers=sign(tok.secret, again)).json()
+    assert second["baseline"]["run_ids"] == [first["run_id"]]
+    assert second["tier"] == "PASS"
