@@ -6,8 +6,9 @@ processes x rounds per process, fixed, or adaptive from there (rnx/adaptive.py's
 benchmarks/adaptive_quality.py replays it: one fresh process at a time for the configurations
 undecided but within reach, or about to BLOCK, at most 6 more). Every policy replays the same
 runs: a run is a head that starts at one recorded process (in baseline mode the baseline is
-the `--history` runs of the policy's processes recorded just before it; the corpora with
-recorded runs, cross-load and GPU, start the head at a recorded run's first process) and a
+the `--history` runs of the policy's processes recorded just before it; on the cross-load
+corpus, whose recorded runs alternate quiet and busy, the head starts at a recorded run's
+first process, and processes past its 3 come from the next run, under the other load) and a
 slice of the corpus's rounds (one chunk of the longest policy's rounds; a policy with fewer
 rounds takes the chunk's first ones). The baseline is taken with the policy's own sampling,
 as it would be were the policy the product's default.
@@ -64,15 +65,17 @@ def parse_policy(text: str) -> Policy:
     return Policy(processes, rounds, MAX_ADDED_PROCESSES if adaptive else 0)
 
 
-def run_size(path: Path) -> int:
-    """Processes per recorded run (1: the corpus's processes are independent jobs)."""
+def head_step(path: Path) -> int:
+    """Where a head may start: at any process (1), or at a recorded run's first process when
+    the corpus's runs were recorded under different conditions (cross-load: quiet and busy
+    runs), so that a head of the recorded run size shares one run's conditions."""
     with np.load(path) as z:
-        if "run" not in z.files:
-            return 1
-        meta = json.loads(str(z["meta"]))
-        if meta["levels"][SLOW_40] != 0.40:
+        levels = json.loads(str(z["meta"]))["levels"]
+        if levels[SLOW_40] != 0.40:
             raise SystemExit(f"{path.name}: level {SLOW_40} is not the 40% slowdown")
-        return int(meta["processes_per_run"])
+        if "run" not in z.files or len(np.unique(z["hog"])) < 2:
+            return 1
+        return int(np.bincount(z["run"]).max())
 
 
 def windows(
@@ -83,7 +86,7 @@ def windows(
     before = 0 if paired else max(history * p.processes for p in policies)
     after = max(p.processes + p.added for p in policies)
     chunk = max(p.rounds for p in policies)
-    step = run_size(path)
+    step = head_step(path)
     heads = [h for h in range(before, jobs - after + 1) if h % step == 0]
     starts = [(h, c * chunk) for c in range(n_rounds // chunk) for h in heads]
     rng = np.random.default_rng(seed)
