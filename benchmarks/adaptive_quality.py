@@ -55,6 +55,7 @@ class Outcome:
     processes: int  # head processes started
     confirmations: int  # processes added to confirm a BLOCK
     undecided_left: int
+    named_slowed: bool = False  # the slowed configuration is one the run blocks or warns on
 
 
 @dataclass
@@ -202,13 +203,14 @@ def replay(
     verdicts = [c.verdict for c in comparisons]
     if slowed is None:
         flagged = any(v == "slower" for v in verdicts)
-        blocked_slowed = False
+        blocked_slowed = named_slowed = False
     else:
         flagged = verdicts[slowed] == "slower"
         import stats as st
 
         decision = st.gate(dict(zip(ids, comparisons, strict=True)), block_threshold=THRESHOLD)
         blocked_slowed = ids[slowed] in decision.blocked
+        named_slowed = blocked_slowed or ids[slowed] in decision.warned
     return Outcome(
         tier=tier,
         flagged=flagged,
@@ -217,6 +219,7 @@ def replay(
         processes=processes,
         confirmations=confirmations,
         undecided_left=sum(v == "undecided" for v in verdicts),
+        named_slowed=named_slowed,
     )
 
 

@@ -16,7 +16,9 @@ as it would be were the policy the product's default.
 Per run (48 configurations), the error rates of issue 13 point 5, with counts:
 - A/A: every configuration unchanged: PASS rate and BLOCK rate;
 - 40%: one configuration the recorded 40% slowdown: the run's BLOCK rate;
-- 15%: one configuration the twin times 1.15: the run flagged (WARN or BLOCK) rate.
+- 15%: one configuration the twin times 1.15: the run flagged (WARN or BLOCK) rate, and
+  "named": the run WARNs or BLOCKs on that configuration (flagged counts a run that WARNs on
+  another, unchanged configuration, as paired mode's A/A runs often do).
 A rate marked `*` is worse than the first policy's (today's 3 x 10) beyond the corpus's
 sampling error: a one-sided two-proportion z-test at 5% (z > 1.645, pooled rate).
 
@@ -150,6 +152,7 @@ RATES = (  # column, scenario, hit, higher is better
     ("A/A BLOCK", "A/A", lambda o: o.tier == "BLOCK", False),
     ("40% BLOCK", "40%", lambda o: o.tier == "BLOCK", True),
     ("15% flagged", "15%", lambda o: o.tier in ("WARN", "BLOCK"), True),
+    ("15% named", "15%", lambda o: o.named_slowed, True),
 )
 
 
