@@ -96,19 +96,18 @@ def _load(path: Path) -> np.ndarray:
     return data
 
 
-def _gate(comparisons: list, ids: list[str]) -> tuple[str, set[str]]:
-    """The run's tier, and the configurations whose slowdown is credible over the run."""
+def _gate(comparisons: list, ids: list[str]) -> tuple[str, list]:
     import stats
 
     decision = stats.gate(dict(zip(ids, comparisons, strict=True)), block_threshold=THRESHOLD)
-    return decision.tier, set(decision.warned) | set(decision.blocked)
+    return decision.tier, comparisons
 
 
-def _rows(ids: list[str], comparisons: list, credible: set[str]) -> list:
-    from rnx.adaptive import Row, rule_verdict
+def _rows(tier: str, ids: list[str], comparisons: list) -> list:
+    from rnx.adaptive import Row
 
     return [
-        Row(cid, rule_verdict(c.verdict, cid in credible), c.p_exceeds(THRESHOLD), c.reason)
+        Row(cid, c.verdict, c.p_exceeds(THRESHOLD), c.reason)
         for cid, c in zip(ids, comparisons, strict=True)
     ]
 
@@ -166,17 +165,17 @@ def replay(
         return out
 
     comparisons = compare(list(range(n)), None)
-    tier, credible = _gate(comparisons, ids)
+    tier, _ = _gate(comparisons, ids)
     processes, confirmations = initial, 0
     confirmed: dict[str, int] = {}  # id -> fresh processes still owed to its confirmation
     done_confirming: set[str] = set()
     while processes < initial + max_added:
-        rows = _rows(ids, comparisons, credible)
+        rows = _rows(tier, ids, comparisons)
         projected = None
         undecided = [int(r.id) for r in rows if r.verdict == "undecided"]
         if undecided:
             doubled = compare(undecided, comparisons, twice=True)
-            projected = {r.id: r.verdict for r in _rows(ids, doubled, _gate(doubled, ids)[1])}
+            projected = {ids[c]: doubled[c].verdict for c in undecided}
         open_ = still_open(tier, rows, done_confirming, projected)
         if not open_:
             break
@@ -199,7 +198,7 @@ def replay(
             if confirmed[cid] <= 0:
                 done_confirming.add(cid)
         comparisons = compare(which, comparisons)
-        tier, credible = _gate(comparisons, ids)
+        tier, _ = _gate(comparisons, ids)
     verdicts = [c.verdict for c in comparisons]
     if slowed is None:
         flagged = any(v == "slower" for v in verdicts)

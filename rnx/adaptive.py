@@ -1,11 +1,9 @@
 """Adaptive sampling's stopping rule: which configurations of a run are measured more, and why.
 
 The contract with the statistics: a comparison whose verdict is "undecided" is one the data
-cannot tell yet, and so is a slowdown not yet credible over the run's configurations (slower
-on its own, a note: more processes make it credible or take it back); every other verdict is
-decided. A run measures more, in fresh processes, only for (1) configurations still undecided
-and (2) configurations about to BLOCK, once each, so a BLOCK is confirmed by processes that did
-not produce it. The harness
+cannot tell yet; every other verdict is decided. A run measures more, in fresh processes,
+only for (1) configurations still undecided and (2) configurations about to BLOCK, once each,
+so a BLOCK is confirmed by processes that did not produce it. The harness
 (bench_runner/adaptive.py) and benchmarks/adaptive_quality.py both decide with this rule.
 """
 
@@ -14,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from rnx.schema import ConfigComparison, GateReport, ResultsDocument, Samples
+from rnx.schema import GateReport, ResultsDocument, Samples
 
 # A slowdown more likely than not beyond the block threshold, in a run that BLOCKs: the gate's
 # multiplicity control may leave it unblocked, but re-measuring a suspect costs little.
@@ -122,30 +120,16 @@ def _twice(s: Samples | None, p_shift: int, r_shift: int) -> Samples | None:
     )
 
 
-def rule_verdict(verdict: str, credible: bool | None) -> str:
-    """A configuration's verdict as this rule reads it: a slowdown that is not credible over
-    the run's configurations is undecided."""
-    return "undecided" if verdict == "slower" and credible is False else verdict
-
-
 def verdicts(report: GateReport) -> dict[str, str]:
-    return {c.id: rule_verdict(c.verdict, c.credible) for c in report.comparisons}
+    return {c.id: c.verdict for c in report.comparisons}
 
 
 def rows_of(report: GateReport) -> list[Row]:
     """The rule's view of a gate report (configurations that were not measured are left out:
     more processes cannot change a broken, skipped or baseline-less configuration)."""
     return [
-        Row(c.id, rule_verdict(c.verdict, c.credible), c.p_block, _reason(c))
-        for c in report.comparisons
-        if c.status == "ok"
+        Row(c.id, c.verdict, c.p_block, c.reason) for c in report.comparisons if c.status == "ok"
     ]
-
-
-def _reason(c: ConfigComparison) -> str | None:
-    if c.verdict == "slower" and c.credible is False and c.ratio is not None:
-        return f"possibly {(c.ratio - 1) * 100:.1f}% slower, not yet credible over the run"
-    return c.reason
 
 
 def _short(reason: str | None) -> str:

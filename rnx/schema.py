@@ -338,9 +338,6 @@ class ConfigComparison(_Model):
     p_faster: float | None = None
     p_equivalent: float | None = None
     p_block: float | None = None  # P(ratio > 1 + block threshold)
-    # A slowdown credible over the run's configurations (it WARNs or BLOCKs); False: slower on
-    # its own only, a note; None: not a slowdown.
-    credible: bool | None = None
     base_samples: int = 0
     head_samples: int = 0
     # The head's speed-of-light score, and the baseline's (its first run with this

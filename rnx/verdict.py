@@ -122,9 +122,6 @@ def evaluate(
         block_threshold=gate.block_threshold,
         probability=gate.probability,
     )
-    for cid in comparisons:
-        if rows[cid]["verdict"] == "slower":
-            rows[cid]["credible"] = cid in decision.warned or cid in decision.blocked
     tier, reasons = _tier(decision, rows, comparisons)
     used = sorted(plan.used_baselines)
     return GateReport(

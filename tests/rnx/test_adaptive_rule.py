@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from rnx.adaptive import Row, rows_of, still_open, verdicts, with_processes_doubled
 from rnx.config import GateSettings
-from rnx.schema import ConfigComparison, GateReport
 from rnx.verdict import evaluate
 from tests.support.factories import make_results
 
@@ -68,36 +67,3 @@ def test_doubling_the_processes_narrows_what_the_head_contributes() -> None:
     for c in then.comparisons:
         assert (c.high or 0) - (c.low or 0) < width[c.id]
     assert set(verdicts(then)) == {BS1, BS8}
-
-
-def test_a_slowdown_not_yet_credible_over_the_run_is_open_and_a_credible_one_is_not() -> None:
-    def row(cid: str, credible: bool | None) -> ConfigComparison:
-        return ConfigComparison(
-            id=cid,
-            runtime="pytorch_eager",
-            dtype="float32",
-            batch_size=int(cid.rsplit("bs", 1)[1]),
-            status="ok",
-            verdict="slower",
-            ratio=1.08,
-            p_block=0.0,
-            credible=credible,
-        )
-
-    report = GateReport(tier="WARN", reasons=["x"], comparisons=[row(BS1, False), row(BS8, True)])
-    rows = rows_of(report)
-    assert [r.verdict for r in rows] == ["undecided", "slower"]
-    assert verdicts(report) == {BS1: "undecided", BS8: "slower"}
-    found = still_open(report.tier, rows, set())
-    assert [o.id for o in found] == [BS1]
-    assert "possibly 8.0% slower, not yet credible over the run" in found[0].why
-
-
-def test_evaluate_marks_whether_each_slowdown_is_credible_over_the_run() -> None:
-    configs = [("pytorch_eager", "float32", b) for b in (1, 2, 4, 8, 16, 32)]
-    bases = [make_results(configs=configs, seed=s) for s in range(10, 16)]
-    head = make_results(configs=configs, seed=2, slowdown={BS1: 2.0}, pr_number=1)
-    report = evaluate(head, bases, GateSettings())
-    for c in report.comparisons:
-        assert (c.credible is None) == (c.verdict != "slower")
-    assert next(c for c in report.comparisons if c.id == BS1).credible is True
