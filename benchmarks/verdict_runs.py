@@ -277,14 +277,16 @@ def analyse(
     paired: bool,
     unpaired: bool = True,
     run_size: int | None = None,
+    histories: list[int] | None = None,
 ) -> None:
+    """histories: baseline runs per pull request (default: the server's most, and 1)."""
     corpus = load(path, run_size)
     started = time.monotonic()
     history = server_history()
     if corpus.runs is not None and len(corpus.runs) <= history:
         # Too few recorded runs for the server's history: as many as there are beside the head.
         history = len(corpus.runs) - 1
-    depths = sorted({history, 1}, reverse=True)
+    depths = sorted(set(histories or [history, 1]), reverse=True)
     rows: list[tuple[str, Tally]] = []
     scenarios: list[tuple[str, list[int] | None, list[int] | None]] = [("", None, None)]
     if corpus.runs is not None and corpus.busy.any():
@@ -342,6 +344,10 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="cut each recorded run into runs of this many consecutive processes (default: whole)",
     )
+    p.add_argument(
+        "--histories",
+        help="baseline runs per pull request, a comma list (default: the server's most, and 1)",
+    )
     p.add_argument("--no-paired", action="store_true", help="skip paired mode")
     p.add_argument("--paired-only", action="store_true", help="only paired mode")
     args = p.parse_args(argv)
@@ -361,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             paired=not args.no_paired,
             unpaired=not args.paired_only,
             run_size=args.run_size,
+            histories=[int(h) for h in args.histories.split(",")] if args.histories else None,
         )
     return 0
 

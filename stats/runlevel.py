@@ -12,16 +12,19 @@ Every process of a run gives one location per configuration: the band mean of it
   variation once the common shift is taken out.
 - e[c, r, p], process-to-process noise (sd sigma_e[c]), seen within every run, head included.
 
-The history (the baseline runs) estimates the three spreads, each pulled toward a prior while
-there are few runs (a scaled inverse chi-square update: the prior counts as a few runs). The
-head's common shift s = u[head] - mean u[base] is estimated jointly from all configurations of
-the run: on a grid, its posterior is the prior N(0, tau^2), tau^2 = sigma_u^2 (1 + 1/K), times,
-per configuration, a mixture of "unchanged" (the configuration's difference is s plus noise) and
-"changed" (a wide slab). So a shift most configurations share is the runner's, and is taken out;
-a shift far beyond what runs vary by is not (a change that slows everything by 40% is not a busy
-runner, as the history shows). What is left per configuration has only sigma_v and sigma_e in
-it. Draws of delta[c] share one draw of s across configurations, so the gate's family control
-sees how the configurations move together.
+The history (the baseline runs) estimates the three spreads: sigma_u pulled toward a prior while
+there are few runs (a scaled inverse chi-square update: the prior counts as a few runs), sigma_e
+and sigma_v pooled across the run's configurations (empirical Bayes on log-variances), sigma_v
+the prior alone with one baseline run. A configuration whose runs clearly do not move with the
+common shift (a long GPU kernel beside launch-bound ones) is set apart from it. The head's
+common shift s = u[head] - mean u[base] is estimated jointly from the configurations of the run
+that move with it: on a grid, its posterior is the prior N(0, tau^2), tau^2 = sigma_u^2 (1 +
+1/K), times, per configuration, a mixture of "unchanged" (the configuration's difference is s
+plus noise) and "changed" (a wide slab). So a shift most configurations share is the runner's,
+and is taken out; a shift far beyond what runs vary by is not (a change that slows everything by
+40% is not a busy runner, as the history shows). What is left per configuration has only sigma_v
+and sigma_e in it. Draws of delta[c] share one draw of s across configurations, so the gate's
+family control sees how the configurations move together.
 """
 
 from __future__ import annotations
@@ -30,17 +33,20 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import stdtrit
+from scipy.special import digamma, stdtrit
 
-# Prior weights, in runs (or process degrees of freedom) that the prior counts as.
+# The prior's weight, in runs, for the spread of a run's common shift.
 PRIOR_RUNS_COMMON = 2.0
-PRIOR_RUNS_CONFIG = 2.0
 UNCHANGED_SHARE = 0.9  # prior share of configurations a change leaves alone
 SLAB_SD = 0.5  # log-ratio sd of a changed configuration
 GRID_POINTS = 401
 GRID_WIDTH = 6.0  # the common shift's grid spans +-6 prior sd
 MAX_DF = 60.0
 MIN_CONFIGS_FOR_PROCESS_SHIFTS = 4
+# A configuration is set apart from the runs' common shift when its run locations agree this
+# many times better (in squared deviations) without it, seen over at least this many runs.
+APART_EVIDENCE = 4.0
+MIN_RUNS_TO_SET_APART = 3
 
 
 @dataclass(frozen=True)
@@ -102,10 +108,12 @@ def fit(
         yb2, yh2 = _without_process_shifts(yb, rb[: len(base[0])], yh, c_n)
         ss_w = np.minimum(ss_w, _spread(yb2, yh2, run_loc, head_loc, cell, cb, ch, c_n))
     var_e, df_e = _process_variance(ss_w, df_w, process_var_fallback, c_n)
-    u, var_u = _run_shifts(run_loc, run_shift_sd)
+    u, var_u, shares = _common_shifts(run_loc, counts, run_shift_sd)
     k_runs = present.sum(axis=1)
 
-    var_v, df_b = _config_shift_variance(run_loc, u, counts, var_e, config_shift_sd)
+    var_v, df_b = _config_shift_variance(
+        run_loc, u[None, :] * shares[:, None], counts, var_e, config_shift_sd
+    )
 
     base_level = _nanmean(run_loc, axis=1)
     diff = head_loc - base_level
@@ -123,7 +131,7 @@ def fit(
     sd = np.sqrt(np.maximum(var_c, 1e-12))
     tau = math.sqrt(var_u * (1 + 1 / k_all))
 
-    shifts = _shift_draws(diff, sd, tau, resamples, rng)
+    shifts = _shift_draws(diff, sd, tau, resamples, rng, shares)
     # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the
     # t distribution's 97.5% point (normal draws cost a third of t draws).
     # Degrees of freedom: the process variance's (after shrinkage) plus the runs'.
@@ -145,7 +153,7 @@ _MEDIAN_INEFFICIENCY = {1: 1.0, 2: 1.0, 3: 1.346, 4: 1.193, 5: 1.435, 6: 1.289, 
 
 def _config_shift_variance(
     run_loc: np.ndarray,
-    u: np.ndarray,
+    u: np.ndarray,  # (C, K): the runs' common shifts each configuration moves with
     counts: np.ndarray,
     var_e: np.ndarray,
     config_shift_sd: float,
@@ -155,18 +163,32 @@ def _config_shift_variance(
     present = counts > 0
     k_runs = present.sum(axis=1)
     # Residual run means, less their process noise.
-    level = _nanmean(run_loc - u[None, :], axis=1)
-    resid = np.where(present, run_loc - u[None, :] - level[:, None], 0.0)
+    level = _nanmean(run_loc - u, axis=1)
+    resid = np.where(present, run_loc - u - level[:, None], 0.0)
     df_b = np.maximum(k_runs - 1, 0).astype(float)
     # The variance of a run's median of P processes, in units of one process's variance.
     inv_p = np.where(present, _median_var(counts), 0.0).sum(axis=1) / k_runs
-    with np.errstate(invalid="ignore", divide="ignore"):
-        raw_v = np.where(df_b > 0, (resid**2).sum(axis=1) / df_b - var_e * inv_p, 0.0)
-    raw_v = np.maximum(raw_v, 0.0)
-    # Each configuration's own, pulled toward the prior while there are few runs: kernels
-    # differ too much (a long GPU kernel, a launch-bound one) to pool them.
-    var_v = (PRIOR_RUNS_CONFIG * config_shift_sd**2 + df_b * raw_v) / (PRIOR_RUNS_CONFIG + df_b)
-    return var_v, df_b
+    if not (df_b > 0).any():  # one baseline run: the prior is all there is
+        return np.full(len(df_b), config_shift_sd**2), df_b
+    # How far a configuration's run locations stray (process noise included, so never zero),
+    # its log pulled toward the run's other configurations' by empirical Bayes: a long GPU
+    # kernel whose runs agree to 0.1% keeps its 0.1%, where a fixed prior would lend it a
+    # launch-bound kernel's 1% for as long as the history is short.
+    total = _pooled_log_variances((resid**2).sum(axis=1), df_b)
+    var_v = np.maximum(total - var_e * inv_p, 0.0)
+    return np.where(df_b > 0, var_v, config_shift_sd**2), df_b
+
+
+def _pooled_log_variances(ss: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """_shrunk_variances for few degrees of freedom: the log of a variance from df degrees of
+    freedom is low by -(digamma(df / 2) + log(2 / df)) on average (1.27 with one), which
+    pooling many of them would otherwise carry into every configuration. Where df is 0 the
+    pooled value stands in."""
+    ok = df > 0
+    d = np.maximum(df, 1.0)
+    bias = np.where(ok, digamma(d / 2) + np.log(2 / d), 0.0)
+    var, _ = _shrunk_variances(np.where(ok, ss * np.exp(-bias), 0.0), df)
+    return var
 
 
 def _process_variance(
@@ -180,6 +202,35 @@ def _process_variance(
     if fallback is not None:
         return np.asarray(fallback, dtype=float), np.full(c_n, MAX_DF)
     return np.zeros(c_n), np.full(c_n, MAX_DF)
+
+
+def _common_shifts(
+    run_loc: np.ndarray, counts: np.ndarray, run_shift_sd: float
+) -> tuple[np.ndarray, float, np.ndarray]:
+    """The baseline runs' common shifts and their variance (_run_shifts), from the
+    configurations that move with them, and which those are (a (C,) bool)."""
+    u, var_u = _run_shifts(run_loc, run_shift_sd)
+    apart = _moves_apart(run_loc, u, counts)
+    if apart.any() and not apart.all():
+        u, var_u = _run_shifts(run_loc[~apart], run_shift_sd)
+        apart = _moves_apart(run_loc, u, counts)
+    return u, var_u, ~apart
+
+
+def _moves_apart(run_loc: np.ndarray, u: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Configurations whose run locations agree clearly better left alone than with the runs'
+    common shift taken out: on a GPU runner the host's load moves the launch-bound kernels of a
+    run and leaves a long kernel alone, and taking the launch-bound kernels' shift out of the
+    long kernel would lend it their noise (a 0.1% kernel measured as a 0.9% one)."""
+    present = counts > 0
+
+    def spread(x: np.ndarray) -> np.ndarray:
+        level = _nanmean(np.where(present, x, np.nan), axis=1)
+        return np.where(present, (x - level[:, None]) ** 2, 0.0).sum(axis=1)
+
+    with np.errstate(invalid="ignore"):
+        alone, shifted = spread(run_loc), spread(run_loc - u[None, :])
+    return (present.sum(axis=1) >= MIN_RUNS_TO_SET_APART) & (alone * APART_EVIDENCE < shifted)
 
 
 def _run_shifts(run_loc: np.ndarray, run_shift_sd: float) -> tuple[np.ndarray, float]:
@@ -292,9 +343,15 @@ def _without_process_shifts(
 
 
 def _shift_draws(
-    diff: np.ndarray, sd: np.ndarray, tau: float, resamples: int, rng: np.random.Generator
+    diff: np.ndarray,
+    sd: np.ndarray,
+    tau: float,
+    resamples: int,
+    rng: np.random.Generator,
+    shares: np.ndarray,
 ) -> np.ndarray:
-    """(C, R) draws of the head run's common shift, for each configuration from the others.
+    """(C, R) draws of the head run's common shift, for each configuration from the others
+    that move with it (`shares`); 0 for a configuration that does not.
 
     Leaving the configuration out keeps a slowed configuration from explaining itself away as
     the runner's shift; with one configuration the shift is the prior's alone. One uniform per
@@ -305,6 +362,7 @@ def _shift_draws(
     spike = -0.5 * (resid / sd[:, None]) ** 2 - np.log(sd)[:, None]
     slab = -0.5 * (resid / SLAB_SD) ** 2 - math.log(SLAB_SD)
     mix = np.logaddexp(spike + math.log(UNCHANGED_SHARE), slab + math.log(1 - UNCHANGED_SHARE))
+    mix = np.where(shares[:, None], mix, 0.0)  # one that moves apart tells nothing of the shift
     log_post = mix.sum(axis=0)[None, :] - mix - 0.5 * (grid / tau) ** 2
     post = np.exp(log_post - log_post.max(axis=1, keepdims=True))
     cdf = np.cumsum(post, axis=1)
@@ -314,7 +372,7 @@ def _shift_draws(
     jitter = (rng.random(resamples) - 0.5) * step
     picks = _rows_searchsorted(cdf, u)
     result: np.ndarray = grid[np.minimum(picks, GRID_POINTS - 1)] + jitter[None, :]
-    return result
+    return np.where(shares[:, None], result, 0.0)
 
 
 def _rows_searchsorted(rows: np.ndarray, u: np.ndarray) -> np.ndarray:

@@ -209,3 +209,42 @@ def test_median_of_all_is_numpys_median() -> None:
     with_nan = rng.standard_normal(10)
     with_nan[3] = np.nan
     assert np.isnan(_median_of_all(with_nan))
+
+
+def test_a_kernel_that_does_not_move_with_the_runs_keeps_its_own_precision() -> None:
+    """A GPU runner: the host's load moves the 12 launch-bound kernels of a run together (runs
+    differ by about 2%) and leaves 6 long kernels alone. Taking the launch-bound kernels' shift
+    out of a long kernel too would lend it their 2%; set apart, a long kernel made 5% slower is
+    a credible slowdown over the run, and a head run whose launch-bound kernels are 4% slower
+    as a whole still passes."""
+    rng = np.random.default_rng(3)
+    n = 18
+    locations = np.log(rng.uniform(1e4, 1e6, n))
+    host = np.arange(n) < 12
+
+    def run(shift: float, slow: float = 0.0) -> list[list[np.ndarray]]:
+        moved = np.where(host, shift, 0.0) + np.where(np.arange(n) == n - 1, slow, 0.0)
+        return _run(rng, locations, shift=moved, process_sd=0.002)  # type: ignore[arg-type]
+
+    history = [run(rng.normal(0, 0.02)) for _ in range(6)]
+    unchanged = _compare(history, run(0.04))
+    assert stats.gate(unchanged).tier == "PASS"
+    slowed = _compare(history, run(0.04, slow=np.log(1.05)))
+    long_kernel = slowed[f"c{n - 1}"]
+    assert long_kernel.verdict == "slower"
+    assert long_kernel.high - long_kernel.low < 0.02, (long_kernel.low, long_kernel.high)
+    d = stats.gate(slowed)
+    assert d.tier == "WARN" and d.warned == (f"c{n - 1}",)
+
+
+def test_pooled_config_shift_variances_are_not_biased_low_by_few_runs() -> None:
+    """Two baseline runs give each configuration's run-to-run variance one degree of freedom;
+    the log of such a variance is 1.27 low on average, and pooling 200 of them without the
+    correction would put every configuration near a third of the truth."""
+    from stats.runlevel import _pooled_log_variances
+
+    rng = np.random.default_rng(0)
+    df = np.ones(200)
+    ss = 0.01**2 * rng.chisquare(1, 200)
+    pooled = _pooled_log_variances(ss, df)
+    assert 0.6 < float(np.exp(np.mean(np.log(pooled)))) / 0.01**2 < 1.6
