@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--sample-s",
         type=float,
-        default=0.00156,
+        default=0.00136,
         help="measured cost of one configuration's sample",
     )
     p.add_argument("--seed", type=int, default=0)
