@@ -182,7 +182,7 @@ def gate(
         tier = "PASS"
         faster = sum(c.verdict == "faster" for c in comparisons.values())
         reasons = [
-            f"no credible slowdown in {len(comparisons)} configurations"
+            f"no credible slowdown in {_configurations(len(comparisons))}"
             + (f" ({faster} faster)" if faster else "")
         ]
     return GateDecision(
@@ -220,8 +220,8 @@ def _warn_or_note(
             warn_reasons.append(_warn_reason(k, c, block_threshold, alpha))
         elif c.verdict == "slower":
             notes.append(
-                f"{k} is possibly {_slower(c)}, not credible over the run's {family} "
-                f"configurations (adjusted P = {beyond_rope[k]:.3f})"
+                f"{k} is possibly {_slower(c)}, not credible over the run's "
+                f"{_configurations(family)} (adjusted P = {beyond_rope[k]:.3f})"
             )
         elif c.verdict == "undecided":
             inconclusive.append(k)
@@ -231,7 +231,7 @@ def _warn_or_note(
 
 def _block_reason(k: str, c: Comparison, adjusted: float, threshold: float, family: int) -> str:
     return (
-        f"{k} is {_slower(c)}, credibly slower over the run's {family} configurations "
+        f"{k} is {_slower(c)}, credibly slower over the run's {_configurations(family)} "
         f"(adjusted P = {adjusted:.4f}) and beyond the {threshold * 100:g}% block threshold "
         f"(P(ratio <= {1 + threshold:.2f}) = {c.p_not_exceeding(threshold):.4f})"
     )
@@ -247,6 +247,10 @@ def _warn_reason(k: str, c: Comparison, threshold: float, alpha: float) -> str:
         f"not the {1 - alpha:g} a BLOCK needs)"
     )
     return f"{k} is {_slower(c)}, {note}"
+
+
+def _configurations(n: int) -> str:
+    return f"{n} configuration{'' if n == 1 else 's'}"
 
 
 def _slower(c: Comparison) -> str:
