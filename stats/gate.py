@@ -127,14 +127,10 @@ def gate(
     BLOCK when a runtime is broken, or when a configuration's slowdown is credible over the
     run's configurations (max_adjusted at the rope: the chance that a run blocks or warns on
     any configuration that is not really slower stays <= 1 - probability, however many it
-    has) and beyond block_threshold with that probability on its own. The threshold sizes a
-    slowdown the run has already shown; asking the family control for the threshold too would
-    demand, for 48 configurations, the tail of a 48-fold test for a question (how much slower)
-    whose error blocks a real slowdown, never an unchanged kernel. WARN for an outage, a
-    missing baseline, too few samples, or a credible slowdown below the threshold. A
-    configuration the data cannot tell about (inconclusive) is a note with what this runner
-    resolves, not a WARN; so is a slowdown that one configuration alone would call credible
-    but the run's many configurations do not.
+    has) and beyond block_threshold with that probability on its own (an error there can only
+    block a real slowdown). WARN for an outage, a missing baseline, too few samples, or a
+    credible slowdown below the threshold. An inconclusive configuration is a note with what
+    this runner resolves, not a WARN; so is a slowdown credible only on its own.
     """
     block_threshold = check_fraction(block_threshold, "block_threshold", low=0.0, high=math.inf)
     probability = check_fraction(probability, "probability", low=0.5, high=1.0)
@@ -145,13 +141,7 @@ def gate(
     # Decisions are made at alpha: exact adjusted values up to max(alpha, 0.25) are enough.
     family = _Family(eligible, exact_up_to=max(EXACT_UP_TO, alpha))
     adjusted = family.adjusted({k: c.rope for k, c in eligible.items()})
-    blocked = [
-        k
-        for k, c in eligible.items()
-        if c.verdict == "slower"
-        and adjusted[k] <= alpha
-        and c.p_not_exceeding(block_threshold) <= alpha
-    ]
+    blocked = [k for k, c in eligible.items() if _blocks(c, adjusted[k], block_threshold, alpha)]
     block_reasons = [f"{k} is broken in head: {why}" for k, why in broken.items()]
     block_reasons += [
         _block_reason(k, comparisons[k], adjusted[k], block_threshold, len(eligible))
@@ -195,6 +185,11 @@ def gate(
         notes=tuple(notes),
         inconclusive=tuple(inconclusive),
     )
+
+
+def _blocks(c: Comparison, adjusted: float, threshold: float, alpha: float) -> bool:
+    """Credibly slower over the run, and beyond the threshold on its own."""
+    return c.verdict == "slower" and adjusted <= alpha and c.p_not_exceeding(threshold) <= alpha
 
 
 def _warn_or_note(

@@ -111,9 +111,7 @@ def fit(
     u, var_u, shares = _common_shifts(run_loc, counts, run_shift_sd)
     k_runs = present.sum(axis=1)
 
-    var_v, df_b = _config_shift_variance(
-        run_loc, u[None, :] * shares[:, None], counts, var_e, config_shift_sd
-    )
+    var_v, df_b = _config_shift_variance(run_loc, u, shares, counts, var_e, config_shift_sd)
 
     base_level = _nanmean(run_loc, axis=1)
     diff = head_loc - base_level
@@ -153,7 +151,8 @@ _MEDIAN_INEFFICIENCY = {1: 1.0, 2: 1.0, 3: 1.346, 4: 1.193, 5: 1.435, 6: 1.289, 
 
 def _config_shift_variance(
     run_loc: np.ndarray,
-    u: np.ndarray,  # (C, K): the runs' common shifts each configuration moves with
+    u: np.ndarray,
+    shares: np.ndarray,  # (C,) bool: the configurations that move with the runs' shifts u
     counts: np.ndarray,
     var_e: np.ndarray,
     config_shift_sd: float,
@@ -163,8 +162,9 @@ def _config_shift_variance(
     present = counts > 0
     k_runs = present.sum(axis=1)
     # Residual run means, less their process noise.
-    level = _nanmean(run_loc - u, axis=1)
-    resid = np.where(present, run_loc - u - level[:, None], 0.0)
+    moved = run_loc - u[None, :] * shares[:, None]
+    level = _nanmean(moved, axis=1)
+    resid = np.where(present, moved - level[:, None], 0.0)
     df_b = np.maximum(k_runs - 1, 0).astype(float)
     # The variance of a run's median of P processes, in units of one process's variance.
     inv_p = np.where(present, _median_var(counts), 0.0).sum(axis=1) / k_runs
