@@ -21,6 +21,8 @@ from stats._validate import (
 
 MIN_SAMPLES = 8
 PAIRED_BAND = bootstrap.CENTRAL
+# Paired differences are resampled from their groups (processes) alone only with this many.
+PAIRED_MIN_GROUPS = 8
 INTERVAL = 0.90
 # Priors for the run level while the history is short (docs/statistics.md, "Runs").
 RUN_SHIFT_SD = 0.02  # a run's common shift: every configuration of a run alike
@@ -150,6 +152,11 @@ def compare_many(
             [np.log(hg) - np.log(bg) for bg, hg in zip(b, h, strict=True)]
             for b, h in zip(bases, heads, strict=True)
         ]
+        # A paired difference's noise is its rounds', not its processes' (base and head share
+        # each process): a few processes' mean differences alone, as unpaired mode resamples
+        # them, miss it, and 3 processes that happen to agree looked like a credible slowdown.
+        # With few processes their rounds are resampled together.
+        diffs = [d if len(d) >= PAIRED_MIN_GROUPS else [np.concatenate(d)] for d in diffs]
         draws = bootstrap.location_draws(diffs, resamples, rng, PAIRED_BAND)
     else:
         log_b = [[np.log(g) for g in b] for b in bases]
