@@ -61,7 +61,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="keep the results documents here")
     p.add_argument("--device", default="cuda", help="cuda (cpu only to check this script)")
     p.add_argument("--dtypes", default="float32,float16,bfloat16")
+    p.add_argument(
+        "--results",
+        type=Path,
+        help="gate the run*.json an earlier --out kept, measuring nothing (any machine)",
+    )
     args = p.parse_args(argv)
+    if args.results:
+        docs = [
+            ResultsDocument.model_validate_json(f.read_text())
+            for f in sorted(args.results.glob("run*.json"))
+        ]
+    else:
+        docs = measure(args)
+    print(f"environment {docs[0].environment.key}")
+    gate_pairs(docs)
+    return 0
+
+
+def measure(args: argparse.Namespace) -> list[ResultsDocument]:
     out = args.out or Path(tempfile.mkdtemp(prefix="gpu-aa-"))
     out.mkdir(parents=True, exist_ok=True)
     docs = []
@@ -73,14 +91,18 @@ def main(argv: list[str] | None = None) -> int:
             f"{time.monotonic() - t0:.0f} s",
             flush=True,
         )
-    print(f"environment {docs[0].environment.key}")
+    return docs
+
+
+def gate_pairs(docs: list[ResultsDocument]) -> None:
+    runs = len(docs)
     tiers = []
-    for i, j in itertools.permutations(range(args.runs), 2):
+    for i, j in itertools.permutations(range(runs), 2):
         line = describe(docs[j], [docs[i]], f"head run {j} against baseline run {i}")
         tiers.append(line.split(": ")[1].split(";")[0])
         print(line)
-    for j in range(args.runs):
-        others = [docs[i] for i in range(args.runs) if i != j]
+    for j in range(runs):
+        others = [docs[i] for i in range(runs) if i != j]
         line = describe(docs[j], others, f"head run {j} against the {len(others)} others")
         tiers.append(line.split(": ")[1].split(";")[0])
         print(line)
@@ -88,7 +110,6 @@ def main(argv: list[str] | None = None) -> int:
         f"PASS {tiers.count('PASS')} of {len(tiers)} gates; WARN {tiers.count('WARN')}, "
         f"BLOCK {tiers.count('BLOCK')}"
     )
-    return 0
 
 
 if __name__ == "__main__":
