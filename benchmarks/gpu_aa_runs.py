@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from rnx.config import GateSettings
@@ -39,15 +40,15 @@ def bench(workload: Path, out: Path, device: str, dtypes: str) -> ResultsDocumen
     return ResultsDocument.model_validate_json(out.read_text())
 
 
-def describe(head: ResultsDocument, base: list[ResultsDocument], label: str) -> str:
+def describe(head: ResultsDocument, base: list[ResultsDocument], label: str) -> tuple[str, str]:
+    """(the tier, a line saying it with the ratios, interval widths and verdicts)."""
     report = evaluate(head, base, GateSettings())
-    ok = [c for c in report.comparisons if c.ratio is not None]
-    ratios = [c.ratio for c in ok if c.ratio is not None]
-    widths = sorted((c.high - c.low) / 2 for c in ok if c.high is not None and c.low is not None)
-    verdicts: dict[str, int] = {}
-    for c in report.comparisons:
-        verdicts[c.verdict] = verdicts.get(c.verdict, 0) + 1
-    return (
+    ratios = [c.ratio for c in report.comparisons if c.ratio is not None]
+    widths = sorted(
+        (c.high - c.low) / 2 for c in report.comparisons if c.high is not None and c.low is not None
+    )
+    verdicts = dict(Counter(c.verdict for c in report.comparisons))
+    return report.tier, (
         f"{label}: {report.tier}; ratios {min(ratios):.3f}-{max(ratios):.3f}, median 90% "
         f"half-width {widths[len(widths) // 2]:.3f}; verdicts {verdicts}"
         + "".join(f"\n    {r}" for r in report.reasons if "inconclusive" not in r)
@@ -95,16 +96,13 @@ def measure(args: argparse.Namespace) -> list[ResultsDocument]:
 
 
 def gate_pairs(docs: list[ResultsDocument]) -> None:
-    runs = len(docs)
+    runs = range(len(docs))
+    gates = [([docs[i]], j, f"baseline run {i}") for i, j in itertools.permutations(runs, 2)]
+    gates += [([docs[i] for i in runs if i != j], j, f"the {len(docs) - 1} others") for j in runs]
     tiers = []
-    for i, j in itertools.permutations(range(runs), 2):
-        line = describe(docs[j], [docs[i]], f"head run {j} against baseline run {i}")
-        tiers.append(line.split(": ")[1].split(";")[0])
-        print(line)
-    for j in range(runs):
-        others = [docs[i] for i in range(runs) if i != j]
-        line = describe(docs[j], others, f"head run {j} against the {len(others)} others")
-        tiers.append(line.split(": ")[1].split(";")[0])
+    for base, j, against in gates:
+        tier, line = describe(docs[j], base, f"head run {j} against {against}")
+        tiers.append(tier)
         print(line)
     print(
         f"PASS {tiers.count('PASS')} of {len(tiers)} gates; WARN {tiers.count('WARN')}, "
