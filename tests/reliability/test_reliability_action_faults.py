@@ -98,5 +98,6 @@ def test_a_connection_held_open_is_given_up_at_the_deadline(mode: str) -> None:
         )
         took = time.monotonic() - started
     assert isinstance(answer, Outage) and "did not answer in time" in answer.cause, answer
-    # The deadline holds even for an answer that trickles in (httpx bounds each read only).
-    assert took < 3.0, took
+    # The deadline holds even for an answer that trickles in (httpx bounds each read only): the
+    # server holds the connection for 120 s; the margin over 2 s is for a loaded machine.
+    assert took < 10.0, took
