@@ -1,9 +1,13 @@
 """Does where a kernel's tensors land in memory set its process-level offset? (issue 13)
 
 Run on a GPU machine from the repository root: `python3 -m benchmarks.gpu_placement_noise
---out DIR --processes 8 --sets 8 --rounds 20` (about 15 s a process on an H200; writes
-DIR/placement-noise.npz). On a machine without a GPU, `python3 -m benchmarks.gpu_placement_noise
---device cpu --tiny --out DIR` runs the same script on small CPU tensors, to check it.
+--out DIR --processes 8 --sets 8 --rounds 20 --budget-s 230` (writes DIR/placement-noise.npz;
+not yet run on a GPU: a process should take 10-20 s on an H200, and --budget-s starts no process
+that would end past it). On a machine without a GPU, `python3 -m benchmarks.gpu_placement_noise
+--device cpu --tiny --out DIR` runs the same script on small CPU tensors, to check it. And
+`python3 -m benchmarks.gpu_placement_noise --corpus benchmarks/data/corpus-gpu.npz` prints what
+a recorded corpus already says: each process's offset per kernel, how the kernels' offsets go
+together, and how they follow the spin, the launch time and the process's own halves.
 
 The GPU corpus's launch-bound kernels (`layer_norm(gelu(x @ w))`, x 8x256, w 256x256) vary 0.8-1.2%
 within a process but their process medians 1.5-2% (benchmarks/corpus_spread.py). The hypothesis
@@ -55,12 +59,16 @@ LAUNCH_TARGET_NS = 100_000  # calls per sample: as gpu_corpus, about 100 us of k
 def _pad(torch: Any, device: str, rng: np.random.Generator, tiny: bool) -> list[Any]:
     """Random-size allocations that move the next tensors: a few small ones (the small pool's
     2 MiB segments) and one large one (a new segment), all kept alive by the caller."""
-    small = [int(rng.integers(1, 64)) * 512 for _ in range(int(rng.integers(0, 6)))]
+    # Up to 2.5 MiB of small blocks: the corpus's small tensors (all three dtypes') share one
+    # 2 MiB small-pool segment, so sets must spread over several segments to differ.
+    small = [int(rng.integers(1, 1024)) * 512 for _ in range(int(rng.integers(0, 6)))]
     large = int(rng.integers(1, 4 if tiny else 64)) * 2**20 + int(rng.integers(0, 2048)) * 512
     return [torch.empty(n, dtype=torch.uint8, device=device) for n in [*small, large]]
 
 
-def _launch_bound_set(torch: Any, device: str, dtype: Any, width: int) -> Callable[[], object]:
+def _launch_bound_set(
+    torch: Any, device: str, dtype: Any, width: int
+) -> tuple[Callable[[], object], int]:
     x = torch.randn(8, width, device=device, dtype=dtype)
     w = torch.randn(width, width, device=device, dtype=dtype) / width**0.5
     h = torch.empty(8, width, device=device, dtype=dtype)
@@ -74,35 +82,36 @@ def _launch_bound_set(torch: Any, device: str, dtype: Any, width: int) -> Callab
         nn.gelu(h, out=g)
         return functional.layer_norm(g, norm)
 
-    return call
+    return call, w.data_ptr()
 
 
-def _matmul_set(torch: Any, device: str, n: int) -> Callable[[], object]:
+def _matmul_set(torch: Any, device: str, n: int) -> tuple[Callable[[], object], int]:
     a = torch.randn(n, n, device=device, dtype=torch.float16)
     b = torch.randn(n, n, device=device, dtype=torch.float16)
     c = torch.empty(n, n, device=device, dtype=torch.float16)
-    return lambda: torch.matmul(a, b, out=c)
+    return (lambda: torch.matmul(a, b, out=c)), a.data_ptr()
 
 
 def build_sets(
     torch: Any, device: str, sets: int, rng: np.random.Generator, tiny: bool
-) -> tuple[list[list[Callable[[], object]]], list[Any]]:
-    """fns[kernel][set], and the padding that must stay alive. Sets of all kernels are built
-    in random order, so no kernel's set 0 always lands first."""
+) -> tuple[list[list[Callable[[], object]]], list[Any], np.ndarray]:
+    """fns[kernel][set], the padding that must stay alive, and each set's first input's address.
+    Sets of all kernels are built in random order, so no kernel's set 0 always lands first."""
     # 4096: about 200 us in float16 on an H200, like the corpus's matrix product (>= 150 us)
     width, n = (64, 64) if tiny else (256, 4096)
     fns: list[list[Callable[[], object] | None]] = [[None] * sets for _ in KERNELS]
     keep: list[Any] = []
+    ptrs = np.zeros((len(KERNELS), sets), dtype=np.int64)
     order = [(k, s) for k in range(len(KERNELS)) for s in range(sets)]
     for i in rng.permutation(len(order)):
         k, s = order[i]
         keep.extend(_pad(torch, device, rng, tiny))
         kind, dt = KERNELS[k].split("/")
         if kind == "launch_bound":
-            fns[k][s] = _launch_bound_set(torch, device, getattr(torch, dt), width)
+            fns[k][s], ptrs[k, s] = _launch_bound_set(torch, device, getattr(torch, dt), width)
         else:
-            fns[k][s] = _matmul_set(torch, device, n)
-    return [[f for f in row if f is not None] for row in fns], keep
+            fns[k][s], ptrs[k, s] = _matmul_set(torch, device, n)
+    return [[f for f in row if f is not None] for row in fns], keep, ptrs
 
 
 def kernel_names(torch: Any, fns: list[list[Callable[[], object]]], device: str) -> list[list[str]]:
@@ -141,7 +150,7 @@ def worker(out: str, seed: int, device: str, tiny: bool, sets: int, rounds: int)
     torch.manual_seed(seed)
     torch.set_num_threads(1)
     rng = np.random.default_rng(seed)
-    fns, keep = build_sets(torch, device, sets, rng, tiny)
+    fns, keep, ptrs = build_sets(torch, device, sets, rng, tiny)
     n_k = len(KERNELS)
     timers: list[Any] = []
     clock = np.zeros(2)  # spin cycles per ns (the SM clock, GHz) at start and end
@@ -193,7 +202,15 @@ def worker(out: str, seed: int, device: str, tiny: bool, sets: int, rounds: int)
         clock[1] = base._calibrate_spin()
     names = kernel_names(torch, fns, device)
     del keep
-    np.savez(out, data=data, loops=loops, timing=timing, clock=clock, names=json.dumps(names))
+    np.savez(
+        out,
+        data=data,
+        loops=loops,
+        timing=timing,
+        clock=clock,
+        ptrs=ptrs,
+        names=json.dumps(names),
+    )
 
 
 # ---------------------------------------------------------------- the parent: processes, summary
@@ -204,7 +221,11 @@ def _sd(x: np.ndarray) -> float:
 
 
 def summary_lines(
-    data: np.ndarray, timing: np.ndarray, clock: np.ndarray, names: list[list[list[str]]]
+    data: np.ndarray,
+    timing: np.ndarray,
+    clock: np.ndarray,
+    ptrs: np.ndarray,
+    names: list[list[list[str]]],
 ) -> list[str]:
     """data (processes, kernels, sets, rounds) in ns per call; everything on the log scale."""
     n_p, _, n_s, n_r = data.shape
@@ -246,6 +267,13 @@ def summary_lines(
             for k, name in enumerate(KERNELS)
         )
         lines.append(f"  p{p}: {cells}; clock {clock[p, 0]:.3f}/{clock[p, 1]:.3f}")
+        # Two states would show as two groups here; the 2 MiB segment says which sets share one.
+        seg = ptrs[p, 1] >> 21
+        sets = ", ".join(
+            f"{100 * (m - np.median(set_med[p, 1])):+.1f}@{g - seg.min()}"
+            for m, g in zip(set_med[p, 1], seg, strict=True)
+        )
+        lines.append(f"      lb/float16 sets (% vs the process's median @ 2 MiB segment): {sets}")
     lines.append("")
     for k, name in enumerate(KERNELS):
         rotation = set_med[:, k].mean(axis=1)
@@ -269,12 +297,69 @@ def summary_lines(
     return lines
 
 
+def corpus_offset_lines(path: Path) -> list[str]:
+    """What a recorded GPU corpus (benchmarks/gpu_corpus.py) already says about the process
+    offsets: each process's median of the plain kernel (v0, all levels and rounds) against the
+    median process, per kernel; how the kernels' offsets go together over processes; and how
+    they follow the timer's spin and the host's launch time, and the process's own halves."""
+    with np.load(path) as z:
+        per_call = z["data"] / z["reps"][:, :, None, None, None]
+        timing, run_of = z["timing"], z["run"]
+        kernels = json.loads(str(z["meta"]))["kernels"]
+        keys = json.loads(str(z["meta"]))["timing_keys"]
+    logs = np.log(per_call[..., 0])  # (processes, kernels, levels, rounds)
+    n_p, n_k, _, n_r = logs.shape
+    med = np.median(logs.reshape(n_p, n_k, -1), axis=2)
+    off = med - np.median(med, axis=0)
+    short = [k.replace("launch_bound/", "lb/").replace("matmul/", "mm/") for k in kernels]
+    lines = [
+        f"{path.name}: {n_p} processes; process offset = log median vs the median process, in %",
+        "| process (run.index) | " + " | ".join(short) + " | spin us (lb) | launch us (lb) |",
+        "|---" * (n_k + 3) + "|",
+    ]
+    spin, launch = keys.index("spin_ns"), keys.index("launch_overhead_ns")
+    for p in range(n_p):
+        lines.append(
+            f"| {run_of[p]}.{p - int(np.argmax(run_of == run_of[p]))} | "
+            + " | ".join(f"{100 * x:+.2f}" for x in off[p])
+            + f" | {'/'.join(f'{t / 1e3:.0f}' for t in timing[p, :3, spin])}"
+            + f" | {'/'.join(f'{t / 1e3:.0f}' for t in timing[p, :3, launch])} |"
+        )
+    corr = np.corrcoef(off.T)
+    lines.append("correlation of the process offsets between kernels:")
+    for k in range(n_k):
+        lines.append(f"  {short[k]:>12}: " + " ".join(f"{c:+.2f}" for c in corr[k]))
+    half = n_r // 2
+    for k in range(n_k):
+        first = np.median(logs[:, k, :, :half].reshape(n_p, -1), axis=1)
+        second = np.median(logs[:, k, :, half:].reshape(n_p, -1), axis=1)
+        r_spin = np.corrcoef(timing[:, k, spin], off[:, k])[0, 1]
+        r_launch = np.corrcoef(timing[:, k, launch], off[:, k])[0, 1]
+        lines.append(
+            f"{short[k]}: offset vs spin r={r_spin:+.2f}, vs launch r={r_launch:+.2f}; "
+            f"first vs second half of the rounds r={np.corrcoef(first, second)[0, 1]:+.2f}"
+        )
+    # Two states or a continuum? Split the launch-bound kernels' mean offset at the widest gap.
+    launch_bound = [k for k, name in enumerate(kernels) if name.startswith("launch_bound/")]
+    mean = off[:, launch_bound].mean(axis=1)
+    ordered = np.sort(mean)
+    cut = ordered[int(np.argmax(np.diff(ordered)))]
+    slow, fast = mean[mean > cut], mean[mean <= cut]
+    if slow.size > 1 and fast.size > 1:
+        lines.append(
+            f"launch-bound mean offset: sd {100 * _sd(mean):.2f}%; widest gap splits it into "
+            f"{fast.size} processes at {100 * fast.mean():+.2f}% (sd {100 * _sd(fast):.2f}%) and "
+            f"{slow.size} at {100 * slow.mean():+.2f}% (sd {100 * _sd(slow):.2f}%)"
+        )
+    return lines
+
+
 def run(
     out: Path, *, device: str, tiny: bool, processes: int, sets: int, rounds: int, budget_s: float
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    datas, timings, clocks, names = [], [], [], []
+    datas, timings, clocks, ptrs, names = [], [], [], [], []
     longest = 0.0
     for p in range(processes):
         if p >= 3 and time.monotonic() - started + 1.2 * longest > budget_s:
@@ -296,6 +381,7 @@ def run(
             datas.append(z["data"])
             timings.append(z["timing"])
             clocks.append(z["clock"])
+            ptrs.append(z["ptrs"])
             names.append(json.loads(str(z["names"])))
         path.unlink()
         longest = max(longest, time.monotonic() - t0)
@@ -306,11 +392,12 @@ def run(
         data=data,
         timing=timing,
         clock=clock,
+        ptrs=np.stack(ptrs),
         names=json.dumps(names),
         meta=json.dumps({"kernels": KERNELS, "device": device, "tiny": tiny}),
     )
     print(f"{len(datas)} processes in {time.monotonic() - started:.0f} s")
-    print("\n".join(summary_lines(data, timing, clock, names)))
+    print("\n".join(summary_lines(data, timing, clock, np.stack(ptrs), names)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -318,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, help="folder to write placement-noise.npz into (required)")
+    p.add_argument(
+        "--corpus", type=Path, help="only print the process offsets of a recorded GPU corpus"
+    )
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--tiny", action="store_true", help="small sizes (a check of the script)")
     p.add_argument("--processes", type=int, default=8, help="fresh worker processes (8)")
@@ -329,6 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.worker:
         worker(args.worker, args.seed, args.device, args.tiny, args.sets, args.rounds)
+        return 0
+    if args.corpus:
+        print("\n".join(corpus_offset_lines(args.corpus)))
         return 0
     if args.out is None:
         raise SystemExit("--out is required: the folder to write placement-noise.npz into")
