@@ -11,7 +11,6 @@ import hmac
 import http.server
 import json
 import random
-import socket
 import threading
 import time
 import uuid
@@ -197,11 +196,9 @@ def test_malformed_answer_is_an_outage(answer: tuple) -> None:
     assert isinstance(result, Outage) and "malformed answer" in result.cause
 
 
-def test_unreachable_server() -> None:
-    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    result = upload(DOC, url=f"http://127.0.0.1:{port}", credentials=TOKEN, clock=VirtualClock())
+def test_unreachable_server(refused_port: int) -> None:
+    url = f"http://127.0.0.1:{refused_port}"
+    result = upload(DOC, url=url, credentials=TOKEN, clock=VirtualClock())
     assert isinstance(result, Outage) and "unreachable" in result.cause
 
 
