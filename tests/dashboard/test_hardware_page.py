@@ -125,7 +125,8 @@ def hw_site(request: pytest.FixtureRequest) -> Iterator[HardwareSite]:
 def page(browser: Any, hw_site: HardwareSite) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=hw_site.url)
     p = context.new_page()
-    p.set_default_timeout(15_000)
+    # Every wait ends as soon as its condition holds; a minute is for a loaded machine.
+    p.set_default_timeout(60_000)
     try:
         yield p
     finally:
