@@ -47,6 +47,9 @@ def settings(database_url: str) -> ServerSettings:
 @pytest.fixture
 def app(settings: ServerSettings) -> Iterator[TestClient]:
     with TestClient(create_app(settings)) as c:
+        # The tests run the jobs themselves: the app's own worker is stopped, not merely slow to
+        # look again (a test that a loaded machine stretched past its minute would race it).
+        c.portal.call(c.app.state.outbox_worker.stop)
         yield c
 
 

@@ -27,13 +27,16 @@ STEPPED = "pytorch_eager/float32/bs8"
 
 @pytest.fixture
 def app(database_url: str) -> Iterator[TestClient]:
-    """The app in-process; its worker polls once a minute, so the test runs the jobs."""
+    """The app in-process; its worker's loop is stopped, so the test runs the jobs (run_once)."""
     from gate_server.asgi import create_app
 
     settings = ServerSettings(
         database_url=database_url, public_url="http://gate.test", outbox_poll_ms=60_000
     )
     with TestClient(create_app(settings)) as c:
+        # Stopped, not merely slow to look again: a test that a loaded machine stretched past
+        # the worker's minute would race it for the jobs.
+        c.portal.call(c.app.state.outbox_worker.stop)
         yield c
 
 
