@@ -18,6 +18,7 @@ from tests.support.gate_helpers import (
     fresh_postgres_schema,
     postgres_base_url,
     postgres_unreachable,
+    refusing_port,
     signed_headers,
     start_server,
 )
@@ -136,6 +137,13 @@ def client(server_settings: ServerSettings) -> Iterator[TestClient]:
 
 
 # ---- the real server on loopback
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A loopback port that refuses connections for the whole test (see refusing_port)."""
+    with refusing_port() as port:
+        yield port
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from action.inputs import InputError, parse_budget
 from action.upload import Credential, UploadAnswer, upload
 from tests.bench_runner.harness_helpers import WORKLOADS
 from tests.support.factories import make_results
-from tests.support.gate_helpers import LiveServer, create_token, free_port, start_server
+from tests.support.gate_helpers import LiveServer, create_token, start_server
 
 REPO = "acme/kernels"
 ENV = "linux-x86_64-cpu-test"
@@ -40,7 +40,9 @@ def _fetch(url: str, secret: str, **over: str) -> Fetched | NotFetched:
     return fetch_baseline(url=url, secret=secret, repository=REPO, limit_s=5.0, **where)
 
 
-def test_the_client_reads_the_baseline_or_says_why_not(server: tuple[LiveServer, str]) -> None:
+def test_the_client_reads_the_baseline_or_says_why_not(
+    server: tuple[LiveServer, str], refused_port: int
+) -> None:
     live, secret = server
     none_yet = _fetch(live.url, secret, workload="kernels/none_yet.py")
     assert isinstance(none_yet, Fetched) and none_yet.documents == []
@@ -57,7 +59,7 @@ def test_the_client_reads_the_baseline_or_says_why_not(server: tuple[LiveServer,
     assert isinstance(old, NotFetched) and "an older server" in old.why
     refused = _fetch(live.url, "not-a-token")
     assert isinstance(refused, NotFetched) and "401" in refused.why
-    down = _fetch(f"http://127.0.0.1:{free_port()}", secret)
+    down = _fetch(f"http://127.0.0.1:{refused_port}", secret)
     assert isinstance(down, NotFetched) and "did not answer" in down.why
 
 
@@ -76,6 +78,7 @@ def test_rnx_gate_samples_adaptively_against_the_servers_baseline(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
+    refused_port: int,
 ) -> None:
     live, secret = server
     (tmp_path / "kernels").mkdir()
@@ -95,7 +98,7 @@ def test_rnx_gate_samples_adaptively_against_the_servers_baseline(
     }
     push = ["--branch", "main", "--sha", uuid.uuid4().hex[:40] + "00"]
     # No server: fixed sampling, with the reason on the progress stream.
-    down = {**env, "KERNALIN_URL": f"http://127.0.0.1:{free_port()}"}
+    down = {**env, "KERNALIN_URL": f"http://127.0.0.1:{refused_port}"}
     assert main(push, env=down) == 0
     assert "[note] fixed sampling: the gate server at" in capfd.readouterr().err
     # The first push has no baseline to sample against; it becomes the baseline.

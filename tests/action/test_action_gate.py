@@ -295,7 +295,9 @@ def test_a_push_outside_the_baseline_branches_is_measured_but_never_uploaded(
         assert main(argv, env=env) == 0
         outputs[branch] = _outputs(tmp_path / "output")
         stored = httpx.get(
-            f"{live.url}/api/v1/runs/{doc.run_id}", headers={"Authorization": f"Bearer {secret}"}
+            f"{live.url}/api/v1/runs/{doc.run_id}",
+            headers={"Authorization": f"Bearer {secret}"},
+            timeout=60,
         )
         assert stored.status_code == (404 if branch == "feature" else 200), stored.text
     assert outputs["feature"]["tier"] == "PASS" and outputs["feature"]["run-url"] == ""

@@ -81,13 +81,15 @@ def test_a_configuration_about_to_block_is_confirmed_in_fresh_processes(
 def test_more_processes_are_not_spent_where_they_cannot_decide(
     measured: ResultsDocument,
 ) -> None:
-    # A baseline whose two processes differ threefold: however many processes the head adds,
-    # the baseline's own spread keeps every configuration undecided.
+    # A baseline whose two processes differ 25-fold: however many processes the head adds, the
+    # baseline's own spread keeps every configuration undecided, even when the load of a shared
+    # machine makes this run several times slower or faster than `measured` (a threefold spread
+    # could leave a loaded head credibly slower than both processes).
     groups = []
     for c in measured.configurations:
         assert c.samples is not None
         ns = [
-            int(t * (0.5 if p % 2 else 1.6))
+            int(t * (0.2 if p % 2 else 5.0))
             for t, p in zip(c.samples.ns, c.samples.process, strict=True)
         ]
         groups.append(c.model_copy(update={"samples": c.samples.model_copy(update={"ns": ns})}))
@@ -105,7 +107,10 @@ def test_more_processes_are_not_spent_where_they_cannot_decide(
 
 @pytest.mark.slow
 def test_no_process_is_added_past_the_budget(measured: ResultsDocument) -> None:
-    baseline = _scaled(measured, 1 / 3)  # about to BLOCK, but the budget is already spent
+    # About to BLOCK, but the budget is already spent. Ten times faster, so that the load of a
+    # shared machine (`measured` slowed by it, this run not) cannot leave it undecided: at three
+    # times faster, both configurations once ended "undecided, out of reach" under load.
+    baseline = _scaled(measured, 1 / 10)
     out = io.StringIO()
     adaptive = AdaptiveSampling(
         GateSettings(), budget_s=0.5, baselines=lambda _k: Baseline([baseline])
@@ -162,9 +167,12 @@ def test_paired_rounds_adapt_the_same_way() -> None:
 @pytest.mark.slow
 def test_the_servers_thresholds_judge_the_interim_verdict(measured: ResultsDocument) -> None:
     # The same run's samples as the baseline: with the server's wide band of equivalence every
-    # configuration is decided at once, whatever the run's own kernalin.yml says.
+    # configuration is decided at once, whatever the run's own kernalin.yml says. The server's
+    # block threshold (11 times slower) keeps a head that a loaded machine made more than 1.9
+    # times slower than `measured` (beyond the band: credibly slower) from being about to BLOCK,
+    # which would add processes to confirm it.
     out = io.StringIO()
-    server = GateSettings(rope=0.9, probability=0.51)
+    server = GateSettings(rope=0.9, probability=0.51, block_threshold=10)
     adaptive = AdaptiveSampling(
         GateSettings(rope=0.001), budget_s=600.0, baselines=lambda _k: Baseline([measured], server)
     )

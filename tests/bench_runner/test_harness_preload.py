@@ -13,15 +13,33 @@ from bench_runner.workers import compiler_modules
 
 @pytest.fixture
 def slow_module(tmp_path, monkeypatch):
-    (tmp_path / "rnx_slow_import.py").write_text("import time\ntime.sleep(0.3)\nLOADED = True\n")
+    """A module whose import lasts until the test sets `rnx_import_gate.RELEASE`."""
+    (tmp_path / "rnx_import_gate.py").write_text("import threading\nRELEASE = threading.Event()\n")
+    (tmp_path / "rnx_slow_import.py").write_text(
+        "from rnx_import_gate import RELEASE\nRELEASE.wait(60)\nLOADED = True\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(preload, "_thread", None)
     yield "rnx_slow_import"
-    sys.modules.pop("rnx_slow_import", None)
+    for name in ("rnx_slow_import", "rnx_import_gate"):
+        sys.modules.pop(name, None)
 
 
 def test_a_build_that_needs_the_compiler_waits_for_the_background_import(slow_module):
+    from rnx_import_gate import RELEASE
+
     preload.start([slow_module])
+    thread = preload._thread
+    assert thread is not None
+    join = thread.join
+
+    def release_then_join(*args, **kwargs):
+        # The import ends only once wait() joins it: with a 0.3 s sleep in the import instead, a
+        # test thread stalled that long on a busy machine would find it done and wait 0 ns.
+        RELEASE.set()
+        join(*args, **kwargs)
+
+    thread.join = release_then_join
     waited = preload.wait()
     assert sys.modules[slow_module].LOADED
     assert waited > 0  # it was still importing when the build asked

@@ -36,7 +36,9 @@ def page(browser: Any, site: Site) -> Iterator[Any]:
     """A fresh browser context (no cookies) on the desktop width."""
     context = browser.new_context(viewport=DESKTOP, base_url=site.url)
     p = context.new_page()
-    p.set_default_timeout(10_000)
+    # Every wait ends as soon as its condition holds; a minute is for a loaded machine, where
+    # Chromium beside two test workers on 2 cores can take more than 10 s to load a page.
+    p.set_default_timeout(60_000)
     try:
         yield p
     finally:

@@ -125,7 +125,8 @@ def hw_site(request: pytest.FixtureRequest) -> Iterator[HardwareSite]:
 def page(browser: Any, hw_site: HardwareSite) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=hw_site.url)
     p = context.new_page()
-    p.set_default_timeout(15_000)
+    # Every wait ends as soon as its condition holds; a minute is for a loaded machine.
+    p.set_default_timeout(60_000)
     try:
         yield p
     finally:
@@ -220,18 +221,18 @@ def test_bad_picks_explain_themselves(page: Any, hw_site: HardwareSite) -> None:
 def test_anonymous_visitors_are_sent_to_sign_in(hw_site: HardwareSite) -> None:
     keys = "&".join(f"env={d.environment.key}" for d in hw_site.documents)
     for path in ("/hardware", f"/hardware.csv?repo={REPO}&workload={WORKLOAD}&{keys}"):
-        answer = httpx.get(hw_site.url + path, follow_redirects=False)
+        answer = httpx.get(hw_site.url + path, follow_redirects=False, timeout=60)
         assert answer.status_code == 303 and "/login?next=" in answer.headers["location"]
 
 
 def test_another_workspace_sees_none_of_it(hw_site: HardwareSite) -> None:
     keys = "&".join(f"env={d.environment.key}" for d in hw_site.documents)
     auth = {"Authorization": f"Bearer {hw_site.other_viewer}"}
-    page = httpx.get(hw_site.url + "/hardware", headers=auth)
+    page = httpx.get(hw_site.url + "/hardware", headers=auth, timeout=60)
     assert page.status_code == 200 and "No baselines yet" in page.text
     assert WORKLOAD not in page.text
     query = f"?repo={REPO}&branch=main&workload={WORKLOAD}&{keys}"
     for path in ("/hardware", "/hardware.csv"):
-        answer = httpx.get(hw_site.url + path + query, headers=auth)
+        answer = httpx.get(hw_site.url + path + query, headers=auth, timeout=60)
         assert answer.status_code == 404, (path, answer.status_code)
         assert hw_site.documents[0].environment.key not in answer.text

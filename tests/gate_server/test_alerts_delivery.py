@@ -23,7 +23,7 @@ from gate_server.jobs import HANDLERS
 from gate_server.outbox import OutboxWorker
 from gate_server.settings import ServerSettings
 from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, create_token, free_port, signed_headers
+from tests.support.gate_helpers import Token, create_token, signed_headers
 from tests.support.receivers import HttpReceiver
 
 PUBLIC = "https://gate.example.com"
@@ -47,6 +47,9 @@ def settings(database_url: str) -> ServerSettings:
 @pytest.fixture
 def app(settings: ServerSettings) -> Iterator[TestClient]:
     with TestClient(create_app(settings)) as c:
+        # The tests run the jobs themselves: the app's own worker is stopped, not merely slow to
+        # look again (a test that a loaded machine stretched past its minute would race it).
+        c.portal.call(c.app.state.outbox_worker.stop)
         yield c
 
 
@@ -317,6 +320,7 @@ def test_no_channel_secret_in_logs_outbox_audit_or_pages(
     settings: ServerSettings,
     database_url: str,
     caplog: pytest.LogCaptureFixture,
+    refused_port: int,
 ) -> None:
     """With every logger at DEBUG: channels that fail (a refusing Slack URL, an SMTP server
     that is not there) and one that works (a webhook, whose signing secret is a secret too)."""
@@ -327,7 +331,7 @@ def test_no_channel_secret_in_logs_outbox_audit_or_pages(
     webhook = channels.webhook_channel(hook.url + "/HookPathSecret")
     mail = channels.email_channel(
         host="127.0.0.1",
-        port=free_port(),  # nothing listens: connection refused
+        port=refused_port,  # nothing listens: connection refused
         user="alerts",
         password="SmtpPasswordSecret",
         sender="gate@example.com",

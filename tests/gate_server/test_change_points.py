@@ -4,6 +4,7 @@ API lists and acknowledges them."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -26,13 +27,16 @@ STEPPED = "pytorch_eager/float32/bs8"
 
 @pytest.fixture
 def app(database_url: str) -> Iterator[TestClient]:
-    """The app in-process; its worker polls once a minute, so the test runs the jobs."""
+    """The app in-process; its worker's loop is stopped, so the test runs the jobs (run_once)."""
     from gate_server.asgi import create_app
 
     settings = ServerSettings(
         database_url=database_url, public_url="http://gate.test", outbox_poll_ms=60_000
     )
     with TestClient(create_app(settings)) as c:
+        # Stopped, not merely slow to look again: a test that a loaded machine stretched past
+        # the worker's minute would race it for the jobs.
+        c.portal.call(c.app.state.outbox_worker.stop)
         yield c
 
 
@@ -265,6 +269,19 @@ def test_acknowledging_a_change_point(
     assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_json")
 
 
+def _first_job_held(barrier: threading.Barrier) -> Callable[[Any, Any], None]:
+    """handle_detect, whose first call waits at `barrier` (one such handler per worker)."""
+    first = [True]
+
+    def handle(services: Any, job: Any) -> None:
+        if first[0]:
+            first[0] = False
+            barrier.wait()
+        handle_detect(services, job)
+
+    return handle
+
+
 def test_jobs_of_one_series_in_parallel_store_each_change_once(
     app: TestClient, database_url: str
 ) -> None:
@@ -278,8 +295,13 @@ def test_jobs_of_one_series_in_parallel_store_each_change_once(
         Services.start(ServerSettings(database_url=database_url, public_url="http://gate.test"))
         for _ in range(2)
     ]
+    # Each worker holds its first job until both hold one: a worker scheduled first on a busy
+    # machine would otherwise drain all 36 jobs before the other thread ran (as the outbox's
+    # process test once did), and the two would never look at one history at the same time.
+    both_hold_one = threading.Barrier(2, timeout=60)
     workers = [
-        OutboxWorker(svc, {DETECT_KIND: handle_detect}, poll_s=1, lease_s=60) for svc in services
+        OutboxWorker(svc, {DETECT_KIND: _first_job_held(both_hold_one)}, poll_s=1, lease_s=60)
+        for svc in services
     ]
     try:
         with ThreadPoolExecutor(2) as pool:

@@ -189,13 +189,11 @@ def test_malformed_and_non_commands(
 
 
 def test_an_unreachable_server_is_a_warning_and_a_reply(
-    world: tuple[AcceptWorld, TestClient, str], tmp_path: Path
+    world: tuple[AcceptWorld, TestClient, str], tmp_path: Path, refused_port: int
 ) -> None:
-    from tests.support.gate_helpers import free_port
-
     w, client, api = world
     env = env_for(tmp_path, api, "/kernalin accept on purpose", ci=w.ci_token)
-    env["KERNALIN_URL"] = f"http://127.0.0.1:{free_port()}"
+    env["KERNALIN_URL"] = f"http://127.0.0.1:{refused_port}"
     out = io.StringIO()
     outcome = run(env, workflow=Workflow(env, out))
     assert outcome.exit_code == 0 and "::warning" in out.getvalue()

@@ -173,12 +173,11 @@ def test_markdown_and_html_from_a_results_document_are_posted_as_text(
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_github_being_down_never_fails_an_upload(
-    database_url: str, ci_token: Any, app_key: rsa.RSAPrivateKey
+    database_url: str, ci_token: Any, app_key: rsa.RSAPrivateKey, refused_port: int
 ) -> None:
     from gate_server.asgi import create_app
-    from tests.support.gate_helpers import free_port
 
-    dead = f"http://127.0.0.1:{free_port()}"
+    dead = f"http://127.0.0.1:{refused_port}"
     settings = ServerSettings(
         database_url=database_url,
         github_app=AppCredentials("314", pem(app_key), dead),

@@ -21,7 +21,7 @@ from tests.github import payloads
 from tests.support.factories import body, make_results
 from tests.support.fakes import fake_github
 from tests.support.fakes.github_endpoints import FakeApp, add_pull, extras, rename_branch
-from tests.support.gate_helpers import LiveServer, Token, create_token, free_port, signed_headers
+from tests.support.gate_helpers import LiveServer, Token, create_token, signed_headers
 
 SECRET = "webhook secret for branch renames"
 REPO = "Codertocat/Hello-World"  # as in the recorded payloads
@@ -279,9 +279,12 @@ def test_without_app_credentials_nothing_moves_and_the_answer_says_why(
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_github_failing_or_odd_payloads_are_never_a_server_error(
-    database_url: str, server_factory: Callable[..., LiveServer], app_key: rsa.RSAPrivateKey
+    database_url: str,
+    server_factory: Callable[..., LiveServer],
+    app_key: rsa.RSAPrivateKey,
+    refused_port: int,
 ) -> None:
-    dead = f"http://127.0.0.1:{free_port()}"  # GitHub's API cannot be reached
+    dead = f"http://127.0.0.1:{refused_port}"  # GitHub's API cannot be reached
     server = server_factory(database_url, env=app_env(dead, app_key))
     register(database_url)
     answer = deliver(server, "pull_request", make_base_branch_edited("master", "main"))

@@ -593,17 +593,17 @@ def test_a_repository_without_the_app_is_accepted_by_token_as_without_app_mode(
 
 
 def test_when_github_cannot_be_asked_nothing_is_accepted(
-    database_url: str, ci_token: Any, app_key: rsa.RSAPrivateKey
+    database_url: str, ci_token: Any, app_key: rsa.RSAPrivateKey, refused_port: int
 ) -> None:
     from gate_server.asgi import create_app
-    from tests.support.gate_helpers import free_port, signed_headers
+    from tests.support.gate_helpers import signed_headers
 
     pem = app_key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     ).decode()
-    dead = f"http://127.0.0.1:{free_port()}"
+    dead = f"http://127.0.0.1:{refused_port}"
     settings = ServerSettings(
         database_url=database_url,
         github_app=AppCredentials("12345", pem, dead),

@@ -78,9 +78,11 @@ def test_kill_9_during_a_job_loses_nothing(database_url: str, tmp_path: Path) ->
             _upload(first, token.secret, n, 1.10)
         _wait_until_done(database)
         # The third slower run makes the change detectable; catch its job (or a later one's,
-        # should a job finish before it can be caught) in the middle of its work.
+        # should a job finish before it can be caught) in the middle of its work. Up to 15
+        # tries, not 5: on a loaded machine the test, descheduled between two looks, can miss
+        # a job that starts and finishes meanwhile.
         caught = None
-        for n in range(32, 37):
+        for n in range(32, 47):
             run_id = _upload(first, token.secret, n, 1.10)
             caught = _kill_while_leased(database, first, run_id)
             if caught is not None:

@@ -73,10 +73,11 @@ def test_oversized_headers_get_431_not_a_reset(live_server: Any, size: int) -> N
     an outage); now `rnx serve` reads headers up to 1 MiB and answers 431."""
     import httpx
 
-    r = httpx.get(f"{live_server.url}/api/v1/runs/x", headers={"X-Big": "a" * size})
+    # httpx's 5 s default timeout is short on a loaded machine: a minute, not a speed claim.
+    r = httpx.get(f"{live_server.url}/api/v1/runs/x", headers={"X-Big": "a" * size}, timeout=60)
     assert r.status_code == 431, r.text[:200]
     assert r.json()["error"]["code"] == "headers_too_large"
-    assert httpx.get(f"{live_server.url}/healthz").status_code == 200
+    assert httpx.get(f"{live_server.url}/healthz", timeout=60).status_code == 200
 
 
 def test_the_openapi_head_sha_pattern_is_what_the_code_checks(

@@ -135,7 +135,9 @@ def test_parse_config_of_any_mapping_is_a_config_or_a_clear_error(data: dict[str
         assert str(e).startswith("kernalin.yml")
 
 
-@settings(max_examples=150, deadline=None, database=None)
+@settings(  # too_slow: generating examples on a loaded machine is slow, never wrong
+    max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
 def test_load_config_of_any_file_is_a_config_or_a_clear_error(
     tmp_path_factory, data: bytes

@@ -267,7 +267,10 @@ def run(db: str, work: Path, *, examples: int, random_seed: int = 0, quiet: bool
         # One stored run, so reads and accepts of a real run_id are reachable too.
         first = body(make_results())
         httpx.post(
-            f"{server.url}/api/v1/runs", content=first, headers=signed_headers(ci.secret, first)
+            f"{server.url}/api/v1/runs",
+            content=first,
+            headers=signed_headers(ci.secret, first),
+            timeout=60,
         ).raise_for_status()
         schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json", config=CONFIG)
         say(f"schemathesis {schemathesis.__version__}, {db.split(':')[0]}, {server.url}")

@@ -4,13 +4,26 @@ the real server on loopback (`from tests.support.gate_helpers import ...`)."""
 from __future__ import annotations
 
 import os
+import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 # The loopback server lives with the server; tests and benchmarks import it from here.
 from gate_server.local import LiveServer, free_port, start_server  # noqa: F401
+
+
+@contextmanager
+def refusing_port() -> Iterator[int]:
+    """A loopback port that refuses every connection for as long as the block lasts: bound but
+    never listened on. A port merely free a moment ago (free_port()) could meanwhile be taken by
+    a server that another test, in another pytest worker, starts on it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
+
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 

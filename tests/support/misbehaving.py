@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from tests.support.gate_helpers import refusing_port
+
 _ERROR = json.dumps({"error": {"code": "x", "message": "refused on purpose", "details": []}})
 
 # mode -> (status, extra headers, body); the socket-level modes are handled in _Handler.
@@ -140,14 +142,6 @@ def misbehaving_server(mode: str) -> Iterator[Misbehaving]:
         server.server_close()
 
 
-def refused_url() -> str:
-    """A loopback port that nothing listens on (free a moment ago)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
-
-
 DNS_FAILURE_URL = "http://gate.nonexistent.invalid"  # .invalid never resolves (RFC 2606)
 
 
@@ -160,7 +154,8 @@ OUTAGE_MODES = ("connection-refused", "dns-failure", "tls-error", *HTTP_MODES)
 def outage(mode: str) -> Iterator[Misbehaving]:
     """A URL that fails in `mode`; `.requests` counts the requests that reached a server."""
     if mode == "connection-refused":
-        yield Misbehaving(url=refused_url(), mode=mode)
+        with refusing_port() as port:  # refuses for the whole block, taken by nobody else
+            yield Misbehaving(url=f"http://127.0.0.1:{port}", mode=mode)
     elif mode == "dns-failure":
         yield Misbehaving(url=DNS_FAILURE_URL, mode=mode)
     elif mode == "tls-error":

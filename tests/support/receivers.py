@@ -180,6 +180,7 @@ class SmtpReceiver:
         return [str(m["X-Kernalin-Delivery"]) for m in self.messages]
 
     def start(self) -> SmtpReceiver:
+        import errno
         import logging
         import ssl
 
@@ -215,19 +216,30 @@ class SmtpReceiver:
                 receiver.messages.append(message_from_bytes(envelope.content))
                 return "250 OK"
 
-        self.port = free_port()
-        self._controller = Controller(
-            Handler(),
-            hostname="127.0.0.1",
-            port=self.port,
-            tls_context=context,
-            require_starttls=True,
-            authenticator=authenticator,
-            auth_required=True,
-            auth_require_tls=True,
-        )
-        self._controller.start()
-        return self
+        # The port was free a moment ago: should another process take it before the server binds
+        # it, start again on another. A loaded machine can take more than aiosmtpd's default
+        # 5 s to start its thread and answer; the wait ends as soon as it does.
+        for attempt in range(3):
+            self.port = free_port()
+            self._controller = Controller(
+                Handler(),
+                hostname="127.0.0.1",
+                port=self.port,
+                ready_timeout=60,
+                tls_context=context,
+                require_starttls=True,
+                authenticator=authenticator,
+                auth_required=True,
+                auth_require_tls=True,
+            )
+            try:
+                self._controller.start()
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE or attempt == 2:
+                    raise
+                continue
+            return self
+        raise AssertionError("unreachable")
 
     def stop(self) -> None:
         if self._controller is not None:

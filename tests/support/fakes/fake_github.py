@@ -330,30 +330,31 @@ def create_app(state: State) -> Starlette:
     return Starlette(routes=[Route(p, endpoint(h), methods=[m]) for m, p, h in ROUTES])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def serve(state: State | None = None) -> Iterator[tuple[str, State]]:
     """Run the fake on a free loopback port; yields (api_url, state)."""
     state = state or State()
-    port = _free_port()
+    # Bound here and handed to uvicorn: a port merely free a moment ago could be taken by
+    # another test worker's server before uvicorn bound it.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
     config = uvicorn.Config(
         create_app(state), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
     )
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    # Ends as soon as it has started; a minute is for a loaded machine, not a speed claim.
+    deadline = time.monotonic() + 60
     while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the fake GitHub API did not start within 10 s")
+        if time.monotonic() > deadline or not thread.is_alive():
+            sock.close()
+            raise RuntimeError("the fake GitHub API did not start (or not within 60 s)")
         time.sleep(0.02)
     try:
         yield f"http://127.0.0.1:{port}", state
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        sock.close()
