@@ -105,13 +105,22 @@ def fit(
     # shift set apart, and a configuration takes the smaller: a launch-bound kernel shares the
     # host's noise with its process's other launch-bound kernels, a long GPU kernel does not.
     groups = _shift_groups(run_loc, counts, run_shift_sd)
+    ss_w = _spread(yb, yh, run_loc, head_loc, cell, cb, ch, c_n)
     if aligned and c_n >= MIN_CONFIGS_FOR_PROCESS_SHIFTS and groups:
-        yb, yh = _without_process_shifts(yb, rb[: len(base[0])], yh, c_n, groups)
-        run_loc = _cell_medians(yb, cell, size).reshape(c_n, k_all)
-        head_loc = _cell_medians(yh, ch, c_n)
+        # Each process's shift in each group taken out, for the configurations whose processes
+        # then agree better: a launch-bound kernel shares its process's state, a configuration
+        # beside it may not, and taking the shift out of that one would add noise to it.
+        yb2, yh2 = _without_process_shifts(yb, rb[: len(base[0])], yh, c_n, groups)
+        run_loc2 = _cell_medians(yb2, cell, size).reshape(c_n, k_all)
+        head_loc2 = _cell_medians(yh2, ch, c_n)
+        ss_w2 = _spread(yb2, yh2, run_loc2, head_loc2, cell, cb, ch, c_n)
+        take = ss_w2 < ss_w
+        yb, yh = np.where(take[cb], yb2, yb), np.where(take[ch], yh2, yh)
+        run_loc = np.where(take[:, None], run_loc2, run_loc)
+        head_loc = np.where(take, head_loc2, head_loc)
+        ss_w = np.minimum(ss_w, ss_w2)
         groups = _shift_groups(run_loc, counts, run_shift_sd)
     df_w = np.where(present, counts - 1, 0).sum(axis=1) + (h_cnt - 1)
-    ss_w = _spread(yb, yh, run_loc, head_loc, cell, cb, ch, c_n)
     var_e, df_e = _process_variance(ss_w, df_w, process_var_fallback, c_n)
     k_runs = present.sum(axis=1)
 
