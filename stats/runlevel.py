@@ -16,8 +16,11 @@ The history (the baseline runs) estimates the three spreads: sigma_u pulled towa
 there are few runs (a scaled inverse chi-square update: the prior counts as a few runs), sigma_e
 and sigma_v pooled across the run's configurations (empirical Bayes on log-variances), sigma_v
 the prior alone with one baseline run. A configuration whose runs clearly do not move with the
-common shift (a long GPU kernel beside launch-bound ones) is set apart from it. The head's
-common shift s = u[head] - mean u[base] is estimated jointly from the configurations of the run
+common shift (a long GPU kernel beside launch-bound ones) is set apart from it; those set apart
+that clearly move together form a group with shifts of their own (_shift_groups), and each
+process's shift within a group (a GPU process's state, shared by its launch-bound kernels) is
+taken out where that makes the processes agree (_without_process_shifts). The head's
+common shift s = u[head] - mean u[base] is estimated jointly from the configurations of its group
 that move with it: on a grid, its posterior is the prior N(0, tau^2), tau^2 = sigma_u^2 (1 +
 1/K), times, per configuration, a mixture of "unchanged" (the configuration's difference is s
 plus noise) and "changed" (a wide slab). So a shift most configurations share is the runner's,
