@@ -16,8 +16,11 @@ The history (the baseline runs) estimates the three spreads: sigma_u pulled towa
 there are few runs (a scaled inverse chi-square update: the prior counts as a few runs), sigma_e
 and sigma_v pooled across the run's configurations (empirical Bayes on log-variances), sigma_v
 the prior alone with one baseline run. A configuration whose runs clearly do not move with the
-common shift (a long GPU kernel beside launch-bound ones) is set apart from it. The head's
-common shift s = u[head] - mean u[base] is estimated jointly from the configurations of the run
+common shift (a long GPU kernel beside launch-bound ones) is set apart from it; those set apart
+that clearly move together form a group with shifts of their own (_shift_groups), and each
+process's shift within a group (a GPU process's state, shared by its launch-bound kernels) is
+taken out where that makes the processes agree (_without_process_shifts). The head's
+common shift s = u[head] - mean u[base] is estimated jointly from the configurations of its group
 that move with it: on a grid, its posterior is the prior N(0, tau^2), tau^2 = sigma_u^2 (1 +
 1/K), times, per configuration, a mixture of "unchanged" (the configuration's difference is s
 plus noise) and "changed" (a wide slab). So a shift most configurations share is the runner's,
@@ -47,6 +50,8 @@ MIN_CONFIGS_FOR_PROCESS_SHIFTS = 4
 # many times better (in squared deviations) without it, seen over at least this many runs.
 APART_EVIDENCE = 4.0
 MIN_RUNS_TO_SET_APART = 3
+# A later group of configurations sharing their runs' shifts has at least this many.
+MIN_GROUP_CONFIGS = 4
 
 
 @dataclass(frozen=True)
@@ -102,16 +107,27 @@ def fit(
     # worker in every configuration, the spread is also measured with each worker's common
     # shift set apart, and a configuration takes the smaller: a launch-bound kernel shares the
     # host's noise with its process's other launch-bound kernels, a long GPU kernel does not.
-    df_w = np.where(present, counts - 1, 0).sum(axis=1) + (h_cnt - 1)
+    groups = _shift_groups(run_loc, counts, run_shift_sd)
     ss_w = _spread(yb, yh, run_loc, head_loc, cell, cb, ch, c_n)
-    if aligned and c_n >= MIN_CONFIGS_FOR_PROCESS_SHIFTS:
-        yb2, yh2 = _without_process_shifts(yb, rb[: len(base[0])], yh, c_n)
-        ss_w = np.minimum(ss_w, _spread(yb2, yh2, run_loc, head_loc, cell, cb, ch, c_n))
+    if aligned and c_n >= MIN_CONFIGS_FOR_PROCESS_SHIFTS and groups:
+        # Each process's shift in each group taken out, for the configurations whose processes
+        # then agree better: a launch-bound kernel shares its process's state, a configuration
+        # beside it may not, and taking the shift out of that one would add noise to it.
+        yb2, yh2 = _without_process_shifts(yb, rb[: len(base[0])], yh, c_n, groups)
+        run_loc2 = _cell_medians(yb2, cell, size).reshape(c_n, k_all)
+        head_loc2 = _cell_medians(yh2, ch, c_n)
+        ss_w2 = _spread(yb2, yh2, run_loc2, head_loc2, cell, cb, ch, c_n)
+        take = ss_w2 < ss_w
+        yb, yh = np.where(take[cb], yb2, yb), np.where(take[ch], yh2, yh)
+        run_loc = np.where(take[:, None], run_loc2, run_loc)
+        head_loc = np.where(take, head_loc2, head_loc)
+        ss_w = np.minimum(ss_w, ss_w2)
+        groups = _shift_groups(run_loc, counts, run_shift_sd)
+    df_w = np.where(present, counts - 1, 0).sum(axis=1) + (h_cnt - 1)
     var_e, df_e = _process_variance(ss_w, df_w, process_var_fallback, c_n)
-    u, var_u, shares = _common_shifts(run_loc, counts, run_shift_sd)
     k_runs = present.sum(axis=1)
 
-    var_v, df_b = _config_shift_variance(run_loc, u, shares, counts, var_e, config_shift_sd)
+    var_v, df_b = _config_shift_variance(run_loc, groups, counts, var_e, config_shift_sd)
 
     base_level = _nanmean(run_loc, axis=1)
     diff = head_loc - base_level
@@ -127,9 +143,10 @@ def fit(
     base_var = np.where(present, run_var, 0.0).sum(axis=1) / k_runs**2
     var_c = var_v * (1 + 1 / k_runs) + head_var + base_var
     sd = np.sqrt(np.maximum(var_c, 1e-12))
-    tau = math.sqrt(var_u * (1 + 1 / k_all))
-
-    shifts = _shift_draws(diff, sd, tau, resamples, rng, shares)
+    shifts = np.zeros((c_n, resamples))
+    for g in groups:
+        tau = math.sqrt(g.var_u * (1 + 1 / k_all))
+        shifts[g.members] = _shift_draws(diff[g.members], sd[g.members], tau, resamples, rng)
     # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the
     # t distribution's 97.5% point (normal draws cost a third of t draws).
     # Degrees of freedom: the process variance's (after shrinkage) plus the runs'.
@@ -138,8 +155,8 @@ def fit(
     draws = diff[:, None] - shifts + (sd * widen)[:, None] * noise
     return RunFit(
         draws=draws,
-        shift=_median_of_all(shifts),
-        shift_sd_prior=tau,
+        shift=_median_of_all(shifts[groups[0].members]) if groups else 0.0,
+        shift_sd_prior=math.sqrt(groups[0].var_u * (1 + 1 / k_all)) if groups else 0.0,
         sd=sd,
         runs=k_runs,
     )
@@ -151,8 +168,7 @@ _MEDIAN_INEFFICIENCY = {1: 1.0, 2: 1.0, 3: 1.346, 4: 1.193, 5: 1.435, 6: 1.289, 
 
 def _config_shift_variance(
     run_loc: np.ndarray,
-    u: np.ndarray,
-    shares: np.ndarray,  # (C,) bool: the configurations that move with the runs' shifts u
+    groups: list[ShiftGroup],
     counts: np.ndarray,
     var_e: np.ndarray,
     config_shift_sd: float,
@@ -162,7 +178,9 @@ def _config_shift_variance(
     present = counts > 0
     k_runs = present.sum(axis=1)
     # Residual run means, less their process noise.
-    moved = run_loc - u[None, :] * shares[:, None]
+    moved = run_loc.copy()
+    for g in groups:
+        moved[g.members] -= g.u[None, :]
     level = _nanmean(moved, axis=1)
     resid = np.where(present, moved - level[:, None], 0.0)
     df_b = np.maximum(k_runs - 1, 0).astype(float)
@@ -204,6 +222,47 @@ def _process_variance(
     return np.zeros(c_n), np.full(c_n, MAX_DF)
 
 
+@dataclass(frozen=True)
+class ShiftGroup:
+    """Configurations that move together from run to run (and process to process), and the
+    baseline runs' shifts they share."""
+
+    members: np.ndarray  # (C,) bool
+    u: np.ndarray  # (K,) each baseline run's shift, log scale
+    var_u: float  # the variance of a run's shift, pulled toward the prior
+
+
+def _shift_groups(run_loc: np.ndarray, counts: np.ndarray, run_shift_sd: float) -> list[ShiftGroup]:
+    """The groups of configurations that share their runs' shifts: first the one most of the
+    run moves with, then, among those set apart from it, the next, while at least
+    MIN_GROUP_CONFIGS clearly move together. On a GPU runner the launch-bound kernels of a
+    process share a state the long kernels do not have (benchmarks/gpu_placement_noise.py: two
+    states 3.6% apart, one per process), so each kind has its own shifts. A configuration in
+    no group keeps its own run-to-run variation."""
+    groups: list[ShiftGroup] = []
+    left = np.ones(len(run_loc), dtype=bool)
+    while left.any():
+        u, var_u, together = _common_shifts(run_loc[left], counts[left], run_shift_sd)
+        if groups:  # a later group must show that its configurations share a shift
+            together &= _moves_with(run_loc[left], u, counts[left])
+            if together.sum() < MIN_GROUP_CONFIGS:
+                break
+        if not together.any():
+            break
+        members = np.zeros_like(left)
+        members[np.flatnonzero(left)[together]] = True
+        groups.append(ShiftGroup(members, u, var_u))
+        left &= ~members
+    return groups
+
+
+def _moves_with(run_loc: np.ndarray, u: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Configurations whose run locations agree clearly better with the shifts u taken out
+    than left alone (the mirror of _moves_apart)."""
+    alone, shifted = _run_spreads(run_loc, u, counts)
+    return ((counts > 0).sum(axis=1) >= MIN_RUNS_TO_SET_APART) & (shifted * APART_EVIDENCE < alone)
+
+
 def _common_shifts(
     run_loc: np.ndarray, counts: np.ndarray, run_shift_sd: float
 ) -> tuple[np.ndarray, float, np.ndarray]:
@@ -222,6 +281,15 @@ def _moves_apart(run_loc: np.ndarray, u: np.ndarray, counts: np.ndarray) -> np.n
     common shift taken out: on a GPU runner the host's load moves the launch-bound kernels of a
     run and leaves a long kernel alone, and taking the launch-bound kernels' shift out of the
     long kernel would lend it their noise (a 0.1% kernel measured as a 0.9% one)."""
+    alone, shifted = _run_spreads(run_loc, u, counts)
+    return ((counts > 0).sum(axis=1) >= MIN_RUNS_TO_SET_APART) & (alone * APART_EVIDENCE < shifted)
+
+
+def _run_spreads(
+    run_loc: np.ndarray, u: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each configuration's squared deviations of its run locations from their level, left
+    alone and with the runs' shifts u taken out."""
     present = counts > 0
 
     def spread(x: np.ndarray) -> np.ndarray:
@@ -229,8 +297,7 @@ def _moves_apart(run_loc: np.ndarray, u: np.ndarray, counts: np.ndarray) -> np.n
         return np.where(present, (x - level[:, None]) ** 2, 0.0).sum(axis=1)
 
     with np.errstate(invalid="ignore"):
-        alone, shifted = spread(run_loc), spread(run_loc - u[None, :])
-    return (present.sum(axis=1) >= MIN_RUNS_TO_SET_APART) & (alone * APART_EVIDENCE < shifted)
+        return spread(run_loc), spread(run_loc - u[None, :])
 
 
 def _run_shifts(run_loc: np.ndarray, run_shift_sd: float) -> tuple[np.ndarray, float]:
@@ -320,26 +387,29 @@ def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def _without_process_shifts(
-    yb: np.ndarray, runs: np.ndarray, yh: np.ndarray, c_n: int
+    yb: np.ndarray, runs: np.ndarray, yh: np.ndarray, c_n: int, groups: list[ShiftGroup]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Take out each process's common shift (a worker that ran beside a noisy neighbour is slow
-    in every configuration), centred within its run so run means do not move: what a process
-    shares with its run's other processes belongs to the run's common shift, which the model
-    takes out already, and what it shares across configurations is not noise of any one of
-    them. Left in, it would count as process-to-process noise of every configuration."""
-    base = yb.reshape(c_n, -1)
-    means = np.zeros_like(base)
-    for r in np.unique(runs):
-        cols = runs == r
-        means[:, cols] = base[:, cols].mean(axis=1, keepdims=True)
-    w = np.median(base - means, axis=0)
-    for r in np.unique(runs):
-        cols = runs == r
-        w[cols] -= w[cols].mean()
-    head = yh.reshape(c_n, -1)
-    wh = np.median(head - head.mean(axis=1, keepdims=True), axis=0)
-    wh -= wh.mean()
-    return (base - w[None, :]).ravel(), (head - wh[None, :]).ravel()
+    """Take out each process's shift in each group (a worker beside a noisy neighbour is slow
+    in every configuration; on a GPU each process draws one of two states for its launch-bound
+    kernels), centred within its run so run means do not move: what a process shares with its
+    run's other processes belongs to the run's shift, which the model takes out already, and
+    what it shares across configurations is not noise of any one of them. Left in, it would
+    count as process-to-process noise of every configuration, and move the head's median."""
+    base, head = yb.reshape(c_n, -1).copy(), yh.reshape(c_n, -1).copy()
+    for g in groups:
+        m = g.members
+        means = np.zeros_like(base[m])
+        for r in np.unique(runs):
+            cols = runs == r
+            means[:, cols] = base[m][:, cols].mean(axis=1, keepdims=True)
+        w = np.median(base[m] - means, axis=0)
+        for r in np.unique(runs):
+            cols = runs == r
+            w[cols] -= w[cols].mean()
+        wh = np.median(head[m] - head[m].mean(axis=1, keepdims=True), axis=0)
+        base[m] -= w[None, :]
+        head[m] -= (wh - wh.mean())[None, :]
+    return base.ravel(), head.ravel()
 
 
 def _shift_draws(
@@ -348,7 +418,6 @@ def _shift_draws(
     tau: float,
     resamples: int,
     rng: np.random.Generator,
-    shares: np.ndarray,
 ) -> np.ndarray:
     """(C, R) draws of the head run's common shift, for each configuration from the others
     that move with it (`shares`); 0 for a configuration that does not.
@@ -362,7 +431,6 @@ def _shift_draws(
     spike = -0.5 * (resid / sd[:, None]) ** 2 - np.log(sd)[:, None]
     slab = -0.5 * (resid / SLAB_SD) ** 2 - math.log(SLAB_SD)
     mix = np.logaddexp(spike + math.log(UNCHANGED_SHARE), slab + math.log(1 - UNCHANGED_SHARE))
-    mix = np.where(shares[:, None], mix, 0.0)  # one that moves apart tells nothing of the shift
     log_post = mix.sum(axis=0)[None, :] - mix - 0.5 * (grid / tau) ** 2
     post = np.exp(log_post - log_post.max(axis=1, keepdims=True))
     cdf = np.cumsum(post, axis=1)
@@ -372,7 +440,7 @@ def _shift_draws(
     jitter = (rng.random(resamples) - 0.5) * step
     picks = _rows_searchsorted(cdf, u)
     result: np.ndarray = grid[np.minimum(picks, GRID_POINTS - 1)] + jitter[None, :]
-    return np.where(shares[:, None], result, 0.0)
+    return result
 
 
 def _rows_searchsorted(rows: np.ndarray, u: np.ndarray) -> np.ndarray:
