@@ -148,22 +148,12 @@ def compare_many(
         fit = _run_level(bases, heads, labels, resamples, rng, run_shift_sd, config_shift_sd)
         draws, run_shift = fit.draws, math.exp(fit.shift)
     elif paired:
-        diffs = [
-            [np.log(hg) - np.log(bg) for bg, hg in zip(b, h, strict=True)]
-            for b, h in zip(bases, heads, strict=True)
-        ]
-        # A paired difference's noise is its rounds', not its processes' (base and head share
-        # each process): a few processes' mean differences alone, as unpaired mode resamples
-        # them, miss it, and 3 processes that happen to agree looked like a credible slowdown.
-        # With few processes their rounds are resampled together.
-        diffs = [d if len(d) >= PAIRED_MIN_GROUPS else [np.concatenate(d)] for d in diffs]
-        draws = bootstrap.location_draws(diffs, resamples, rng, PAIRED_BAND)
+        draws = _paired_draws(bases, heads, resamples, rng)
     else:
         log_b = [[np.log(g) for g in b] for b in bases]
         log_h = [[np.log(g) for g in h] for h in heads]
         base_draws = bootstrap.location_draws(log_b, resamples, rng, bootstrap.LOW)
-        head_draws = bootstrap.location_draws(log_h, resamples, rng, bootstrap.LOW)
-        draws = head_draws - base_draws
+        draws = bootstrap.location_draws(log_h, resamples, rng, bootstrap.LOW) - base_draws
 
     edge = math.log1p(rope)
     p_slower = (draws > edge).mean(axis=1)
@@ -236,6 +226,25 @@ def _checked_pairs(
         ]
     )
     return bases, heads, labels
+
+
+def _paired_draws(
+    bases: list[list[np.ndarray]],
+    heads: list[list[np.ndarray]],
+    resamples: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """(C, R) draws of each configuration's log ratio from its rounds' paired differences."""
+    diffs = [
+        [np.log(hg) - np.log(bg) for bg, hg in zip(b, h, strict=True)]
+        for b, h in zip(bases, heads, strict=True)
+    ]
+    # A paired difference's noise is its rounds', not its processes' (base and head share each
+    # process): a few processes' mean differences alone, as unpaired mode resamples them, miss
+    # it, and 3 processes that happen to agree looked like a credible slowdown. With few
+    # processes their rounds are resampled together.
+    diffs = [d if len(d) >= PAIRED_MIN_GROUPS else [np.concatenate(d)] for d in diffs]
+    return bootstrap.location_draws(diffs, resamples, rng, PAIRED_BAND)
 
 
 def _run_level(

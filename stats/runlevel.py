@@ -93,38 +93,20 @@ def fit(
     ch = np.concatenate([np.full(len(h), i) for i, h in enumerate(head)])
     yh = np.concatenate(head) - centre[ch]
 
-    cell = cb * k_all + rb
-    size = c_n * k_all
-    counts = np.bincount(cell, minlength=size).reshape(c_n, k_all).astype(float)
+    cells = _Cells(cb, ch, cb * k_all + rb, c_n, k_all)
+    counts = np.bincount(cells.cell, minlength=c_n * k_all).reshape(c_n, k_all).astype(float)
     present = counts > 0
     h_cnt = np.bincount(ch, minlength=c_n).astype(float)
-    # A run's location is the median of its processes: one process beside a noisy neighbour
-    # moves a mean of three by a third of its shift, a median hardly at all.
-    run_loc = _cell_medians(yb, cell, size).reshape(c_n, k_all)
-    head_loc = _cell_medians(yh, ch, c_n)
+    run_loc, head_loc = cells.run_medians(yb), cells.head_medians(yh)
 
-    # Process-to-process spread, within runs (the head's included). Where group i is the same
-    # worker in every configuration, the spread is also measured with each worker's common
-    # shift set apart, and a configuration takes the smaller: a launch-bound kernel shares the
-    # host's noise with its process's other launch-bound kernels, a long GPU kernel does not.
+    # Process-to-process spread, within runs (the head's included); where group i is the same
+    # worker in every configuration, with each process's shift in its group taken out where
+    # that makes the processes agree better (and then out of the locations too).
     groups = _shift_groups(run_loc, counts, run_shift_sd)
-    ss_w = _spread(yb, yh, run_loc, head_loc, cell, cb, ch, c_n)
+    ss_w = cells.spread(yb, yh, run_loc, head_loc)
     if aligned and c_n >= MIN_CONFIGS_FOR_PROCESS_SHIFTS and groups:
-        # Each process's shift in each group taken out, for the configurations whose processes
-        # then agree better: a launch-bound kernel shares its process's state, a configuration
-        # beside it may not, and taking the shift out of that one would add noise to it.
-        yb2, yh2 = _without_process_shifts(yb, rb[: len(base[0])], yh, c_n, groups)
-        run_loc2 = _cell_medians(yb2, cell, size).reshape(c_n, k_all)
-        head_loc2 = _cell_medians(yh2, ch, c_n)
-        # Measured from the run medians as measured, like ss_w, so the two compare like with
-        # like (from the shifted values' own medians, the 15% slowdowns flagged with one
-        # baseline run fell from 83% to 75% on corpus B).
-        ss_w2 = _spread(yb2, yh2, run_loc, head_loc, cell, cb, ch, c_n)
-        take = ss_w2 < ss_w
-        yb, yh = np.where(take[cb], yb2, yb), np.where(take[ch], yh2, yh)
-        run_loc = np.where(take[:, None], run_loc2, run_loc)
-        head_loc = np.where(take, head_loc2, head_loc)
-        ss_w = np.minimum(ss_w, ss_w2)
+        yb, yh, ss_w = _process_shifts_out(yb, yh, ss_w, run_loc, head_loc, groups, cells)
+        run_loc, head_loc = cells.run_medians(yb), cells.head_medians(yh)
         groups = _shift_groups(run_loc, counts, run_shift_sd)
     df_w = np.where(present, counts - 1, 0).sum(axis=1) + (h_cnt - 1)
     var_e, df_e = _process_variance(ss_w, df_w, process_var_fallback, c_n)
@@ -139,7 +121,7 @@ def fit(
     gap = head_loc - _cell_minima(yh, ch, c_n)
     # (Scaled to 3 processes: with more, more of them must be hit to move the median.)
     head_var = np.maximum(var_e * _median_var(h_cnt), (gap / 2) ** 2 * 3 / h_cnt)
-    run_gap = np.where(present, run_loc - _cell_minima(yb, cell, size).reshape(c_n, k_all), 0.0)
+    run_gap = np.where(present, run_loc - cells.run_minima(yb), 0.0)
     run_var = np.maximum(
         var_e[:, None] * _median_var(counts), (run_gap / 2) ** 2 * 3 / np.maximum(counts, 1)
     )
@@ -162,6 +144,62 @@ def fit(
         shift_sd_prior=math.sqrt(groups[0].var_u * (1 + 1 / k_all)) if groups else 0.0,
         sd=sd,
         runs=k_runs,
+    )
+
+
+@dataclass(frozen=True)
+class _Cells:
+    """Where each process location of the baseline (yb) and the head (yh) belongs: its
+    configuration (cb, ch) and, for the baseline, its (configuration, run) cell."""
+
+    cb: np.ndarray
+    ch: np.ndarray
+    cell: np.ndarray
+    c_n: int
+    k_all: int
+
+    def run_medians(self, yb: np.ndarray) -> np.ndarray:
+        """(C, K) each run's location: the median of its processes (one process beside a noisy
+        neighbour moves a mean of three by a third of its shift, a median hardly at all)."""
+        size = self.c_n * self.k_all
+        return _cell_medians(yb, self.cell, size).reshape(self.c_n, self.k_all)
+
+    def run_minima(self, yb: np.ndarray) -> np.ndarray:
+        return _cell_minima(yb, self.cell, self.c_n * self.k_all).reshape(self.c_n, self.k_all)
+
+    def head_medians(self, yh: np.ndarray) -> np.ndarray:
+        return _cell_medians(yh, self.ch, self.c_n)
+
+    def spread(
+        self, yb: np.ndarray, yh: np.ndarray, run_loc: np.ndarray, head_loc: np.ndarray
+    ) -> np.ndarray:
+        return _spread(yb, yh, run_loc, head_loc, self.cell, self.cb, self.ch, self.c_n)
+
+
+def _process_shifts_out(
+    yb: np.ndarray,
+    yh: np.ndarray,
+    ss_w: np.ndarray,
+    run_loc: np.ndarray,
+    head_loc: np.ndarray,
+    groups: list[ShiftGroup],
+    cells: _Cells,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The process locations with each process's shift in each group taken out, for the
+    configurations whose processes then agree better, and the spreads: a launch-bound kernel
+    shares its process's state, a configuration beside it may not, and taking the shift out of
+    that one would add noise to it."""
+    runs = cells.cell[cells.cb == 0] % cells.k_all  # group i of configuration 0: its run
+    yb2, yh2 = _without_process_shifts(yb, runs, yh, cells.c_n, groups)
+    # Measured from the run medians as measured, like ss_w, so the two compare like with like
+    # (from the shifted values' own medians, the 15% slowdowns flagged with one baseline run
+    # fell from 83% to 75% on corpus B).
+    ss_w2 = cells.spread(yb2, yh2, run_loc, head_loc)
+    take = ss_w2 < ss_w
+    return (
+        np.where(take[cells.cb], yb2, yb),
+        np.where(take[cells.ch], yh2, yh),
+        np.minimum(ss_w, ss_w2),
     )
 
 
