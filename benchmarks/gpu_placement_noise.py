@@ -144,13 +144,50 @@ def kernel_names(torch: Any, fns: list[list[Callable[[], object]]], device: str)
     return names
 
 
-def worker(out: str, seed: int, device: str, tiny: bool, sets: int, rounds: int) -> None:
+def process_wide_sets(
+    torch: Any, vary: str, fns: list[list[Callable[[], object]]], rng: np.random.Generator
+) -> tuple[list[list[Callable[[], object]]], list[Any], list[Any]]:
+    """For --vary flush or stream: every set of a kernel calls set 0's inputs, and differs in
+    the timer's L2 flush buffer (its own allocation, padding between) or in the CUDA stream it
+    runs on. Returns the kernels' sets, the flush buffers (or []) and the streams (or [])."""
+    sets = len(fns[0])
+    shared = [[row[0]] * sets for row in fns]
+    if vary == "stream":
+        return shared, [], [torch.cuda.Stream() for _ in range(sets)]
+    props = torch.cuda.get_device_properties(0)
+    l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
+    words = 2 * l2 // 4  # as CudaTimer's: twice the L2, int32
+    # each buffer with the padding before it, kept alive together
+    flushes = [
+        (_pad(torch, "cuda", rng, False), torch.empty(words, dtype=torch.int32, device="cuda"))
+        for _ in range(sets)
+    ]
+    return shared, flushes, []
+
+
+def worker(out: str, seed: int, device: str, tiny: bool, sets: int, rounds: int, vary: str) -> None:
+    import contextlib
+
     import torch
 
     torch.manual_seed(seed)
     torch.set_num_threads(1)
     rng = np.random.default_rng(seed)
     fns, keep, ptrs = build_sets(torch, device, sets, rng, tiny)
+    flushes: list[Any] = []
+    streams: list[Any] = []
+    if vary != "placement":
+        fns, flushes, streams = process_wide_sets(torch, vary, fns, rng)
+        # the addresses the summary groups sets by: the flush buffers', or the one input set's
+        ptrs[:] = [b.data_ptr() for _, b in flushes] if flushes else ptrs[:, :1]
+
+    def on_set(s: int) -> Any:
+        """Where set s runs: its own stream (--vary stream), its own flush buffer (flush)."""
+        if flushes:
+            for t in timers:
+                t.flush_buffer = flushes[s][1]
+        return torch.cuda.stream(streams[s]) if streams else contextlib.nullcontext()
+
     n_k = len(KERNELS)
     timers: list[Any] = []
     clock = np.zeros(2)  # spin cycles per ns (the SM clock, GHz) at start and end
@@ -176,14 +213,16 @@ def worker(out: str, seed: int, device: str, tiny: bool, sets: int, rounds: int)
         target = 30_000 if tiny else LAUNCH_TARGET_NS
         loops[k] = max(1, min(20, int(target // per_call)))
         for i in range(2 * sets):
-            timers[k].sample(fns[k][i % sets], int(loops[k]))
+            with on_set(i % sets):
+                timers[k].sample(fns[k][i % sets], int(loops[k]))
     spin_before = np.array([getattr(t, "spin_ns", 0.0) for t in timers])
     data = np.zeros((n_k, sets, rounds))  # ns per call
     pairs = [(k, s) for k in range(n_k) for s in range(sets)]
     for r in range(rounds):
         for i in rng.permutation(len(pairs)):
             k, s = pairs[i]
-            data[k, s, r] = timers[k].sample(fns[k][s], int(loops[k]))
+            with on_set(s):
+                data[k, s, r] = timers[k].sample(fns[k][s], int(loops[k]))
     reports = [t.report() if hasattr(t, "report") else {} for t in timers]
     timing = np.array(
         [
@@ -355,7 +394,15 @@ def corpus_offset_lines(path: Path) -> list[str]:
 
 
 def run(
-    out: Path, *, device: str, tiny: bool, processes: int, sets: int, rounds: int, budget_s: float
+    out: Path,
+    *,
+    device: str,
+    tiny: bool,
+    processes: int,
+    sets: int,
+    rounds: int,
+    budget_s: float,
+    vary: str,
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -372,7 +419,7 @@ def run(
         subprocess.run(
             [sys.executable, "-m", "benchmarks.gpu_placement_noise", "--worker", str(path)]
             + ["--seed", str(7919 * (p + 1)), "--device", device]
-            + ["--sets", str(sets), "--rounds", str(rounds)]
+            + ["--sets", str(sets), "--rounds", str(rounds), "--vary", vary]
             + (["--tiny"] if tiny else []),
             check=True,
             env=dict(os.environ, OMP_NUM_THREADS="1"),
@@ -394,9 +441,9 @@ def run(
         clock=clock,
         ptrs=np.stack(ptrs),
         names=json.dumps(names),
-        meta=json.dumps({"kernels": KERNELS, "device": device, "tiny": tiny}),
+        meta=json.dumps({"kernels": KERNELS, "device": device, "tiny": tiny, "vary": vary}),
     )
-    print(f"{len(datas)} processes in {time.monotonic() - started:.0f} s")
+    print(f"{len(datas)} processes in {time.monotonic() - started:.0f} s; sets vary in {vary}")
     print("\n".join(summary_lines(data, timing, clock, np.stack(ptrs), names)))
 
 
@@ -414,11 +461,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sets", type=int, default=8, help="input sets per kernel (8)")
     p.add_argument("--rounds", type=int, default=20, help="samples of each set (20)")
     p.add_argument(
+        "--vary",
+        choices=("placement", "flush", "stream"),
+        default="placement",
+        help="what sets differ in: their inputs' placement (default), the timer's L2 flush "
+        "buffer, or the CUDA stream (the last two on one set of inputs, CUDA only)",
+    )
+    p.add_argument(
         "--budget-s", type=float, default=240.0, help="start no process that would end past this"
     )
     args = p.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.seed, args.device, args.tiny, args.sets, args.rounds)
+        worker(args.worker, args.seed, args.device, args.tiny, args.sets, args.rounds, args.vary)
         return 0
     if args.corpus:
         print("\n".join(corpus_offset_lines(args.corpus)))
@@ -430,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if not torch.cuda.is_available():
             raise SystemExit("no CUDA device here; use --device cpu --tiny to check the script")
+    if args.vary != "placement" and args.device != "cuda":
+        raise SystemExit("--vary flush and stream are CUDA's: use --vary placement on the CPU")
     if args.processes < 2 or args.sets < 2 or args.rounds < 3:
         raise SystemExit("--processes and --sets must be at least 2, --rounds at least 3")
     run(
@@ -440,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         sets=args.sets,
         rounds=args.rounds,
         budget_s=args.budget_s,
+        vary=args.vary,
     )
     return 0
 
