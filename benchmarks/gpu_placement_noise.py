@@ -1,10 +1,12 @@
-"""Does where a kernel's tensors land in memory set its process-level offset? (issue 13)
+"""What sets a kernel's process-level offset: its tensors' placement, the flush buffer, the stream?
 
 Run on a GPU machine from the repository root: `python3 -m benchmarks.gpu_placement_noise
---out DIR --processes 8 --sets 8 --rounds 20 --budget-s 230` (writes DIR/placement-noise.npz;
-not yet run on a GPU: a process should take 10-20 s on an H200, and --budget-s starts no process
-that would end past it). On a machine without a GPU, `python3 -m benchmarks.gpu_placement_noise
---device cpu --tiny --out DIR` runs the same script on small CPU tensors, to check it. And
+--out DIR --processes 8 --sets 8 --rounds 20 --budget-s 230 [--vary placement|flush|stream]`
+(writes DIR/placement-noise.npz; a process takes 9-13 s on an H200, and --budget-s starts no
+process that would end past it; on an H200 on 2026-12-01 the offset followed the stream, not
+the placement nor the flush buffer: docs/verdict-quality.md). On a machine without a GPU,
+`python3 -m benchmarks.gpu_placement_noise --device cpu --tiny --out DIR` runs the same script
+on small CPU tensors, to check it. And
 `python3 -m benchmarks.gpu_placement_noise --corpus benchmarks/data/corpus-gpu.npz` prints what
 a recorded corpus already says: each process's offset per kernel, how the kernels' offsets go
 together, and how they follow the spin, the launch time and the process's own halves.
