@@ -99,15 +99,6 @@ SPIN_MAX_NS = 50e6
 # A sample in which the GPU reached a call before the host had launched it is taken again, with
 # a longer spin, at most this many times; the last is kept and counted (`late_samples_kept`).
 LATE_RETAKES = 3
-# Samples go round this many CUDA streams. On an H200 a launch-bound layer ran in one of two
-# states 3-4% apart, fixed per stream for the life of the process (benchmarks/gpu_placement_noise.py
-# --vary stream, docs/verdict-quality.md): on one stream that is an offset of the whole process,
-# which only more processes average out; round several streams, the rounds average it.
-STREAMS = 8
-# PyTorch's allocator reuses a block only on the stream it was allocated on, so every stream keeps
-# its own copy of the call's memory: streams are added while all copies together take at most
-# this share of the GPU's free memory (a call that allocates a lot stays on fewer streams).
-STREAMS_MEMORY_SHARE = 0.1
 
 
 def next_spin_ns(spin_ns: float, launch_ns: Sequence[float], late: bool) -> float:
@@ -135,11 +126,9 @@ class CudaTimer(_Telemetered):
     sample checks it: an event recorded just after a synchronize ties the GPU's clock to the
     host's, and a call whose start event fired before the host had launched all of it is late;
     a sample with a late call is taken again with a longer spin (`next_spin_ns`).
-
-    Each sample runs on the next of up to STREAMS streams, each primed with one untimed call.
     """
 
-    method = "cuda_events+busy_stream+l2_flush+streams"
+    method = "cuda_events+busy_stream+l2_flush"
 
     def __init__(self, device: torch.device, telemetry: GpuTelemetry):
         self.device = device
@@ -153,45 +142,14 @@ class CudaTimer(_Telemetered):
         self.naive_ns: list[float] = []
         self.details: dict[str, Any] = {"l2_bytes": l2, "flush_bytes": 2 * l2}
         self.last: dict[str, Any] = {}
-        self.streams = [torch.cuda.current_stream(device)]
-        self.streams += [torch.cuda.Stream(device) for _ in range(STREAMS - 1)]
-        self.rotation: list[torch.cuda.Stream] = []  # this configuration's, at its first sample
-        self.turn = 0
 
     def for_configuration(self) -> CudaTimer:
-        """A timer sharing this one's flush buffer, streams and calibration, with its own
-        statistics and its own rotation."""
+        """A timer sharing this one's flush buffer and calibration, with its own statistics."""
         timer = CudaTimer.__new__(CudaTimer)
         timer.__dict__.update(self.__dict__)
         timer.launch_ns, timer.naive_ns, timer.details = [], [], dict(self.details)
         timer.spin_ns, timer.last = SPIN_START_NS, {}
-        timer.rotation, timer.turn = [], 0
         return timer
-
-    def _next_stream(self, fn: Call) -> torch.cuda.Stream:
-        if not self.rotation:
-            self.rotation = self._prime_streams(fn)
-            self.details["streams"] = len(self.rotation)
-        stream = self.rotation[self.turn % len(self.rotation)]
-        self.turn += 1
-        return stream
-
-    def _prime_streams(self, fn: Call) -> list[torch.cuda.Stream]:
-        """The streams this call goes round: each after one untimed call on it (its first call
-        there allocates its blocks), while their copies fit STREAMS_MEMORY_SHARE."""
-        torch.cuda.synchronize(self.device)
-        free, _ = torch.cuda.mem_get_info(self.device)
-        reserved = torch.cuda.memory_reserved(self.device)
-        chosen = self.streams[:1]
-        for stream in self.streams[1:]:
-            with torch.cuda.stream(stream):
-                fn()
-            torch.cuda.synchronize(self.device)
-            if torch.cuda.memory_reserved(self.device) - reserved > STREAMS_MEMORY_SHARE * free:
-                torch.cuda.empty_cache()  # the last stream's copy, one too many
-                break
-            chosen.append(stream)
-        return chosen
 
     def _calibrate_spin(self) -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -223,13 +181,7 @@ class CudaTimer(_Telemetered):
 
     def _timed_calls(self, fn: Call, loops: int) -> tuple[float, list[float], int]:
         """(event ns per call, host launch ns of each call, calls the GPU reached too early)."""
-        stream = self._next_stream(fn)
-        with torch.cuda.stream(stream):
-            return self._timed_calls_on(stream, fn, loops)
-
-    def _timed_calls_on(
-        self, stream: torch.cuda.Stream, fn: Call, loops: int
-    ) -> tuple[float, list[float], int]:
+        stream = torch.cuda.current_stream(self.device)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(loops)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(loops)]
         anchor = torch.cuda.Event(enable_timing=True)

@@ -333,7 +333,7 @@ def record(
         "processes_per_run": processes,
         "device": device,
         "tiny": tiny,
-        "method": "cuda_events+busy_stream+l2_flush+late_check+streams"
+        "method": "cuda_events+busy_stream+l2_flush+late_check"
         if device == "cuda"
         else "perf_counter",
         "timing_keys": TIMING_KEYS,

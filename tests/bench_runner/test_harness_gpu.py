@@ -10,7 +10,7 @@ import torch
 
 from bench_runner.gpu_checks import ContentionSigns
 from bench_runner.telemetry import GpuTelemetry
-from bench_runner.timing import STREAMS, CudaTimer
+from bench_runner.timing import CudaTimer
 from bench_runner.worker import Side, configure_process
 from tests.bench_runner.harness_helpers import WORKLOADS, prepare_cmd
 
@@ -61,33 +61,6 @@ def test_a_host_pause_longer_than_the_spin_is_retaken_not_timed(cuda_side):
     assert "late_samples_kept" not in timer.details
     assert ns < 500_000  # two tiny kernels; the GPU waiting 2 ms for the host would show
     assert timer.report()["launch_overhead_ns"] > 2_000_000
-
-
-def test_samples_go_round_the_streams(cuda_side):
-    timer = CudaTimer(torch.device("cuda"), GpuTelemetry(reason="not needed")).for_configuration()
-    a = torch.randn(4096, device="cuda")
-    streams = []
-
-    def call():
-        streams.append(torch.cuda.current_stream().cuda_stream)
-        a.mul_(1.0)
-
-    timed = [timer.sample(call, 1) for _ in range(2 * STREAMS)]
-    assert timer.details["streams"] == STREAMS and all(ns > 0 for ns in timed)
-    # after the priming calls (one on each stream but the first), every stream timed samples
-    assert len(set(streams[STREAMS - 1 :])) == STREAMS
-
-
-def test_a_call_that_allocates_a_lot_stays_on_fewer_streams(cuda_side):
-    timer = CudaTimer(torch.device("cuda"), GpuTelemetry(reason="not needed")).for_configuration()
-    free, _ = torch.cuda.mem_get_info()
-    words = int(0.06 * free) // 4  # two streams' copies are past the 10% share
-
-    def call():
-        return torch.empty(words, dtype=torch.float32, device="cuda").fill_(1.0)
-
-    timer.sample(call, 1)
-    assert 1 <= timer.details["streams"] <= 2
 
 
 @pytest.mark.parametrize("name", ["partial_write.py", "lower_precision.py", "ignores_input.py"])
