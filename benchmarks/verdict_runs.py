@@ -98,17 +98,27 @@ class Tally:
         return self.counts.get(key, [0, 0])[1]
 
 
-def old_tier(cs: list[Any], threshold: float = THRESHOLD) -> str:
-    """The gate before issue 13: Holm over P(ratio <= 1 + threshold); undecided or slower WARN."""
+def old_flags(cs: list[Any], threshold: float = THRESHOLD) -> dict[int, str]:
+    """The gate before issue 13, per configuration (index: BLOCK or WARN; unflagged ones left
+    out): slower with Holm over P(ratio <= 1 + threshold) at 5% BLOCKs; undecided or slower
+    WARNs."""
     import stats
 
     eligible = {str(i): c for i, c in enumerate(cs) if c.sufficient}
     adjusted = stats.holm({k: c.p_not_exceeding(threshold) for k, c in eligible.items()})
-    if any(c.verdict == "slower" and adjusted[k] <= 0.05 for k, c in eligible.items()):
-        return "BLOCK"
-    if any(c.verdict in ("slower", "undecided") for c in cs):
-        return "WARN"
-    return "PASS"
+    flags = {}
+    for i, c in enumerate(cs):
+        if c.verdict == "slower" and adjusted.get(str(i), 1.0) <= 0.05:
+            flags[i] = "BLOCK"
+        elif c.verdict in ("slower", "undecided"):
+            flags[i] = "WARN"
+    return flags
+
+
+def old_tier(cs: list[Any], threshold: float = THRESHOLD) -> str:
+    """The run's tier before issue 13: the worst of its configurations' flags."""
+    flags = set(old_flags(cs, threshold).values())
+    return "BLOCK" if "BLOCK" in flags else "WARN" if flags else "PASS"
 
 
 def new_tier(cs: list[Any]) -> str:
