@@ -16,7 +16,9 @@ from rnx.adaptive import (
     CONFIRM_PROCESSES,
     MAX_ADDED_PROCESSES,
     Open,
+    Row,
     out_of_reach,
+    plausibly_slower,
     rows_of,
     still_open,
     verdicts,
@@ -60,6 +62,18 @@ class Decider:
     project: Callable[[], GateReport] | None = None
 
 
+def _left(rows: Sequence[Row], projected: dict[str, str] | None) -> str:
+    """What stays undecided, and why it is not measured more."""
+    unlikely = sum(r.verdict == "undecided" and not plausibly_slower(r) for r in rows)
+    beyond = sum(plausibly_slower(r) and out_of_reach(r, projected) for r in rows)
+    if not unlikely and not beyond:
+        return "every configuration decided"
+    return (
+        f"{unlikely} undecided where a slowdown is less likely than not (more processes could "
+        f"at most show them equivalent), {beyond} out of reach"
+    )
+
+
 def _listing(found: list[Open], limit: int = 4) -> str:
     shown = "; ".join(f"{o.id} ({o.why})" for o in found[:limit])
     return shown + (f"; and {len(found) - limit} more" if len(found) > limit else "")
@@ -81,9 +95,10 @@ def sample_until_decided(orch: Orchestrator, decider: Decider) -> dict[str, list
         report = decider.judge()
         rows = rows_of(report)
         projected = None
-        if decider.project is not None and any(r.verdict == "undecided" for r in rows):
+        maybe_slower = [r for r in rows if r.verdict == "undecided" and plausibly_slower(r)]
+        if decider.project is not None and maybe_slower:
             projected = verdicts(decider.project())
-            beyond = [r.id for r in rows if out_of_reach(r, projected)]
+            beyond = [r.id for r in rows if plausibly_slower(r) and out_of_reach(r, projected)]
             if beyond and beyond != noted:
                 progress.note(
                     f"adaptive sampling: {len(beyond)} undecided configuration"
@@ -94,12 +109,8 @@ def sample_until_decided(orch: Orchestrator, decider: Decider) -> dict[str, list
                 noted = beyond
         found = still_open(report.tier, rows, confirmed, projected)
         if not found:
-            if why_added or noted:
-                left = sum(out_of_reach(r, projected) for r in rows)
-                progress.note(
-                    f"adaptive sampling: nothing more to measure ({report.tier}): "
-                    + (f"{left} undecided out of reach" if left else "every configuration decided")
-                )
+            left = _left(rows, projected)
+            progress.note(f"adaptive sampling: nothing more to measure ({report.tier}): {left}")
             return why_added
         spent = time.monotonic() - decider.started
         added = orch.plan.processes - fixed

@@ -108,7 +108,7 @@ def _rows(tier: str, ids: list[str], comparisons: list) -> list:
     from rnx.adaptive import Row
 
     return [
-        Row(cid, c.verdict, c.p_exceeds(THRESHOLD), c.reason)
+        Row(cid, c.verdict, c.p_exceeds(THRESHOLD), c.reason, c.p_slower)
         for cid, c in zip(ids, comparisons, strict=True)
     ]
 

@@ -2,7 +2,8 @@
 
 The contract with the statistics: a comparison whose verdict is "undecided" is one the data
 cannot tell yet; every other verdict is decided. A run measures more, in fresh processes,
-only for (1) configurations still undecided and (2) configurations about to BLOCK, once each,
+only for (1) configurations still undecided that may be slower (PLAUSIBLY_SLOWER_P) and (2)
+configurations about to BLOCK, once each,
 so a BLOCK is confirmed by processes that did not produce it. The harness
 (bench_runner/adaptive.py) and benchmarks/adaptive_quality.py both decide with this rule.
 """
@@ -22,6 +23,12 @@ CONFIRM_PROCESSES = 2
 # The most processes a run adds, whatever its budget: the head's processes narrow only the
 # head's side, so past a few more the baseline's own spread keeps a configuration undecided.
 MAX_ADDED_PROCESSES = 6
+# An undecided configuration gets more processes only where a slowdown beyond the rope is at
+# least this likely: there they can make it a WARN or a BLOCK; elsewhere they could at most show
+# it equivalent, which changes no tier. Measuring every undecided configuration cost unchanged
+# runs of the corpora 2.9 processes (1.24x the time) and found no more slowdowns
+# (benchmarks/time_to_decision.py, docs/statistics.md).
+PLAUSIBLY_SLOWER_P = 0.5
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,7 @@ class Row:
     verdict: str  # faster | slower | equivalent | undecided | broken | skipped | no-baseline
     p_block: float | None  # P(ratio > 1 + block threshold)
     reason: str | None = None
+    p_slower: float | None = None  # P(ratio > 1 + rope); None: unknown, treated as plausible
 
 
 @dataclass(frozen=True)
@@ -53,15 +61,18 @@ def still_open(
     confirmed: Collection[str],
     projected: Mapping[str, str] | None = None,
 ) -> list[Open]:
-    """The configurations to measure more: undecided ones that more processes can decide, and
-    ones about to BLOCK that have not been confirmed yet (`confirmed`: ids already re-measured
-    for a BLOCK). `projected`: each configuration's verdict were its head processes doubled
-    (`with_processes_doubled`); one still undecided then is out of reach of more processes
-    here (the baseline's own spread, or run-to-run variation, keeps it undecided) and is left
-    alone. None: every undecided configuration is open."""
+    """The configurations to measure more: undecided ones that may be slower and that more
+    processes can decide, and ones about to BLOCK that have not been confirmed yet
+    (`confirmed`: ids already re-measured for a BLOCK). `projected`: each configuration's
+    verdict were its head processes doubled (`with_processes_doubled`); one still undecided
+    then is out of reach of more processes here (the baseline's own spread, or run-to-run
+    variation, keeps it undecided) and is left alone. None: every undecided configuration
+    that may be slower is open."""
     found = []
     for row in rows:
-        if row.verdict == "undecided" and out_of_reach(row, projected):
+        if row.verdict == "undecided" and (
+            out_of_reach(row, projected) or not plausibly_slower(row)
+        ):
             continue
         if row.verdict == "undecided":
             found.append(Open(row.id, f"undecided: {_short(row.reason)}", confirming=False))
@@ -75,6 +86,10 @@ def still_open(
                 )
             )
     return found
+
+
+def plausibly_slower(row: Row) -> bool:
+    return row.p_slower is None or row.p_slower >= PLAUSIBLY_SLOWER_P
 
 
 def out_of_reach(row: Row, projected: Mapping[str, str] | None) -> bool:
@@ -128,7 +143,9 @@ def rows_of(report: GateReport) -> list[Row]:
     """The rule's view of a gate report (configurations that were not measured are left out:
     more processes cannot change a broken, skipped or baseline-less configuration)."""
     return [
-        Row(c.id, c.verdict, c.p_block, c.reason) for c in report.comparisons if c.status == "ok"
+        Row(c.id, c.verdict, c.p_block, c.reason, c.p_slower)
+        for c in report.comparisons
+        if c.status == "ok"
     ]
 
 

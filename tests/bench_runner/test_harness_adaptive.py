@@ -6,6 +6,7 @@ baseline to decide against."""
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 
@@ -100,7 +101,10 @@ def test_more_processes_are_not_spent_where_they_cannot_decide(
     )
     doc = run_benchmark(BENCH, FAST, progress=out, device="cpu", adaptive=adaptive)
     log = out.getvalue()
-    assert "2 undecided configurations out of reach of more processes here" in log, log
+    # Each stays undecided out of reach, or where a slowdown is less likely than not: both
+    # are left alone, and the closing line counts them.
+    end = re.search(r"nothing more to measure \(\w+\): (\d+) undecided where .*?, (\d+) out", log)
+    assert end is not None and int(end[1]) + int(end[2]) == 2, log
     assert "adaptive sampling: process" not in log
     assert doc.settings.processes == FAST.processes
 

@@ -4,7 +4,14 @@ about to BLOCK until it is confirmed, nothing else."""
 
 from __future__ import annotations
 
-from rnx.adaptive import Row, rows_of, still_open, verdicts, with_processes_doubled
+from rnx.adaptive import (
+    PLAUSIBLY_SLOWER_P,
+    Row,
+    rows_of,
+    still_open,
+    verdicts,
+    with_processes_doubled,
+)
 from rnx.config import GateSettings
 from rnx.verdict import evaluate
 from tests.support.factories import make_results
@@ -67,3 +74,12 @@ def test_doubling_the_processes_narrows_what_the_head_contributes() -> None:
     for c in then.comparisons:
         assert (c.high or 0) - (c.low or 0) < width[c.id]
     assert set(verdicts(then)) == {BS1, BS8}
+
+
+def test_undecided_is_open_only_where_a_slowdown_is_at_least_as_likely_as_not() -> None:
+    rows = [
+        Row("likely", "undecided", 0.0, "x", p_slower=PLAUSIBLY_SLOWER_P),
+        Row("unlikely", "undecided", 0.0, "x", p_slower=PLAUSIBLY_SLOWER_P - 0.01),
+        Row("unknown", "undecided", 0.0, "x"),
+    ]
+    assert [o.id for o in still_open("PASS", rows, set())] == ["likely", "unknown"]
