@@ -56,14 +56,14 @@ def as_groups(value: Any, name: str) -> list[np.ndarray]:
 
 
 def _plain_groups(value: Any) -> list[np.ndarray] | None:
-    """as_groups of the server's usual input, fast: a list of non-empty lists of positive finite
-    numbers (worker processes' times). None for anything else, which the general checks take
-    (and name what is wrong with it)."""
+    """as_groups of the server's usual input, fast: a list of non-empty lists (or tuples) of
+    positive finite numbers (worker processes' times). None for anything else, which the
+    general checks take (and name what is wrong with it)."""
     if type(value) is not list or not value:
         return None
-    n = len(value[0]) if type(value[0]) is list else 0
+    n = len(value[0]) if type(value[0]) in (list, tuple) else 0
     for v in value:
-        if type(v) is not list or not v:
+        if type(v) not in (list, tuple) or not v:
             return None
         if len(v) != n:
             n = -1
