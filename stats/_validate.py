@@ -68,10 +68,12 @@ def _plain_groups(value: Any) -> list[np.ndarray] | None:
         if len(v) != n:
             n = -1
     try:
-        if n > 0:  # all the same length: one conversion, the groups are its rows
-            groups = list(np.array(value, dtype=np.float64))
-        else:
-            groups = [np.array(v, dtype=np.float64) for v in value]
+        if n > 0:  # all the same length: one conversion, checked at once; the groups its rows
+            table = np.array(value, dtype=np.float64)
+            if table.ndim != 2 or not (np.isfinite(table).all() and (table > 0).all()):
+                return None
+            return list(table)
+        groups = [np.array(v, dtype=np.float64) for v in value]
     except (TypeError, ValueError):
         return None
     if any(g.ndim != 1 for g in groups):
