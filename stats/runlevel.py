@@ -509,7 +509,7 @@ def _rows_searchsorted(rows: np.ndarray, u: np.ndarray) -> np.ndarray:
     return result
 
 
-def _nanmean(x: np.ndarray, axis: int) -> np.ndarray:
+def _nanmean(x: np.ndarray, axis: int | None) -> np.ndarray:
     """np.nanmean without its overhead when nothing is missing (the usual case)."""
     if not np.isnan(x).any():
         result: np.ndarray = x.mean(axis=axis)
