@@ -264,8 +264,9 @@ class Configuration(_Model):
     work: Work | None = None
     speed_of_light: SpeedOfLight | None = None
 
-    @property
+    @cached_property
     def id(self) -> str:
+        # Cached: a re-gate looks up every configuration of up to seven documents by id.
         return config_id(self.runtime, self.dtype, self.batch_size)
 
     @model_validator(mode="after")
