@@ -199,19 +199,33 @@ class Samples(_Model):
         """The times of each worker process, in process order."""
         return [list(g) for g in self.process_times]
 
-    @cached_property
+    @property
     def process_times(self) -> tuple[tuple[int, ...], ...]:
-        """by_process, worked out once per parsed document and immutable: the server re-gates
-        every upload against the same parsed baseline documents (gate_server/stored_documents.py),
-        and grouping their samples again each time was a tenth of the re-gate."""
-        groups: dict[int, list[int]] = {}
-        for t, p in zip(self.ns, self.process, strict=True):
-            found = groups.get(p)
-            if found is None:
-                groups[p] = [t]
-            else:
-                found.append(t)
-        return tuple(tuple(groups[p]) for p in sorted(groups))
+        """by_process, immutable, worked out once per parsed document: the server re-gates every
+        upload against the same parsed baseline documents (gate_server/stored_documents.py), and
+        grouping their samples again each time was a tenth of the re-gate. A copy with other
+        samples (model_copy(update=...) copies the kept groups too) works them out again."""
+        ns, process, groups = self.grouped
+        if ns is self.ns and process is self.process:
+            return groups
+        return _grouped_by_process(self.ns, self.process)
+
+    @cached_property
+    def grouped(self) -> tuple[list[int], list[int], tuple[tuple[int, ...], ...]]:
+        """process_times, kept with the very lists it was worked out from."""
+        return self.ns, self.process, _grouped_by_process(self.ns, self.process)
+
+
+def _grouped_by_process(ns: list[int], process: list[int]) -> tuple[tuple[int, ...], ...]:
+    """The times of each worker process, in process order."""
+    groups: dict[int, list[int]] = {}
+    for t, p in zip(ns, process, strict=True):
+        found = groups.get(p)
+        if found is None:
+            groups[p] = [t]
+        else:
+            found.append(t)
+    return tuple(tuple(groups[p]) for p in sorted(groups))
 
 
 class Work(_Model):
@@ -264,9 +278,8 @@ class Configuration(_Model):
     work: Work | None = None
     speed_of_light: SpeedOfLight | None = None
 
-    @cached_property
+    @property
     def id(self) -> str:
-        # Cached: a re-gate looks up every configuration of up to seven documents by id.
         return config_id(self.runtime, self.dtype, self.batch_size)
 
     @model_validator(mode="after")
