@@ -549,10 +549,8 @@ def _column_medians(x: np.ndarray) -> np.ndarray:
 
 
 def _nanmax(x: np.ndarray) -> float:
-    """np.nanmax(x) without its overhead when nothing is missing."""
-    if not np.isnan(x).any():
-        return float(x.max())
-    return float(np.nanmax(x))
+    """np.nanmax(x): the reduction it runs (fmax passes over NaN), without its wrapper."""
+    return float(np.fmax.reduce(x, axis=None))
 
 
 def _nanvar(x: np.ndarray) -> float:
