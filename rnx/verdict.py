@@ -174,19 +174,19 @@ def _base_speed_of_light(
     return None
 
 
-def _groups(samples: Samples | None) -> list[list[int]]:
-    return [] if samples is None else [g for g in samples.by_process() if g]
+def _groups(samples: Samples | None) -> list[Sequence[int]]:
+    return [] if samples is None else [g for g in samples.process_times if g]
 
 
 def _baseline_groups(
     cid: str, index: Sequence[dict[str, Configuration]]
-) -> tuple[list[list[int]], str | None, list[int]]:
+) -> tuple[list[Sequence[int]], str | None, list[int]]:
     """One group per (baseline run, worker process) that measured this configuration, and the
     index of the baseline document (the run) each group came from. index: each baseline
     document's configurations by id (ids are unique within a document)."""
     if not index:
         return [], NO_BASELINE, []
-    groups: list[list[int]] = []
+    groups: list[Sequence[int]] = []
     used: list[int] = []
     statuses: list[str] = []
     for i, by_id in enumerate(index):
@@ -205,7 +205,9 @@ def _baseline_groups(
     return [], "no baseline for this configuration yet", []
 
 
-def _paired_groups(cfg: Configuration) -> tuple[list[list[int]], list[list[int]], str | None]:
+def _paired_groups(
+    cfg: Configuration,
+) -> tuple[list[Sequence[int]], list[Sequence[int]], str | None]:
     """Pair base and head samples measured in the same (process, round), grouped by process."""
     if cfg.base_samples is None or not cfg.base_samples.ns:
         return [], [], "paired mode, but this configuration has no base samples"

@@ -56,22 +56,24 @@ def as_groups(value: Any, name: str) -> list[np.ndarray]:
 
 
 def _plain_groups(value: Any) -> list[np.ndarray] | None:
-    """as_groups of the server's usual input, fast: a list of non-empty lists of positive finite
-    numbers (worker processes' times). None for anything else, which the general checks take
-    (and name what is wrong with it)."""
+    """as_groups of the server's usual input, fast: a list of non-empty lists (or tuples) of
+    positive finite numbers (worker processes' times). None for anything else, which the
+    general checks take (and name what is wrong with it)."""
     if type(value) is not list or not value:
         return None
-    n = len(value[0]) if type(value[0]) is list else 0
+    n = len(value[0]) if type(value[0]) in (list, tuple) else 0
     for v in value:
-        if type(v) is not list or not v:
+        if type(v) not in (list, tuple) or not v:
             return None
         if len(v) != n:
             n = -1
     try:
-        if n > 0:  # all the same length: one conversion, the groups are its rows
-            groups = list(np.array(value, dtype=np.float64))
-        else:
-            groups = [np.array(v, dtype=np.float64) for v in value]
+        if n > 0:  # all the same length: one conversion, checked at once; the groups its rows
+            table = np.array(value, dtype=np.float64)
+            if table.ndim != 2 or not (np.isfinite(table).all() and (table > 0).all()):
+                return None
+            return list(table)
+        groups = [np.array(v, dtype=np.float64) for v in value]
     except (TypeError, ValueError):
         return None
     if any(g.ndim != 1 for g in groups):

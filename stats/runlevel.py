@@ -205,6 +205,9 @@ def _process_shifts_out(
 
 # Variance of the median of n normal values over that of one value, times n: 1 / efficiency.
 _MEDIAN_INEFFICIENCY = {1: 1.0, 2: 1.0, 3: 1.346, 4: 1.193, 5: 1.435, 6: 1.289, 7: 1.473, 8: 1.346}
+# The same as an array indexed by n (0 and n past 8: pi / 2, the large-n limit), so that a
+# (configuration, run) table of counts is looked up in one step.
+_INEFFICIENCY_BY_N = np.array([_MEDIAN_INEFFICIENCY.get(k, math.pi / 2) for k in range(9)])
 
 
 def _config_shift_variance(
@@ -359,8 +362,9 @@ def _run_shifts(run_loc: np.ndarray, run_shift_sd: float) -> tuple[np.ndarray, f
 def _median_var(n: np.ndarray) -> np.ndarray:
     """Var(median of n processes) / var(one process), for each n (0 where n is 0)."""
     n = np.asarray(n, dtype=float)
-    factor = np.array([_MEDIAN_INEFFICIENCY.get(int(k), math.pi / 2) for k in n.ravel()]).reshape(
-        n.shape
+    whole = n.astype(int)  # counts of processes
+    factor = np.where(
+        whole < len(_INEFFICIENCY_BY_N), _INEFFICIENCY_BY_N[whole.clip(0, 8)], math.pi / 2
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         result: np.ndarray = np.where(n > 0, factor / np.where(n > 0, n, 1.0), 0.0)
@@ -416,11 +420,13 @@ def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.nd
     agree, hardly at all where they differ. Returns the variances and their degrees of freedom."""
     ok = df > 0
     raw = np.where(ok, ss / np.maximum(df, 1.0), np.nan)
-    floor = np.nanmax(raw) * 1e-8 if np.isfinite(np.nanmax(raw)) else 1e-12
+    top = _nanmax(raw)
+    floor = top * 1e-8 if np.isfinite(top) else 1e-12
     logs = np.log(np.maximum(raw, max(floor, 1e-16)))
     noise = np.where(ok, 2.0 / np.maximum(df, 1.0), np.inf)
-    mean = float(np.nanmean(np.where(ok, logs, np.nan)))
-    spread = float(np.nanvar(np.where(ok, logs, np.nan))) - float(np.mean(noise[ok]))
+    kept = np.where(ok, logs, np.nan)
+    mean = float(_nanmean(kept, axis=None))
+    spread = float(_nanvar(kept)) - float(np.mean(noise[ok]))
     tau2 = max(spread, 0.05)  # never pool all the way: configurations may differ
     precision = np.where(ok, 1.0 / noise, 0.0) + 1.0 / tau2
     shrunk = (np.where(ok, logs / noise, 0.0) + mean / tau2) / precision
@@ -440,17 +446,18 @@ def _without_process_shifts(
     base, head = yb.reshape(c_n, -1).copy(), yh.reshape(c_n, -1).copy()
     for g in groups:
         m = g.members
-        means = np.zeros_like(base[m])
+        members = base[m]
+        means = np.zeros_like(members)
         for r in np.unique(runs):
             cols = runs == r
-            means[:, cols] = base[m][:, cols].mean(axis=1, keepdims=True)
-        w = np.median(base[m] - means, axis=0)
+            means[:, cols] = members[:, cols].mean(axis=1, keepdims=True)
+        w = _column_medians(members - means)
         for r in np.unique(runs):
             cols = runs == r
-            w[cols] -= np.median(w[cols])
-        wh = np.median(head[m] - head[m].mean(axis=1, keepdims=True), axis=0)
+            w[cols] -= _median_of_all(w[cols])
+        wh = _column_medians(head[m] - head[m].mean(axis=1, keepdims=True))
         base[m] -= w[None, :]
-        head[m] -= (wh - np.median(wh))[None, :]
+        head[m] -= (wh - _median_of_all(wh))[None, :]
     return base.ravel(), head.ravel()
 
 
@@ -502,7 +509,7 @@ def _rows_searchsorted(rows: np.ndarray, u: np.ndarray) -> np.ndarray:
     return result
 
 
-def _nanmean(x: np.ndarray, axis: int) -> np.ndarray:
+def _nanmean(x: np.ndarray, axis: int | None) -> np.ndarray:
     """np.nanmean without its overhead when nothing is missing (the usual case)."""
     if not np.isnan(x).any():
         result: np.ndarray = x.mean(axis=axis)
@@ -518,12 +525,36 @@ def _median_of_all(x: np.ndarray) -> float:
     part = np.partition(flat, half)
     if np.isnan(part[-1]):  # numpy sorts NaN last; np.median is NaN then
         return math.nan
-    if flat.size % 2:
-        return float(part[half])
-    return float((part[:half].max() + part[half]) / 2)
+    if flat.size % 2:  # 0.0 + ...: as numpy's mean of the middle values, -0.0 becomes 0.0
+        return float(0.0 + part[half])
+    return float((0.0 + part[:half].max() + part[half]) / 2)
 
 
 def _nanmedian(x: np.ndarray, axis: int) -> np.ndarray:
     if not np.isnan(x).any():
-        return np.asarray(np.median(x, axis=axis))
+        return _column_medians(x) if axis == 0 else np.asarray(np.median(x, axis=axis))
     return np.asarray(np.nanmedian(x, axis=axis))
+
+
+def _column_medians(x: np.ndarray) -> np.ndarray:
+    """np.median(x, axis=0) of a 2-D array, the same numbers, from a partition at one point
+    (see _median_of_all): numpy's median costs ten times more on a table of a few rows."""
+    n = x.shape[0]
+    half = n // 2
+    part = np.partition(x, half, axis=0)
+    # 0.0 + ...: numpy's mean of the middle values starts its sum at +0, so -0.0 becomes 0.0.
+    result = 0.0 + part[half] if n % 2 else (0.0 + part[:half].max(axis=0) + part[half]) / 2
+    result[np.isnan(x).any(axis=0)] = np.nan  # np.median is NaN where a NaN is
+    return result
+
+
+def _nanmax(x: np.ndarray) -> float:
+    """np.nanmax(x): the reduction it runs (fmax passes over NaN), without its wrapper."""
+    return float(np.fmax.reduce(x, axis=None))
+
+
+def _nanvar(x: np.ndarray) -> float:
+    """np.nanvar(x) without its overhead when nothing is missing (then it is np.var)."""
+    if not np.isnan(x).any():
+        return float(x.var())
+    return float(np.nanvar(x))

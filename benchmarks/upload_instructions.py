@@ -1,0 +1,104 @@
+"""Instructions the gate server process executes per upload, counted by valgrind (callgrind).
+
+    .venv/bin/python -m benchmarks.upload_instructions [--uploads 20]
+
+CPU time per upload depends on the machine's load even when it is the server's own: on a
+shared machine of 2 cores the same server spent 7 ms per upload at one time and 15 ms at
+another. The instructions it executes do not: one `rnx serve` process on SQLite runs under
+callgrind with counting off while it starts and takes six baseline pushes and five warm-up
+uploads, then on for --uploads pull-request uploads of 8 configurations x 30 samples re-gated
+against the six baselines (benchmarks/server_load.py's), sent one at a time. User-space
+instructions only (the kernel's part, sockets and fsync, is not counted); valgrind runs the
+server about 50 times slower, so keep --uploads small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import gate_server.local as local
+from benchmarks.server_load import ENV, REPO, Client, pr_bodies, prepare
+from tests.support.factories import body, make_results
+
+QUIET_OUTBOX = {"RNX_OUTBOX_POLL_MS": "60000"}
+
+
+def _under_callgrind(out: Path) -> Any:
+    """subprocess.Popen that starts the server (only) under callgrind, counting off."""
+    popen = subprocess.Popen
+
+    def start(command: list[str], *args: Any, **kwargs: Any) -> Any:
+        if command[0] == sys.executable and "serve" in command:
+            command = [
+                "valgrind",
+                "--tool=callgrind",
+                "--instr-atstart=no",
+                f"--callgrind-out-file={out}.%p",
+                *command,
+            ]
+        return popen(command, *args, **kwargs)
+
+    return start
+
+
+def _control(*args: str) -> None:
+    subprocess.run(["callgrind_control", *args], check=True, capture_output=True)
+
+
+def measure(workdir: Path, uploads: int) -> float:
+    """Instructions per upload of the server process."""
+    url = f"sqlite:///{workdir / 'instructions.db'}"
+    secret = prepare(url)[0]
+    out = workdir / "callgrind.out"
+    local.subprocess.Popen = _under_callgrind(out)  # type: ignore[misc]
+    try:
+        # The outbox worker polls once a second: about once per upload at valgrind's pace,
+        # once per hundred at the server's. Polled once a minute, it stays out of the count.
+        server = local.start_server(url, workdir, env=QUIET_OUTBOX, timeout=600)
+    finally:
+        local.subprocess.Popen = subprocess.Popen  # type: ignore[misc]
+    try:
+        client = Client(server.url, secret)
+        for i in range(6):
+            doc = make_results(repository=REPO, environment=ENV, branch="main", seed=10_000 + i)
+            client.upload(body(doc))
+        bodies = pr_bodies(uploads + 5, 30_000)
+        for data in bodies[:5]:  # warm: imports, caches, connections
+            client.upload(data)
+        pid = str(server.process.pid)
+        _control("--instr=on", pid)
+        for data in bodies[5:]:
+            client.upload(data)
+        _control("--instr=off", pid)
+        _control("--dump", pid)
+    finally:
+        server.stop()
+    total = 0
+    for dump in workdir.glob("callgrind.out.*"):
+        for line in dump.read_text().splitlines():
+            if line.startswith("totals:"):  # (its "summary:" line holds the same number)
+                total += int(line.split()[1])
+    return total / uploads
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--uploads", type=int, default=20, help="counted uploads (20)")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        per_upload = measure(Path(tmp), args.uploads)
+    print(
+        f"gate server process, SQLite, upload = 8 configurations x 30 samples re-gated against "
+        f"6 baseline runs: {per_upload / 1e6:.2f} million instructions per upload "
+        f"({args.uploads} uploads, one at a time; callgrind, user space)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
