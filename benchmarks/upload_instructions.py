@@ -9,7 +9,8 @@ callgrind with counting off while it starts and takes six baseline pushes and fi
 uploads, then on for --uploads pull-request uploads of 8 configurations x 30 samples re-gated
 against the six baselines (benchmarks/server_load.py's), sent one at a time. User-space
 instructions only (the kernel's part, sockets and fsync, is not counted); valgrind runs the
-server about 50 times slower, so keep --uploads small.
+server about 50 times slower, so keep --uploads small. Needs valgrind on the PATH (Debian:
+`apt-get install valgrind`).
 """
 
 from __future__ import annotations
