@@ -1,8 +1,9 @@
 """Adaptive sampling: after its fixed processes, a run adds fresh worker processes (the
-variation between processes dominates) for the configurations the data cannot decide yet, and
-for those about to BLOCK (confirmed by processes that did not produce the verdict), until each
-is decided or the budget is spent. The stopping rule is rnx/adaptive.py's; the verdict is
-rnx.verdict.evaluate's, the one the gate server computes again from all the samples.
+variation between processes dominates) for the configurations the data cannot decide yet and
+that may be slower, and for those about to BLOCK (confirmed by processes that did not
+produce the verdict), until each is decided or the budget is spent. The stopping rule is
+rnx/adaptive.py's; the verdict is rnx.verdict.evaluate's, the one the gate server computes
+again from all the samples.
 """
 
 from __future__ import annotations
