@@ -96,7 +96,7 @@ def sample_until_decided(orch: Orchestrator, decider: Decider) -> dict[str, list
         report = decider.judge()
         rows = rows_of(report)
         projected = None
-        maybe_slower = [r for r in rows if r.verdict == "undecided" and plausibly_slower(r)]
+        maybe_slower = any(r.verdict == "undecided" and plausibly_slower(r) for r in rows)
         if decider.project is not None and maybe_slower:
             projected = verdicts(decider.project())
             beyond = [r.id for r in rows if plausibly_slower(r) and out_of_reach(r, projected)]
