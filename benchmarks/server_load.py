@@ -3,11 +3,14 @@ on SQLite and PostgreSQL, with an empty database and with 1,000,000 stored runs.
 
     .venv/bin/python -m benchmarks.server_load [--uploads 100] [--runs 1000000]
     .venv/bin/python -m benchmarks.server_load --synchronous [--uploads 100]
+    .venv/bin/python -m benchmarks.server_load --upload-slots [--uploads 100]
 
 --synchronous: SQLite only, the cost of durability. Two empty databases, each behind its own
 `rnx serve`: one with the server's PRAGMA synchronous=FULL (an acknowledged upload survives a
 power loss), one started with NORMAL (the setting before; the last commits before a power
 loss could vanish); the same uploads to both, alternating, then threaded throughput on each.
+--upload-slots: the same, for SQLite's one upload ingested at once per process against
+anyio's thread pool bound of 40 (gate_server/api.py SQLITE_UPLOADS_AT_ONCE).
 
 Per engine, two databases each behind its own `rnx serve` process: one empty, one holding
 1,000,000 filler runs. Each upload is a results document of 8 configurations x 30 samples, a
@@ -17,13 +20,16 @@ many rows the baseline lookup has to get past, and background load falls on both
 filler runs are written straight into the runs table with one INSERT ... SELECT; a quarter of
 them belong to the measured repository, and ~8,000 are older baselines for the very same
 (repository, branch, environment, workload), as many again of another workload. Everything
-is bounded by counts and by --max-seconds.
+is bounded by counts and by --max-seconds. Throughput: --throughput-uploads from --threads
+threads to each server and to a bare Starlette echo of the same bodies, in --rounds rounds
+whose order alternates, so the machine's changing load falls on all three alike.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -31,7 +37,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +161,9 @@ def throughput(
     return out
 
 
-def echo_throughput(count: int, threads: int, seed0: int) -> dict[str, float]:
-    """The same uploads to a bare Starlette echo (benchmarks/echo_app.py), one uvicorn process."""
+@contextmanager
+def echo_server() -> Iterator[tuple[Client, int]]:
+    """A bare Starlette echo (benchmarks/echo_app.py) in one uvicorn process: (client, pid)."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "benchmarks.echo_app:app", "--port", str(port)]
@@ -172,10 +181,37 @@ def echo_throughput(count: int, threads: int, seed0: int) -> dict[str, float]:
                 if time.monotonic() > deadline:
                     raise RuntimeError("the echo app did not start") from None
                 time.sleep(0.1)
-        return throughput(Client(url, "unused"), count, threads, seed0, proc.pid)
+        yield Client(url, "unused"), proc.pid
     finally:
         proc.terminate()
         proc.wait()
+
+
+def alternating_throughput(
+    clients: list[Client], pids: list[int], args: argparse.Namespace
+) -> list[dict[str, float]]:
+    """Threaded uploads to each server in args.rounds rounds of the same bodies, the order
+    reversed every round, so a change in the machine's load falls on every server alike."""
+    per_round = max(1, args.throughput_uploads // args.rounds)
+    sums = [{"n": 0.0, "seconds": 0.0, "cpu_ms": 0.0} for _ in clients]
+    for r in range(args.rounds):
+        order = list(range(len(clients)))
+        for k in order if r % 2 == 0 else order[::-1]:
+            t = throughput(clients[k], per_round, args.threads, 30_000 + per_round * r, pids[k])
+            sums[k]["n"] += t["n"]
+            sums[k]["seconds"] += t["seconds"]
+            sums[k]["cpu_ms"] += t["cpu_ms_per_upload"] * t["n"]
+    return [
+        {
+            "n": s["n"],
+            "threads": args.threads,
+            "seconds": s["seconds"],
+            "uploads_per_s": s["n"] / s["seconds"],
+            "cpu_ms_per_upload": s["cpu_ms"] / s["n"],
+            "uploads_per_cpu_s": 1000 * s["n"] / s["cpu_ms"] if s["cpu_ms"] > 0 else math.inf,
+        }
+        for s in sums
+    ]
 
 
 def bulk_insert(storage: Database, runs: int, repo_id: int, ws_id: int, others: list[int]) -> None:
@@ -277,10 +313,9 @@ def bench_engine(
         out["ratio_p50"] = out["full"]["p50_ms"] / out["empty"]["p50_ms"]
         out["ratio_p99"] = out["full"]["p99_ms"] / out["empty"]["p99_ms"]
         pids = [server.process.pid for server in servers]
-        n, threads = args.throughput_uploads, args.threads
-        out["throughput"] = throughput(pair[0], n, threads, 30_000, pids[0])
-        out["throughput_full"] = throughput(pair[1], n, threads, 30_000, pids[1])
-        out["echo"] = echo_throughput(args.throughput_uploads, args.threads, 30_000)
+        with echo_server() as (echo, echo_pid):
+            flows = alternating_throughput([*pair, echo], [*pids, echo_pid], args)
+        out["throughput"], out["throughput_full"], out["echo"] = flows
     finally:
         for server in servers:
             server.stop()
@@ -288,14 +323,31 @@ def bench_engine(
 
 
 NORMAL_SYNC = "import gate_server.db.engine as e; e.SQLITE_SYNCHRONOUS = 'NORMAL'"
+# Side-by-side modes: the server's value of one constant against another, set in the second
+# server's process before it starts (start_server's prelude).
+SIDE_BY_SIDE = {
+    "synchronous": (
+        "synchronous",
+        "FULL / NORMAL",
+        [
+            ("FULL", None),
+            ("NORMAL", "import gate_server.db.engine as e; e.SQLITE_SYNCHRONOUS = 'NORMAL'"),
+        ],
+    ),
+    "upload_slots": (
+        "uploads at once",
+        "1 / 40",
+        # 40: anyio's thread pool, the bound every upload had before
+        [("1", None), ("40", "import gate_server.api as a; a.SQLITE_UPLOADS_AT_ONCE = 40")],
+    ),
+}
 
 
-def bench_synchronous(workdir: Path, args: argparse.Namespace) -> int:
-    """FULL (the server's) against NORMAL on SQLite, side by side; prints the figures."""
-    from gate_server.db.engine import SQLITE_SYNCHRONOUS
-
-    modes = [(SQLITE_SYNCHRONOUS, None), ("NORMAL", NORMAL_SYNC)]
-    urls = [f"sqlite:///{workdir / f'sync-{name}.db'}" for name, _ in modes]
+def bench_side_by_side(workdir: Path, args: argparse.Namespace, mode: str) -> int:
+    """Two servers on two empty SQLite files that differ in one constant, the same uploads to
+    both: sequential latency, then threaded throughput in alternating rounds."""
+    column, ratio, modes = SIDE_BY_SIDE[mode]
+    urls = [f"sqlite:///{workdir / f'{mode}-{name}.db'}" for name, _ in modes]
     secrets = [prepare(url)[0] for url in urls]
     servers = []
     try:
@@ -310,28 +362,28 @@ def bench_synchronous(workdir: Path, args: argparse.Namespace) -> int:
                 client.upload(doc)
         deadline = time.monotonic() + args.max_seconds
         timed = latency(pair, args.uploads, 20_000, deadline)
-        flows = [
-            throughput(client, args.throughput_uploads, args.threads, 30_000 + 1000 * k)
-            for k, client in enumerate(pair)
-        ]
+        pids = [server.process.pid for server in servers]
+        flows = alternating_throughput(pair, pids, args)
     finally:
         for server in servers:
             server.stop()
     print(
         f"SQLite, upload = 8 configurations x 30 samples re-gated against 6 baselines; "
         f"{args.uploads} sequential uploads to each server, alternating; then "
-        f"{args.throughput_uploads} uploads from {args.threads} threads to each"
+        f"{args.throughput_uploads} uploads from {args.threads} threads to each, in "
+        f"{args.rounds} alternating rounds; load average {os.getloadavg()[0]:.1f}"
     )
     print(
-        f"{'synchronous':<12} {'n':>4} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'uploads/s':>10}"
+        f"{column:<16} {'n':>4} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'uploads/s':>10} "
+        f"{'CPU ms/upload':>14}"
     )
     for (name, _), t, f in zip(modes, timed, flows, strict=True):
         print(
-            f"{name:<12} {t['n']:>4} {t['p50_ms']:>8.1f} {t['p99_ms']:>8.1f} "
-            f"{t['mean_ms']:>8.1f} {f['uploads_per_s']:>10.2f}"
+            f"{name:<16} {t['n']:>4} {t['p50_ms']:>8.1f} {t['p99_ms']:>8.1f} "
+            f"{t['mean_ms']:>8.1f} {f['uploads_per_s']:>10.2f} {f['cpu_ms_per_upload']:>14.2f}"
         )
     print(
-        f"FULL / NORMAL: p50 {timed[0]['p50_ms'] / timed[1]['p50_ms']:.2f}, "
+        f"{ratio}: p50 {timed[0]['p50_ms'] / timed[1]['p50_ms']:.2f}, "
         f"throughput {flows[0]['uploads_per_s'] / flows[1]['uploads_per_s']:.2f}"
     )
     return 0
@@ -341,18 +393,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="sqlite,postgresql")
     parser.add_argument("--uploads", type=int, default=100, help="timed uploads per server")
-    parser.add_argument("--throughput-uploads", type=int, default=60)
+    parser.add_argument("--throughput-uploads", type=int, default=200)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--runs", type=int, default=1_000_000, help="filler runs")
     parser.add_argument("--max-seconds", type=float, default=900)
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--rounds", type=int, default=4, help="throughput rounds, alternating")
     parser.add_argument(
         "--synchronous", action="store_true", help="SQLite: synchronous FULL against NORMAL"
     )
+    parser.add_argument(
+        "--upload-slots",
+        action="store_true",
+        help="SQLite: one upload ingested at once per process against the thread pool's 40",
+    )
     args = parser.parse_args()
-    if args.synchronous:
-        with tempfile.TemporaryDirectory() as tmp:
-            return bench_synchronous(Path(tmp), args)
+    for mode in ("synchronous", "upload_slots"):
+        if getattr(args, mode):
+            with tempfile.TemporaryDirectory() as tmp:
+                return bench_side_by_side(Path(tmp), args, mode)
     args.db = [d.strip() for d in args.db.split(",") if d.strip()]
 
     results = []
@@ -392,7 +451,8 @@ def main() -> int:
         print(
             f"{r['database']:<11} throughput: {t['uploads_per_s']:.2f} uploads/s empty, "
             f"{tf['uploads_per_s']:.2f} uploads/s with {r['stored_runs']:,} runs "
-            f"({t['n']} uploads from {t['threads']} threads each); "
+            f"({t['n']:.0f} uploads from {t['threads']} threads each, in {args.rounds} rounds "
+            f"alternating with the other server and the echo); "
             f"bulk insert {r['bulk_insert_s']:.1f} s"
         )
         echo = r["echo"]["uploads_per_s"]
