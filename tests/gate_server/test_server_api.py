@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -12,6 +14,7 @@ import jwt
 import pytest
 from starlette.testclient import TestClient
 
+from gate_server import api
 from gate_server.asgi import create_app
 from gate_server.db import Database, audit, runs
 from gate_server.settings import ServerSettings
@@ -327,6 +330,46 @@ def test_same_bytes_again_get_the_same_answer_other_bytes_get_409(client, ci_tok
     assert count == 1
     assert actions[-2:] == ["run.upload.replay", "run.upload.retry"]
     assert actions.count("run.upload") == 1
+
+
+def test_concurrent_uploads_are_all_answered_one_at_a_time_on_sqlite(
+    client, ci_token, sign, storage, database_url, monkeypatch
+):
+    """Eight uploads at once: each gets its verdict. On SQLite one process ingests one at a
+    time (the re-gate holds the GIL, SQLite takes one writer: more at once only costs CPU);
+    on PostgreSQL they share the thread pool, whose waits on the database overlap."""
+    real = api.ingest_run
+    lock = threading.Lock()
+    now, most = [0], [0]
+
+    def ingest(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        try:
+            time.sleep(0.05)  # long enough that uploads let in together would overlap
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                now[0] -= 1
+
+    monkeypatch.setattr(api, "ingest_run", ingest)
+    tok = ci_token()
+    bodies = [body(make_results(event="pull_request", pr_number=i + 1)) for i in range(8)]
+    start = threading.Barrier(len(bodies))
+
+    def upload(data: bytes) -> int:
+        start.wait()
+        return client.post(UPLOAD, content=data, headers=sign(tok.secret, data)).status_code
+
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        statuses = list(pool.map(upload, bodies))
+    assert statuses == [201] * len(bodies)
+    assert stored(storage)[0] == len(bodies)
+    if database_url.startswith("sqlite"):
+        assert most[0] == 1
+    else:
+        assert most[0] > 1
 
 
 def test_another_repositorys_token_cannot_claim_a_used_run_id(client, ci_token, sign):
