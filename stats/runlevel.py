@@ -85,13 +85,19 @@ def fit(
     c_n = len(base)
     labels = np.unique(np.concatenate(base_runs))
     k_all = len(labels)
-    cb = np.concatenate([np.full(len(b), i) for i, b in enumerate(base)])
+    cb = np.repeat(np.arange(c_n), [len(b) for b in base])
     rb = np.searchsorted(labels, np.concatenate(base_runs))
-    # Centre each configuration so sums of squares stay exact in float64.
-    centre = np.array([float(np.mean(h)) for h in head])
+    h_lens = [len(h) for h in head]
+    ch = np.repeat(np.arange(c_n), h_lens)
+    yh = np.concatenate(head)
+    # Centre each configuration so sums of squares stay exact in float64 (with as many head
+    # processes everywhere, one mean along the rows: the same sums as one row at a time).
+    if min(h_lens) == max(h_lens):
+        centre = yh.reshape(c_n, -1).mean(axis=1)
+    else:
+        centre = np.array([float(np.mean(h)) for h in head])
     yb = np.concatenate(base) - centre[cb]
-    ch = np.concatenate([np.full(len(h), i) for i, h in enumerate(head)])
-    yh = np.concatenate(head) - centre[ch]
+    yh = yh - centre[ch]
 
     cells = _Cells(cb, ch, cb * k_all + rb, c_n, k_all)
     counts = np.bincount(cells.cell, minlength=c_n * k_all).reshape(c_n, k_all).astype(float)
@@ -444,21 +450,54 @@ def _without_process_shifts(
     model takes out already, and what a process shares across configurations is not noise of
     any one of them. Left in, it counts as process-to-process noise of every configuration."""
     base, head = yb.reshape(c_n, -1).copy(), yh.reshape(c_n, -1).copy()
+    labels, run_of = np.unique(runs, return_inverse=True)
+    per_run = np.bincount(run_of)
+    # With as many processes in every run, the runs' processes side by side as (process,
+    # configuration, run) blocks, so each run's means and medians come from a few whole-array
+    # steps rather than a few per run.
+    blocks = np.argsort(run_of, kind="stable") if per_run.min() == per_run.max() else None
     for g in groups:
         m = g.members
         members = base[m]
-        means = np.zeros_like(members)
-        for r in np.unique(runs):
-            cols = runs == r
-            means[:, cols] = members[:, cols].mean(axis=1, keepdims=True)
-        w = _column_medians(members - means)
-        for r in np.unique(runs):
-            cols = runs == r
-            w[cols] -= _median_of_all(w[cols])
+        if blocks is not None and len(members) > 1:
+            w = _column_medians(members - _run_means(members, blocks, run_of, len(labels)))
+            by_run = w[blocks].reshape(len(labels), -1)
+            w -= _row_medians(by_run)[run_of]
+        else:
+            means = np.zeros_like(members)
+            for r in labels:
+                cols = runs == r
+                means[:, cols] = members[:, cols].mean(axis=1, keepdims=True)
+            w = _column_medians(members - means)
+            for r in labels:
+                cols = runs == r
+                w[cols] -= _median_of_all(w[cols])
         wh = _column_medians(head[m] - head[m].mean(axis=1, keepdims=True))
         base[m] -= w[None, :]
         head[m] -= (wh - _median_of_all(wh))[None, :]
     return base.ravel(), head.ravel()
+
+
+def _run_means(members: np.ndarray, blocks: np.ndarray, run_of: np.ndarray, k: int) -> np.ndarray:
+    """(M, N) each value's run's mean over its processes, for M > 1 configurations whose runs
+    all have as many processes (blocks: the columns in run order). The same sums as the mean of
+    a run's columns taken out by a mask: that copy is strided along the processes, so numpy adds
+    them one process after another, as this sum over the leading axis does."""
+    by_process = members[:, blocks].reshape(len(members), k, -1).transpose(2, 0, 1)
+    means: np.ndarray = np.add.reduce(np.ascontiguousarray(by_process), axis=0)
+    means /= by_process.shape[0]
+    return means[:, run_of]
+
+
+def _row_medians(x: np.ndarray) -> np.ndarray:
+    """_median_of_all of each row of a 2-D array without NaN, from one partition."""
+    n = x.shape[1]
+    half = n // 2
+    part = np.partition(x, half, axis=1)
+    if n % 2:
+        return 0.0 + part[:, half]
+    result: np.ndarray = (0.0 + part[:, :half].max(axis=1) + part[:, half]) / 2
+    return result
 
 
 def _shift_draws(
@@ -510,9 +549,12 @@ def _rows_searchsorted(rows: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 
 def _nanmean(x: np.ndarray, axis: int | None) -> np.ndarray:
-    """np.nanmean without its overhead when nothing is missing (the usual case)."""
-    if not np.isnan(x).any():
-        result: np.ndarray = x.mean(axis=axis)
+    """np.nanmean without its overhead when nothing is missing (the usual case): then it is
+    x.mean, which is this sum over the count (the same numbers, without mean's wrapper). A sum
+    that is not NaN had no NaN in it."""
+    total = np.add.reduce(x, axis=axis)
+    if not np.isnan(total).any():
+        result: np.ndarray = total / (x.size if axis is None else x.shape[axis])
         return result
     return np.asarray(np.nanmean(x, axis=axis))
 
