@@ -178,7 +178,7 @@ def compare_many(
             paired=paired,
             resolution=math.expm1(edge + z * float(spread[i])),
             run_shift=run_shift,
-            runs=None if labels is None else len(np.unique(labels[i])),
+            runs=None if labels is None else len(set(labels[i].tolist())),
             medians=(float(base_medians[i]), float(head_medians[i])),
         )
         for i in range(len(pairs))
@@ -288,9 +288,10 @@ def _run_level(
 def _aligned(heads: list[list[np.ndarray]], labels: list[np.ndarray]) -> bool:
     """Every configuration has the same baseline runs' groups in the same order, and as many
     head groups: then group i is taken to be the same worker process in all of them."""
-    first = labels[0]
+    # As lists: numpy's array_equal costs more than the comparison for a few labels.
+    first = labels[0].tolist()
     return all(len(h) == len(heads[0]) for h in heads) and all(
-        len(lab) == len(first) and np.array_equal(lab, first) for lab in labels
+        lab.tolist() == first for lab in labels
     )
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy.special import digamma, stdtrit
@@ -83,10 +84,11 @@ def fit(
     aligned: every configuration has the same groups in the same order (group i is the same
     worker process for all of them), so a process's common shift can be seen and set apart."""
     c_n = len(base)
-    labels = np.unique(np.concatenate(base_runs))
+    all_runs = np.concatenate(base_runs)
+    labels = np.unique(all_runs)
     k_all = len(labels)
     cb = np.repeat(np.arange(c_n), [len(b) for b in base])
-    rb = np.searchsorted(labels, np.concatenate(base_runs))
+    rb = np.searchsorted(labels, all_runs)
     h_lens = [len(h) for h in head]
     ch = np.repeat(np.arange(c_n), h_lens)
     yh = np.concatenate(head)
@@ -124,7 +126,7 @@ def fit(
     diff = head_loc - base_level
     # The head's median is only as sure as its lower processes agree: interference only adds
     # time, so a median far above the fastest process means two of them may have been hit.
-    gap = head_loc - _cell_minima(yh, ch, c_n)
+    gap = head_loc - cells.head_minima(yh)
     # (Scaled to 3 processes: with more, more of them must be hit to move the median.)
     head_var = np.maximum(var_e * _median_var(h_cnt), (gap / 2) ** 2 * 3 / h_cnt)
     run_gap = np.where(present, run_loc - cells.run_minima(yb), 0.0)
@@ -167,14 +169,42 @@ class _Cells:
     def run_medians(self, yb: np.ndarray) -> np.ndarray:
         """(C, K) each run's location: the median of its processes (one process beside a noisy
         neighbour moves a mean of three by a third of its shift, a median hardly at all)."""
+        if self._run_table is not None:
+            return _table_medians(yb[self._run_table]).reshape(self.c_n, self.k_all)
         size = self.c_n * self.k_all
         return _cell_medians(yb, self.cell, size).reshape(self.c_n, self.k_all)
 
     def run_minima(self, yb: np.ndarray) -> np.ndarray:
+        if self._run_table is not None:
+            return yb[self._run_table].min(axis=1).reshape(self.c_n, self.k_all)
         return _cell_minima(yb, self.cell, self.c_n * self.k_all).reshape(self.c_n, self.k_all)
 
     def head_medians(self, yh: np.ndarray) -> np.ndarray:
+        if self._head_equal:
+            return _table_medians(yh.reshape(self.c_n, -1))
         return _cell_medians(yh, self.ch, self.c_n)
+
+    def head_minima(self, yh: np.ndarray) -> np.ndarray:
+        if self._head_equal:
+            return yh.reshape(self.c_n, -1).min(axis=1)
+        return _cell_minima(yh, self.ch, self.c_n)
+
+    # Where every cell holds as many processes (the usual case), the cells' values are the rows
+    # of a table: medians and minima come from a sort of small rows, not from a sort of all of
+    # them by cell and value (which was the model's most called step).
+    @cached_property
+    def _run_table(self) -> np.ndarray | None:
+        """(C * K, P) the baseline values' indices by cell, or None if the cells differ in size."""
+        per_cell = np.bincount(self.cell, minlength=self.c_n * self.k_all)
+        if per_cell.min() == 0 or per_cell.min() != per_cell.max():
+            return None
+        return np.argsort(self.cell, kind="stable").reshape(len(per_cell), -1)
+
+    @cached_property
+    def _head_equal(self) -> bool:
+        """Every configuration has as many head processes (ch is in configuration order)."""
+        per_config = np.bincount(self.ch, minlength=self.c_n)
+        return bool(per_config.min() == per_config.max())
 
     def spread(
         self, yb: np.ndarray, yh: np.ndarray, run_loc: np.ndarray, head_loc: np.ndarray
@@ -341,8 +371,12 @@ def _run_spreads(
     """Each configuration's squared deviations of its run locations from their level, left
     alone and with the runs' shifts u taken out."""
     present = counts > 0
+    # Every run seen in every configuration (the usual case): nothing to mask.
+    full = bool(present.all())
 
     def spread(x: np.ndarray) -> np.ndarray:
+        if full:
+            return ((x - _nanmean(x, axis=1)[:, None]) ** 2).sum(axis=1)
         level = _nanmean(np.where(present, x, np.nan), axis=1)
         return np.where(present, (x - level[:, None]) ** 2, 0.0).sum(axis=1)
 
@@ -389,6 +423,14 @@ def _cell_medians(values: np.ndarray, cell: np.ndarray, size: int) -> np.ndarray
     lo = np.minimum(starts + (safe - 1) // 2, len(v) - 1)
     hi = np.minimum(starts + safe // 2, len(v) - 1)
     result: np.ndarray = np.where(counts > 0, (v[lo] + v[hi]) / 2, np.nan)
+    return result
+
+
+def _table_medians(table: np.ndarray) -> np.ndarray:
+    """The median of each row: _cell_medians' numbers for cells of equal size."""
+    ordered = np.sort(table, axis=1)
+    n = ordered.shape[1]
+    result: np.ndarray = (ordered[:, (n - 1) // 2] + ordered[:, n // 2]) / 2
     return result
 
 
