@@ -241,9 +241,9 @@ def _process_shifts_out(
 
 # Variance of the median of n normal values over that of one value, times n: 1 / efficiency.
 _MEDIAN_INEFFICIENCY = {1: 1.0, 2: 1.0, 3: 1.346, 4: 1.193, 5: 1.435, 6: 1.289, 7: 1.473, 8: 1.346}
-# The same as an array indexed by n (0 and n past 8: pi / 2, the large-n limit), so that a
-# (configuration, run) table of counts is looked up in one step.
-_INEFFICIENCY_BY_N = np.array([_MEDIAN_INEFFICIENCY.get(k, math.pi / 2) for k in range(9)])
+# The same as an array indexed by n up to 9 (0 and 9: pi / 2, the large-n limit; n past 9 is
+# looked up as 9), so that a (configuration, run) table of counts is looked up in one step.
+_INEFFICIENCY_BY_N = np.array([_MEDIAN_INEFFICIENCY.get(k, math.pi / 2) for k in range(10)])
 
 
 def _config_shift_variance(
@@ -402,12 +402,10 @@ def _run_shifts(run_loc: np.ndarray, run_shift_sd: float) -> tuple[np.ndarray, f
 def _median_var(n: np.ndarray) -> np.ndarray:
     """Var(median of n processes) / var(one process), for each n (0 where n is 0)."""
     n = np.asarray(n, dtype=float)
-    whole = n.astype(int)  # counts of processes
-    factor = np.where(
-        whole < len(_INEFFICIENCY_BY_N), _INEFFICIENCY_BY_N[whole.clip(0, 8)], math.pi / 2
-    )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        result: np.ndarray = np.where(n > 0, factor / np.where(n > 0, n, 1.0), 0.0)
+    factor = _INEFFICIENCY_BY_N[np.minimum(n.astype(int), len(_INEFFICIENCY_BY_N) - 1)]
+    # Counts are never negative; where one is 0 it is divided by 1 and the result dropped.
+    present = n > 0
+    result: np.ndarray = np.where(present, factor / np.where(present, n, 1.0), 0.0)
     return result
 
 
@@ -467,17 +465,23 @@ def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.nd
     log-variances, whose sampling variance is about 2 / df): a little where the configurations
     agree, hardly at all where they differ. Returns the variances and their degrees of freedom."""
     ok = df > 0
-    raw = np.where(ok, ss / np.maximum(df, 1.0), np.nan)
+    every = bool(ok.all())  # the usual case: then nothing needs masking
+
+    def where_ok(x: np.ndarray, other: float) -> np.ndarray:
+        return x if every else np.where(ok, x, other)
+
+    d = np.maximum(df, 1.0)
+    raw = where_ok(ss / d, np.nan)
     top = _nanmax(raw)
     floor = top * 1e-8 if np.isfinite(top) else 1e-12
     logs = np.log(np.maximum(raw, max(floor, 1e-16)))
-    noise = np.where(ok, 2.0 / np.maximum(df, 1.0), np.inf)
-    kept = np.where(ok, logs, np.nan)
+    noise = where_ok(2.0 / d, np.inf)
+    kept = where_ok(logs, np.nan)
     mean = float(_nanmean(kept, axis=None))
-    spread = float(_nanvar(kept)) - float(np.mean(noise[ok]))
+    spread = float(_nanvar(kept)) - float(noise.mean() if every else np.mean(noise[ok]))
     tau2 = max(spread, 0.05)  # never pool all the way: configurations may differ
-    precision = np.where(ok, 1.0 / noise, 0.0) + 1.0 / tau2
-    shrunk = (np.where(ok, logs / noise, 0.0) + mean / tau2) / precision
+    precision = where_ok(1.0 / noise, 0.0) + 1.0 / tau2
+    shrunk = (where_ok(logs / noise, 0.0) + mean / tau2) / precision
     return np.exp(shrunk), 2.0 * precision
 
 
