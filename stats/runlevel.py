@@ -53,6 +53,8 @@ APART_EVIDENCE = 4.0
 MIN_RUNS_TO_SET_APART = 3
 # A later group of configurations sharing their runs' shifts has at least this many.
 MIN_GROUP_CONFIGS = 4
+# The normal distribution's 97.5% point, as stdtrit gives it (worked out once).
+_NORMAL_975 = stdtrit(np.inf, 0.975)
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ def fit(
     # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the
     # t distribution's 97.5% point (normal draws cost a third of t draws).
     # Degrees of freedom: the process variance's (after shrinkage) plus the runs'.
-    widen = stdtrit(np.clip(df_e + df_b, 3.0, MAX_DF), 0.975) / stdtrit(np.inf, 0.975)
+    widen = stdtrit(np.clip(df_e + df_b, 3.0, MAX_DF), 0.975) / _NORMAL_975
     noise = rng.standard_normal((c_n, resamples), dtype=np.float32)
     draws = diff[:, None] - shifts + (sd * widen)[:, None] * noise
     return RunFit(
@@ -389,11 +391,19 @@ def _run_shifts(run_loc: np.ndarray, run_shift_sd: float) -> tuple[np.ndarray, f
     the variance of a run's common shift, pulled toward the prior while there are few runs."""
     k_all = run_loc.shape[1]
     u = np.zeros(k_all)
+    # Every run location finite (the usual case): then so is all below, and the NaN-aware
+    # steps are the plain ones (a mean is this sum over the count), checked for once here.
+    finite = bool(np.isfinite(run_loc).all())
     for _ in range(2):
-        level = _nanmean(run_loc - u[None, :], axis=1)
-        u = _nanmedian(run_loc - level[:, None], axis=0) if k_all > 1 else np.zeros(1)
-        u -= u.mean()
-    var_u = (PRIOR_RUNS_COMMON * run_shift_sd**2 + float(np.sum(u**2))) / (
+        shifted = run_loc - u[None, :]
+        level = np.add.reduce(shifted, axis=1) / k_all if finite else _nanmean(shifted, axis=1)
+        centred = run_loc - level[:, None]
+        if k_all == 1:
+            u = np.zeros(1)
+        else:
+            u = _column_medians(centred, finite=True) if finite else _nanmedian(centred, axis=0)
+        u -= np.add.reduce(u) / k_all
+    var_u = (PRIOR_RUNS_COMMON * run_shift_sd**2 + float(np.add.reduce(u**2))) / (
         PRIOR_RUNS_COMMON + k_all - 1
     )
     return u, var_u
@@ -624,15 +634,17 @@ def _nanmedian(x: np.ndarray, axis: int) -> np.ndarray:
     return np.asarray(np.nanmedian(x, axis=axis))
 
 
-def _column_medians(x: np.ndarray) -> np.ndarray:
+def _column_medians(x: np.ndarray, *, finite: bool = False) -> np.ndarray:
     """np.median(x, axis=0) of a 2-D array, the same numbers, from a partition at one point
-    (see _median_of_all): numpy's median costs ten times more on a table of a few rows."""
+    (see _median_of_all): numpy's median costs ten times more on a table of a few rows.
+    finite: the caller knows x holds no NaN."""
     n = x.shape[0]
     half = n // 2
     part = np.partition(x, half, axis=0)
     # 0.0 + ...: numpy's mean of the middle values starts its sum at +0, so -0.0 becomes 0.0.
     result = 0.0 + part[half] if n % 2 else (0.0 + part[:half].max(axis=0) + part[half]) / 2
-    result[np.isnan(x).any(axis=0)] = np.nan  # np.median is NaN where a NaN is
+    if not finite:
+        result[np.isnan(x).any(axis=0)] = np.nan  # np.median is NaN where a NaN is
     return result
 
 
