@@ -84,6 +84,33 @@ def _plain_groups(value: Any) -> list[np.ndarray] | None:
     return groups
 
 
+def plain_sides(sides: list[Any]) -> list[list[np.ndarray]] | None:
+    """as_groups of many sides at once, for the server's usual input: every side a list of as
+    many lists (or tuples) of as many positive finite numbers. One conversion and one check for
+    all of them (each side on its own cost two numpy checks per side, 96 of them for 48
+    configurations); the groups are the same rows _plain_groups gives. None for anything else,
+    which each side's own checks take."""
+    first = sides[0] if sides else None
+    if type(first) is not list or not first or type(first[0]) not in (list, tuple):
+        return None
+    groups, n = len(first), len(first[0])
+    if n == 0:
+        return None
+    for side in sides:
+        if type(side) is not list or len(side) != groups:
+            return None
+        for v in side:
+            if type(v) not in (list, tuple) or len(v) != n:
+                return None
+    try:
+        table = np.array(sides, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if table.ndim != 3 or not (np.isfinite(table).all() and (table > 0).all()):
+        return None
+    return [list(t) for t in table]
+
+
 def as_run_labels(value: Any, groups: int, name: str) -> np.ndarray:
     """One integer run label per base group."""
     if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):

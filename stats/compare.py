@@ -17,6 +17,7 @@ from stats._validate import (
     check_fraction,
     check_paired,
     check_resamples,
+    plain_sides,
 )
 
 MIN_SAMPLES = 8
@@ -178,7 +179,7 @@ def compare_many(
             paired=paired,
             resolution=math.expm1(edge + z * float(spread[i])),
             run_shift=run_shift,
-            runs=None if labels is None else len(np.unique(labels[i])),
+            runs=None if labels is None else len(set(labels[i].tolist())),
             medians=(float(base_medians[i]), float(head_medians[i])),
         )
         for i in range(len(pairs))
@@ -209,17 +210,17 @@ def _checked_pairs(
         or len(base_runs) != len(pairs)
     ):
         raise ValueError("base_runs must give one sequence of run labels per pair")
-    bases, heads = [], []
+    bases, heads = _plain_pairs(pairs)
     for i, pair in enumerate(pairs):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise ValueError(f"pairs[{i}] must be a (base, head) pair")
         prefix = "" if len(pairs) == 1 else f"pairs[{i}]."
-        b = as_groups(pair[0], f"{prefix}base")
-        h = as_groups(pair[1], f"{prefix}head")
+        if i == len(bases):
+            bases.append(as_groups(pair[0], f"{prefix}base"))
+        if i == len(heads):
+            heads.append(as_groups(pair[1], f"{prefix}head"))
         if paired:
-            check_paired(b, h)
-        bases.append(b)
-        heads.append(h)
+            check_paired(bases[i], heads[i])
     labels = (
         None
         if base_runs is None
@@ -228,6 +229,16 @@ def _checked_pairs(
         ]
     )
     return bases, heads, labels
+
+
+def _plain_pairs(pairs: Sequence[Any]) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
+    """The bases and the heads of the server's usual pairs, each side checked in one step with
+    the others (plain_sides); [] for a side that is not all alike, checked pair by pair."""
+    if not all(isinstance(pair, (tuple, list)) and len(pair) == 2 for pair in pairs):
+        return [], []
+    bases = plain_sides([pair[0] for pair in pairs])
+    heads = plain_sides([pair[1] for pair in pairs])
+    return bases or [], heads or []
 
 
 def _paired_draws(
@@ -288,9 +299,10 @@ def _run_level(
 def _aligned(heads: list[list[np.ndarray]], labels: list[np.ndarray]) -> bool:
     """Every configuration has the same baseline runs' groups in the same order, and as many
     head groups: then group i is taken to be the same worker process in all of them."""
-    first = labels[0]
+    # As lists: numpy's array_equal costs more than the comparison for a few labels.
+    first = labels[0].tolist()
     return all(len(h) == len(heads[0]) for h in heads) and all(
-        len(lab) == len(first) and np.array_equal(lab, first) for lab in labels
+        lab.tolist() == first for lab in labels
     )
 
 

@@ -75,7 +75,7 @@ class _Family:
         self.joint = len(sizes) == 1
         if not self.keys or not self.joint:
             return
-        draws = np.stack([comparisons[k].log_ratio_draws for k in self.keys])
+        self.draws = draws = np.stack([comparisons[k].log_ratio_draws for k in self.keys])
         self.resamples = r = draws.shape[1]
         # Each draw's rank within its configuration: its own lower tail, whatever the shape of
         # the posterior (a bootstrap's is skewed), so one configuration alone gets its own
@@ -93,10 +93,9 @@ class _Family:
         keys = self.keys
         if not keys:
             return {}
-        own = {k: self.comparisons[k].p_not_exceeding(bounds[k]) for k in keys}
         if not self.joint:
-            return holm(own)
-        p = np.array([own[k] for k in keys])
+            return holm({k: self.comparisons[k].p_not_exceeding(bounds[k]) for k in keys})
+        p = self._own(bounds)
         order = np.argsort(p, kind="stable")
         # lowest[i]: per draw, the smallest tail among the configurations ranked i and after.
         lowest = np.minimum.accumulate(self.tail[order][::-1], axis=0)[::-1]
@@ -105,6 +104,16 @@ class _Family:
         # (a lower bound; no decision is made up there).
         adjusted = np.maximum.accumulate(np.maximum(reached / self.resamples, p[order]))
         return {keys[i]: float(min(1.0, adjusted[rank])) for rank, i in enumerate(order)}
+
+    def _own(self, bounds: Mapping[str, float]) -> np.ndarray:
+        """Each configuration's Comparison.p_not_exceeding(bound), the same numbers, from one
+        count over the stacked draws rather than one per configuration."""
+        edges = [
+            math.log1p(check_fraction(bounds[k], "t", low=-1.0, high=math.inf)) for k in self.keys
+        ]
+        below = np.count_nonzero(self.draws <= np.array(edges)[:, None], axis=1)
+        result: np.ndarray = (below + 1) / (self.resamples + 1)
+        return result
 
 
 def gate(

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy.special import digamma, stdtrit
@@ -52,6 +53,8 @@ APART_EVIDENCE = 4.0
 MIN_RUNS_TO_SET_APART = 3
 # A later group of configurations sharing their runs' shifts has at least this many.
 MIN_GROUP_CONFIGS = 4
+# The normal distribution's 97.5% point, as stdtrit gives it (worked out once).
+_NORMAL_975 = stdtrit(np.inf, 0.975)
 
 
 @dataclass(frozen=True)
@@ -83,15 +86,22 @@ def fit(
     aligned: every configuration has the same groups in the same order (group i is the same
     worker process for all of them), so a process's common shift can be seen and set apart."""
     c_n = len(base)
-    labels = np.unique(np.concatenate(base_runs))
+    all_runs = np.concatenate(base_runs)
+    labels = np.unique(all_runs)
     k_all = len(labels)
-    cb = np.concatenate([np.full(len(b), i) for i, b in enumerate(base)])
-    rb = np.searchsorted(labels, np.concatenate(base_runs))
-    # Centre each configuration so sums of squares stay exact in float64.
-    centre = np.array([float(np.mean(h)) for h in head])
+    cb = np.repeat(np.arange(c_n), [len(b) for b in base])
+    rb = np.searchsorted(labels, all_runs)
+    h_lens = [len(h) for h in head]
+    ch = np.repeat(np.arange(c_n), h_lens)
+    yh = np.concatenate(head)
+    # Centre each configuration so sums of squares stay exact in float64 (with as many head
+    # processes everywhere, one mean along the rows: the same sums as one row at a time).
+    if min(h_lens) == max(h_lens):
+        centre = yh.reshape(c_n, -1).mean(axis=1)
+    else:
+        centre = np.array([float(np.mean(h)) for h in head])
     yb = np.concatenate(base) - centre[cb]
-    ch = np.concatenate([np.full(len(h), i) for i, h in enumerate(head)])
-    yh = np.concatenate(head) - centre[ch]
+    yh = yh - centre[ch]
 
     cells = _Cells(cb, ch, cb * k_all + rb, c_n, k_all)
     counts = np.bincount(cells.cell, minlength=c_n * k_all).reshape(c_n, k_all).astype(float)
@@ -118,7 +128,7 @@ def fit(
     diff = head_loc - base_level
     # The head's median is only as sure as its lower processes agree: interference only adds
     # time, so a median far above the fastest process means two of them may have been hit.
-    gap = head_loc - _cell_minima(yh, ch, c_n)
+    gap = head_loc - cells.head_minima(yh)
     # (Scaled to 3 processes: with more, more of them must be hit to move the median.)
     head_var = np.maximum(var_e * _median_var(h_cnt), (gap / 2) ** 2 * 3 / h_cnt)
     run_gap = np.where(present, run_loc - cells.run_minima(yb), 0.0)
@@ -135,7 +145,7 @@ def fit(
     # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the
     # t distribution's 97.5% point (normal draws cost a third of t draws).
     # Degrees of freedom: the process variance's (after shrinkage) plus the runs'.
-    widen = stdtrit(np.clip(df_e + df_b, 3.0, MAX_DF), 0.975) / stdtrit(np.inf, 0.975)
+    widen = stdtrit(np.clip(df_e + df_b, 3.0, MAX_DF), 0.975) / _NORMAL_975
     noise = rng.standard_normal((c_n, resamples), dtype=np.float32)
     draws = diff[:, None] - shifts + (sd * widen)[:, None] * noise
     return RunFit(
@@ -161,14 +171,42 @@ class _Cells:
     def run_medians(self, yb: np.ndarray) -> np.ndarray:
         """(C, K) each run's location: the median of its processes (one process beside a noisy
         neighbour moves a mean of three by a third of its shift, a median hardly at all)."""
+        if self._run_table is not None:
+            return _table_medians(yb[self._run_table]).reshape(self.c_n, self.k_all)
         size = self.c_n * self.k_all
         return _cell_medians(yb, self.cell, size).reshape(self.c_n, self.k_all)
 
     def run_minima(self, yb: np.ndarray) -> np.ndarray:
+        if self._run_table is not None:
+            return yb[self._run_table].min(axis=1).reshape(self.c_n, self.k_all)
         return _cell_minima(yb, self.cell, self.c_n * self.k_all).reshape(self.c_n, self.k_all)
 
     def head_medians(self, yh: np.ndarray) -> np.ndarray:
+        if self._head_equal:
+            return _table_medians(yh.reshape(self.c_n, -1))
         return _cell_medians(yh, self.ch, self.c_n)
+
+    def head_minima(self, yh: np.ndarray) -> np.ndarray:
+        if self._head_equal:
+            return yh.reshape(self.c_n, -1).min(axis=1)
+        return _cell_minima(yh, self.ch, self.c_n)
+
+    # Where every cell holds as many processes (the usual case), the cells' values are the rows
+    # of a table: medians and minima come from a sort of small rows, not from a sort of all of
+    # them by cell and value (which was the model's most called step).
+    @cached_property
+    def _run_table(self) -> np.ndarray | None:
+        """(C * K, P) the baseline values' indices by cell, or None if the cells differ in size."""
+        per_cell = np.bincount(self.cell, minlength=self.c_n * self.k_all)
+        if per_cell.min() == 0 or per_cell.min() != per_cell.max():
+            return None
+        return np.argsort(self.cell, kind="stable").reshape(len(per_cell), -1)
+
+    @cached_property
+    def _head_equal(self) -> bool:
+        """Every configuration has as many head processes (ch is in configuration order)."""
+        per_config = np.bincount(self.ch, minlength=self.c_n)
+        return bool(per_config.min() == per_config.max())
 
     def spread(
         self, yb: np.ndarray, yh: np.ndarray, run_loc: np.ndarray, head_loc: np.ndarray
@@ -205,9 +243,9 @@ def _process_shifts_out(
 
 # Variance of the median of n normal values over that of one value, times n: 1 / efficiency.
 _MEDIAN_INEFFICIENCY = {1: 1.0, 2: 1.0, 3: 1.346, 4: 1.193, 5: 1.435, 6: 1.289, 7: 1.473, 8: 1.346}
-# The same as an array indexed by n (0 and n past 8: pi / 2, the large-n limit), so that a
-# (configuration, run) table of counts is looked up in one step.
-_INEFFICIENCY_BY_N = np.array([_MEDIAN_INEFFICIENCY.get(k, math.pi / 2) for k in range(9)])
+# The same as an array indexed by n up to 9 (0 and 9: pi / 2, the large-n limit; n past 9 is
+# looked up as 9), so that a (configuration, run) table of counts is looked up in one step.
+_INEFFICIENCY_BY_N = np.array([_MEDIAN_INEFFICIENCY.get(k, math.pi / 2) for k in range(10)])
 
 
 def _config_shift_variance(
@@ -335,8 +373,12 @@ def _run_spreads(
     """Each configuration's squared deviations of its run locations from their level, left
     alone and with the runs' shifts u taken out."""
     present = counts > 0
+    # Every run seen in every configuration (the usual case): nothing to mask.
+    full = bool(present.all())
 
     def spread(x: np.ndarray) -> np.ndarray:
+        if full:
+            return ((x - _nanmean(x, axis=1)[:, None]) ** 2).sum(axis=1)
         level = _nanmean(np.where(present, x, np.nan), axis=1)
         return np.where(present, (x - level[:, None]) ** 2, 0.0).sum(axis=1)
 
@@ -349,11 +391,19 @@ def _run_shifts(run_loc: np.ndarray, run_shift_sd: float) -> tuple[np.ndarray, f
     the variance of a run's common shift, pulled toward the prior while there are few runs."""
     k_all = run_loc.shape[1]
     u = np.zeros(k_all)
+    # Every run location finite (the usual case): then so is all below, and the NaN-aware
+    # steps are the plain ones (a mean is this sum over the count), checked for once here.
+    finite = bool(np.isfinite(run_loc).all())
     for _ in range(2):
-        level = _nanmean(run_loc - u[None, :], axis=1)
-        u = _nanmedian(run_loc - level[:, None], axis=0) if k_all > 1 else np.zeros(1)
-        u -= u.mean()
-    var_u = (PRIOR_RUNS_COMMON * run_shift_sd**2 + float(np.sum(u**2))) / (
+        shifted = run_loc - u[None, :]
+        level = np.add.reduce(shifted, axis=1) / k_all if finite else _nanmean(shifted, axis=1)
+        centred = run_loc - level[:, None]
+        if k_all == 1:
+            u = np.zeros(1)
+        else:
+            u = _column_medians(centred, finite=True) if finite else _nanmedian(centred, axis=0)
+        u -= np.add.reduce(u) / k_all
+    var_u = (PRIOR_RUNS_COMMON * run_shift_sd**2 + float(np.add.reduce(u**2))) / (
         PRIOR_RUNS_COMMON + k_all - 1
     )
     return u, var_u
@@ -362,12 +412,10 @@ def _run_shifts(run_loc: np.ndarray, run_shift_sd: float) -> tuple[np.ndarray, f
 def _median_var(n: np.ndarray) -> np.ndarray:
     """Var(median of n processes) / var(one process), for each n (0 where n is 0)."""
     n = np.asarray(n, dtype=float)
-    whole = n.astype(int)  # counts of processes
-    factor = np.where(
-        whole < len(_INEFFICIENCY_BY_N), _INEFFICIENCY_BY_N[whole.clip(0, 8)], math.pi / 2
-    )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        result: np.ndarray = np.where(n > 0, factor / np.where(n > 0, n, 1.0), 0.0)
+    factor = _INEFFICIENCY_BY_N[np.minimum(n.astype(int), len(_INEFFICIENCY_BY_N) - 1)]
+    # Counts are never negative; where one is 0 it is divided by 1 and the result dropped.
+    present = n > 0
+    result: np.ndarray = np.where(present, factor / np.where(present, n, 1.0), 0.0)
     return result
 
 
@@ -383,6 +431,14 @@ def _cell_medians(values: np.ndarray, cell: np.ndarray, size: int) -> np.ndarray
     lo = np.minimum(starts + (safe - 1) // 2, len(v) - 1)
     hi = np.minimum(starts + safe // 2, len(v) - 1)
     result: np.ndarray = np.where(counts > 0, (v[lo] + v[hi]) / 2, np.nan)
+    return result
+
+
+def _table_medians(table: np.ndarray) -> np.ndarray:
+    """The median of each row: _cell_medians' numbers for cells of equal size."""
+    ordered = np.sort(table, axis=1)
+    n = ordered.shape[1]
+    result: np.ndarray = (ordered[:, (n - 1) // 2] + ordered[:, n // 2]) / 2
     return result
 
 
@@ -419,17 +475,23 @@ def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.nd
     log-variances, whose sampling variance is about 2 / df): a little where the configurations
     agree, hardly at all where they differ. Returns the variances and their degrees of freedom."""
     ok = df > 0
-    raw = np.where(ok, ss / np.maximum(df, 1.0), np.nan)
+    every = bool(ok.all())  # the usual case: then nothing needs masking
+
+    def where_ok(x: np.ndarray, other: float) -> np.ndarray:
+        return x if every else np.where(ok, x, other)
+
+    d = np.maximum(df, 1.0)
+    raw = where_ok(ss / d, np.nan)
     top = _nanmax(raw)
     floor = top * 1e-8 if np.isfinite(top) else 1e-12
     logs = np.log(np.maximum(raw, max(floor, 1e-16)))
-    noise = np.where(ok, 2.0 / np.maximum(df, 1.0), np.inf)
-    kept = np.where(ok, logs, np.nan)
+    noise = where_ok(2.0 / d, np.inf)
+    kept = where_ok(logs, np.nan)
     mean = float(_nanmean(kept, axis=None))
-    spread = float(_nanvar(kept)) - float(np.mean(noise[ok]))
+    spread = float(_nanvar(kept)) - float(noise.mean() if every else np.mean(noise[ok]))
     tau2 = max(spread, 0.05)  # never pool all the way: configurations may differ
-    precision = np.where(ok, 1.0 / noise, 0.0) + 1.0 / tau2
-    shrunk = (np.where(ok, logs / noise, 0.0) + mean / tau2) / precision
+    precision = where_ok(1.0 / noise, 0.0) + 1.0 / tau2
+    shrunk = (where_ok(logs / noise, 0.0) + mean / tau2) / precision
     return np.exp(shrunk), 2.0 * precision
 
 
@@ -444,21 +506,54 @@ def _without_process_shifts(
     model takes out already, and what a process shares across configurations is not noise of
     any one of them. Left in, it counts as process-to-process noise of every configuration."""
     base, head = yb.reshape(c_n, -1).copy(), yh.reshape(c_n, -1).copy()
+    labels, run_of = np.unique(runs, return_inverse=True)
+    per_run = np.bincount(run_of)
+    # With as many processes in every run, the runs' processes side by side as (process,
+    # configuration, run) blocks, so each run's means and medians come from a few whole-array
+    # steps rather than a few per run.
+    blocks = np.argsort(run_of, kind="stable") if per_run.min() == per_run.max() else None
     for g in groups:
         m = g.members
         members = base[m]
-        means = np.zeros_like(members)
-        for r in np.unique(runs):
-            cols = runs == r
-            means[:, cols] = members[:, cols].mean(axis=1, keepdims=True)
-        w = _column_medians(members - means)
-        for r in np.unique(runs):
-            cols = runs == r
-            w[cols] -= _median_of_all(w[cols])
+        if blocks is not None and len(members) > 1:
+            w = _column_medians(members - _run_means(members, blocks, run_of, len(labels)))
+            by_run = w[blocks].reshape(len(labels), -1)
+            w -= _row_medians(by_run)[run_of]
+        else:
+            means = np.zeros_like(members)
+            for r in labels:
+                cols = runs == r
+                means[:, cols] = members[:, cols].mean(axis=1, keepdims=True)
+            w = _column_medians(members - means)
+            for r in labels:
+                cols = runs == r
+                w[cols] -= _median_of_all(w[cols])
         wh = _column_medians(head[m] - head[m].mean(axis=1, keepdims=True))
         base[m] -= w[None, :]
         head[m] -= (wh - _median_of_all(wh))[None, :]
     return base.ravel(), head.ravel()
+
+
+def _run_means(members: np.ndarray, blocks: np.ndarray, run_of: np.ndarray, k: int) -> np.ndarray:
+    """(M, N) each value's run's mean over its processes, for M > 1 configurations whose runs
+    all have as many processes (blocks: the columns in run order). The same sums as the mean of
+    a run's columns taken out by a mask: that copy is strided along the processes, so numpy adds
+    them one process after another, as this sum over the leading axis does."""
+    by_process = members[:, blocks].reshape(len(members), k, -1).transpose(2, 0, 1)
+    means: np.ndarray = np.add.reduce(np.ascontiguousarray(by_process), axis=0)
+    means /= by_process.shape[0]
+    return means[:, run_of]
+
+
+def _row_medians(x: np.ndarray) -> np.ndarray:
+    """_median_of_all of each row of a 2-D array without NaN, from one partition."""
+    n = x.shape[1]
+    half = n // 2
+    part = np.partition(x, half, axis=1)
+    if n % 2:
+        return 0.0 + part[:, half]
+    result: np.ndarray = (0.0 + part[:, :half].max(axis=1) + part[:, half]) / 2
+    return result
 
 
 def _shift_draws(
@@ -510,9 +605,12 @@ def _rows_searchsorted(rows: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 
 def _nanmean(x: np.ndarray, axis: int | None) -> np.ndarray:
-    """np.nanmean without its overhead when nothing is missing (the usual case)."""
-    if not np.isnan(x).any():
-        result: np.ndarray = x.mean(axis=axis)
+    """np.nanmean without its overhead when nothing is missing (the usual case): then it is
+    x.mean, which is this sum over the count (the same numbers, without mean's wrapper). A sum
+    that is not NaN had no NaN in it."""
+    total = np.add.reduce(x, axis=axis)
+    if not np.isnan(total).any():
+        result: np.ndarray = total / (x.size if axis is None else x.shape[axis])
         return result
     return np.asarray(np.nanmean(x, axis=axis))
 
@@ -536,15 +634,17 @@ def _nanmedian(x: np.ndarray, axis: int) -> np.ndarray:
     return np.asarray(np.nanmedian(x, axis=axis))
 
 
-def _column_medians(x: np.ndarray) -> np.ndarray:
+def _column_medians(x: np.ndarray, *, finite: bool = False) -> np.ndarray:
     """np.median(x, axis=0) of a 2-D array, the same numbers, from a partition at one point
-    (see _median_of_all): numpy's median costs ten times more on a table of a few rows."""
+    (see _median_of_all): numpy's median costs ten times more on a table of a few rows.
+    finite: the caller knows x holds no NaN."""
     n = x.shape[0]
     half = n // 2
     part = np.partition(x, half, axis=0)
     # 0.0 + ...: numpy's mean of the middle values starts its sum at +0, so -0.0 becomes 0.0.
     result = 0.0 + part[half] if n % 2 else (0.0 + part[:half].max(axis=0) + part[half]) / 2
-    result[np.isnan(x).any(axis=0)] = np.nan  # np.median is NaN where a NaN is
+    if not finite:
+        result[np.isnan(x).any(axis=0)] = np.nan  # np.median is NaN where a NaN is
     return result
 
 

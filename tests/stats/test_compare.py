@@ -289,3 +289,35 @@ def test_plain_lists_of_times_convert_as_the_general_checks_do() -> None:
         assert _plain_groups(bad) is None
     with pytest.raises(ValueError, match=r"base\[0\] contains a time <= 0"):
         as_groups([[1, -2]], "base")
+
+
+def test_sides_alike_convert_together_as_each_on_its_own() -> None:
+    from stats._validate import _plain_groups, plain_sides
+
+    sides = [[[1, 2, 3], (4.5, 5, 6)], [[7, 8, 9], [1e9, 2, 3]]]
+    together = plain_sides(sides)
+    assert together is not None
+    for side, groups in zip(sides, together, strict=True):
+        alone = _plain_groups(side)
+        assert alone is not None
+        assert [g.tobytes() for g in groups] == [g.tobytes() for g in alone]
+    # Sides not all alike, or not plain, are left to each side's own checks.
+    for bad in (
+        [[[1, 2]], [[1, 2], [3, 4]]],
+        [[[1, 2]], [[1, 2, 3]]],
+        [[[1, 2]], [[1, -2]]],
+        [[[1, 2]], [[1, "x"]]],
+        [[[1, 2]], [[1, [2]]]],
+        [[[1, 2]], [1, 2]],
+        [[[1, 2]], []],
+        [],
+    ):
+        assert plain_sides(bad) is None
+
+
+def test_the_first_bad_pair_is_named_whichever_side_checks_it() -> None:
+    good = [[1.0] * 8, [1.1] * 8]
+    with pytest.raises(ValueError, match=r"pairs\[1\]\.base\[0\] contains a time <= 0"):
+        stats.compare_many([(good, good), ([[1.0] * 7 + [-1.0], good[1]], good), (good, [[0.0]])])
+    with pytest.raises(ValueError, match=r"pairs\[2\] must be a \(base, head\) pair"):
+        stats.compare_many([(good, good), (good, good), (good,)])
