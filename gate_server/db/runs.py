@@ -7,9 +7,9 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, func, insert, select, update
+from sqlalchemy import Integer, bindparam, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
 
 from gate_server.db.rows import as_record
 from gate_server.db.schema import repositories, runs
@@ -71,7 +71,19 @@ class RunRecord(ListedRun):
     accepted_via: str | None
 
 
-_INSERT_RUN = insert(runs)
+# A run_id stored meanwhile (another upload won) inserts nothing, where a plain INSERT inside
+# a SAVEPOINT caught the IntegrityError: SQLAlchemy built and compiled the SAVEPOINT and its
+# RELEASE anew on every upload (about 0.2 ms of CPU per upload on SQLite). Both databases
+# wait for an uncommitted insert of the same run_id as they did before, then skip the row.
+# The id it returns says whether the row went in (rowcount does not: PostgreSQL's statement
+# returns the id anyway to fill inserted_primary_key, and psycopg then counts -1).
+# The values are parameters of one constant statement per database, compiled once per process.
+_INSERT_RUN = {
+    name: dialect.insert(runs)
+    .on_conflict_do_nothing(index_elements=[runs.c.run_id])
+    .returning(runs.c.id)
+    for name, dialect in (("sqlite", sqlite), ("postgresql", postgresql))
+}
 
 
 def insert_run(conn: Connection, run: NewRun) -> bool:
@@ -79,14 +91,7 @@ def insert_run(conn: Connection, run: NewRun) -> bool:
     values = {f.name: getattr(run, f.name) for f in fields(NewRun)}
     values["answer"] = json.dumps(run.answer)
     values["baseline_at"] = run.received_at if run.baseline_branch is not None else None
-    try:
-        with conn.begin_nested():
-            # The values as parameters of one constant statement: compiled once per process,
-            # where .values(**values) built and keyed a new statement on every upload.
-            conn.execute(_INSERT_RUN, values)
-    except IntegrityError:
-        return False
-    return True
+    return conn.execute(_INSERT_RUN[conn.dialect.name], values).first() is not None
 
 
 # Every column but the document (large, and read only where it is needed).

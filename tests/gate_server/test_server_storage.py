@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -97,3 +98,42 @@ def test_token_last_use_is_recorded(client, ci_token, storage):
     with storage.read() as conn:
         used = tokens.by_id(conn, tok.id).last_used_at  # type: ignore[union-attr]
     assert used is not None and utcnow() - used < timedelta(minutes=1)
+
+
+def test_a_run_id_stored_meanwhile_is_not_stored_again(storage, ci_token):
+    """insert_run answers False for a stored run_id (an upload that lost the race) and leaves
+    the stored run and the rest of the transaction as they were."""
+    tok = ci_token()
+    with storage.read() as conn:
+        record = tokens.by_id(conn, tok.id)
+    assert record is not None and record.repository_id is not None
+    now = utcnow()
+    new = runs.NewRun(
+        run_id="00000000-0000-4000-8000-000000000001",
+        sha="abcd",
+        branch="main",
+        base_branch=None,
+        event="push",
+        pr_number=None,
+        environment_key="env",
+        workload="kernels/attention.py",
+        tier="PASS",
+        created_at=now,
+        received_at=now,
+        baseline_branch=None,
+        workspace_id=record.workspace_id,
+        repository_id=record.repository_id,
+        token_id=tok.id,
+        answer={"tier": "PASS"},
+        document=b"{}",
+        body_sha256="0" * 64,
+        signature="first",
+    )
+    with storage.write() as conn:
+        assert runs.insert_run(conn, new)
+    with storage.write() as conn:
+        assert not runs.insert_run(conn, replace(new, signature="second", tier="BLOCK"))
+        assert runs.count(conn) == 1  # the transaction goes on
+    with storage.read() as conn:
+        stored = runs.by_run_id(conn, new.run_id)
+    assert stored is not None and (stored.signature, stored.tier) == ("first", "PASS")
