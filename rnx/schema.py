@@ -335,6 +335,23 @@ class ResultsDocument(_Model):
     def to_json(self, *, indent: int | None = None) -> str:
         return self.model_dump_json(indent=indent)
 
+    @property
+    def by_id(self) -> dict[str, Configuration]:
+        """The configurations by id (unique within a document), worked out once per parsed
+        document: the server compares every upload with the same parsed baselines, and
+        indexing them again each time was a third of evaluate's own planning (about 40 us of
+        CPU per upload of 8 configurations against 6 baselines). A copy with other
+        configurations (model_copy(update=...) copies the kept index too) indexes them anew."""
+        configurations, index = self.indexed
+        if configurations is self.configurations:
+            return index
+        return {c.id: c for c in self.configurations}
+
+    @cached_property
+    def indexed(self) -> tuple[list[Configuration], dict[str, Configuration]]:
+        """by_id, kept with the very list it was worked out from."""
+        return self.configurations, {c.id: c for c in self.configurations}
+
 
 # ---- The gate's answer: shared by `rnx compare`, the server's reply and the action's reports.
 

@@ -39,16 +39,17 @@ class _Plan:
 def _plan(head: ResultsDocument, baselines: Sequence[ResultsDocument], paired: bool) -> _Plan:
     """A row per configuration of head; the ones that can be compared become pairs."""
     plan = _Plan()
-    # Each baseline's configurations by id, once: looking each one up by scanning every
-    # baseline grows with the square of the configurations (48 x 48 x 7 for a large run).
-    index = [{c.id: c for c in doc.configurations} for doc in baselines]
+    # Each baseline's configurations by id: looking each one up by scanning every baseline
+    # grows with the square of the configurations (48 x 48 x 7 for a large run).
+    index = [doc.by_id for doc in baselines]
     for cfg in head.configurations:
-        row = _row(cfg)
-        row["base_speed_of_light"] = _base_speed_of_light(cfg.id, index)
-        plan.rows[cfg.id] = row
+        cid = cfg.id  # worked out anew on every read
+        row = _row(cfg, cid)
+        row["base_speed_of_light"] = _base_speed_of_light(cid, index)
+        plan.rows[cid] = row
         if cfg.status in ("diverged", "error"):
             row.update(verdict="broken", reason=f"{cfg.status}: {cfg.reason}")
-            plan.broken[cfg.id] = row["reason"]
+            plan.broken[cid] = row["reason"]
             continue
         if cfg.status == "unsupported":
             row.update(verdict="skipped", reason=f"unsupported: {cfg.reason}")
@@ -65,16 +66,16 @@ def _plan(head: ResultsDocument, baselines: Sequence[ResultsDocument], paired: b
                 row.update(verdict="undecided", reason=why)
                 continue
         else:
-            base_groups, why, used = _baseline_groups(cfg.id, index)
+            base_groups, why, used = _baseline_groups(cid, index)
             plan.used_baselines.update(used)
             if why is not None:
                 row.update(verdict="no-baseline", reason=why)
                 if baselines:
-                    plan.missing.append(cfg.id)
+                    plan.missing.append(cid)
                 continue
         plan.pairs.append((base_groups, head_groups))
         plan.pair_runs.append(used)
-        plan.pair_ids.append(cfg.id)
+        plan.pair_ids.append(cid)
     return plan
 
 
@@ -127,7 +128,7 @@ def evaluate(
     return GateReport(
         tier=tier,
         reasons=reasons,
-        comparisons=[ConfigComparison(**rows[c.id]) for c in head.configurations],
+        comparisons=[ConfigComparison(**row) for row in rows.values()],  # in head's order
         baseline_run_ids=[] if paired else [baselines[i].run_id for i in used],
     )
 
@@ -152,9 +153,9 @@ def _tier(
     return tier, reasons
 
 
-def _row(cfg: Configuration) -> dict[str, Any]:
+def _row(cfg: Configuration, cid: str) -> dict[str, Any]:
     return {
-        "id": cfg.id,
+        "id": cid,
         "runtime": cfg.runtime,
         "dtype": cfg.dtype,
         "batch_size": cfg.batch_size,

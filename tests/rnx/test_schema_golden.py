@@ -69,3 +69,17 @@ def test_nan_literal_is_refused() -> None:
 def test_unreadable_file_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="cannot read results file"):
         load_results(str(tmp_path / "missing.json"))
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name)
+def test_configurations_by_id_follow_copies(path: Path) -> None:
+    """by_id is kept with a parsed document; a copy with other configurations indexes its own,
+    and a deep copy's index holds its own copies."""
+    doc = load_results(str(path))
+    assert doc.by_id == {c.id: c for c in doc.configurations}
+    assert doc.by_id is doc.by_id
+    fewer = doc.model_copy(update={"configurations": doc.configurations[:1]})
+    assert list(fewer.by_id) == [doc.configurations[0].id]
+    deep = doc.model_copy(deep=True)
+    assert all(deep.by_id[c.id] is c for c in deep.configurations)
+    assert deep == doc == load_results(str(path))  # the kept index is no field
