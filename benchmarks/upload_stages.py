@@ -32,7 +32,7 @@ from tests.support.factories import body, make_results
 
 STAGES = {
     uploads: ("parse_upload", "candidates", "_regate", "_store", "_receipt"),
-    runs: ("by_run_id",),
+    runs: ("is_stored",),
 }
 
 

@@ -169,7 +169,7 @@ def ingest_run(
     digest = hashlib.sha256(body).hexdigest()
     with database.read() as conn:
         found = None
-        if runs.by_run_id(conn, run_id) is None:
+        if not runs.is_stored(conn, run_id):
             # A stored run's retry gets its stored answer, whatever today's rules say of it.
             workload = upload_workload(doc)
             found = candidates(
@@ -228,6 +228,8 @@ def _regate(
         doc, baseline_docs, settings.gate, resamples=settings.resamples, seed=settings.seed
     )
     # Baselines are kept per workload: say so when this one has none, though others may.
+    if NO_BASELINE not in report.reasons:
+        return report  # the usual case: no copy of the report to make
     reasons = [NO_WORKLOAD_BASELINE if r == NO_BASELINE else r for r in report.reasons]
     return report.model_copy(update={"reasons": reasons})
 

@@ -118,6 +118,14 @@ def by_run_id(conn: Connection, run_id: str) -> RunRecord | None:
     return None if row is None else _record(row._mapping)
 
 
+# Every upload asks this first; the whole record (a join, every column) is read only for a retry.
+_STORED = select(runs.c.id).where(runs.c.run_id == bindparam("run_id"))
+
+
+def is_stored(conn: Connection, run_id: str) -> bool:
+    return conn.execute(_STORED, {"run_id": run_id}).first() is not None
+
+
 def document(conn: Connection, run_id: str) -> bytes | None:
     found = conn.execute(select(runs.c.document).where(runs.c.run_id == run_id)).scalar()
     return None if found is None else bytes(found)
