@@ -176,7 +176,8 @@ def _base_speed_of_light(
 
 
 def _groups(samples: Samples | None) -> list[Sequence[int]]:
-    return [] if samples is None else [g for g in samples.process_times if g]
+    # process_times holds no empty group: a process has a group once it has a time.
+    return [] if samples is None else list(samples.process_times)
 
 
 def _baseline_groups(
