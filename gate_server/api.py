@@ -34,9 +34,10 @@ from gate_server.uploads import answered, ingest_run
 
 # Uploads one server process ingests at once on SQLite. Re-gating is CPU-bound Python, which
 # holds the GIL, and SQLite takes one writer at a time: a second upload at once only trades the
-# GIL and waits on the file's lock (4 concurrent clients, benchmarks/server_load.py: 84 -> 112
-# uploads/s, 12.6 -> 8.1 ms of the server's CPU per upload). On PostgreSQL an upload's round
-# trips to the database are waits another upload computes in, so uploads share the thread pool.
+# GIL and waits on the file's lock (4 concurrent clients, `benchmarks/server_load.py
+# --upload-slots`: 99 -> 115 uploads/s, 10.4 -> 8.1 ms of the server's CPU per upload). On
+# PostgreSQL an upload's round trips to the database are waits another upload computes in, so
+# uploads share the thread pool.
 SQLITE_UPLOADS_AT_ONCE = 1
 
 

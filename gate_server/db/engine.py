@@ -32,6 +32,9 @@ CHANGE_LOCK = 727_274_003
 # checkpoints, so the last commits before a crash of the machine could vanish. FULL syncs the
 # WAL on every commit (benchmarks/server_load.py --synchronous measures the cost).
 SQLITE_SYNCHRONOUS = "FULL"
+# INSERT ... RETURNING (db/runs.py insert_run) came with SQLite 3.35 (2021); Python uses the
+# system's library, which on older distributions is older.
+SQLITE_MIN_VERSION = (3, 35, 0)
 
 
 def shown_url(url: str) -> str:
@@ -57,6 +60,12 @@ class Database:
         self.dialect = parsed.get_backend_name()
         self.engine: Engine
         if self.dialect == "sqlite":
+            if sqlite3.sqlite_version_info < SQLITE_MIN_VERSION:
+                raise SettingsError(
+                    f"this Python's SQLite is {sqlite3.sqlite_version}; the server needs "
+                    f"{'.'.join(map(str, SQLITE_MIN_VERSION))} or newer: use a Python built "
+                    "with a newer SQLite, or PostgreSQL (RNX_DATABASE_URL)"
+                )
             self.engine = _sqlite_engine(url, parsed.database)
         elif self.dialect == "postgresql":
             self.engine = create_engine(

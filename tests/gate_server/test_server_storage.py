@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import insert, text
 
 from gate_server.clock import utcnow
-from gate_server.db import LATEST_VERSION, Database, migrate, runs, tokens
+from gate_server.db import LATEST_VERSION, Database, engine, migrate, runs, tokens
 from gate_server.db.migrations import MIGRATIONS, schema_version
 from gate_server.db.schema import migrations
 from gate_server.errors import SettingsError
@@ -53,6 +53,15 @@ def test_bad_database_urls_are_clear_errors():
         Database("no such thing")
     with pytest.raises(SettingsError, match="unsupported database 'mysql'"):
         Database("mysql://localhost/x")
+
+
+def test_a_sqlite_too_old_for_the_server_is_a_clear_error(tmp_path, monkeypatch):
+    """Ubuntu 20.04's SQLite (3.31) lacks INSERT ... RETURNING: say so before the first upload
+    fails on it."""
+    monkeypatch.setattr(engine.sqlite3, "sqlite_version_info", (3, 31, 1))
+    monkeypatch.setattr(engine.sqlite3, "sqlite_version", "3.31.1")
+    with pytest.raises(SettingsError, match=r"SQLite is 3\.31\.1; the server needs 3\.35\.0"):
+        Database(f"sqlite:///{tmp_path / 'old.db'}")
 
 
 def test_baseline_lookup_reads_the_index(storage, ci_token):
