@@ -391,12 +391,12 @@ def _run_shifts(run_loc: np.ndarray, run_shift_sd: float) -> tuple[np.ndarray, f
     the variance of a run's common shift, pulled toward the prior while there are few runs."""
     k_all = run_loc.shape[1]
     u = np.zeros(k_all)
-    # Every run location finite (the usual case): then so is all below, and the NaN-aware
-    # steps are the plain ones (a mean is this sum over the count), checked for once here.
+    # Every run location finite (the usual case): then so is all below, and the median needs
+    # no NaN check (checked for once here).
     finite = bool(np.isfinite(run_loc).all())
     for _ in range(2):
         shifted = run_loc - u[None, :]
-        level = np.add.reduce(shifted, axis=1) / k_all if finite else _nanmean(shifted, axis=1)
+        level = _nanmean(shifted, axis=1)
         centred = run_loc - level[:, None]
         if k_all == 1:
             u = np.zeros(1)
