@@ -4,6 +4,7 @@ on SQLite and PostgreSQL, with an empty database and with 1,000,000 stored runs.
     .venv/bin/python -m benchmarks.server_load [--uploads 100] [--runs 1000000]
     .venv/bin/python -m benchmarks.server_load --synchronous [--uploads 100]
     .venv/bin/python -m benchmarks.server_load --upload-slots [--uploads 100]
+    .venv/bin/python -m benchmarks.server_load --db postgresql --computing
 
 --synchronous: SQLite only, the cost of durability. Two empty databases, each behind its own
 `rnx serve`: one with the server's PRAGMA synchronous=FULL (an acknowledged upload survives a
@@ -11,6 +12,9 @@ power loss), one started with NORMAL (the setting before; the last commits befor
 loss could vanish); the same uploads to both, alternating, then threaded throughput on each.
 --upload-slots: the same, for SQLite's one upload ingested at once per process against
 anyio's thread pool bound of 40 (gate_server/api.py SQLITE_UPLOADS_AT_ONCE).
+--computing: one upload parsed and re-gated at once per process against 40 (gate_server/
+uploads.py COMPUTING_AT_ONCE), on the first engine of --db. The two servers of a side-by-side
+mode each have an empty database of that engine.
 
 Per engine, two databases each behind its own `rnx serve` process: one empty, one holding
 1,000,000 filler runs. Each upload is a results document of 8 configurations x 30 samples, a
@@ -93,6 +97,13 @@ class Client:
             raise RuntimeError(f"upload failed: {r.status_code} {r.text[:300]}")
         return elapsed, r.json()
 
+    def connect(self, everyone: threading.Barrier) -> None:
+        """This thread's HTTP client and its connection, opened before a timed window: making
+        an httpx.Client costs about 23 ms of CPU (its TLS context, even for plain HTTP), and
+        inside the window four of them held back the first uploads of every round."""
+        self.http().get("/healthz")  # any answer: the connection is open and kept alive
+        everyone.wait()  # one call per worker thread: each waits until all threads have one
+
 
 def pr_bodies(count: int, seed0: int) -> list[bytes]:
     return [
@@ -148,11 +159,13 @@ def throughput(
     the server process spent per upload, which the neighbours on a shared machine do not
     change (the machine's load only adds waiting)."""
     bodies = pr_bodies(count, seed0)
-    cpu0 = process_cpu_s(pid) if pid is not None else 0.0
-    start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=threads) as pool:
+        everyone = threading.Barrier(threads)
+        list(pool.map(lambda _: client.connect(everyone), range(threads)))
+        cpu0 = process_cpu_s(pid) if pid is not None else 0.0
+        start = time.perf_counter()
         list(pool.map(client.upload, bodies))
-    elapsed = time.perf_counter() - start
+        elapsed = time.perf_counter() - start
     out = {"n": count, "threads": threads, "seconds": elapsed, "uploads_per_s": count / elapsed}
     if pid is not None:
         cpu = process_cpu_s(pid) - cpu0
@@ -340,14 +353,34 @@ SIDE_BY_SIDE = {
         # 40: anyio's thread pool, the bound every upload had before
         [("1", None), ("40", "import gate_server.api as a; a.SQLITE_UPLOADS_AT_ONCE = 40")],
     ),
+    "computing": (
+        "re-gates at once",
+        "1 / 40",
+        # 40: as many as the thread pool runs, as before the bound
+        [
+            ("1", None),
+            (
+                "40",
+                "import threading, gate_server.uploads as u; "
+                "u._computing = threading.BoundedSemaphore(40)",
+            ),
+        ],
+    ),
 }
 
 
 def bench_side_by_side(workdir: Path, args: argparse.Namespace, mode: str) -> int:
-    """Two servers on two empty SQLite files that differ in one constant, the same uploads to
-    both: sequential latency, then threaded throughput in alternating rounds."""
+    """Two servers on two empty databases (of the first engine in --db) that differ in one
+    constant, the same uploads to both: sequential latency, then threaded throughput in
+    alternating rounds."""
     column, ratio, modes = SIDE_BY_SIDE[mode]
-    urls = [f"sqlite:///{workdir / f'{mode}-{name}.db'}" for name, _ in modes]
+    engine = args.db[0]
+    drops = []
+    if engine == "sqlite":
+        urls = [f"sqlite:///{workdir / f'{mode}-{k}.db'}" for k in range(len(modes))]
+    else:
+        made = [fresh_postgres_schema(postgres_base_url()) for _ in modes]
+        urls, drops = [m[0] for m in made], [m[1] for m in made]
     secrets = [prepare(url)[0] for url in urls]
     servers = []
     try:
@@ -367,8 +400,10 @@ def bench_side_by_side(workdir: Path, args: argparse.Namespace, mode: str) -> in
     finally:
         for server in servers:
             server.stop()
+        for drop in drops:
+            drop()
     print(
-        f"SQLite, upload = 8 configurations x 30 samples re-gated against 6 baselines; "
+        f"{engine}, upload = 8 configurations x 30 samples re-gated against 6 baselines; "
         f"{args.uploads} sequential uploads to each server, alternating; then "
         f"{args.throughput_uploads} uploads from {args.threads} threads to each, in "
         f"{args.rounds} alternating rounds; load average {os.getloadavg()[0]:.1f}"
@@ -407,12 +442,17 @@ def main() -> int:
         action="store_true",
         help="SQLite: one upload ingested at once per process against the thread pool's 40",
     )
+    parser.add_argument(
+        "--computing",
+        action="store_true",
+        help="one upload parsed and re-gated at once per process against 40 (use --db)",
+    )
     args = parser.parse_args()
-    for mode in ("synchronous", "upload_slots"):
+    args.db = [d.strip() for d in args.db.split(",") if d.strip()]
+    for mode in SIDE_BY_SIDE:
         if getattr(args, mode):
             with tempfile.TemporaryDirectory() as tmp:
                 return bench_side_by_side(Path(tmp), args, mode)
-    args.db = [d.strip() for d in args.db.split(",") if d.strip()]
 
     results = []
     with tempfile.TemporaryDirectory() as tmp:
