@@ -4,17 +4,19 @@ on SQLite and PostgreSQL, with an empty database and with 1,000,000 stored runs.
     .venv/bin/python -m benchmarks.server_load [--uploads 100] [--runs 1000000]
     .venv/bin/python -m benchmarks.server_load --synchronous [--uploads 100]
     .venv/bin/python -m benchmarks.server_load --upload-slots [--uploads 100]
-    .venv/bin/python -m benchmarks.server_load --db postgresql --computing
+    .venv/bin/python -m benchmarks.server_load --db postgresql --upload-slots
+    .venv/bin/python -m benchmarks.server_load --db postgresql --round-trips
 
 --synchronous: SQLite only, the cost of durability. Two empty databases, each behind its own
 `rnx serve`: one with the server's PRAGMA synchronous=FULL (an acknowledged upload survives a
 power loss), one started with NORMAL (the setting before; the last commits before a power
 loss could vanish); the same uploads to both, alternating, then threaded throughput on each.
---upload-slots: the same, for SQLite's one upload ingested at once per process against
-anyio's thread pool bound of 40 (gate_server/api.py SQLITE_UPLOADS_AT_ONCE).
---computing: one upload parsed and re-gated at once per process against 40 (gate_server/
-uploads.py COMPUTING_AT_ONCE), on the first engine of --db. The two servers of a side-by-side
-mode each have an empty database of that engine.
+--upload-slots: one upload ingested at once per process against anyio's thread pool bound of
+40 (gate_server/api.py UPLOADS_AT_ONCE), on the first engine of --db. --round-trips
+(PostgreSQL): an upload's lookups without a transaction and pooled connections pinged only
+after a second idle (gate_server/db/engine.py), against a transaction around each lookup and a
+ping on every checkout (pool_pre_ping), as before. The two servers of a side-by-side mode each
+have an empty database of that engine.
 
 Per engine, two databases each behind its own `rnx serve` process: one empty, one holding
 1,000,000 filler runs. Each upload is a results document of 8 configurations x 30 samples, a
@@ -351,18 +353,18 @@ SIDE_BY_SIDE = {
         "uploads at once",
         "1 / 40",
         # 40: anyio's thread pool, the bound every upload had before
-        [("1", None), ("40", "import gate_server.api as a; a.SQLITE_UPLOADS_AT_ONCE = 40")],
+        [("1", None), ("40", "import gate_server.api as a; a.UPLOADS_AT_ONCE = 40")],
     ),
-    "computing": (
-        "re-gates at once",
-        "1 / 40",
-        # 40: as many as the thread pool runs, as before the bound
+    "round_trips": (
+        "round trips",
+        "now / before",
+        # before: a transaction around each lookup, and a ping on every checkout
         [
-            ("1", None),
+            ("now", None),
             (
-                "40",
-                "import threading, gate_server.uploads as u; "
-                "u._computing = threading.BoundedSemaphore(40)",
+                "before",
+                "import gate_server.db.engine as e; "
+                "e.Database.lookup = e.Database.read; e.PING_AFTER_IDLE_S = 0.0",
             ),
         ],
     ),
@@ -440,12 +442,12 @@ def main() -> int:
     parser.add_argument(
         "--upload-slots",
         action="store_true",
-        help="SQLite: one upload ingested at once per process against the thread pool's 40",
+        help="one upload ingested at once per process against the thread pool's 40 (use --db)",
     )
     parser.add_argument(
-        "--computing",
+        "--round-trips",
         action="store_true",
-        help="one upload parsed and re-gated at once per process against 40 (use --db)",
+        help="PostgreSQL: an upload's round trips now against before (use --db postgresql)",
     )
     args = parser.parse_args()
     args.db = [d.strip() for d in args.db.split(",") if d.strip()]

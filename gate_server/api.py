@@ -32,24 +32,21 @@ from gate_server.runs import get_run
 from gate_server.services import services
 from gate_server.uploads import answered, ingest_run
 
-# Uploads one server process ingests at once on SQLite. Re-gating is CPU-bound Python, which
-# holds the GIL, and SQLite takes one writer at a time: a second upload at once only trades the
-# GIL and waits on the file's lock (4 concurrent clients, `benchmarks/server_load.py
-# --upload-slots`: 99 -> 115 uploads/s, 10.4 -> 8.1 ms of the server's CPU per upload). On
-# PostgreSQL an upload's round trips to the database are waits another upload computes in, so
-# uploads share the thread pool.
-SQLITE_UPLOADS_AT_ONCE = 1
+# Uploads one server process ingests at once. Re-gating is CPU-bound Python, which holds the
+# GIL: uploads ingested side by side in anyio's 40-thread pool only trade it, and on SQLite wait
+# on its one writer too. On PostgreSQL an upload's round trips could let another compute, but
+# the trading costs more than that gains (4 clients, `benchmarks/server_load.py --upload-slots`:
+# SQLite 99 -> 115 uploads/s and 10.4 -> 8.1 ms of the server's CPU per upload; PostgreSQL
+# 10.5 -> 8.6 ms, and as many uploads per second or more).
+UPLOADS_AT_ONCE = 1
 
 
-def _upload_slots(request: Request) -> anyio.CapacityLimiter | None:
-    """The bound on uploads being ingested, made in the app's event loop on first use; None
-    (the thread pool's own bound) on PostgreSQL."""
-    if services(request).database.dialect != "sqlite":
-        return None
+def _upload_slots(request: Request) -> anyio.CapacityLimiter:
+    """The bound on uploads being ingested, made in the app's event loop on first use."""
     state = request.app.state
     slots = getattr(state, "upload_slots", None)
     if slots is None:
-        slots = state.upload_slots = anyio.CapacityLimiter(SQLITE_UPLOADS_AT_ONCE)
+        slots = state.upload_slots = anyio.CapacityLimiter(UPLOADS_AT_ONCE)
     return slots
 
 

@@ -138,7 +138,7 @@ def authenticate(
         # with its repository's CI scope and keys the upload signature like a CI token.
         return oidc(database, secret), secret
     digest = hash_token(secret)
-    with database.read() as conn:
+    with database.lookup() as conn:
         token = tokens.by_hash(conn, digest)
     # The lookup is by hash of a 256-bit secret; compare_digest keeps the final check
     # constant-time anyway, so no timing difference tells a near-miss from a miss.

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -45,15 +44,6 @@ def stored_run_url(settings: ServerSettings, run_id: str) -> str:
     """The run link kept with a run: absolute under RNX_PUBLIC_URL, else relative (the Host
     header of one request must not decide a link that others are shown later)."""
     return run_url(settings.public_url or "", run_id)
-
-
-# One upload's CPU-bound steps (parsing the document, re-gating it) at a time per process. Both
-# hold the GIL, so two uploads computing at once only trade it, and each trade holds back the
-# uploads that wait on the database; one at a time, an upload computes while the others wait on
-# their database round trips (PostgreSQL, 4 clients: `benchmarks/server_load.py --db postgresql
-# --computing`). On SQLite a whole upload is ingested at a time already (api.py).
-COMPUTING_AT_ONCE = 1
-_computing = threading.BoundedSemaphore(COMPUTING_AT_ONCE)
 
 
 def answered(answer: dict[str, Any], request_base: str) -> dict[str, Any]:
@@ -172,13 +162,12 @@ def ingest_run(
     (`signature` is stored with the run). `base_url`: where the client reached the server, for
     the answer's run link only; nothing stored or signed depends on it. `documents`: the
     process's parsed baseline documents."""
-    with _computing:
-        doc = parse_upload(body)
+    doc = parse_upload(body)
     repository_id = _check_upload_scope(token, doc)
     _check_limits(doc, settings)
     run_id = str(doc.run_id)
     digest = hashlib.sha256(body).hexdigest()
-    with database.read() as conn:
+    with database.lookup() as conn:
         found = None
         if not runs.is_stored(conn, run_id):
             # A stored run's retry gets its stored answer, whatever today's rules say of it.
@@ -190,8 +179,7 @@ def ingest_run(
         return _retry(database, token, run_id, digest, signature, base_url)
 
     chosen = choose_baselines(found.runs)
-    with _computing:
-        report = _regate(doc, chosen, settings, documents)
+    report = _regate(doc, chosen, settings, documents)
     becomes_baseline = (
         not doc.git.is_pull_request
         and report.tier != "BLOCK"

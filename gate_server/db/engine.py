@@ -6,6 +6,7 @@ transactions are ordered across processes (PostgreSQL advisory locks).
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, event, func, select, text
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 
 from gate_server.db.schema import migrations
 from gate_server.errors import SettingsError
@@ -32,6 +33,13 @@ CHANGE_LOCK = 727_274_003
 # checkpoints, so the last commits before a crash of the machine could vanish. FULL syncs the
 # WAL on every commit (benchmarks/server_load.py --synchronous measures the cost).
 SQLITE_SYNCHRONOUS = "FULL"
+# A pooled PostgreSQL connection idle this long is checked with a round trip before it is used
+# (the database may have restarted meanwhile); one used a moment ago is not: checking every
+# checkout (pool_pre_ping) cost each upload three round trips (`benchmarks/server_load.py --db
+# postgresql --round-trips`). Should the database go away under load, a statement fails
+# instead, the pool replaces every connection it holds, and that request is answered 503 with
+# Retry-After (gate_server/answers.py), which the action retries.
+PING_AFTER_IDLE_S = 1.0
 # INSERT ... RETURNING (db/runs.py insert_run) came with SQLite 3.35 (2021); Python uses the
 # system's library, which on older distributions is older.
 SQLITE_MIN_VERSION = (3, 35, 0)
@@ -68,10 +76,9 @@ class Database:
                 )
             self.engine = _sqlite_engine(url, parsed.database)
         elif self.dialect == "postgresql":
-            self.engine = create_engine(
-                url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
-            )
+            self.engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size)
             event.listen(self.engine, "connect", _read_any_timestamp)
+            _ping_after_idle(self.engine)
         else:
             raise SettingsError(f"unsupported database {self.dialect!r}: use SQLite or PostgreSQL")
 
@@ -81,6 +88,19 @@ class Database:
     @contextmanager
     def read(self) -> Iterator[Connection]:
         with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def lookup(self) -> Iterator[Connection]:
+        """A read whose statements need no snapshot in common (each sees what is committed when
+        it runs). On PostgreSQL that is what a read transaction gives under READ COMMITTED as
+        well, so it runs without one: BEGIN and COMMIT cost an upload's two lookups four round
+        trips. On SQLite it is read()."""
+        if self.dialect != "postgresql":
+            with self.read() as conn:
+                yield conn
+            return
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             yield conn
 
     @contextmanager
@@ -160,6 +180,25 @@ def _switch_to_wal(cur: Any, *, wait_s: float = 30.0) -> None:
             if "locked" not in str(e) or time.monotonic() > deadline:
                 raise
         time.sleep(0.05)
+
+
+def _ping_after_idle(engine: Engine) -> None:
+    """Check a pooled connection before use only when it sat idle PING_AFTER_IDLE_S or longer;
+    a dead one is replaced (DisconnectionError: the pool connects again and retries)."""
+
+    @event.listens_for(engine, "connect")
+    @event.listens_for(engine, "checkin")
+    def _idle_from(_dbapi_conn: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _check_if_idle(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        if time.monotonic() - record.info.get("idle_since", -math.inf) < PING_AFTER_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except engine.dialect.loaded_dbapi.Error as e:
+            raise DisconnectionError(f"a pooled connection no longer answers: {e}") from e
 
 
 def _read_any_timestamp(dbapi_conn: Any, _record: Any) -> None:

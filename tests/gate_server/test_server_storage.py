@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import insert, text
+from sqlalchemy.exc import OperationalError
 
 from gate_server.clock import utcnow
 from gate_server.db import LATEST_VERSION, Database, engine, migrate, runs, tokens
@@ -146,3 +147,83 @@ def test_a_run_id_stored_meanwhile_is_not_stored_again(storage, ci_token):
     with storage.read() as conn:
         stored = runs.by_run_id(conn, new.run_id)
     assert stored is not None and (stored.signature, stored.tier) == ("first", "PASS")
+
+
+def test_a_postgresql_lookup_runs_without_a_transaction(postgres_database):
+    """An upload's lookups skip BEGIN and COMMIT (two round trips each): every statement is its
+    own transaction, as read() gives under READ COMMITTED anyway."""
+    storage = Database(postgres_database)
+    try:
+        stamps = "SELECT now(), pg_sleep(0.01)"
+        with storage.lookup() as conn:
+            first, second = (conn.execute(text(stamps)).scalar_one() for _ in range(2))
+        assert first < second
+        with storage.read() as conn:
+            first, second = (conn.execute(text(stamps)).scalar_one() for _ in range(2))
+        assert first == second  # one transaction: now() is when it began
+    finally:
+        storage.close()
+
+
+def _backend_pid(storage: Database) -> int:
+    with storage.read() as conn:
+        return int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+
+def _terminate(postgres_url: str, pid: int) -> None:
+    """What a database restart does to one pooled connection: its backend goes away."""
+    admin = Database(postgres_url)
+    try:
+        with admin.write() as conn:
+            conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    finally:
+        admin.close()
+
+
+def test_a_postgresql_connection_used_a_moment_ago_is_not_pinged(postgres_database, monkeypatch):
+    """An upload checks out three connections; a round trip to check each one cost it three
+    (server_load --round-trips)."""
+    storage = Database(postgres_database)
+    pings: list[object] = []
+    ping = storage.engine.dialect.do_ping
+    monkeypatch.setattr(storage.engine.dialect, "do_ping", lambda c: pings.append(c) or ping(c))
+    try:
+        first = _backend_pid(storage)
+        assert _backend_pid(storage) == first  # the same pooled connection
+        assert pings == []
+        monkeypatch.setattr(engine, "PING_AFTER_IDLE_S", 0.0)  # as if it sat idle
+        assert _backend_pid(storage) == first
+        assert len(pings) == 1
+    finally:
+        storage.close()
+
+
+def test_a_postgresql_connection_that_died_while_idle_is_replaced_before_use(
+    postgres_url, postgres_database, monkeypatch
+):
+    storage = Database(postgres_database)
+    try:
+        dead = _backend_pid(storage)
+        _terminate(postgres_url, dead)
+        monkeypatch.setattr(engine, "PING_AFTER_IDLE_S", 0.0)  # it sat idle: checked first
+        assert _backend_pid(storage) != dead
+    finally:
+        storage.close()
+
+
+def test_a_postgresql_restart_under_load_fails_one_use_then_every_connection_is_new(
+    postgres_url, postgres_database
+):
+    """A connection used a moment ago is not checked: the statement fails (the API answers it
+    503 with Retry-After), and the pool then replaces every connection it held."""
+    storage = Database(postgres_database)
+    try:
+        with storage.read() as a, storage.read() as b:  # two pooled connections
+            pids = [int(c.execute(text("SELECT pg_backend_pid()")).scalar_one()) for c in (a, b)]
+        for pid in pids:
+            _terminate(postgres_url, pid)
+        with pytest.raises(OperationalError):
+            _backend_pid(storage)
+        assert {_backend_pid(storage), _backend_pid(storage)}.isdisjoint(pids)
+    finally:
+        storage.close()
