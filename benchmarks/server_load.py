@@ -6,6 +6,7 @@ on SQLite and PostgreSQL, with an empty database and with 1,000,000 stored runs.
     .venv/bin/python -m benchmarks.server_load --upload-slots [--uploads 100]
     .venv/bin/python -m benchmarks.server_load --db postgresql --upload-slots
     .venv/bin/python -m benchmarks.server_load --db postgresql --round-trips
+    .venv/bin/python -m benchmarks.server_load --db postgresql --against /tmp/old
 
 --synchronous: SQLite only, the cost of durability. Two empty databases, each behind its own
 `rnx serve`: one with the server's PRAGMA synchronous=FULL (an acknowledged upload survives a
@@ -15,8 +16,11 @@ loss could vanish); the same uploads to both, alternating, then threaded through
 40 (gate_server/api.py UPLOADS_AT_ONCE), on the first engine of --db. --round-trips
 (PostgreSQL): an upload's lookups without a transaction and pooled connections pinged only
 after a second idle (gate_server/db/engine.py), against a transaction around each lookup and a
-ping on every checkout (pool_pre_ping), as before. The two servers of a side-by-side mode each
-have an empty database of that engine.
+ping on every checkout (pool_pre_ping), as before. --against DIR: this tree's server against
+one whose code comes from DIR (`git worktree add --detach DIR COMMIT`; the server process gets
+PYTHONPATH=DIR), so two commits are compared in one run, alternating, on a machine whose speed
+changes from minute to minute. The two servers of a side-by-side mode each have an empty
+database of that engine.
 
 Per engine, two databases each behind its own `rnx serve` process: one empty, one holding
 1,000,000 filler runs. Each upload is a results document of 8 configurations x 30 samples, a
@@ -337,10 +341,11 @@ def bench_engine(
     return out
 
 
-NORMAL_SYNC = "import gate_server.db.engine as e; e.SQLITE_SYNCHRONOUS = 'NORMAL'"
 # Side-by-side modes: the server's value of one constant against another, set in the second
 # server's process before it starts (start_server's prelude).
-SIDE_BY_SIDE = {
+# (column, ratio, [(name, prelude) for each of the two servers])
+SideBySide = tuple[str, str, list[tuple[str, str | None]]]
+SIDE_BY_SIDE: dict[str, SideBySide] = {
     "synchronous": (
         "synchronous",
         "FULL / NORMAL",
@@ -371,23 +376,28 @@ SIDE_BY_SIDE = {
 }
 
 
-def bench_side_by_side(workdir: Path, args: argparse.Namespace, mode: str) -> int:
+def bench_side_by_side(
+    workdir: Path,
+    args: argparse.Namespace,
+    side_by_side: SideBySide,
+    envs: tuple[dict[str, str] | None, ...] = (None, None),
+) -> int:
     """Two servers on two empty databases (of the first engine in --db) that differ in one
-    constant, the same uploads to both: sequential latency, then threaded throughput in
-    alternating rounds."""
-    column, ratio, modes = SIDE_BY_SIDE[mode]
+    constant (a prelude) or in their code (an environment with PYTHONPATH), the same uploads to
+    both: sequential latency, then threaded throughput in alternating rounds."""
+    column, ratio, modes = side_by_side
     engine = args.db[0]
     drops = []
     if engine == "sqlite":
-        urls = [f"sqlite:///{workdir / f'{mode}-{k}.db'}" for k in range(len(modes))]
+        urls = [f"sqlite:///{workdir / f'side-{k}.db'}" for k in range(len(modes))]
     else:
         made = [fresh_postgres_schema(postgres_base_url()) for _ in modes]
         urls, drops = [m[0] for m in made], [m[1] for m in made]
     secrets = [prepare(url)[0] for url in urls]
     servers = []
     try:
-        for url, (_, prelude) in zip(urls, modes, strict=True):
-            servers.append(start_server(url, workdir, prelude=prelude))
+        for url, (_, prelude), env in zip(urls, modes, envs, strict=True):
+            servers.append(start_server(url, workdir, prelude=prelude, env=env))
         pair = [Client(server.url, secret) for server, secret in zip(servers, secrets, strict=True)]
         for i in range(6):
             doc = body(
@@ -449,12 +459,26 @@ def main() -> int:
         action="store_true",
         help="PostgreSQL: an upload's round trips now against before (use --db postgresql)",
     )
+    parser.add_argument(
+        "--against",
+        metavar="DIR",
+        help="this tree's server against one run from DIR, a checkout of other code (use --db)",
+    )
     args = parser.parse_args()
     args.db = [d.strip() for d in args.db.split(",") if d.strip()]
-    for mode in SIDE_BY_SIDE:
+    if args.against:
+        other = Path(args.against).resolve()
+        code: SideBySide = (
+            "code",
+            f"this tree / {other.name}",
+            [("this tree", None), (other.name, None)],
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            return bench_side_by_side(Path(tmp), args, code, (None, {"PYTHONPATH": str(other)}))
+    for mode, side_by_side in SIDE_BY_SIDE.items():
         if getattr(args, mode):
             with tempfile.TemporaryDirectory() as tmp:
-                return bench_side_by_side(Path(tmp), args, mode)
+                return bench_side_by_side(Path(tmp), args, side_by_side)
 
     results = []
     with tempfile.TemporaryDirectory() as tmp:
