@@ -73,7 +73,8 @@ def _upload_slots(request: Request) -> anyio.CapacityLimiter:
 )
 async def upload_run(request: Request) -> Response:
     svc = services(request)
-    token, secret = await authenticated(request)
+    # In its turn too: a token lookup beside an upload being ingested only trades the GIL.
+    token, secret = await authenticated(request, _upload_slots(request))
     require_json(request)
     body = await read_body(request, svc.settings.max_body_bytes)
     signature = check_signature(

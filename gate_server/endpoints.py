@@ -3,10 +3,11 @@ parse JSON. Each refusal is an ApiError (gate_server/answers.py)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
+import anyio
 from starlette.requests import Request
 
 from gate_server.answers import ApiError
@@ -15,16 +16,20 @@ from gate_server.db.tokens import TokenRecord
 from gate_server.services import services
 
 
-async def authenticated(request: Request) -> tuple[TokenRecord, str]:
+async def authenticated(
+    request: Request, limiter: anyio.CapacityLimiter | None = None
+) -> tuple[TokenRecord, str]:
     """The token (a CI, viewer or OIDC token) behind the request's Authorization header, and
-    its secret (it keys an upload's signature)."""
+    its secret (it keys an upload's signature). `limiter`: the bound it waits its turn under
+    (the thread pool's by default)."""
     svc = services(request)
-    return await run_in_threadpool(
+    lookup = functools.partial(
         authenticate,
         svc.database,
         request.headers.get("authorization"),
         oidc=svc.github.oidc_login,
     )
+    return await anyio.to_thread.run_sync(lookup, limiter=limiter)
 
 
 def require_json(request: Request) -> None:

@@ -14,7 +14,7 @@ import jwt
 import pytest
 from starlette.testclient import TestClient
 
-from gate_server import api
+from gate_server import api, endpoints
 from gate_server.asgi import create_app
 from gate_server.db import Database, audit, runs
 from gate_server.settings import ServerSettings
@@ -336,23 +336,27 @@ def test_concurrent_uploads_are_all_answered_and_ingested_one_at_a_time(
     client, ci_token, sign, storage, monkeypatch
 ):
     """Eight uploads at once: each gets its verdict, and one process ingests one at a time on
-    both engines (the re-gate holds the GIL: more at once only trade it)."""
-    real = api.ingest_run
+    both engines, its token lookups taking their turns too (the re-gate holds the GIL: more
+    at once only trade it)."""
     lock = threading.Lock()
     now, most = [0], [0]
 
-    def ingest(*args: Any, **kwargs: Any) -> Any:
-        with lock:
-            now[0] += 1
-            most[0] = max(most[0], now[0])
-        try:
-            time.sleep(0.05)  # long enough that uploads let in together would overlap
-            return real(*args, **kwargs)
-        finally:
+    def one_at_a_time(real: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
             with lock:
-                now[0] -= 1
+                now[0] += 1
+                most[0] = max(most[0], now[0])
+            try:
+                time.sleep(0.05)  # long enough that calls let in together would overlap
+                return real(*args, **kwargs)
+            finally:
+                with lock:
+                    now[0] -= 1
 
-    monkeypatch.setattr(api, "ingest_run", ingest)
+        return run
+
+    monkeypatch.setattr(api, "ingest_run", one_at_a_time(api.ingest_run))
+    monkeypatch.setattr(endpoints, "authenticate", one_at_a_time(endpoints.authenticate))
     tok = ci_token()
     bodies = [body(make_results(event="pull_request", pr_number=i + 1)) for i in range(8)]
     start = threading.Barrier(len(bodies))
