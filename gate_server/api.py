@@ -35,9 +35,9 @@ from gate_server.uploads import answered, ingest_run
 # Uploads one server process ingests at once. Re-gating is CPU-bound Python, which holds the
 # GIL: uploads ingested side by side in anyio's 40-thread pool only trade it, and on SQLite wait
 # on its one writer too. On PostgreSQL an upload's round trips could let another compute, but
-# the trading costs more than that gains (4 clients, `benchmarks/server_load.py --upload-slots`:
-# SQLite 99 -> 115 uploads/s and 10.4 -> 8.1 ms of the server's CPU per upload; PostgreSQL
-# 10.5 -> 8.6 ms, and as many uploads per second or more).
+# the trading costs more than that gains (4 clients, `benchmarks/server_load.py --upload-slots`,
+# 1 against 40: SQLite 22-26% more uploads/s, 7.8-8.2 against 10.9-11.3 ms of the server's CPU
+# per upload; PostgreSQL 10-13% more, 8.1-8.6 against 11.4 ms).
 UPLOADS_AT_ONCE = 1
 
 

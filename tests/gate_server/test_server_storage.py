@@ -187,6 +187,7 @@ def test_a_postgresql_connection_used_a_moment_ago_is_not_pinged(postgres_databa
     pings: list[object] = []
     ping = storage.engine.dialect.do_ping
     monkeypatch.setattr(storage.engine.dialect, "do_ping", lambda c: pings.append(c) or ping(c))
+    monkeypatch.setattr(engine, "PING_AFTER_IDLE_S", 3600.0)  # however slow this machine is
     try:
         first = _backend_pid(storage)
         assert _backend_pid(storage) == first  # the same pooled connection
@@ -212,10 +213,11 @@ def test_a_postgresql_connection_that_died_while_idle_is_replaced_before_use(
 
 
 def test_a_postgresql_restart_under_load_fails_one_use_then_every_connection_is_new(
-    postgres_url, postgres_database
+    postgres_url, postgres_database, monkeypatch
 ):
     """A connection used a moment ago is not checked: the statement fails (the API answers it
     503 with Retry-After), and the pool then replaces every connection it held."""
+    monkeypatch.setattr(engine, "PING_AFTER_IDLE_S", 3600.0)  # every use is "a moment ago"
     storage = Database(postgres_database)
     try:
         with storage.read() as a, storage.read() as b:  # two pooled connections
