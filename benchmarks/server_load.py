@@ -105,8 +105,8 @@ class Client:
 
     def connect(self, everyone: threading.Barrier) -> None:
         """This thread's HTTP client and its connection, opened before a timed window: making
-        an httpx.Client costs about 23 ms of CPU (its TLS context, even for plain HTTP), and
-        inside the window four of them held back the first uploads of every round."""
+        an httpx.Client builds a TLS context, even for plain HTTP, and inside the window four
+        of them held back the first uploads of every round."""
         self.http().get("/healthz")  # any answer: the connection is open and kept alive
         everyone.wait()  # one call per worker thread: each waits until all threads have one
 
