@@ -7,19 +7,22 @@ on SQLite and PostgreSQL, with an empty database and with 1,000,000 stored runs.
     .venv/bin/python -m benchmarks.server_load --db postgresql --upload-slots
     .venv/bin/python -m benchmarks.server_load --db postgresql --round-trips
     .venv/bin/python -m benchmarks.server_load --db postgresql --against /tmp/old
+    .venv/bin/python -m benchmarks.server_load --db postgresql --variant 'import ...; ...'
 
 --synchronous: SQLite only, the cost of durability. Two empty databases, each behind its own
 `rnx serve`: one with the server's PRAGMA synchronous=FULL (an acknowledged upload survives a
 power loss), one started with NORMAL (the setting before; the last commits before a power
 loss could vanish); the same uploads to both, alternating, then threaded throughput on each.
---upload-slots: one upload ingested at once per process against anyio's thread pool bound of
-40 (gate_server/api.py UPLOADS_AT_ONCE), on the first engine of --db. --round-trips
+--upload-slots: the server's bound on uploads ingested at once per process (gate_server/api.py
+UPLOADS_AT_ONCE) against anyio's thread pool bound of 40, on the first engine of --db. --round-trips
 (PostgreSQL): an upload's lookups without a transaction and pooled connections pinged only
 after a second idle (gate_server/db/engine.py), against a transaction around each lookup and a
 ping on every checkout (pool_pre_ping), as before. --against DIR: this tree's server against
 one whose code comes from DIR (`git worktree add --detach DIR COMMIT`; the server process gets
 PYTHONPATH=DIR), so two commits are compared in one run, alternating, on a machine whose speed
-changes from minute to minute. The two servers of a side-by-side mode each have an empty
+changes from minute to minute. --variant CODE: this tree's server against the same code with
+CODE run in the server process before it starts (a constant set, a function replaced): an idea
+tried side by side before it is written. The two servers of a side-by-side mode each have an empty
 database of that engine.
 
 Per engine, two databases each behind its own `rnx serve` process: one empty, one holding
@@ -56,6 +59,7 @@ from typing import Any
 import httpx
 from sqlalchemy import text
 
+from gate_server.api import UPLOADS_AT_ONCE
 from gate_server.db import Database
 from gate_server.db import runs as stored_runs
 from tests.support.factories import body, make_results
@@ -356,9 +360,12 @@ SIDE_BY_SIDE: dict[str, SideBySide] = {
     ),
     "upload_slots": (
         "uploads at once",
-        "1 / 40",
+        f"{UPLOADS_AT_ONCE} / 40",
         # 40: anyio's thread pool, the bound every upload had before
-        [("1", None), ("40", "import gate_server.api as a; a.UPLOADS_AT_ONCE = 40")],
+        [
+            (str(UPLOADS_AT_ONCE), None),
+            ("40", "import gate_server.api as a; a.UPLOADS_AT_ONCE = 40"),
+        ],
     ),
     "round_trips": (
         "round trips",
@@ -452,12 +459,19 @@ def main() -> int:
     parser.add_argument(
         "--upload-slots",
         action="store_true",
-        help="one upload ingested at once per process against the thread pool's 40 (use --db)",
+        help="the server's bound on uploads ingested at once against the thread pool's 40 "
+        "(use --db)",
     )
     parser.add_argument(
         "--round-trips",
         action="store_true",
         help="PostgreSQL: an upload's round trips now against before (use --db postgresql)",
+    )
+    parser.add_argument(
+        "--variant",
+        metavar="CODE",
+        help="this tree's server against one that runs CODE (Python) before it starts: a "
+        "constant set or a function replaced, to try an idea side by side (use --db)",
     )
     parser.add_argument(
         "--against",
@@ -474,7 +488,14 @@ def main() -> int:
             [("this tree", None), (other.name, None)],
         )
         with tempfile.TemporaryDirectory() as tmp:
-            return bench_side_by_side(Path(tmp), args, code, (None, {"PYTHONPATH": str(other)}))
+            # Put first, not alone: whatever else the server finds on PYTHONPATH (wheels
+            # installed into a folder, benchmarks/server_load_device.sh) it still needs.
+            path = os.pathsep.join([str(other), *filter(None, [os.environ.get("PYTHONPATH")])])
+            return bench_side_by_side(Path(tmp), args, code, (None, {"PYTHONPATH": path}))
+    if args.variant:
+        variant: SideBySide = ("code", "now / variant", [("now", None), ("variant", args.variant)])
+        with tempfile.TemporaryDirectory() as tmp:
+            return bench_side_by_side(Path(tmp), args, variant)
     for mode, side_by_side in SIDE_BY_SIDE.items():
         if getattr(args, mode):
             with tempfile.TemporaryDirectory() as tmp:

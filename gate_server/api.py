@@ -33,12 +33,12 @@ from gate_server.services import services
 from gate_server.uploads import answered, ingest_run
 
 # Uploads one server process ingests at once. Re-gating is CPU-bound Python, which holds the
-# GIL: uploads ingested side by side in anyio's 40-thread pool only trade it, and on SQLite wait
-# on its one writer too. On PostgreSQL an upload's round trips could let another compute, but
-# the trading costs more than that gains (4 clients, `benchmarks/server_load.py --upload-slots`,
-# 1 against 40: SQLite 22-26% more uploads/s, 7.8-8.2 against 10.9-11.3 ms of the server's CPU
-# per upload; PostgreSQL 10-13% more, 8.1-8.6 against 11.4 ms).
-UPLOADS_AT_ONCE = 1
+# GIL: uploads ingested side by side in anyio's 40-thread pool only trade it. Two let one
+# compute while the other waits on the database (PostgreSQL's round trips, a commit's flush),
+# which the GIL allows. Side by side (`benchmarks/server_load.py --variant`, 4 clients), 2
+# against 1: PostgreSQL 14-16% more uploads/s on a 2-core machine, 11% on 16 cores; SQLite
+# 2-5% and 0%; 40 at once serves 7-19% fewer than 1 (`--upload-slots`).
+UPLOADS_AT_ONCE = 2
 
 
 def _upload_slots(request: Request) -> anyio.CapacityLimiter:
