@@ -36,8 +36,8 @@ from gate_server.uploads import answered, ingest_run
 # GIL: uploads ingested side by side in anyio's 40-thread pool only trade it. Two let one
 # compute while the other waits on the database (PostgreSQL's round trips, a commit's flush),
 # which the GIL allows. Side by side (`benchmarks/server_load.py --variant`, 4 clients), 2
-# against 1: PostgreSQL 14-16% more uploads/s on a 2-core machine, 11% on 16 cores; SQLite
-# 2-5% and 0%; 40 at once serves 7-19% fewer than 1 (`--upload-slots`).
+# against 1: PostgreSQL 16% more uploads/s on a 2-core machine, 4-11% on 16 cores; SQLite
+# 2-11% and 0-3%; 40 at once serves 6% fewer than 2 (`--upload-slots`; docs/server.md).
 UPLOADS_AT_ONCE = 2
 
 
