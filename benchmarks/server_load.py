@@ -13,17 +13,17 @@ on SQLite and PostgreSQL, with an empty database and with 1,000,000 stored runs.
 `rnx serve`: one with the server's PRAGMA synchronous=FULL (an acknowledged upload survives a
 power loss), one started with NORMAL (the setting before; the last commits before a power
 loss could vanish); the same uploads to both, alternating, then threaded throughput on each.
---upload-slots: the server's bound on uploads ingested at once per process (gate_server/api.py
-UPLOADS_AT_ONCE) against anyio's thread pool bound of 40, on the first engine of --db. --round-trips
-(PostgreSQL): an upload's lookups without a transaction and pooled connections pinged only
-after a second idle (gate_server/db/engine.py), against a transaction around each lookup and a
-ping on every checkout (pool_pre_ping), as before. --against DIR: this tree's server against
-one whose code comes from DIR (`git worktree add --detach DIR COMMIT`; the server process gets
-PYTHONPATH=DIR), so two commits are compared in one run, alternating, on a machine whose speed
-changes from minute to minute. --variant CODE: this tree's server against the same code with
-CODE run in the server process before it starts (a constant set, a function replaced): an idea
-tried side by side before it is written. The two servers of a side-by-side mode each have an empty
-database of that engine.
+--upload-slots: the server's bound on uploads ingested at once per process
+(gate_server/api.py UPLOADS_AT_ONCE) against anyio's thread pool bound of 40, on the first
+engine of --db. --round-trips (PostgreSQL): an upload's lookups without a transaction and
+pooled connections pinged only after a second idle (gate_server/db/engine.py), against a
+transaction around each lookup and a ping on every checkout (pool_pre_ping), as before.
+--against DIR: this tree's server against one whose code comes from DIR (`git worktree add
+--detach DIR COMMIT`; DIR goes first on the server process's PYTHONPATH), so two commits are
+compared in one run, alternating, on a machine whose speed changes from minute to minute.
+--variant CODE: this tree's server against the same code with CODE run in the server process
+before it starts (a constant set, a function replaced): an idea tried side by side before it
+is written. The two servers of a side-by-side mode each have an empty database of that engine.
 
 Per engine, two databases each behind its own `rnx serve` process: one empty, one holding
 1,000,000 filler runs. Each upload is a results document of 8 configurations x 30 samples, a
