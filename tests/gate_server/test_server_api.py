@@ -337,7 +337,7 @@ def test_concurrent_uploads_are_all_answered_and_ingested_within_the_bound(
 ):
     """Eight uploads at once: each gets its verdict, and one process ingests as many at once
     as its bound and no more, on both engines, its token lookups taking their turns too (the
-    re-gate holds the GIL: more at once only trade it)."""
+    re-gate holds the GIL: uploads past the bound only trade it)."""
     lock = threading.Lock()
     now, most = [0], [0]
 
