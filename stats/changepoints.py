@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
+from scipy.special import ndtri
 
 from stats import bootstrap
 from stats._validate import as_groups, check_fraction
@@ -252,7 +252,7 @@ def _hodges_lehmann(before: np.ndarray, after: np.ndarray) -> tuple[float, float
     # Moses: the interval between the k-th smallest and the k-th largest difference, k from
     # the normal approximation of U's null distribution.
     sd = math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12)
-    k = int(max(1, math.floor(n1 * n2 / 2 - sps.norm.ppf(0.5 + INTERVAL / 2) * sd)))
+    k = int(max(1, math.floor(n1 * n2 / 2 - ndtri(0.5 + INTERVAL / 2) * sd)))
     return float(np.median(diffs)), float(diffs[k - 1]), float(diffs[-k])
 
 
@@ -264,8 +264,12 @@ def _p_value(before: np.ndarray, after: np.ndarray) -> float:
     seconds to build)."""
     if np.ptp(np.concatenate([before, after])) == 0:
         return 1.0
+    # Here, not at the top: scipy.stats takes most of a second to import, which every process
+    # that imports the statistics (each server start, each `rnx` command) would pay.
+    from scipy.stats import mannwhitneyu
+
     method = "exact" if min(len(before), len(after)) <= EXACT_UP_TO else "asymptotic"
-    return float(sps.mannwhitneyu(after, before, alternative="two-sided", method=method).pvalue)
+    return float(mannwhitneyu(after, before, alternative="two-sided", method=method).pvalue)
 
 
 def _significance(before: np.ndarray, after: np.ndarray, p_value: float, margin: float) -> float:

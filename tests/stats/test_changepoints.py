@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -260,3 +262,18 @@ def test_the_statistic_matches_its_definition() -> None:
         assert result is not None
         assert result[:2] == best[1:]
         assert result[2] == pytest.approx(best[0], rel=1e-9)
+
+
+def test_the_statistics_load_scipy_stats_only_when_change_points_are_tested() -> None:
+    # scipy.stats takes most of a second to import: every server start and every `rnx` command
+    # (which load the statistics) paid it, though only change-point detection uses it.
+    code = (
+        "import sys, gate_server.cli, rnx_cli.main, stats\n"
+        "print('scipy.stats' in sys.modules)\n"
+        "stats.detect([1.0] * 8 + [2.0] * 8)\n"
+        "print('scipy.stats' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.split() == ["False", "True"]
