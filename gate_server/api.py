@@ -32,13 +32,21 @@ from gate_server.runs import get_run
 from gate_server.services import services
 from gate_server.uploads import answered, ingest_run
 
-# Uploads one server process ingests at once. Re-gating is CPU-bound Python, which holds the
-# GIL: uploads ingested side by side in anyio's 40-thread pool only trade it. Two let one
-# compute while the other waits on the database (PostgreSQL's round trips, a commit's flush),
-# which the GIL allows. Side by side (`benchmarks/server_load.py --variant`, 4 clients), 2
-# against 1: PostgreSQL 16% more uploads/s on a 2-core machine, 4-11% on 16 cores; SQLite
-# 2-11% and 0-3%; 40 at once serves 6% fewer than 2 (`--upload-slots`; docs/server.md).
+# Uploads one server process ingests at once on PostgreSQL. Re-gating is CPU-bound Python,
+# which holds the GIL: uploads ingested side by side in anyio's 40-thread pool only trade it.
+# Two let one compute while the other waits on the database's round trips, which the GIL
+# allows. Side by side (`benchmarks/server_load.py --variant`, 4 clients), 2 against 1: 16% more
+# uploads/s on a 2-core machine, 4-11% on 16 cores; 40 at once serves 6% fewer than 2
+# (`--upload-slots`; docs/server.md).
 UPLOADS_AT_ONCE = 2
+# On SQLite an upload is ingested in the event loop's own thread instead, and its CI token
+# looked up there. SQLite is a local file with one writer at a time: there is no database wait
+# for a second upload to fill, and handing the GIL between the loop and the worker threads cost
+# about a quarter of the server's CPU per upload (docs/server.md, "Uploads in the event loop on
+# SQLite"). The loop waits for the upload meanwhile (about 10 ms), as a process that serves
+# one request at a time does. PostgreSQL may be across a network, where the loop would wait
+# out every round trip.
+SQLITE_UPLOADS_IN_LOOP = True
 
 
 def _upload_slots(request: Request) -> anyio.CapacityLimiter:
@@ -73,8 +81,9 @@ def _upload_slots(request: Request) -> anyio.CapacityLimiter:
 )
 async def upload_run(request: Request) -> Response:
     svc = services(request)
+    in_loop = SQLITE_UPLOADS_IN_LOOP and svc.database.dialect == "sqlite"
     # In its turn too: a token lookup beside an upload being ingested only trades the GIL.
-    token, secret = await authenticated(request, _upload_slots(request))
+    token, secret = await authenticated(request, _upload_slots(request), in_loop=in_loop)
     require_json(request)
     body = await read_body(request, svc.settings.max_body_bytes)
     signature = check_signature(
@@ -95,7 +104,10 @@ async def upload_run(request: Request) -> Response:
         base_url(request),
         documents=svc.documents,
     )
-    answer = await anyio.to_thread.run_sync(ingest, limiter=_upload_slots(request))
+    if in_loop:
+        answer = ingest()
+    else:
+        answer = await anyio.to_thread.run_sync(ingest, limiter=_upload_slots(request))
     # App mode: the server posts the PR's comment and status itself (gate_server/github).
     task = github_after_upload(svc, answer)
     return JSONResponse(answer.body, status_code=answer.status, background=task)
