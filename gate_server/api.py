@@ -15,6 +15,7 @@ from gate_server.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope,
 from gate_server.answers import ApiError
 from gate_server.auth import check_signature
 from gate_server.baseline_reads import MAX_PARAMETER, REQUIRED, read_baseline
+from gate_server.db.engine import run_in_event_loop
 from gate_server.endpoints import authenticated, base_url, parse_json, read_body, require_json
 from gate_server.github.app_mode import after_upload as github_after_upload
 from gate_server.github.workload_check import check_before_accept
@@ -32,21 +33,18 @@ from gate_server.runs import get_run
 from gate_server.services import services
 from gate_server.uploads import answered, ingest_run
 
-# Uploads one server process ingests at once on PostgreSQL. Re-gating is CPU-bound Python,
-# which holds the GIL: uploads ingested side by side in anyio's 40-thread pool only trade it.
-# Two let one compute while the other waits on the database's round trips, which the GIL
-# allows. Side by side (`benchmarks/server_load.py --variant`, 4 clients), 2 against 1: 16% more
-# uploads/s on a 2-core machine, 4-11% on 16 cores; 40 at once serves 6% fewer than 2
-# (`--upload-slots`; docs/server.md).
+# Uploads one server process ingests at once. Re-gating is CPU-bound Python, which holds the
+# GIL: uploads ingested side by side only trade it. Two let one compute while the other waits
+# on PostgreSQL's round trips. In worker threads, 2 against 1 served 16% more uploads/s on a
+# 2-core machine, 4-11% on 16 cores, and 40 at once 6% fewer than 2 (docs/server.md).
 UPLOADS_AT_ONCE = 2
-# On SQLite an upload is ingested in the event loop's own thread instead, and its CI token
-# looked up there. SQLite is a local file with one writer at a time: there is no database wait
-# for a second upload to fill, and handing the GIL between the loop and the worker threads cost
-# about a quarter of the server's CPU per upload (docs/server.md, "Uploads in the event loop on
-# SQLite"). The loop waits for the upload meanwhile (about 10 ms), as a process that serves
-# one request at a time does. PostgreSQL may be across a network, where the loop would wait
-# out every round trip.
-SQLITE_UPLOADS_IN_LOOP = True
+# Uploads are ingested in the event loop's own thread, their CI tokens looked up there too
+# (gate_server/db/engine.py run_in_event_loop), where worker threads did it before. Handing the
+# GIL between the loop and the workers cost a quarter of the server's CPU per upload; in the
+# loop, PostgreSQL's statements are awaited, so a second upload computes meanwhile, and SQLite
+# is a local file with one writer at a time anyway (docs/server.md, "Uploads in the event
+# loop"). False: in worker threads (`benchmarks/server_load.py --variant` compares the two).
+UPLOADS_IN_LOOP = True
 
 
 def _upload_slots(request: Request) -> anyio.CapacityLimiter:
@@ -81,9 +79,9 @@ def _upload_slots(request: Request) -> anyio.CapacityLimiter:
 )
 async def upload_run(request: Request) -> Response:
     svc = services(request)
-    in_loop = SQLITE_UPLOADS_IN_LOOP and svc.database.dialect == "sqlite"
+    slots = _upload_slots(request)
     # In its turn too: a token lookup beside an upload being ingested only trades the GIL.
-    token, secret = await authenticated(request, _upload_slots(request), in_loop=in_loop)
+    token, secret = await authenticated(request, slots, in_loop=UPLOADS_IN_LOOP)
     require_json(request)
     body = await read_body(request, svc.settings.max_body_bytes)
     signature = check_signature(
@@ -95,7 +93,7 @@ async def upload_run(request: Request) -> Response:
     )
     ingest = functools.partial(
         ingest_run,
-        svc.database,
+        svc.uploads if UPLOADS_IN_LOOP else svc.database,
         svc.settings,
         svc.signer,
         token,
@@ -104,10 +102,11 @@ async def upload_run(request: Request) -> Response:
         base_url(request),
         documents=svc.documents,
     )
-    if in_loop:
-        answer = ingest()
+    if UPLOADS_IN_LOOP:
+        async with slots:
+            answer = await run_in_event_loop(ingest)
     else:
-        answer = await anyio.to_thread.run_sync(ingest, limiter=_upload_slots(request))
+        answer = await anyio.to_thread.run_sync(ingest, limiter=slots)
     # App mode: the server posts the PR's comment and status itself (gate_server/github).
     task = github_after_upload(svc, answer)
     return JSONResponse(answer.body, status_code=answer.status, background=task)

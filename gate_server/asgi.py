@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gate_server import api, change_point_api, health
 from gate_server.answers import EXCEPTION_HANDLERS, error_response
 from gate_server.dashboard.routes import routes as dashboard_routes
+from gate_server.db.engine import run_in_event_loop
 from gate_server.github.routes import routes as github_routes
 from gate_server.jobs import HANDLERS
 from gate_server.openapi import openapi_document
@@ -127,7 +128,7 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
             yield
         finally:
             await worker.stop()
-            svc.close()
+            await run_in_event_loop(svc.close)
 
     return Starlette(
         routes=routes,

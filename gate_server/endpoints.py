@@ -12,6 +12,7 @@ from starlette.requests import Request
 
 from gate_server.answers import ApiError
 from gate_server.auth import authenticate, bearer_secret
+from gate_server.db.engine import run_in_event_loop
 from gate_server.db.tokens import TokenRecord
 from gate_server.github.oidc import looks_like_jwt
 from gate_server.services import services
@@ -21,17 +22,18 @@ async def authenticated(
     request: Request, limiter: anyio.CapacityLimiter | None = None, *, in_loop: bool = False
 ) -> tuple[TokenRecord, str]:
     """The token (a CI, viewer or OIDC token) behind the request's Authorization header, and
-    its secret (it keys an upload's signature). `limiter`: the bound it waits its turn under
-    (the thread pool's by default). `in_loop`: a CI token is looked up in the event loop's
-    thread, as an upload on SQLite is ingested (gate_server/api.py); an OIDC token still goes
-    to a worker thread, since checking it may fetch GitHub's keys over the network."""
+    its secret (it keys an upload's signature), looked up in a worker thread under `limiter`
+    (the thread pool's by default). `in_loop` (an upload's, gate_server/api.py): a CI token is
+    looked up in the event loop, in its turn under `limiter`; an OIDC token still goes to a
+    worker thread, since checking it may fetch GitHub's keys over the network."""
     svc = services(request)
     authorization = request.headers.get("authorization")
+    if in_loop and limiter is not None and not looks_like_jwt(bearer_secret(authorization)):
+        async with limiter:
+            return await run_in_event_loop(authenticate, svc.uploads, authorization)
     lookup = functools.partial(
         authenticate, svc.database, authorization, oidc=svc.github.oidc_login
     )
-    if in_loop and not looks_like_jwt(bearer_secret(authorization)):
-        return lookup()
     return await anyio.to_thread.run_sync(lookup, limiter=limiter)
 
 

@@ -18,6 +18,8 @@ from gate_server.stored_documents import StoredDocuments
 class Services:
     settings: ServerSettings
     database: Database
+    # Uploads reach the database through this one, in the event loop (gate_server/api.py).
+    uploads: Database
     signer: ReceiptSigner  # signs receipts
     github: GitHubIntegration  # webhook secret, OIDC verifier, GitHub App (each when set)
     dashboard: DashboardState  # session signer and run-summary cache
@@ -32,6 +34,7 @@ class Services:
             return cls(
                 settings=settings,
                 database=database,
+                uploads=database.in_event_loop(),
                 signer=load_signer(database, settings.receipt_key_pem),
                 github=GitHubIntegration.from_settings(settings),
                 dashboard=DashboardState.load(database),
@@ -41,7 +44,10 @@ class Services:
             raise
 
     def close(self) -> None:
+        """(In the event loop: through gate_server.db.engine.run_in_event_loop.)"""
         self.github.close()
+        if self.uploads is not self.database:
+            self.uploads.close()
         self.database.close()
 
 

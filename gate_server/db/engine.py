@@ -9,15 +9,17 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import create_engine, event, func, select, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.util import greenlet_spawn
 
 from gate_server.db.schema import migrations
 from gate_server.errors import SettingsError
@@ -44,6 +46,8 @@ PING_AFTER_IDLE_S = 1.0
 # system's library, which on older distributions is older.
 SQLITE_MIN_VERSION = (3, 35, 0)
 
+T = TypeVar("T")
+
 
 def shown_url(url: str) -> str:
     """A database URL fit for a message: its password masked."""
@@ -56,7 +60,8 @@ def shown_url(url: str) -> str:
 class Database:
     """One database, chosen by its URL: `sqlite:///path.db` or `postgresql+psycopg://...`."""
 
-    def __init__(self, url: str, *, pool_size: int = 10):
+    def __init__(self, url: str, *, pool_size: int = 10, awaited: bool = False):
+        """awaited: PostgreSQL's statements are awaited in the event loop (in_event_loop)."""
         try:
             parsed = make_url(url)
         except ArgumentError:
@@ -76,7 +81,9 @@ class Database:
                 )
             self.engine = _sqlite_engine(url, parsed.database)
         elif self.dialect == "postgresql":
-            self.engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size)
+            make = create_async_engine if awaited else create_engine
+            engine = make(url, pool_size=pool_size, max_overflow=pool_size)
+            self.engine = engine if isinstance(engine, Engine) else engine.sync_engine
             event.listen(self.engine, "connect", _read_any_timestamp)
             _ping_after_idle(self.engine)
         else:
@@ -84,6 +91,15 @@ class Database:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def in_event_loop(self) -> Database:
+        """This database as code run by run_in_event_loop uses it: on PostgreSQL another
+        Database over the same URL whose connections are psycopg's asyncio ones, each statement
+        awaited, so the loop serves other requests while one waits; on SQLite (a local file)
+        this one."""
+        if self.dialect != "postgresql":
+            return self
+        return Database(self.url, awaited=True)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -180,6 +196,14 @@ def _switch_to_wal(cur: Any, *, wait_s: float = 30.0) -> None:
             if "locked" not in str(e) or time.monotonic() > deadline:
                 raise
         time.sleep(0.05)
+
+
+async def run_in_event_loop(fn: Callable[..., T], *args: Any) -> T:
+    """fn(*args), synchronous code, run in the event loop's own thread with its database I/O
+    awaited (SQLAlchemy's greenlet bridge): the GIL is not handed between threads. Inside,
+    use only databases from Database.in_event_loop(); any other blocking wait holds up the
+    loop (SQLite's is a local file's)."""
+    return await greenlet_spawn(fn, *args)
 
 
 def _ping_after_idle(engine: Engine) -> None:
