@@ -23,7 +23,9 @@ transaction around each lookup and a ping on every checkout (pool_pre_ping), as 
 compared in one run, alternating, on a machine whose speed changes from minute to minute.
 --variant CODE: this tree's server against the same code with CODE run in the server process
 before it starts (a constant set, a function replaced): an idea tried side by side before it
-is written. The two servers of a side-by-side mode each have an empty database of that engine.
+is written (`a.UPLOADS_IN_LOOP = False` after `import gate_server.api as a`: uploads in worker
+threads, as before they moved into the event loop). The two servers of a side-by-side mode
+each have an empty database of that engine.
 
 Per engine, two databases each behind its own `rnx serve` process: one empty, one holding
 1,000,000 filler runs. Each upload is a results document of 8 configurations x 30 samples, a
@@ -162,6 +164,21 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def context_switches(pid: int) -> int:
+    """Context switches of all of a process's threads so far, from /proc (Linux): a thread
+    that waits for the GIL, a lock or I/O gives up its core, and each costs the kernel's time."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+        for line in status.splitlines():
+            if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                total += int(line.split()[1])
+    return total
+
+
 def throughput(
     client: Client, count: int, threads: int, seed0: int, pid: int | None = None
 ) -> dict[str, float]:
@@ -173,6 +190,7 @@ def throughput(
         everyone = threading.Barrier(threads)
         list(pool.map(lambda _: client.connect(everyone), range(threads)))
         cpu0 = process_cpu_s(pid) if pid is not None else 0.0
+        switches0 = context_switches(pid) if pid is not None else 0
         start = time.perf_counter()
         list(pool.map(client.upload, bodies))
         elapsed = time.perf_counter() - start
@@ -181,6 +199,7 @@ def throughput(
         cpu = process_cpu_s(pid) - cpu0
         out["cpu_ms_per_upload"] = 1000 * cpu / count
         out["uploads_per_cpu_s"] = count / cpu if cpu > 0 else float("inf")
+        out["switches_per_upload"] = (context_switches(pid) - switches0) / count
     return out
 
 
@@ -216,7 +235,7 @@ def alternating_throughput(
     """Threaded uploads to each server in args.rounds rounds of the same bodies, the order
     reversed every round, so a change in the machine's load falls on every server alike."""
     per_round = max(1, args.throughput_uploads // args.rounds)
-    sums = [{"n": 0.0, "seconds": 0.0, "cpu_ms": 0.0} for _ in clients]
+    sums = [{"n": 0.0, "seconds": 0.0, "cpu_ms": 0.0, "switches": 0.0} for _ in clients]
     for r in range(args.rounds):
         order = list(range(len(clients)))
         for k in order if r % 2 == 0 else order[::-1]:
@@ -224,6 +243,7 @@ def alternating_throughput(
             sums[k]["n"] += t["n"]
             sums[k]["seconds"] += t["seconds"]
             sums[k]["cpu_ms"] += t["cpu_ms_per_upload"] * t["n"]
+            sums[k]["switches"] += t["switches_per_upload"] * t["n"]
     return [
         {
             "n": s["n"],
@@ -232,6 +252,7 @@ def alternating_throughput(
             "uploads_per_s": s["n"] / s["seconds"],
             "cpu_ms_per_upload": s["cpu_ms"] / s["n"],
             "uploads_per_cpu_s": 1000 * s["n"] / s["cpu_ms"] if s["cpu_ms"] > 0 else math.inf,
+            "switches_per_upload": s["switches"] / s["n"],
         }
         for s in sums
     ]
@@ -429,12 +450,13 @@ def bench_side_by_side(
     )
     print(
         f"{column:<16} {'n':>4} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'uploads/s':>10} "
-        f"{'CPU ms/upload':>14}"
+        f"{'CPU ms/upload':>14} {'switches/upload':>16}"
     )
     for (name, _), t, f in zip(modes, timed, flows, strict=True):
         print(
             f"{name:<16} {t['n']:>4} {t['p50_ms']:>8.1f} {t['p99_ms']:>8.1f} "
-            f"{t['mean_ms']:>8.1f} {f['uploads_per_s']:>10.2f} {f['cpu_ms_per_upload']:>14.2f}"
+            f"{t['mean_ms']:>8.1f} {f['uploads_per_s']:>10.2f} {f['cpu_ms_per_upload']:>14.2f} "
+            f"{f['switches_per_upload']:>16.1f}"
         )
     print(
         f"{ratio}: p50 {timed[0]['p50_ms'] / timed[1]['p50_ms']:.2f}, "
@@ -554,7 +576,9 @@ def main() -> int:
             f"{t['cpu_ms_per_upload']:.2f} ms empty ({t['uploads_per_cpu_s']:.0f} uploads per "
             f"CPU-second), {tf['cpu_ms_per_upload']:.2f} ms full "
             f"({tf['uploads_per_cpu_s']:.0f}); echo {e['cpu_ms_per_upload']:.2f} ms "
-            f"({e['uploads_per_cpu_s']:.0f})"
+            f"({e['uploads_per_cpu_s']:.0f}); context switches per upload "
+            f"{t['switches_per_upload']:.1f} / {tf['switches_per_upload']:.1f}, echo "
+            f"{e['switches_per_upload']:.1f}"
         )
         verdict = "ok" if r["ratio_p50"] <= 1.5 else "OVER 1.5"
         print(
