@@ -16,7 +16,14 @@ from gate_server.answers import ApiError
 from gate_server.auth import check_signature
 from gate_server.baseline_reads import MAX_PARAMETER, REQUIRED, read_baseline
 from gate_server.db.engine import run_in_event_loop
-from gate_server.endpoints import authenticated, base_url, parse_json, read_body, require_json
+from gate_server.endpoints import (
+    authenticated,
+    authenticated_in_loop,
+    base_url,
+    parse_json,
+    read_body,
+    require_json,
+)
 from gate_server.github.app_mode import after_upload as github_after_upload
 from gate_server.github.workload_check import check_before_accept
 from gate_server.openapi import (
@@ -40,10 +47,10 @@ from gate_server.uploads import answered, ingest_run
 UPLOADS_AT_ONCE = 2
 # Uploads are ingested in the event loop's own thread, their CI tokens looked up there too
 # (gate_server/db/engine.py run_in_event_loop), where worker threads did it before. Handing the
-# GIL between the loop and the workers cost a quarter of the server's CPU per upload; in the
-# loop, PostgreSQL's statements are awaited, so a second upload computes meanwhile, and SQLite
-# is a local file with one writer at a time anyway (docs/server.md, "Uploads in the event
-# loop"). False: in worker threads (`benchmarks/server_load.py --variant` compares the two).
+# GIL between the loop and the workers cost 9-28% of the server's CPU per upload. In the loop,
+# PostgreSQL's statements are awaited, so a second upload computes meanwhile; SQLite is a local
+# file with one writer at a time anyway (docs/server.md, "Uploads in the event loop"). False:
+# in worker threads (`benchmarks/server_load.py --variant` compares the two).
 UPLOADS_IN_LOOP = True
 
 
@@ -81,7 +88,10 @@ async def upload_run(request: Request) -> Response:
     svc = services(request)
     slots = _upload_slots(request)
     # In its turn too: a token lookup beside an upload being ingested only trades the GIL.
-    token, secret = await authenticated(request, slots, in_loop=UPLOADS_IN_LOOP)
+    if UPLOADS_IN_LOOP:
+        token, secret = await authenticated_in_loop(request, slots)
+    else:
+        token, secret = await authenticated(request, slots)
     require_json(request)
     body = await read_body(request, svc.settings.max_body_bytes)
     signature = check_signature(

@@ -19,22 +19,32 @@ from gate_server.services import services
 
 
 async def authenticated(
-    request: Request, limiter: anyio.CapacityLimiter | None = None, *, in_loop: bool = False
+    request: Request, limiter: anyio.CapacityLimiter | None = None
 ) -> tuple[TokenRecord, str]:
     """The token (a CI, viewer or OIDC token) behind the request's Authorization header, and
-    its secret (it keys an upload's signature), looked up in a worker thread under `limiter`
-    (the thread pool's by default). `in_loop` (an upload's, gate_server/api.py): a CI token is
-    looked up in the event loop, in its turn under `limiter`; an OIDC token still goes to a
-    worker thread, since checking it may fetch GitHub's keys over the network."""
+    its secret (it keys an upload's signature). `limiter`: the bound it waits its turn under
+    (the thread pool's by default)."""
     svc = services(request)
-    authorization = request.headers.get("authorization")
-    if in_loop and limiter is not None and not looks_like_jwt(bearer_secret(authorization)):
-        async with limiter:
-            return await run_in_event_loop(authenticate, svc.uploads, authorization)
     lookup = functools.partial(
-        authenticate, svc.database, authorization, oidc=svc.github.oidc_login
+        authenticate,
+        svc.database,
+        request.headers.get("authorization"),
+        oidc=svc.github.oidc_login,
     )
     return await anyio.to_thread.run_sync(lookup, limiter=limiter)
+
+
+async def authenticated_in_loop(
+    request: Request, turns: anyio.CapacityLimiter
+) -> tuple[TokenRecord, str]:
+    """authenticated(), for an upload ingested in the event loop (gate_server/api.py): a CI
+    token is looked up in the loop too, in its turn under `turns`; an OIDC token still in a
+    worker thread, since checking it may fetch GitHub's keys over the network."""
+    authorization = request.headers.get("authorization")
+    if looks_like_jwt(bearer_secret(authorization)):
+        return await authenticated(request, turns)
+    async with turns:
+        return await run_in_event_loop(authenticate, services(request).uploads, authorization)
 
 
 def require_json(request: Request) -> None:

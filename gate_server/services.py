@@ -44,7 +44,8 @@ class Services:
             raise
 
     def close(self) -> None:
-        """(In the event loop: through gate_server.db.engine.run_in_event_loop.)"""
+        """Close what start() opened. In the event loop, through run_in_event_loop
+        (gate_server/db/engine.py): the uploads' pool awaits its connections' closing."""
         self.github.close()
         if self.uploads is not self.database:
             self.uploads.close()

@@ -202,7 +202,8 @@ async def run_in_event_loop(fn: Callable[..., T], *args: Any) -> T:
     """fn(*args), synchronous code, run in the event loop's own thread with its database I/O
     awaited (SQLAlchemy's greenlet bridge): the GIL is not handed between threads. Inside,
     use only databases from Database.in_event_loop(); any other blocking wait holds up the
-    loop (SQLite's is a local file's)."""
+    loop (SQLite's is a local file's). greenlet_spawn is what SQLAlchemy's own
+    AsyncConnection.run_sync runs a synchronous function with."""
     return await greenlet_spawn(fn, *args)
 
 
