@@ -138,23 +138,46 @@ def fit(
     base_var = np.where(present, run_var, 0.0).sum(axis=1) / k_runs**2
     var_c = var_v * (1 + 1 / k_runs) + head_var + base_var
     sd = np.sqrt(np.maximum(var_c, 1e-12))
-    shifts = np.zeros((c_n, resamples))
-    for g in groups:
-        tau = math.sqrt(g.var_u * (1 + 1 / k_all))
-        shifts[g.members] = _shift_draws(diff[g.members], sd[g.members], tau, resamples, rng)
+    shifts = _head_shifts(groups, diff, sd, k_all, resamples, rng)
     # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the
     # t distribution's 97.5% point (normal draws cost a third of t draws).
     # Degrees of freedom: the process variance's (after shrinkage) plus the runs'.
     widen = stdtrit(np.clip(df_e + df_b, 3.0, MAX_DF), 0.975) / _NORMAL_975
     noise = rng.standard_normal((c_n, resamples), dtype=np.float32)
-    draws = diff[:, None] - shifts + (sd * widen)[:, None] * noise
+    draws = diff[:, None] - shifts
+    draws += (sd * widen)[:, None] * noise
+    leading = groups[0].members if groups else None
     return RunFit(
         draws=draws,
-        shift=_median_of_all(shifts[groups[0].members]) if groups else 0.0,
+        shift=0.0 if leading is None else _median_of_all(_rows(shifts, leading)),
         shift_sd_prior=math.sqrt(groups[0].var_u * (1 + 1 / k_all)) if groups else 0.0,
         sd=sd,
         runs=k_runs,
     )
+
+
+def _head_shifts(
+    groups: list[ShiftGroup],
+    diff: np.ndarray,
+    sd: np.ndarray,
+    k_all: int,
+    resamples: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """(C, R) draws of the head run's shift in each configuration's group; 0 in none."""
+    if len(groups) == 1 and groups[0].members.all():  # the usual case: the run moves as one
+        tau = math.sqrt(groups[0].var_u * (1 + 1 / k_all))
+        return _shift_draws(diff, sd, tau, resamples, rng)
+    shifts = np.zeros((len(diff), resamples))
+    for g in groups:
+        tau = math.sqrt(g.var_u * (1 + 1 / k_all))
+        shifts[g.members] = _shift_draws(diff[g.members], sd[g.members], tau, resamples, rng)
+    return shifts
+
+
+def _rows(x: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """x[which] for a (C,) bool, without the copy where every row is taken."""
+    return x if which.all() else x[which]
 
 
 @dataclass(frozen=True)

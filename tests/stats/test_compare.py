@@ -240,6 +240,8 @@ def test_result_is_frozen() -> None:
         c.verdict = "slower"  # type: ignore[misc]
     with pytest.raises(ValueError):
         c.log_ratio_draws[0] = 1.0
+    with pytest.raises(ValueError):  # nor made writable again: its rows are the run's draws
+        c.log_ratio_draws.setflags(write=True)
 
 
 def test_three_or_more_processes_give_the_unbiased_variance_of_their_mean() -> None:
