@@ -1,10 +1,11 @@
 """Instructions the gate server process executes per upload, counted by valgrind (callgrind).
 
-    .venv/bin/python -m benchmarks.upload_instructions [--uploads 20]
+    .venv/bin/python -m benchmarks.upload_instructions [--uploads 20] [--db postgresql]
 
 CPU time per upload depends on the machine's load even when it is the server's own: on a
 shared machine of 2 cores the same server spent 7 ms per upload at one time and 15 ms at
-another. The instructions it executes do not: one `rnx serve` process on SQLite runs under
+another. The instructions it executes do not: one `rnx serve` process (on SQLite, or with
+--db postgresql on a fresh schema of the test PostgreSQL, RNX_TEST_POSTGRES_URL) runs under
 callgrind with counting off while it starts and takes six baseline pushes and five warm-up
 uploads, then on for --uploads pull-request uploads of 8 configurations x 30 samples re-gated
 against the six baselines (benchmarks/server_load.py's), sent one at a time. User-space
@@ -25,6 +26,7 @@ from typing import Any
 import gate_server.local as local
 from benchmarks.server_load import ENV, REPO, Client, pr_bodies, prepare
 from tests.support.factories import body, make_results
+from tests.support.gate_helpers import fresh_postgres_schema, postgres_base_url
 
 QUIET_OUTBOX = {"RNX_OUTBOX_POLL_MS": "60000"}
 
@@ -51,9 +53,8 @@ def _control(*args: str) -> None:
     subprocess.run(["callgrind_control", *args], check=True, capture_output=True)
 
 
-def measure(workdir: Path, uploads: int) -> float:
+def measure(workdir: Path, uploads: int, url: str) -> float:
     """Instructions per upload of the server process."""
-    url = f"sqlite:///{workdir / 'instructions.db'}"
     secret = prepare(url)[0]
     out = workdir / "callgrind.out"
     local.subprocess.Popen = _under_callgrind(out)  # type: ignore[misc]
@@ -90,11 +91,20 @@ def measure(workdir: Path, uploads: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--uploads", type=int, default=20, help="counted uploads (20)")
+    p.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        per_upload = measure(Path(tmp), args.uploads)
+        if args.db == "sqlite":
+            per_upload = measure(Path(tmp), args.uploads, f"sqlite:///{Path(tmp) / 'i.db'}")
+        else:
+            url, drop = fresh_postgres_schema(postgres_base_url())
+            try:
+                per_upload = measure(Path(tmp), args.uploads, url)
+            finally:
+                drop()
+    engine = "SQLite" if args.db == "sqlite" else "PostgreSQL"
     print(
-        f"gate server process, SQLite, upload = 8 configurations x 30 samples re-gated against "
+        f"gate server process, {engine}, upload = 8 configurations x 30 samples re-gated against "
         f"6 baseline runs: {per_upload / 1e6:.2f} million instructions per upload "
         f"({args.uploads} uploads, one at a time; callgrind, user space)"
     )

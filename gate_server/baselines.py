@@ -19,7 +19,7 @@ from rnx.schema import ResultsDocument
 class BaselineCandidates:
     key: BaselineKey  # what the run is compared with: its branch by the name it has now
     home: str  # the run's own branch, by the name it has now
-    runs: list[tuple[BaselineRun, bytes]]  # newest first, each with its document
+    runs: list[BaselineRun]  # newest first
 
 
 def comparison_branch(doc: ResultsDocument) -> str:
@@ -54,14 +54,12 @@ def candidates(
     return BaselineCandidates(key, home, runs.baselines(conn, key, 1 + history))
 
 
-def choose_baselines(
-    candidates: Sequence[tuple[BaselineRun, bytes]],
-) -> list[tuple[BaselineRun, bytes]]:
+def choose_baselines(candidates: Sequence[BaselineRun]) -> list[BaselineRun]:
     """Newest first; stop after the newest accepted run: accepting a run declares a new normal,
     so earlier runs describe a level the team has moved away from."""
     chosen = []
-    for record, body in candidates:
-        chosen.append((record, body))
+    for record in candidates:
+        chosen.append(record)
         if record.accepted_at is not None:
             break
     return chosen
@@ -76,4 +74,6 @@ def baseline_for_ci(
     `workload` is normalised already (gate_server/workloads.py)."""
     branch = follow_renames(renames.log(conn, repository_id), branch)[0]
     key = BaselineKey(repository_id, branch, environment, workload)
-    return key, choose_baselines(runs.baselines(conn, key, 1 + history))
+    chosen = choose_baselines(runs.baselines(conn, key, 1 + history))
+    found = runs.documents(conn, [r.run_id for r in chosen])
+    return key, [(r, found[r.run_id]) for r in chosen]

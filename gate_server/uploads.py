@@ -175,11 +175,12 @@ def ingest_run(
             found = candidates(
                 conn, repository_id, doc, workload, settings.baseline_history, token.branches
             )
+            chosen = choose_baselines(found.runs)
+            baseline_docs = documents.load(chosen, lambda ids: runs.documents(conn, ids))
     if found is None:
         return _retry(database, token, run_id, digest, signature, base_url)
 
-    chosen = choose_baselines(found.runs)
-    report = _regate(doc, chosen, settings, documents)
+    report = _regate(doc, baseline_docs, settings)
     becomes_baseline = (
         not doc.git.is_pull_request
         and report.tier != "BLOCK"
@@ -214,16 +215,12 @@ def ingest_run(
 
 
 def _regate(
-    doc: ResultsDocument,
-    chosen: list[tuple[BaselineRun, bytes]],
-    settings: ServerSettings,
-    documents: StoredDocuments,
+    doc: ResultsDocument, baseline_docs: list[ResultsDocument], settings: ServerSettings
 ) -> GateReport:
     """The verdict from the samples, with the server's thresholds (never the client's tier)."""
     # numpy and the statistics: loaded with the first upload
     from rnx.verdict import NO_BASELINE, evaluate
 
-    baseline_docs = [documents.parsed(r.run_id, r.body_sha256, b) for r, b in chosen]
     report = evaluate(
         doc, baseline_docs, settings.gate, resamples=settings.resamples, seed=settings.seed
     )
@@ -234,17 +231,15 @@ def _regate(
     return report.model_copy(update={"reasons": reasons})
 
 
-def _baseline_block(
-    found: BaselineCandidates, chosen: list[tuple[BaselineRun, bytes]]
-) -> dict[str, Any] | None:
+def _baseline_block(found: BaselineCandidates, chosen: list[BaselineRun]) -> dict[str, Any] | None:
     if not chosen:
         return None
     return {
         "branch": found.key.branch,
         "environment": found.key.environment_key,
         "workload": found.key.workload,
-        "run_ids": [r.run_id for r, _ in chosen],
-        "shas": [r.sha for r, _ in chosen],
+        "run_ids": [r.run_id for r in chosen],
+        "shas": [r.sha for r in chosen],
     }
 
 

@@ -112,9 +112,10 @@ def _newest_baselines(
         for e in group.environments[:MAX_LISTED]:
             key = BaselineKey(e.repository_id, e.branch, e.environment_key, e.workload)
             found = runs.baselines(conn, key, 1)
-            if found and found[0][0].workspace_id == workspace_id:
-                record, raw = found[0]
-                out[e.environment_key] = (record.run_id, parse_results(raw))
+            if found and found[0].workspace_id == workspace_id:
+                run_id = found[0].run_id
+                raw = runs.documents(conn, [run_id])[run_id]
+                out[e.environment_key] = (run_id, parse_results(raw))
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
@@ -131,14 +132,6 @@ def document(conn: Connection, run_id: str) -> bytes | None:
     return None if found is None else bytes(found)
 
 
-def documents(conn: Connection, run_ids: list[str]) -> dict[str, bytes]:
-    """The stored documents of a few runs, by run id."""
-    if not run_ids:
-        return {}
-    rows = conn.execute(select(runs.c.run_id, runs.c.document).where(runs.c.run_id.in_(run_ids)))
-    return {str(r.run_id): bytes(r.document) for r in rows}
-
-
 @dataclass(frozen=True)
 class BaselineKey:
     """What a baseline belongs to: runs of other keys are never compared with each other."""
@@ -164,7 +157,7 @@ class BaselineRun:
 
 
 _BASELINES = (
-    select(*(runs.c[f.name] for f in fields(BaselineRun)), runs.c.document)
+    select(*(runs.c[f.name] for f in fields(BaselineRun)))
     .where(
         runs.c.repository_id == bindparam("repository_id"),
         runs.c.baseline_branch == bindparam("branch"),
@@ -186,16 +179,31 @@ def _baseline_parameters(key: BaselineKey, limit: int) -> dict[str, Any]:
     }
 
 
+# Documents apart from the baseline lookup: a server process keeps the baselines it has parsed
+# (gate_server/stored_documents.py), so an upload reads a baseline's bytes only the first time.
+_DOCUMENTS = select(runs.c.run_id, runs.c.document).where(
+    runs.c.run_id.in_(bindparam("run_ids", expanding=True))
+)
+
+
 def baselines_query(key: BaselineKey, limit: int) -> Any:
-    """The newest `limit` baseline runs of `key`, with documents: a walk down
-    ix_runs_baseline, however many runs are stored."""
+    """The newest `limit` baseline runs of `key`: a walk down ix_runs_baseline, however many
+    runs are stored."""
     return _BASELINES.params(_baseline_parameters(key, limit))
 
 
-def baselines(conn: Connection, key: BaselineKey, limit: int) -> list[tuple[BaselineRun, bytes]]:
-    """The newest `limit` baseline runs of `key`, newest first, each with its document."""
+def baselines(conn: Connection, key: BaselineKey, limit: int) -> list[BaselineRun]:
+    """The newest `limit` baseline runs of `key`, newest first (their bytes: documents)."""
     rows = conn.execute(_BASELINES, _baseline_parameters(key, limit))
-    return [(as_record(BaselineRun, r._mapping), bytes(r._mapping["document"])) for r in rows]
+    return [as_record(BaselineRun, r._mapping) for r in rows]
+
+
+def documents(conn: Connection, run_ids: Sequence[str]) -> dict[str, bytes]:
+    """The stored documents of a few runs, by run id."""
+    if not run_ids:
+        return {}
+    rows = conn.execute(_DOCUMENTS, {"run_ids": list(run_ids)})
+    return {str(r.run_id): bytes(r.document) for r in rows}
 
 
 def pull_request_runs(

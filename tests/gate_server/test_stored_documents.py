@@ -47,6 +47,30 @@ def test_the_least_recently_used_document_goes_first() -> None:
     assert cache.misses == misses + 1
 
 
+def test_only_documents_not_kept_are_fetched_and_in_one_call() -> None:
+    from datetime import datetime, timezone
+
+    from gate_server.db.runs import BaselineRun
+
+    stored = {run_id: (digest, data) for run_id, digest, data in map(_stored, (1, 2, 3))}
+    chosen = [
+        BaselineRun(i, run_id, 1, "a" * 40, datetime.now(timezone.utc), digest)
+        for i, (run_id, (digest, _)) in enumerate(stored.items())
+    ]
+    calls: list[list[str]] = []
+
+    def fetch(run_ids: list[str]) -> dict[str, bytes]:
+        calls.append(run_ids)
+        return {run_id: stored[run_id][1] for run_id in run_ids}
+
+    cache = StoredDocuments()
+    cache.parsed(chosen[1].run_id, *stored[chosen[1].run_id])
+    docs = cache.load(chosen, fetch)
+    assert calls == [[chosen[0].run_id, chosen[2].run_id]]  # the kept one is not read again
+    assert [str(d.run_id) for d in docs] == [r.run_id for r in chosen]  # in the chosen order
+    assert cache.load(chosen, fetch) == docs and len(calls) == 1  # all kept: nothing read
+
+
 def test_an_invalid_stored_document_is_refused_and_not_kept() -> None:
     cache = StoredDocuments()
     with pytest.raises(InvalidDocument, match="stored run r1"):
