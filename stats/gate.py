@@ -97,8 +97,7 @@ class _Family:
             return holm({k: self.comparisons[k].p_not_exceeding(bounds[k]) for k in keys})
         p = self._own(bounds)
         order = np.argsort(p, kind="stable")
-        # lowest[i]: per draw, the smallest tail among the configurations ranked i and after.
-        lowest = np.minimum.accumulate(self.tail[order][::-1], axis=0)[::-1]
+        lowest = _lowest_from(self.tail[order])
         reached = (lowest <= p[order][:, None] + 1e-12).sum(axis=1)
         # Above exact_up_to the share is not counted: the configuration's own value stands in
         # (a lower bound; no decision is made up there).
@@ -114,6 +113,15 @@ class _Family:
         below = np.count_nonzero(self.draws <= np.array(edges)[:, None], axis=1)
         result: np.ndarray = (below + 1) / (self.resamples + 1)
         return result
+
+
+def _lowest_from(tails: np.ndarray) -> np.ndarray:
+    """Row i: per draw, the smallest tail among rows i and after (tails is a new array, taken
+    over). The same numbers as np.minimum.accumulate over the reversed rows, which goes down
+    each column of a few rows in turn and took eight times as long."""
+    for i in range(len(tails) - 2, -1, -1):
+        np.minimum(tails[i], tails[i + 1], out=tails[i])
+    return tails
 
 
 def gate(

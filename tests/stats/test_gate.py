@@ -131,3 +131,14 @@ def test_an_unchanged_paired_run_of_three_noisy_processes_passes() -> None:
         cs = stats.compare_many(pairs, seed=r, paired=True)
         passes += stats.gate({str(i): c for i, c in enumerate(cs)}).tier == "PASS"
     assert passes >= 9
+
+
+def test_the_running_minimum_of_the_tails_is_numpys() -> None:
+    from stats.gate import _lowest_from
+
+    rng = np.random.default_rng(5)
+    for rows in (1, 2, 8, 48):
+        tails = rng.random((rows, 300))
+        tails[tails > 0.3] = np.inf
+        expected = np.minimum.accumulate(tails[::-1], axis=0)[::-1]
+        assert np.array_equal(_lowest_from(tails.copy()), expected)
