@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
+import numpy as np
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -205,15 +206,35 @@ class Samples(_Model):
         upload against the same parsed baseline documents (gate_server/stored_documents.py), and
         grouping their samples again each time was a tenth of the re-gate. A copy with other
         samples (model_copy(update=...) copies the kept groups too) works them out again."""
-        ns, process, groups = self.grouped
+        ns, process, groups, _ = self.grouped
         if ns is self.ns and process is self.process:
             return groups
         return _grouped_by_process(self.ns, self.process)
 
+    @property
+    def process_arrays(self) -> tuple[np.ndarray, ...]:
+        """process_times as read-only float64 arrays, kept the same way: the statistics convert
+        every group to one, and numpy takes arrays five times as fast as tuples of ints."""
+        ns, process, _, arrays = self.grouped
+        if ns is self.ns and process is self.process:
+            return arrays
+        return _as_arrays(_grouped_by_process(self.ns, self.process))
+
     @cached_property
-    def grouped(self) -> tuple[list[int], list[int], tuple[tuple[int, ...], ...]]:
-        """process_times, kept with the very lists it was worked out from."""
-        return self.ns, self.process, _grouped_by_process(self.ns, self.process)
+    def grouped(
+        self,
+    ) -> tuple[list[int], list[int], tuple[tuple[int, ...], ...], tuple[np.ndarray, ...]]:
+        """process_times and process_arrays, kept with the very lists they were worked out
+        from."""
+        groups = _grouped_by_process(self.ns, self.process)
+        return self.ns, self.process, groups, _as_arrays(groups)
+
+
+def _as_arrays(groups: tuple[tuple[int, ...], ...]) -> tuple[np.ndarray, ...]:
+    arrays = tuple(np.array(g, dtype=np.float64) for g in groups)
+    for a in arrays:
+        a.setflags(write=False)  # kept with a parsed document that many uploads share
+    return arrays
 
 
 def _grouped_by_process(ns: list[int], process: list[int]) -> tuple[tuple[int, ...], ...]:

@@ -175,20 +175,20 @@ def _base_speed_of_light(
     return None
 
 
-def _groups(samples: Samples | None) -> list[Sequence[int]]:
-    # process_times holds no empty group: a process has a group once it has a time.
-    return [] if samples is None else list(samples.process_times)
+def _groups(samples: Samples | None) -> list[Any]:
+    # process_arrays holds no empty group: a process has a group once it has a time.
+    return [] if samples is None else list(samples.process_arrays)
 
 
 def _baseline_groups(
     cid: str, index: Sequence[dict[str, Configuration]]
-) -> tuple[list[Sequence[int]], str | None, list[int]]:
+) -> tuple[list[Any], str | None, list[int]]:
     """One group per (baseline run, worker process) that measured this configuration, and the
     index of the baseline document (the run) each group came from. index: each baseline
     document's configurations by id (ids are unique within a document)."""
     if not index:
         return [], NO_BASELINE, []
-    groups: list[Sequence[int]] = []
+    groups: list[Any] = []
     used: list[int] = []
     statuses: list[str] = []
     for i, by_id in enumerate(index):

@@ -84,6 +84,10 @@ def _plain_groups(value: Any) -> list[np.ndarray] | None:
     return groups
 
 
+# A group of times as plain_sides takes it (a row of more than one dimension fails its shape check).
+_ROWS = (list, tuple, np.ndarray)
+
+
 def plain_sides(sides: list[Any]) -> list[list[np.ndarray]] | None:
     """as_groups of many sides at once, for the server's usual input: every side a list of as
     many lists (or tuples) of as many positive finite numbers. One conversion and one check for
@@ -91,7 +95,7 @@ def plain_sides(sides: list[Any]) -> list[list[np.ndarray]] | None:
     configurations); the groups are the same rows _plain_groups gives. None for anything else,
     which each side's own checks take."""
     first = sides[0] if sides else None
-    if type(first) is not list or not first or type(first[0]) not in (list, tuple):
+    if type(first) is not list or not first or type(first[0]) not in _ROWS:
         return None
     groups, n = len(first), len(first[0])
     if n == 0:
@@ -100,7 +104,7 @@ def plain_sides(sides: list[Any]) -> list[list[np.ndarray]] | None:
         if type(side) is not list or len(side) != groups:
             return None
         for v in side:
-            if type(v) not in (list, tuple) or len(v) != n:
+            if type(v) not in _ROWS or len(v) != n:
                 return None
     try:
         table = np.array(sides, dtype=np.float64)

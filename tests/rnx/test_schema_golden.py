@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rnx.errors import UserError
@@ -83,3 +84,17 @@ def test_configurations_by_id_follow_copies(path: Path) -> None:
     deep = doc.model_copy(deep=True)
     assert all(deep.by_id[c.id] is c for c in deep.configurations)
     assert deep == doc == load_results(str(path))  # the kept index is no field
+
+
+def test_process_arrays_are_the_process_times_kept_read_only_and_follow_copies() -> None:
+    from rnx.schema import Samples
+
+    samples = Samples(ns=[5, 1, 7, 2, 9], round=[0, 0, 1, 1, 2], process=[1, 0, 1, 0, 1])
+    arrays = samples.process_arrays
+    assert [a.tolist() for a in arrays] == [[1.0, 2.0], [5.0, 7.0, 9.0]]
+    assert [a.dtype for a in arrays] == [np.float64] * 2
+    assert samples.process_arrays is arrays  # worked out once
+    with pytest.raises(ValueError):
+        arrays[0][0] = 3.0  # shared by every upload re-gated against this document
+    other = samples.model_copy(update={"ns": [1, 1, 1, 1, 1]})
+    assert [a.tolist() for a in other.process_arrays] == [[1.0, 1.0], [1.0, 1.0, 1.0]]

@@ -303,6 +303,14 @@ def test_sides_alike_convert_together_as_each_on_its_own() -> None:
         alone = _plain_groups(side)
         assert alone is not None
         assert [g.tobytes() for g in groups] == [g.tobytes() for g in alone]
+    # Groups that are arrays already (rnx.schema's process_arrays) convert to the same rows.
+    arrays = plain_sides([[np.array(g, dtype=np.float64) for g in side] for side in sides])
+    assert arrays is not None
+
+    def as_bytes(converted: list[list[np.ndarray]]) -> list[list[bytes]]:
+        return [[g.tobytes() for g in side] for side in converted]
+
+    assert as_bytes(arrays) == as_bytes(together)
     # Sides not all alike, or not plain, are left to each side's own checks.
     for bad in (
         [[[1, 2]], [[1, 2], [3, 4]]],
@@ -310,6 +318,7 @@ def test_sides_alike_convert_together_as_each_on_its_own() -> None:
         [[[1, 2]], [[1, -2]]],
         [[[1, 2]], [[1, "x"]]],
         [[[1, 2]], [[1, [2]]]],
+        [[np.ones(2)], [np.ones((2, 2))]],
         [[[1, 2]], [1, 2]],
         [[[1, 2]], []],
         [],
