@@ -84,28 +84,32 @@ def _plain_groups(value: Any) -> list[np.ndarray] | None:
     return groups
 
 
-# A group of times as plain_sides takes it (a row of more than one dimension fails its shape check).
+# A group of times as plain_sides takes it: rnx.schema keeps a parsed document's groups as
+# arrays. (A 0-d array has no len: TypeError below; one of more dimensions fails the shape check.)
 _ROWS = (list, tuple, np.ndarray)
 
 
 def plain_sides(sides: list[Any]) -> list[list[np.ndarray]] | None:
     """as_groups of many sides at once, for the server's usual input: every side a list of as
-    many lists (or tuples) of as many positive finite numbers. One conversion and one check for
+    many lists (tuples, arrays) of as many positive finite numbers. One conversion and one check for
     all of them (each side on its own cost two numpy checks per side, 96 of them for 48
     configurations); the groups are the same rows _plain_groups gives. None for anything else,
     which each side's own checks take."""
     first = sides[0] if sides else None
     if type(first) is not list or not first or type(first[0]) not in _ROWS:
         return None
-    groups, n = len(first), len(first[0])
-    if n == 0:
-        return None
-    for side in sides:
-        if type(side) is not list or len(side) != groups:
+    try:
+        groups, n = len(first), len(first[0])
+        if n == 0:
             return None
-        for v in side:
-            if type(v) not in _ROWS or len(v) != n:
+        for side in sides:
+            if type(side) is not list or len(side) != groups:
                 return None
+            for v in side:
+                if type(v) not in _ROWS or len(v) != n:
+                    return None
+    except TypeError:
+        return None
     try:
         table = np.array(sides, dtype=np.float64)
     except (TypeError, ValueError):

@@ -319,6 +319,7 @@ def test_sides_alike_convert_together_as_each_on_its_own() -> None:
         [[[1, 2]], [[1, "x"]]],
         [[[1, 2]], [[1, [2]]]],
         [[np.ones(2)], [np.ones((2, 2))]],
+        [[np.ones(1)], [np.array(1.0)]],
         [[[1, 2]], [1, 2]],
         [[[1, 2]], []],
         [],
