@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stats._validate import MIN_RESAMPLES
 from stats.changepoints import ChangePoint, KnownChange, detect, run_location
-from stats.compare import MIN_SAMPLES, Comparison, compare, compare_many
+from stats.compare import MIN_SAMPLES, Comparison, compare, compare_many, frozen_groups
 from stats.gate import GateDecision, gate, holm, max_adjusted
 from stats.location import Location, median_interval, median_intervals
 
@@ -19,6 +19,7 @@ __all__ = [
     "compare",
     "compare_many",
     "detect",
+    "frozen_groups",
     "gate",
     "holm",
     "max_adjusted",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -186,6 +186,16 @@ def compare_many(
         )
         for i in range(len(pairs))
     ]
+
+
+def frozen_groups(groups: Iterable[Sequence[float]]) -> tuple[np.ndarray, ...]:
+    """Groups of times as read-only float64 arrays: what compare_many converts every group to,
+    made once for data that many comparisons share (rnx.schema keeps a parsed document's
+    processes so; the server re-gates every upload against the same parsed baselines)."""
+    arrays = tuple(np.array(g, dtype=np.float64) for g in groups)
+    for a in arrays:
+        a.setflags(write=False)
+    return arrays
 
 
 def _checked_pairs(
