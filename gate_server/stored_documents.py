@@ -19,7 +19,7 @@ from gate_server.db.runs import BaselineRun
 from rnx.schema import ResultsDocument, parse_results
 
 # A 48-configuration document takes about 320 KiB once parsed and its groups kept for the
-# statistics, an 8-configuration one about 64 KiB (tracemalloc, December 2026).
+# statistics, an 8-configuration one about 64 KiB (benchmarks/regate_steps.py).
 MAX_DOCUMENTS = 256
 
 

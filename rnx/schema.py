@@ -213,7 +213,7 @@ class Samples(_Model):
     @property
     def process_arrays(self) -> tuple[Any, ...]:
         """process_times as read-only float64 arrays (stats.frozen_groups), kept the same way:
-        the statistics convert every group to one, and numpy takes arrays five times as fast as
+        the statistics convert every group to one, and numpy takes arrays 2-3 times as fast as
         tuples of ints."""
         ns, process, _, arrays = self.grouped
         if ns is self.ns and process is self.process:
