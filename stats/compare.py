@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from stats import bootstrap, runlevel
+from stats import _kept, bootstrap, runlevel
 from stats._validate import (
     as_generator,
     as_groups,
@@ -141,12 +141,14 @@ def compare_many(
     resamples = check_resamples(resamples)
     run_shift_sd = check_fraction(run_shift_sd, "run_shift_sd", low=0.0, high=1.0)
     config_shift_sd = check_fraction(config_shift_sd, "config_shift_sd", low=0.0, high=1.0)
-    bases, heads, labels = _checked_pairs(pairs, paired, base_runs)
+    bases, heads, labels, kept = _checked_pairs(pairs, paired, base_runs)
     rng = as_generator(seed)
+    sides = None if paired else _base_sides(pairs, bases, kept)
 
     run_shift: float | None = None
     if labels is not None:
-        fit = _run_level(bases, heads, labels, resamples, rng, run_shift_sd, config_shift_sd)
+        assert sides is not None
+        fit = _run_level(sides, heads, labels, resamples, rng, run_shift_sd, config_shift_sd)
         draws, run_shift = fit.draws, math.exp(fit.shift)
     elif paired:
         draws = _paired_draws(bases, heads, resamples, rng)
@@ -165,7 +167,8 @@ def compare_many(
     quantiles = _quantiles(draws, (tail, 0.5, 1 - tail))
     spread = draws.std(axis=1)
     z = float(_normal_quantile(probability))
-    base_medians, head_medians = _medians(bases), _medians(heads)
+    head_medians = _medians(heads)
+    base_medians = _medians(bases) if sides is None else [side.median for side in sides]
     # Each Comparison keeps a row: read-only, so nobody can change another's draws through it.
     draws.setflags(write=False)
     return [
@@ -189,20 +192,55 @@ def compare_many(
 
 
 def frozen_groups(groups: Iterable[Sequence[float]]) -> tuple[np.ndarray, ...]:
-    """Groups of times as read-only float64 arrays: what compare_many converts every group to,
-    made once for data that many comparisons share (rnx.schema keeps a parsed document's
-    processes so; the server re-gates every upload against the same parsed baselines)."""
-    arrays = tuple(np.array(g, dtype=np.float64) for g in groups)
-    for a in arrays:
-        a.setflags(write=False)
-    return arrays
+    """Groups of times as float64 arrays that can never change: what compare_many converts
+    every group to, made once for data that many comparisons share (rnx.schema keeps a parsed
+    document's processes so; the server re-gates every upload against the same parsed
+    baselines). Each is a view of bytes, which numpy will not make writable, so compare_many
+    keeps what it works out from a base side of them for the next comparison (stats/_kept.py)."""
+    return tuple(
+        np.frombuffer(np.array(g, dtype=np.float64).tobytes(), dtype=np.float64) for g in groups
+    )
+
+
+# Base sides of unchangeable groups seen before, by the groups' identities (stats/_kept.py).
+_KEPT = _kept.Kept()
+
+
+def _base_sides(
+    pairs: Sequence[Any], bases: list[list[np.ndarray]], kept: list[_kept.BaseSide | None]
+) -> list[_kept.BaseSide]:
+    """Each base side with its median and its groups' locations: kept ones as kept, the others
+    worked out together, and kept where the pair's groups cannot change (the entry holds those
+    very arrays: the same numbers as the checked ones, and their identities are its key)."""
+    new = [i for i, side in enumerate(kept) if side is None]
+    worked_out: dict[int, _kept.BaseSide] = {}
+    if new:
+        locations = bootstrap.group_locations(
+            [g for i in new for g in bases[i]], bootstrap.LOW, log=True
+        )
+        locations.setflags(write=False)
+        split = np.split(locations, np.cumsum([len(bases[i]) for i in new])[:-1])
+        medians = _medians([bases[i] for i in new])
+        for i, locs, median in zip(new, split, medians, strict=True):
+            k = _kept.key(pairs[i][0])
+            groups = bases[i] if k is None else list(pairs[i][0])
+            worked_out[i] = _kept.BaseSide(groups=groups, median=float(median), locations=locs)
+            if k is not None:
+                _KEPT.put(k, worked_out[i])
+    return [worked_out[i] if side is None else side for i, side in enumerate(kept)]
 
 
 def _checked_pairs(
     pairs: Any, paired: Any, base_runs: Any
-) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]], list[np.ndarray] | None]:
-    """compare_many's pairs as (bases, heads) of groups, and the base run labels if given; a
-    ValueError or TypeError naming the argument otherwise."""
+) -> tuple[
+    list[list[np.ndarray]],
+    list[list[np.ndarray]],
+    list[np.ndarray] | None,
+    list[_kept.BaseSide | None],
+]:
+    """compare_many's pairs as (bases, heads) of groups, the base run labels if given, and the
+    base sides kept from an earlier comparison (their checks passed then); a ValueError or
+    TypeError naming the argument otherwise."""
     if not isinstance(paired, bool):
         raise TypeError(f"paired must be True or False, got {type(paired).__name__}")
     if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or not pairs:
@@ -215,7 +253,8 @@ def _checked_pairs(
         or len(base_runs) != len(pairs)
     ):
         raise ValueError("base_runs must give one sequence of run labels per pair")
-    bases, heads = _plain_pairs(pairs)
+    kept: list[_kept.BaseSide | None] = [None] * len(pairs) if paired else _kept_bases(pairs)
+    bases, heads = _plain_pairs(pairs, kept)
     for i, pair in enumerate(pairs):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise ValueError(f"pairs[{i}] must be a (base, head) pair")
@@ -233,17 +272,31 @@ def _checked_pairs(
             as_run_labels(base_runs[i], len(bases[i]), f"base_runs[{i}]") for i in range(len(pairs))
         ]
     )
-    return bases, heads, labels
+    return bases, heads, labels, kept
 
 
-def _plain_pairs(pairs: Sequence[Any]) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
+def _kept_bases(pairs: Sequence[Any]) -> list[_kept.BaseSide | None]:
+    """Each pair's base side as kept from an earlier comparison, or None."""
+    return [
+        _KEPT.get(_kept.key(pair[0]))
+        if isinstance(pair, (tuple, list)) and len(pair) == 2
+        else None
+        for pair in pairs
+    ]
+
+
+def _plain_pairs(
+    pairs: Sequence[Any], kept: list[_kept.BaseSide | None]
+) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
     """The bases and the heads of the server's usual pairs, each side checked in one step with
-    the others (plain_sides); [] for a side that is not all alike, checked pair by pair."""
+    the others (plain_sides), or the bases as kept where every one was; [] for a side that is
+    not all alike, checked pair by pair."""
     if not all(isinstance(pair, (tuple, list)) and len(pair) == 2 for pair in pairs):
         return [], []
-    bases = plain_sides([pair[0] for pair in pairs])
+    found = [side.groups for side in kept if side is not None]
+    bases = found if len(found) == len(pairs) else plain_sides([p[0] for p in pairs]) or []
     heads = plain_sides([pair[1] for pair in pairs])
-    return bases or [], heads or []
+    return bases, heads or []
 
 
 def _paired_draws(
@@ -266,7 +319,7 @@ def _paired_draws(
 
 
 def _run_level(
-    bases: list[list[np.ndarray]],
+    bases: list[_kept.BaseSide],
     heads: list[list[np.ndarray]],
     labels: list[np.ndarray],
     resamples: int,
@@ -275,11 +328,9 @@ def _run_level(
     config_shift_sd: float,
 ) -> runlevel.RunFit:
     """Process locations of every group, then the run-level model over all pairs at once."""
-    groups = [g for side in (*bases, *heads) for g in side]
-    locations = bootstrap.group_locations(groups, bootstrap.LOW, log=True)
-    ends = np.cumsum([len(side) for side in (*bases, *heads)])
-    split = np.split(locations, ends[:-1])
-    base_locs, head_locs = split[: len(bases)], split[len(bases) :]
+    locations = bootstrap.group_locations([g for h in heads for g in h], bootstrap.LOW, log=True)
+    head_locs = np.split(locations, np.cumsum([len(h) for h in heads])[:-1])
+    base_locs = [side.locations for side in bases]
     single = all(len(h) == 1 for h in heads) and all(
         len(np.unique(lab)) == len(lab) for lab in labels
     )

@@ -333,3 +333,94 @@ def test_the_first_bad_pair_is_named_whichever_side_checks_it() -> None:
         stats.compare_many([(good, good), ([[1.0] * 7 + [-1.0], good[1]], good), (good, [[0.0]])])
     with pytest.raises(ValueError, match=r"pairs\[2\] must be a \(base, head\) pair"):
         stats.compare_many([(good, good), (good, good), (good,)])
+
+
+def _run_pairs(rng: np.random.Generator, configs: int, frozen: bool) -> tuple[list, list]:
+    """A head run of 3 processes against 4 baseline runs of 3, per configuration."""
+    pairs, labels = [], []
+    for c in range(configs):
+        base = [rng.lognormal(math.log(100 + c), 0.03, 10) for _ in range(12)]
+        head = [rng.lognormal(math.log(103 + c), 0.03, 10) for _ in range(3)]
+        side = list(stats.frozen_groups(base)) if frozen else [g.tolist() for g in base]
+        pairs.append((side, [g.tolist() for g in head]))
+        labels.append([r for r in range(4) for _ in range(3)])
+    return pairs, labels
+
+
+def _numbers(cs: list[stats.Comparison]) -> list[tuple]:
+    return [
+        (
+            c.verdict,
+            c.reason,
+            c.ratio,
+            c.low,
+            c.high,
+            c.base_median,
+            c.resolution,
+            c.log_ratio_draws.tobytes(),
+        )
+        for c in cs
+    ]
+
+
+def test_a_kept_base_side_gives_the_numbers_of_one_worked_out_anew() -> None:
+    """The server compares every upload with the same parsed baselines: base sides of frozen
+    groups are kept (stats/_kept.py), and a comparison against them, first or later, with the
+    same head or another, gives exactly the numbers of the same values given as lists."""
+    from stats.compare import _KEPT
+
+    frozen, labels = _run_pairs(np.random.default_rng(5), 6, frozen=True)
+    plain = [([g.tolist() for g in b], h) for b, h in frozen]
+    before = len(_KEPT)
+    first = stats.compare_many(frozen, seed=1, base_runs=labels)
+    assert len(_KEPT) == before + 6  # every side kept
+    again = stats.compare_many(frozen, seed=1, base_runs=labels)
+    assert len(_KEPT) == before + 6  # and found again, not kept twice
+    expected = _numbers(stats.compare_many(plain, seed=1, base_runs=labels))
+    assert _numbers(first) == _numbers(again) == expected
+    # Another head against the same kept sides; and unpaired without runs.
+    other = [(b, [[x * 1.3 for x in g] for g in h]) for b, h in frozen]
+    other_plain = [(pb, h) for (pb, _), (_, h) in zip(plain, other, strict=True)]
+    assert _numbers(stats.compare_many(other, seed=2, base_runs=labels)) == _numbers(
+        stats.compare_many(other_plain, seed=2, base_runs=labels)
+    )
+    assert _numbers(stats.compare_many(other, seed=3)) == _numbers(
+        stats.compare_many(other_plain, seed=3)
+    )
+
+
+def test_only_sides_that_cannot_change_are_kept_and_bad_ones_never() -> None:
+    from stats import _kept
+    from stats.compare import _KEPT
+
+    (frozen_group,) = stats.frozen_groups([[1.0, 2.0]])
+    with pytest.raises(ValueError):  # a view of bytes: numpy will not make it writable
+        frozen_group.setflags(write=True)
+    assert _kept.key([frozen_group]) == (id(frozen_group),)
+    writable = np.array([1.0, 2.0])
+    read_only = np.array([1.0, 2.0])
+    read_only.setflags(write=False)  # can be made writable again: not kept
+    for side in ([writable], [read_only], [frozen_group, writable], [[1.0, 2.0]], (frozen_group,)):
+        assert _kept.key(side) is None
+    # A frozen side that fails the checks raises every time and is never kept.
+    bad = list(stats.frozen_groups([[1.0] * 10, [1.0] * 9 + [-1.0]]))
+    before = len(_KEPT)
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"base\[1\] contains a time <= 0"):
+            stats.compare_many([(bad, [[1.0] * 10])], seed=0, base_runs=[[0, 1]])
+    assert len(_KEPT) == before
+
+
+def test_the_kept_sides_are_bounded_least_recently_used_first() -> None:
+    from stats import _kept
+
+    kept = _kept.Kept(size=2)
+    sides = {k: _kept.BaseSide(groups=[], median=float(k), locations=np.zeros(0)) for k in range(3)}
+    kept.put((0,), sides[0])
+    kept.put((1,), sides[1])
+    assert kept.get((0,)) is sides[0]  # now the most recently used
+    kept.put((2,), sides[2])
+    assert len(kept) == 2
+    assert kept.get((1,)) is None
+    assert kept.get((0,)) is sides[0] and kept.get((2,)) is sides[2]
+    assert kept.get(None) is None
