@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 # Base sides kept (one per configuration and baseline set): a 48-configuration workload
 # against its 6 baseline runs takes 48. An entry is its groups' references and a few numbers.
-KEEP = 4096
+KEEP_SIDES = 4096
+# Baseline sets kept (one per workload and its baseline runs), each with the run-level model's
+# work on them (stats/runlevel.py Baseline: a few arrays of the sides' size).
+KEEP_BASELINES = 256
 _FLOAT64 = np.dtype(np.float64)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,7 @@ class BaseSide:
     groups: list[np.ndarray]
     median: float  # the plain median of all its samples
     locations: np.ndarray  # each group's location of its log-times (bootstrap.LOW)
+    kept: bool  # its groups cannot change, and it is kept by their identities
 
 
 def key(side: Any) -> tuple[int, ...] | None:
@@ -46,30 +52,30 @@ def key(side: Any) -> tuple[int, ...] | None:
     return tuple(map(id, side))
 
 
-class Kept:
-    """A bounded store of BaseSides by key, the least recently used dropped first; safe to
-    share between threads (the server's CI baseline reads run beside its uploads)."""
+class Kept(Generic[T]):
+    """A bounded store by key, the least recently used dropped first; safe to share between
+    threads (the server's CI baseline reads run beside its uploads)."""
 
-    def __init__(self, size: int = KEEP) -> None:
+    def __init__(self, size: int) -> None:
         self.size = size
-        self._sides: OrderedDict[tuple[int, ...], BaseSide] = OrderedDict()
+        self._kept: OrderedDict[Hashable, T] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, k: tuple[int, ...] | None) -> BaseSide | None:
+    def get(self, k: Hashable | None) -> T | None:
         if k is None:
             return None
         with self._lock:
-            side = self._sides.get(k)
+            side = self._kept.get(k)
             if side is not None:
-                self._sides.move_to_end(k)
+                self._kept.move_to_end(k)
             return side
 
-    def put(self, k: tuple[int, ...], side: BaseSide) -> None:
+    def put(self, k: Hashable, side: T) -> None:
         with self._lock:
-            self._sides[k] = side
-            self._sides.move_to_end(k)
-            while len(self._sides) > self.size:
-                self._sides.popitem(last=False)
+            self._kept[k] = side
+            self._kept.move_to_end(k)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
 
     def __len__(self) -> int:
-        return len(self._sides)
+        return len(self._kept)

@@ -202,8 +202,12 @@ def frozen_groups(groups: Iterable[Sequence[float]]) -> tuple[np.ndarray, ...]:
     )
 
 
-# Base sides of unchangeable groups seen before, by the groups' identities (stats/_kept.py).
-_KEPT = _kept.Kept()
+# Base sides of unchangeable groups seen before, by the groups' identities, and the run-level
+# model's baselines of such sides (stats/_kept.py).
+_KEPT: _kept.Kept[_kept.BaseSide] = _kept.Kept(_kept.KEEP_SIDES)
+_KEPT_RUNS: _kept.Kept[tuple[list[_kept.BaseSide], runlevel.Baseline]] = _kept.Kept(
+    _kept.KEEP_BASELINES
+)
 
 
 def _base_sides(
@@ -224,7 +228,9 @@ def _base_sides(
         for i, locs, median in zip(new, split, medians, strict=True):
             k = _kept.key(pairs[i][0])
             groups = bases[i] if k is None else list(pairs[i][0])
-            worked_out[i] = _kept.BaseSide(groups=groups, median=float(median), locations=locs)
+            worked_out[i] = _kept.BaseSide(
+                groups=groups, median=float(median), locations=locs, kept=k is not None
+            )
             if k is not None:
                 _KEPT.put(k, worked_out[i])
     return [worked_out[i] if side is None else side for i, side in enumerate(kept)]
@@ -330,7 +336,6 @@ def _run_level(
     """Process locations of every group, then the run-level model over all pairs at once."""
     locations = bootstrap.group_locations([g for h in heads for g in h], bootstrap.LOW, log=True)
     head_locs = np.split(locations, np.cumsum([len(h) for h in heads])[:-1])
-    base_locs = [side.locations for side in bases]
     single = all(len(h) == 1 for h in heads) and all(
         len(np.unique(lab)) == len(lab) for lab in labels
     )
@@ -340,8 +345,7 @@ def _run_level(
         logs = [[np.log(h[0])] for h in heads]
         fallback = bootstrap.location_draws(logs, resamples, rng, bootstrap.LOW).var(axis=1)
     return runlevel.fit(
-        base_locs,
-        labels,
+        _baseline(bases, labels, run_shift_sd),
         head_locs,
         resamples,
         rng,
@@ -350,6 +354,23 @@ def _run_level(
         process_var_fallback=fallback,
         aligned=_aligned(heads, labels),
     )
+
+
+def _baseline(
+    sides: list[_kept.BaseSide], labels: list[np.ndarray], run_shift_sd: float
+) -> runlevel.Baseline:
+    """What the run-level model works out from these baseline runs alone: kept with them where
+    every side is kept (the entry holds the sides, so their identities are its key)."""
+    key = None
+    if all(side.kept for side in sides):
+        key = (tuple(map(id, sides)), b"".join(lab.tobytes() for lab in labels), run_shift_sd)
+    found = _KEPT_RUNS.get(key)
+    if found is not None:
+        return found[1]
+    made = runlevel.baseline([s.locations for s in sides], labels, run_shift_sd=run_shift_sd)
+    if key is not None:
+        _KEPT_RUNS.put(key, (sides, made))
+    return made
 
 
 def _aligned(heads: list[list[np.ndarray]], labels: list[np.ndarray]) -> bool:

@@ -19,7 +19,7 @@ the prior alone with one baseline run. A configuration whose runs clearly do not
 common shift (a long GPU kernel beside launch-bound ones) is set apart from it; those set apart
 that clearly move together form a group with shifts of their own (_shift_groups), and each
 process's shift within a group (a GPU process's state, shared by its launch-bound kernels) is
-taken out where that makes the processes agree (_without_process_shifts). The head's
+taken out where that makes the processes agree (_base_without_process_shifts). The head's
 common shift s = u[head] - mean u[base] is estimated jointly from the configurations of its group
 that move with it: on a grid, its posterior is the prior N(0, tau^2), tau^2 = sigma_u^2 (1 +
 1/K), times, per configuration, a mixture of "unchanged" (the configuration's difference is s
@@ -33,7 +33,7 @@ family control sees how the configurations move together.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -53,6 +53,9 @@ APART_EVIDENCE = 4.0
 MIN_RUNS_TO_SET_APART = 3
 # A later group of configurations sharing their runs' shifts has at least this many.
 MIN_GROUP_CONFIGS = 4
+# A Baseline keeps the groups of at most this many patterns of configurations whose process
+# shifts were taken out (each upload has one; hostile ones could make many).
+MAX_TAKE_PATTERNS = 64
 # The normal distribution's 97.5% point, as stdtrit gives it (worked out once).
 _NORMAL_975 = stdtrit(np.inf, 0.975)
 
@@ -68,9 +71,85 @@ class RunFit:
     runs: np.ndarray  # baseline runs per configuration
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """What the model works out from the baseline runs alone: the same for every head run
+    compared with them (compare_many keeps it with the base sides it keeps, stats/_kept.py: the
+    server re-gates every upload of a workload against the same runs). Process locations are
+    centred on each configuration's mean baseline location, so sums of squares stay exact in
+    float64."""
+
+    cb: np.ndarray  # each process location's configuration
+    cell: np.ndarray  # and its (configuration, run) cell
+    k_all: int  # baseline runs
+    centre: np.ndarray  # (C,)
+    yb: np.ndarray  # the process locations, centred
+    counts: np.ndarray  # (C, K) processes per cell
+    run_loc: np.ndarray  # (C, K) each run's median process
+    run_min: np.ndarray  # (C, K) and its fastest
+    groups: list[ShiftGroup]
+    # yb with each process's shift in its group taken out, with its run medians and minima;
+    # None where group i is not the same worker in every configuration, or cannot be seen.
+    shifted: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+    # _shift_groups of the run medians after the process shifts, by which configurations took
+    # them (computed on first use: a few patterns recur from upload to upload).
+    groups_by_take: dict[bytes, list[ShiftGroup]] = field(default_factory=dict)
+
+
+def baseline(
+    base: list[np.ndarray], base_runs: list[np.ndarray], *, run_shift_sd: float
+) -> Baseline:
+    """base[c]: a configuration's baseline process locations; base_runs[c]: their run labels
+    (any ints)."""
+    c_n = len(base)
+    all_runs = np.concatenate(base_runs)
+    labels = np.unique(all_runs)
+    k_all = len(labels)
+    lens = [len(b) for b in base]
+    cb = np.repeat(np.arange(c_n), lens)
+    cell = cb * k_all + np.searchsorted(labels, all_runs)
+    yb = np.concatenate(base)
+    # (With as many processes everywhere, one mean along the rows: the same sums as one row at
+    # a time.)
+    if min(lens) == max(lens):
+        centre = yb.reshape(c_n, -1).mean(axis=1)
+    else:
+        centre = np.array([float(np.mean(b)) for b in base])
+    yb = yb - centre[cb]
+    counts = np.bincount(cell, minlength=c_n * k_all).reshape(c_n, k_all).astype(float)
+    cells = _Cells(cb, cell, c_n, k_all, _run_table(cell, c_n * k_all))
+    run_loc = cells.run_medians(yb)
+    groups = _shift_groups(run_loc, counts, run_shift_sd)
+    shifted = None
+    first = base_runs[0].tolist()
+    if (
+        c_n >= MIN_CONFIGS_FOR_PROCESS_SHIFTS
+        and groups
+        and all(r.tolist() == first for r in base_runs)
+    ):
+        yb2 = _base_without_process_shifts(yb, np.asarray(first), c_n, groups)
+        shifted = (yb2, cells.run_medians(yb2), cells.run_minima(yb2))
+    made = Baseline(
+        cb=cb,
+        cell=cell,
+        k_all=k_all,
+        centre=centre,
+        yb=yb,
+        counts=counts,
+        run_loc=run_loc,
+        run_min=cells.run_minima(yb),
+        groups=_frozen_groups(groups),
+        shifted=shifted,
+    )
+    # Shared by every head run compared with it: an array changed in place by one would
+    # change the others' numbers, so none can be.
+    for a in (cb, cell, centre, yb, counts, run_loc, made.run_min, *(shifted or ())):
+        a.setflags(write=False)
+    return made
+
+
 def fit(
-    base: list[np.ndarray],
-    base_runs: list[np.ndarray],
+    b: Baseline,
     head: list[np.ndarray],
     resamples: int,
     rng: np.random.Generator,
@@ -80,44 +159,45 @@ def fit(
     process_var_fallback: np.ndarray | None = None,
     aligned: bool = False,
 ) -> RunFit:
-    """base[c]: process locations; base_runs[c]: their run labels (any ints); head[c]: the head
-    run's process locations. process_var_fallback: (C,) a process location's variance from its
-    own samples, used only when no run has two processes (no process-to-process spread seen).
-    aligned: every configuration has the same groups in the same order (group i is the same
-    worker process for all of them), so a process's common shift can be seen and set apart."""
-    c_n = len(base)
-    all_runs = np.concatenate(base_runs)
-    labels = np.unique(all_runs)
-    k_all = len(labels)
-    cb = np.repeat(np.arange(c_n), [len(b) for b in base])
-    rb = np.searchsorted(labels, all_runs)
+    """head[c]: the head run's process locations, against the baseline runs b.
+    process_var_fallback: (C,) a process location's variance from its own samples, used only
+    when no run has two processes (no process-to-process spread seen). aligned: every
+    configuration has as many head processes in the same order (group i is the same worker
+    process for all of them), so a process's common shift can be seen and set apart where the
+    baseline's can."""
+    c_n = len(head)
+    k_all = b.k_all
     h_lens = [len(h) for h in head]
     ch = np.repeat(np.arange(c_n), h_lens)
-    yh = np.concatenate(head)
-    # Centre each configuration so sums of squares stay exact in float64 (with as many head
-    # processes everywhere, one mean along the rows: the same sums as one row at a time).
-    if min(h_lens) == max(h_lens):
-        centre = yh.reshape(c_n, -1).mean(axis=1)
-    else:
-        centre = np.array([float(np.mean(h)) for h in head])
-    yb = np.concatenate(base) - centre[cb]
-    yh = yh - centre[ch]
-
-    cells = _Cells(cb, ch, cb * k_all + rb, c_n, k_all)
-    counts = np.bincount(cells.cell, minlength=c_n * k_all).reshape(c_n, k_all).astype(float)
+    yh = np.concatenate(head) - b.centre[ch]
+    heads = _HeadCells(ch, c_n)
+    counts = b.counts
     present = counts > 0
     h_cnt = np.bincount(ch, minlength=c_n).astype(float)
-    run_loc, head_loc = cells.run_medians(yb), cells.head_medians(yh)
+    yb, run_loc, run_min, groups = b.yb, b.run_loc, b.run_min, b.groups
+    head_loc = heads.medians(yh)
 
     # Process-to-process spread, within runs (the head's included); where group i is the same
     # worker in every configuration, with each process's shift in its group taken out where
     # that makes the processes agree better (and then out of the locations too).
-    groups = _shift_groups(run_loc, counts, run_shift_sd)
-    ss_w = cells.spread(yb, yh, run_loc, head_loc)
-    if aligned and c_n >= MIN_CONFIGS_FOR_PROCESS_SHIFTS and groups:
-        yb, yh, ss_w = _process_shifts_out(yb, yh, ss_w, run_loc, head_loc, groups, cells)
-        run_loc, head_loc = cells.run_medians(yb), cells.head_medians(yh)
-        groups = _shift_groups(run_loc, counts, run_shift_sd)
+    ss_w = _spread(yb, yh, run_loc, head_loc, b.cell, b.cb, ch, c_n)
+    if aligned and b.shifted is not None:
+        yb2, run_loc2, run_min2 = b.shifted
+        yh2 = _head_without_process_shifts(yh, c_n, groups)
+        # Measured from the run medians as measured, like ss_w, so the two compare like with
+        # like (from the shifted values' own medians, the 15% slowdowns flagged with one
+        # baseline run fell from 83% to 75% on corpus B).
+        ss_w2 = _spread(yb2, yh2, run_loc, head_loc, b.cell, b.cb, ch, c_n)
+        # A launch-bound kernel shares its process's state, a configuration beside it may not,
+        # and taking the shift out of that one would add noise to it.
+        take = ss_w2 < ss_w
+        yb = np.where(take[b.cb], yb2, yb)
+        yh = np.where(take[ch], yh2, yh)
+        ss_w = np.minimum(ss_w, ss_w2)
+        run_loc = np.where(take[:, None], run_loc2, run_loc)
+        run_min = np.where(take[:, None], run_min2, run_min)
+        head_loc = heads.medians(yh)
+        groups = _groups_after(b, take, run_loc, run_shift_sd)
     df_w = np.where(present, counts - 1, 0).sum(axis=1) + (h_cnt - 1)
     var_e, df_e = _process_variance(ss_w, df_w, process_var_fallback, c_n)
     k_runs = present.sum(axis=1)
@@ -128,10 +208,10 @@ def fit(
     diff = head_loc - base_level
     # The head's median is only as sure as its lower processes agree: interference only adds
     # time, so a median far above the fastest process means two of them may have been hit.
-    gap = head_loc - cells.head_minima(yh)
+    gap = head_loc - heads.minima(yh)
     # (Scaled to 3 processes: with more, more of them must be hit to move the median.)
     head_var = np.maximum(var_e * _median_var(h_cnt), (gap / 2) ** 2 * 3 / h_cnt)
-    run_gap = np.where(present, run_loc - cells.run_minima(yb), 0.0)
+    run_gap = np.where(present, run_loc - run_min, 0.0)
     run_var = np.maximum(
         var_e[:, None] * _median_var(counts), (run_gap / 2) ** 2 * 3 / np.maximum(counts, 1)
     )
@@ -180,88 +260,89 @@ def _rows(x: np.ndarray, which: np.ndarray) -> np.ndarray:
     return x if which.all() else x[which]
 
 
+def _groups_after(
+    b: Baseline, take: np.ndarray, run_loc: np.ndarray, run_shift_sd: float
+) -> list[ShiftGroup]:
+    """_shift_groups of the run medians once the configurations in take had their processes'
+    shifts taken out: the baseline's own groups where none did."""
+    if not take.any():
+        return b.groups
+    k = take.tobytes()
+    found = b.groups_by_take.get(k)
+    if found is None:
+        found = _frozen_groups(_shift_groups(run_loc, b.counts, run_shift_sd))
+        if len(b.groups_by_take) < MAX_TAKE_PATTERNS:
+            b.groups_by_take[k] = found
+    return found
+
+
+def _frozen_groups(groups: list[ShiftGroup]) -> list[ShiftGroup]:
+    """The groups with their arrays read-only: a Baseline's are shared by every head run."""
+    for g in groups:
+        g.members.setflags(write=False)
+        g.u.setflags(write=False)
+    return groups
+
+
+def _run_table(cell: np.ndarray, size: int) -> np.ndarray | None:
+    """(cells, P) the baseline values' indices by cell, or None if the cells differ in size."""
+    per_cell = np.bincount(cell, minlength=size)
+    if per_cell.min() == 0 or per_cell.min() != per_cell.max():
+        return None
+    return np.argsort(cell, kind="stable").reshape(size, -1)
+
+
 @dataclass(frozen=True)
 class _Cells:
-    """Where each process location of the baseline (yb) and the head (yh) belongs: its
-    configuration (cb, ch) and, for the baseline, its (configuration, run) cell."""
+    """Where each baseline process location (yb) belongs: its configuration (cb) and its
+    (configuration, run) cell.
+
+    Where every cell holds as many processes (the usual case), the cells' values are the rows
+    of a table (run_table): medians and minima come from a sort of small rows, not from a sort
+    of all of them by cell and value (which was the model's most called step)."""
 
     cb: np.ndarray
-    ch: np.ndarray
     cell: np.ndarray
     c_n: int
     k_all: int
+    run_table: np.ndarray | None
 
     def run_medians(self, yb: np.ndarray) -> np.ndarray:
         """(C, K) each run's location: the median of its processes (one process beside a noisy
         neighbour moves a mean of three by a third of its shift, a median hardly at all)."""
-        if self._run_table is not None:
-            return _table_medians(yb[self._run_table]).reshape(self.c_n, self.k_all)
+        if self.run_table is not None:
+            return _table_medians(yb[self.run_table]).reshape(self.c_n, self.k_all)
         size = self.c_n * self.k_all
         return _cell_medians(yb, self.cell, size).reshape(self.c_n, self.k_all)
 
     def run_minima(self, yb: np.ndarray) -> np.ndarray:
-        if self._run_table is not None:
-            return yb[self._run_table].min(axis=1).reshape(self.c_n, self.k_all)
+        if self.run_table is not None:
+            return yb[self.run_table].min(axis=1).reshape(self.c_n, self.k_all)
         return _cell_minima(yb, self.cell, self.c_n * self.k_all).reshape(self.c_n, self.k_all)
 
-    def head_medians(self, yh: np.ndarray) -> np.ndarray:
-        if self._head_equal:
-            return _table_medians(yh.reshape(self.c_n, -1))
-        return _cell_medians(yh, self.ch, self.c_n)
 
-    def head_minima(self, yh: np.ndarray) -> np.ndarray:
-        if self._head_equal:
-            return yh.reshape(self.c_n, -1).min(axis=1)
-        return _cell_minima(yh, self.ch, self.c_n)
+@dataclass(frozen=True)
+class _HeadCells:
+    """Each head process location's configuration (ch, in configuration order)."""
 
-    # Where every cell holds as many processes (the usual case), the cells' values are the rows
-    # of a table: medians and minima come from a sort of small rows, not from a sort of all of
-    # them by cell and value (which was the model's most called step).
-    @cached_property
-    def _run_table(self) -> np.ndarray | None:
-        """(C * K, P) the baseline values' indices by cell, or None if the cells differ in size."""
-        per_cell = np.bincount(self.cell, minlength=self.c_n * self.k_all)
-        if per_cell.min() == 0 or per_cell.min() != per_cell.max():
-            return None
-        return np.argsort(self.cell, kind="stable").reshape(len(per_cell), -1)
+    ch: np.ndarray
+    c_n: int
 
     @cached_property
-    def _head_equal(self) -> bool:
-        """Every configuration has as many head processes (ch is in configuration order)."""
+    def _equal(self) -> bool:
+        """Every configuration has as many head processes: then they are a table's rows."""
         per_config = np.bincount(self.ch, minlength=self.c_n)
         return bool(per_config.min() == per_config.max())
 
-    def spread(
-        self, yb: np.ndarray, yh: np.ndarray, run_loc: np.ndarray, head_loc: np.ndarray
-    ) -> np.ndarray:
-        return _spread(yb, yh, run_loc, head_loc, self.cell, self.cb, self.ch, self.c_n)
+    def medians(self, yh: np.ndarray) -> np.ndarray:
+        if self._equal:
+            return _table_medians(yh.reshape(self.c_n, -1))
+        return _cell_medians(yh, self.ch, self.c_n)
 
-
-def _process_shifts_out(
-    yb: np.ndarray,
-    yh: np.ndarray,
-    ss_w: np.ndarray,
-    run_loc: np.ndarray,
-    head_loc: np.ndarray,
-    groups: list[ShiftGroup],
-    cells: _Cells,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The process locations with each process's shift in each group taken out, for the
-    configurations whose processes then agree better, and the spreads: a launch-bound kernel
-    shares its process's state, a configuration beside it may not, and taking the shift out of
-    that one would add noise to it."""
-    runs = cells.cell[cells.cb == 0] % cells.k_all  # group i of configuration 0: its run
-    yb2, yh2 = _without_process_shifts(yb, runs, yh, cells.c_n, groups)
-    # Measured from the run medians as measured, like ss_w, so the two compare like with like
-    # (from the shifted values' own medians, the 15% slowdowns flagged with one baseline run
-    # fell from 83% to 75% on corpus B).
-    ss_w2 = cells.spread(yb2, yh2, run_loc, head_loc)
-    take = ss_w2 < ss_w
-    return (
-        np.where(take[cells.cb], yb2, yb),
-        np.where(take[cells.ch], yh2, yh),
-        np.minimum(ss_w, ss_w2),
-    )
+    def minima(self, yh: np.ndarray) -> np.ndarray:
+        if self._equal:
+            return yh.reshape(self.c_n, -1).min(axis=1)
+        return _cell_minima(yh, self.ch, self.c_n)
 
 
 # Variance of the median of n normal values over that of one value, times n: 1 / efficiency.
@@ -518,17 +599,18 @@ def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.nd
     return np.exp(shrunk), 2.0 * precision
 
 
-def _without_process_shifts(
-    yb: np.ndarray, runs: np.ndarray, yh: np.ndarray, c_n: int, groups: list[ShiftGroup]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Take out each process's shift in each group (a worker beside a noisy neighbour is slow
-    in every configuration; on a GPU each process draws one of two states for its launch-bound
-    kernels), centred on its run's median process so a run's median does not move (one process
-    beside a noisy neighbour stays out of it, where centring on the mean would spread a third of
-    its shift over the run): what the processes share belongs to the run's shift, which the
-    model takes out already, and what a process shares across configurations is not noise of
-    any one of them. Left in, it counts as process-to-process noise of every configuration."""
-    base, head = yb.reshape(c_n, -1).copy(), yh.reshape(c_n, -1).copy()
+def _base_without_process_shifts(
+    yb: np.ndarray, runs: np.ndarray, c_n: int, groups: list[ShiftGroup]
+) -> np.ndarray:
+    """Take out each baseline process's shift in each group (a worker beside a noisy neighbour
+    is slow in every configuration; on a GPU each process draws one of two states for its
+    launch-bound kernels), centred on its run's median process so a run's median does not move
+    (one process beside a noisy neighbour stays out of it, where centring on the mean would
+    spread a third of its shift over the run): what the processes share belongs to the run's
+    shift, which the model takes out already, and what a process shares across configurations
+    is not noise of any one of them. Left in, it counts as process-to-process noise of every
+    configuration. runs: the run of each process (the same in every configuration)."""
+    base = yb.reshape(c_n, -1).copy()
     labels, run_of = np.unique(runs, return_inverse=True)
     per_run = np.bincount(run_of)
     # With as many processes in every run, the runs' processes side by side as (process,
@@ -551,10 +633,18 @@ def _without_process_shifts(
             for r in labels:
                 cols = runs == r
                 w[cols] -= _median_of_all(w[cols])
-        wh = _column_medians(head[m] - head[m].mean(axis=1, keepdims=True))
         base[m] -= w[None, :]
+    return base.ravel()
+
+
+def _head_without_process_shifts(yh: np.ndarray, c_n: int, groups: list[ShiftGroup]) -> np.ndarray:
+    """The same for the head run's processes (one run, centred on its median process)."""
+    head = yh.reshape(c_n, -1).copy()
+    for g in groups:
+        m = g.members
+        wh = _column_medians(head[m] - head[m].mean(axis=1, keepdims=True))
         head[m] -= (wh - _median_of_all(wh))[None, :]
-    return base.ravel(), head.ravel()
+    return head.ravel()
 
 
 def _run_means(members: np.ndarray, blocks: np.ndarray, run_of: np.ndarray, k: int) -> np.ndarray:

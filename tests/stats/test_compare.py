@@ -367,15 +367,22 @@ def test_a_kept_base_side_gives_the_numbers_of_one_worked_out_anew() -> None:
     """The server compares every upload with the same parsed baselines: base sides of frozen
     groups are kept (stats/_kept.py), and a comparison against them, first or later, with the
     same head or another, gives exactly the numbers of the same values given as lists."""
-    from stats.compare import _KEPT
+    from stats.compare import _KEPT, _KEPT_RUNS
 
     frozen, labels = _run_pairs(np.random.default_rng(5), 6, frozen=True)
     plain = [([g.tolist() for g in b], h) for b, h in frozen]
-    before = len(_KEPT)
+    before, runs_before = len(_KEPT), len(_KEPT_RUNS)
     first = stats.compare_many(frozen, seed=1, base_runs=labels)
     assert len(_KEPT) == before + 6  # every side kept
+    assert len(_KEPT_RUNS) == runs_before + 1  # and the run-level model's work on them
     again = stats.compare_many(frozen, seed=1, base_runs=labels)
-    assert len(_KEPT) == before + 6  # and found again, not kept twice
+    assert (len(_KEPT), len(_KEPT_RUNS)) == (before + 6, runs_before + 1)  # found, not kept twice
+    # What is kept is shared by every later comparison, so none of it can be changed.
+    (_, kept_baseline), *_ = reversed(list(_KEPT_RUNS._kept.values()))
+    assert kept_baseline.shifted is not None  # the process-shift path is the one compared here
+    for a in (kept_baseline.yb, kept_baseline.run_loc, *kept_baseline.shifted):
+        with pytest.raises(ValueError):
+            a[0] = 0.0
     expected = _numbers(stats.compare_many(plain, seed=1, base_runs=labels))
     assert _numbers(first) == _numbers(again) == expected
     # Another head against the same kept sides; and unpaired without runs.
@@ -414,8 +421,11 @@ def test_only_sides_that_cannot_change_are_kept_and_bad_ones_never() -> None:
 def test_the_kept_sides_are_bounded_least_recently_used_first() -> None:
     from stats import _kept
 
-    kept = _kept.Kept(size=2)
-    sides = {k: _kept.BaseSide(groups=[], median=float(k), locations=np.zeros(0)) for k in range(3)}
+    kept: _kept.Kept[_kept.BaseSide] = _kept.Kept(size=2)
+    sides = {
+        k: _kept.BaseSide(groups=[], median=float(k), locations=np.zeros(0), kept=True)
+        for k in range(3)
+    }
     kept.put((0,), sides[0])
     kept.put((1,), sides[1])
     assert kept.get((0,)) is sides[0]  # now the most recently used
