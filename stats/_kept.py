@@ -24,7 +24,7 @@ import numpy as np
 KEEP_SIDES = 4096
 # Baseline sets kept (one per workload and its baseline runs), each with the run-level model's
 # work on them (stats/runlevel.py Baseline: a few arrays of the sides' size).
-KEEP_BASELINES = 256
+KEEP_BASELINES = 64
 _FLOAT64 = np.dtype(np.float64)
 T = TypeVar("T")
 
