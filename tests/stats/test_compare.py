@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -347,6 +349,11 @@ def _run_pairs(rng: np.random.Generator, configs: int, frozen: bool) -> tuple[li
     return pairs, labels
 
 
+def _compare_module() -> Any:
+    """stats/compare.py itself (the package's `stats.compare` is the function)."""
+    return importlib.import_module("stats.compare")
+
+
 def _numbers(cs: list[stats.Comparison]) -> list[tuple]:
     return [
         (
@@ -363,22 +370,27 @@ def _numbers(cs: list[stats.Comparison]) -> list[tuple]:
     ]
 
 
-def test_a_kept_base_side_gives_the_numbers_of_one_worked_out_anew() -> None:
+def test_a_kept_base_side_gives_the_numbers_of_one_worked_out_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The server compares every upload with the same parsed baselines: base sides of frozen
     groups are kept (stats/_kept.py), and a comparison against them, first or later, with the
     same head or another, gives exactly the numbers of the same values given as lists."""
-    from stats.compare import _KEPT, _KEPT_RUNS
+    from stats import _kept
 
+    # Empty stores of their own: other tests may have filled the module's to their bounds.
+    kept_sides: _kept.Kept[_kept.BaseSide] = _kept.Kept(_kept.KEEP_SIDES)
+    kept_runs: _kept.Kept[Any] = _kept.Kept(_kept.KEEP_BASELINES)
+    monkeypatch.setattr(_compare_module(), "_KEPT", kept_sides)
+    monkeypatch.setattr(_compare_module(), "_KEPT_RUNS", kept_runs)
     frozen, labels = _run_pairs(np.random.default_rng(5), 6, frozen=True)
     plain = [([g.tolist() for g in b], h) for b, h in frozen]
-    before, runs_before = len(_KEPT), len(_KEPT_RUNS)
     first = stats.compare_many(frozen, seed=1, base_runs=labels)
-    assert len(_KEPT) == before + 6  # every side kept
-    assert len(_KEPT_RUNS) == runs_before + 1  # and the run-level model's work on them
+    assert (len(kept_sides), len(kept_runs)) == (6, 1)  # every side, and the model's work on them
     again = stats.compare_many(frozen, seed=1, base_runs=labels)
-    assert (len(_KEPT), len(_KEPT_RUNS)) == (before + 6, runs_before + 1)  # found, not kept twice
+    assert (len(kept_sides), len(kept_runs)) == (6, 1)  # found again, not kept twice
     # What is kept is shared by every later comparison, so none of it can be changed.
-    (_, kept_baseline), *_ = reversed(list(_KEPT_RUNS._kept.values()))
+    ((_, kept_baseline),) = kept_runs._kept.values()
     assert kept_baseline.shifted is not None  # the process-shift path is the one compared here
     for a in (kept_baseline.yb, kept_baseline.run_loc, *kept_baseline.shifted):
         with pytest.raises(ValueError):
@@ -396,9 +408,13 @@ def test_a_kept_base_side_gives_the_numbers_of_one_worked_out_anew() -> None:
     )
 
 
-def test_only_sides_that_cannot_change_are_kept_and_bad_ones_never() -> None:
+def test_only_sides_that_cannot_change_are_kept_and_bad_ones_never(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from stats import _kept
-    from stats.compare import _KEPT
+
+    kept_sides: _kept.Kept[_kept.BaseSide] = _kept.Kept(_kept.KEEP_SIDES)
+    monkeypatch.setattr(_compare_module(), "_KEPT", kept_sides)
 
     (frozen_group,) = stats.frozen_groups([[1.0, 2.0]])
     with pytest.raises(ValueError):  # a view of bytes: numpy will not make it writable
@@ -411,11 +427,10 @@ def test_only_sides_that_cannot_change_are_kept_and_bad_ones_never() -> None:
         assert _kept.key(side) is None
     # A frozen side that fails the checks raises every time and is never kept.
     bad = list(stats.frozen_groups([[1.0] * 10, [1.0] * 9 + [-1.0]]))
-    before = len(_KEPT)
     for _ in range(2):
         with pytest.raises(ValueError, match=r"base\[1\] contains a time <= 0"):
             stats.compare_many([(bad, [[1.0] * 10])], seed=0, base_runs=[[0, 1]])
-    assert len(_KEPT) == before
+    assert len(kept_sides) == 0
 
 
 def test_the_kept_sides_are_bounded_least_recently_used_first() -> None:
