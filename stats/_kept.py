@@ -65,14 +65,14 @@ class Kept(Generic[T]):
         if k is None:
             return None
         with self._lock:
-            side = self._kept.get(k)
-            if side is not None:
+            value = self._kept.get(k)
+            if value is not None:
                 self._kept.move_to_end(k)
-            return side
+            return value
 
-    def put(self, k: Hashable, side: T) -> None:
+    def put(self, k: Hashable, value: T) -> None:
         with self._lock:
-            self._kept[k] = side
+            self._kept[k] = value
             self._kept.move_to_end(k)
             while len(self._kept) > self.size:
                 self._kept.popitem(last=False)
