@@ -16,6 +16,7 @@ from gate_server.db import Database, audit, change_points, repositories
 from gate_server.db.change_points import STATUSES
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.endpoints import authenticated, parse_json, read_body, require_json
+from gate_server.numbers import whole_number
 from gate_server.openapi import BODY_ERRORS, NOT_BLANK, endpoint, error, json_body, query
 from gate_server.services import services
 
@@ -158,7 +159,7 @@ def acknowledge_change_point(
     database: Database, token: TokenRecord, raw_id: str, note: str
 ) -> dict[str, Any]:
     """Record the note on a change point of the token's repository; audited."""
-    change_id = int(raw_id) if raw_id.isdigit() and len(raw_id) < 19 else None
+    change_id = whole_number(raw_id)
     with database.write() as conn:
         found = None if change_id is None else change_points.by_id(conn, change_id)
         if found is None or found.repository_id != token.repository_id:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gate_server.errors import SettingsError
 from gate_server.github.oidc import DEFAULT_ISSUER
+from gate_server.numbers import whole_number
 from rnx.config import GateSettings
 from rnx_github.app_auth import AppCredentials
 from rnx_github.client import DEFAULT_API_URL
@@ -159,7 +160,7 @@ def _github_app(env: Mapping[str, str], api_url: str) -> AppCredentials | None:
         )
     if not app_id or not key:
         return None
-    if not app_id.isdigit():
+    if whole_number(app_id) is None:
         raise SettingsError(f"RNX_GITHUB_APP_ID={app_id!r} must be the App's numeric id")
     if "PRIVATE KEY" not in key:
         raise SettingsError("RNX_GITHUB_APP_PRIVATE_KEY must be the App's PEM private key")
