@@ -73,7 +73,9 @@ def _from_bearer(database: Database, authorization: str) -> Viewer:
 
 def _from_session(database: Database, state: DashboardState, cookie: str | None) -> Viewer | None:
     session = state.signer.read(cookie, now=time.time())
-    token_id = None if session is None else whole_number(session.token_id)
+    if session is None:
+        return None
+    token_id = whole_number(session.token_id)
     if token_id is None:
         return None
     with database.read() as conn:
