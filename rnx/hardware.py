@@ -70,8 +70,9 @@ class Side:
         """What it ran on, in a few words: the GPU's name, else the CPU's."""
         # `hardware` is free-form in the schema (what the harness saw): any shape is drawn.
         hw = self.document.environment.hardware
-        found = hw.get("gpus") if isinstance(hw.get("gpus"), list) else []
-        gpus = [g.get("name") for g in found if isinstance(g, dict)]
+        found = hw.get("gpus")
+        listed: list[Any] = found if isinstance(found, list) else []
+        gpus = [g.get("name") for g in listed if isinstance(g, dict)]
         if gpus and gpus[0]:
             return f"{len(gpus)}× {gpus[0]}" if len(gpus) > 1 else str(gpus[0])
         cpu = hw.get("cpu_model") or hw.get("machine") or "unknown"

@@ -236,7 +236,7 @@ def _history_runs(
     return out
 
 
-def _as_the_schema_reads(document: str) -> dict[str, Any]:
+def _as_the_schema_reads(document: str | bytes) -> dict[str, Any]:
     """A stored document with the schema's defaults filled in (a document may leave out `tool`
     or a correctness record's errors), so the page finds every field it draws. A document
     today's schema no longer reads is drawn as stored."""
