@@ -11,6 +11,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gate_server.answers import ApiError
+from gate_server.auth import actor_of
+from gate_server.branches import current_name
 from gate_server.changes import change_point_view
 from gate_server.db import Database, audit, change_points, repositories
 from gate_server.db.change_points import STATUSES
@@ -19,6 +21,7 @@ from gate_server.endpoints import authenticated, parse_json, read_body, require_
 from gate_server.numbers import whole_number
 from gate_server.openapi import BODY_ERRORS, NOT_BLANK, endpoint, error, json_body, query
 from gate_server.services import services
+from rnx.branches import branch_matches
 
 MAX_NOTE_CHARS = 2000
 MAX_NOTE_BODY = 64 * 1024
@@ -166,7 +169,18 @@ def acknowledge_change_point(
             raise ApiError(
                 404, "change_point_not_found", f"no change point {raw_id[:40]!r} of this repository"
             )
-        actor = f"token:{token.id}"
+        # Silencing a regression on a branch takes a credential for that branch: not an OIDC
+        # token of pull-request code or of another branch, nor a CI token of other branches.
+        branch = current_name(conn, found.repository_id, found.branch)
+        if not branch_matches(token.branches, branch):
+            raise ApiError(
+                403,
+                "branch_out_of_scope",
+                f"the change point is on branch {branch!r}, which this credential may not "
+                f"speak for ({', '.join(token.branches) or 'no baseline branch'}); use a CI "
+                f"token for that branch, or an OIDC token of a push to it",
+            )
+        actor = actor_of(token)
         change_points.acknowledge(conn, found.id, note=note, actor=actor)
         audit.record(
             conn,
