@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from action import action_ref
 from action.inputs import WORKLOAD_SUFFIXES, parse_runtimes, read_connection
 from action.publish import github_client
 from rnx.config import parse_config
@@ -21,8 +22,6 @@ from rnx_github.client import DEFAULT_API_URL, GitHubClient, GitHubError
 
 WORKFLOW_PATH = ".github/workflows/kernalin.yml"
 CONFIG_PATH = "kernalin.yml"
-# Where users get the action from; --action-ref points a fork or a pinned sha elsewhere.
-DEFAULT_ACTION_REF = "rnx-benchmark/rnx-benchmark@v0"
 PR_BRANCH = "rnx-benchmark/add-ci-gate"
 _SKIP_DIRS = {
     ".git",
@@ -58,6 +57,7 @@ jobs:
           python-version: "3.11"
       # The action uses the runner's torch and never replaces it: install the build you need.
       - run: pip install torch --index-url https://download.pytorch.org/whl/cpu
+      # {action_note}
       - uses: {action_ref}
         with:
           kernalin-token: ${{{{ secrets.KERNALIN_TOKEN }}}}
@@ -100,7 +100,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", action="append", default=[], help="workload file (repeatable)")
     p.add_argument("--runtimes", default="pytorch_eager", help="comma-separated runtimes")
     p.add_argument("--branch", default="main", help="the baseline branch (default main)")
-    p.add_argument("--action-ref", default=DEFAULT_ACTION_REF, help="owner/repo@ref of the action")
+    p.add_argument(
+        "--action-ref",
+        "--action",
+        help="OWNER/REPO@REF of the action (default: the repository and commit this "
+        "rnx-benchmark was pip-installed from with a git URL)",
+    )
     p.add_argument(
         "--schedule",
         help="also run on a schedule (nightly, weekly or a cron expression): scheduled runs "
@@ -143,7 +148,7 @@ def render(
     *,
     runtimes: list[str],
     branch: str,
-    action_ref: str,
+    action: action_ref.ActionRef,
     schedule: str | None = None,
 ) -> Files:
     config = {
@@ -170,7 +175,14 @@ def render(
             name=schedule if schedule in SCHEDULES else "scheduled", cron=schedule_cron(schedule)
         )
     )
-    workflow = WORKFLOW.format(branch=branch, action_ref=action_ref, schedule=on_schedule)
+    note = (
+        f"rnx-benchmark's action: {action.note}"
+        if action.known
+        else f"FILL IN the action's repository and tag or commit ({action.note})"
+    )
+    workflow = WORKFLOW.format(
+        branch=branch, action_ref=action.uses, action_note=note, schedule=on_schedule
+    )
     return Files(workflow, text)
 
 
@@ -231,6 +243,23 @@ def open_pull_request(gh: GitHubClient, repo: str, files: Files, *, branch: str 
     return str(pull["html_url"])
 
 
+_USES = r"[A-Za-z0-9-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_./-]+)?@[A-Za-z0-9_./-]+"
+
+
+def _action(flag: str | None) -> action_ref.ActionRef:
+    if flag is None:
+        return action_ref.installed()
+    # owner/repo[/path]@ref: what GitHub accepts in `uses:` for an action in a repository.
+    if not re.fullmatch(
+        r"[A-Za-z0-9-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_./-]+)?@[A-Za-z0-9_./-]+", flag
+    ):
+        raise UserError(
+            f"--action-ref {flag!r}: give OWNER/REPO@REF, e.g. acme/rnx-benchmark@v1 or a "
+            "40-character commit"
+        )
+    return action_ref.ActionRef(flag, "given with --action-ref")
+
+
 def main(argv: list[str], *, env: Mapping[str, str] | None = None) -> int:
     args = _parser().parse_args(argv)
     env = os.environ if env is None else env
@@ -242,12 +271,9 @@ def main(argv: list[str], *, env: Mapping[str, str] | None = None) -> int:
             "get_inputs(), or an .onnx model)"
         )
     runtimes = list(parse_runtimes(args.runtimes))
+    action = _action(args.action_ref)
     files = render(
-        workloads,
-        runtimes=runtimes,
-        branch=args.branch,
-        action_ref=args.action_ref,
-        schedule=args.schedule,
+        workloads, runtimes=runtimes, branch=args.branch, action=action, schedule=args.schedule
     )
 
     if args.open_pr:
@@ -256,6 +282,11 @@ def main(argv: list[str], *, env: Mapping[str, str] | None = None) -> int:
         token = read_connection(env).github_token or env.get("GH_TOKEN")
         if not repo or not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
             raise UserError("--open-pr needs --repo OWNER/NAME")
+        if not action.known:
+            raise UserError(
+                f"--open-pr needs --action-ref OWNER/REPO@REF ({action.note}): a pull request "
+                f"must not add a workflow that cannot run"
+            )
         if not token:
             raise UserError(
                 "--open-pr needs a GitHub token in GITHUB_TOKEN (or GH_TOKEN) allowed to write "
@@ -275,6 +306,12 @@ def main(argv: list[str], *, env: Mapping[str, str] | None = None) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path.relative_to(root)}")
+    if not action.known:
+        print(
+            f"fill in: {WORKFLOW_PATH} says `uses: {action_ref.PLACEHOLDER}` because "
+            f"{action.note}; put the repository and tag or commit you install rnx-benchmark "
+            "from there, or run again with --action-ref OWNER/REPO@REF --force"
+        )
     print(
         "next: set the KERNALIN_TOKEN secret (rnx token create) and the KERNALIN_URL variable, "
         "then commit both files"

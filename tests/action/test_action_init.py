@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from action.action_ref import from_direct_url
 from action.init import CONFIG_PATH, PR_BRANCH, WORKFLOW_PATH
 from rnx.config import load_config
 from rnx_cli.main import main as rnx
@@ -27,6 +29,33 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+COMMIT = "3f2c9a1e" * 5
+
+
+def installed_from(root: Path, direct_url: dict[str, object] | None) -> str:
+    """An rnx-benchmark distribution on sys.path, ahead of the shared venv's editable one,
+    recorded as pip records it (PEP 610's direct_url.json)."""
+    info = root / "site" / "rnx_benchmark-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rnx-benchmark\nVersion: 0.1.0\n")
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(json.dumps(direct_url))
+    return str(root / "site")
+
+
+@pytest.fixture
+def from_github(
+    project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # pip install "rnx-benchmark @ git+https://github.com/acme/rnx-benchmark@v1"
+    record = {
+        "url": "https://github.com/acme/rnx-benchmark",
+        "vcs_info": {"vcs": "git", "commit_id": COMMIT, "requested_revision": "v1"},
+    }
+    monkeypatch.syspath_prepend(installed_from(tmp_path_factory.mktemp("dist"), record))
+
+
+@pytest.mark.usefixtures("from_github")
 def test_init_writes_a_workflow_and_a_valid_config(project: Path) -> None:
     assert rnx(["init", "--workload", "kernels/attention.py"]) == 0
     config = load_config(project / CONFIG_PATH)
@@ -34,7 +63,7 @@ def test_init_writes_a_workflow_and_a_valid_config(project: Path) -> None:
     workflow = yaml.safe_load((project / WORKFLOW_PATH).read_text())
     steps = workflow["jobs"]["gate"]["steps"]
     gate = steps[-1]
-    assert gate["uses"].startswith("rnx-benchmark/")
+    assert gate["uses"] == "acme/rnx-benchmark@" + COMMIT  # what it was installed from
     assert gate["with"]["kernalin-token"] == "${{ secrets.KERNALIN_TOKEN }}"
     assert workflow["permissions"]["id-token"] == "write"
     # A second run refuses to overwrite what the user may have edited.
@@ -91,6 +120,7 @@ def github() -> Iterator[tuple[str, State]]:
         yield url, st
 
 
+@pytest.mark.usefixtures("from_github")
 def test_open_pr_through_the_rest_api(
     project: Path, github: tuple[str, State], monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
@@ -114,10 +144,11 @@ def test_open_pr_through_the_rest_api(
     assert pull["head"]["ref"] == PR_BRANCH and pull["base"]["ref"] == "main"
     assert "opened https://github.com/acme/kernels/pull/1" in capsys.readouterr().out
     assert "kernels/attention.py" in repo.files[(PR_BRANCH, CONFIG_PATH)]
-    assert "uses: rnx-benchmark/" in repo.files[(PR_BRANCH, WORKFLOW_PATH)]
+    assert f"uses: acme/rnx-benchmark@{COMMIT}" in repo.files[(PR_BRANCH, WORKFLOW_PATH)]
     assert not (project / WORKFLOW_PATH).exists()  # nothing written locally
 
 
+@pytest.mark.usefixtures("from_github")
 def test_open_pr_without_workflow_permission_says_what_token_to_use(
     project: Path, github: tuple[str, State], monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
@@ -139,3 +170,61 @@ def test_open_pr_without_workflow_permission_says_what_token_to_use(
     err = capsys.readouterr().err
     assert "'workflow' scope" in err and "Workflows: write" in err
     assert state.repos["acme/kernels"].pulls == []
+
+
+@pytest.mark.parametrize(
+    ("record", "why"),
+    [
+        (None, "not installed from a git URL"),  # from an index or a wheel file
+        ({"url": "file:///src/rnx-benchmark", "dir_info": {"editable": True}}, "not a git URL"),
+        (
+            {"url": "https://gitlab.com/acme/rnx", "vcs_info": {"vcs": "git", "commit_id": COMMIT}},
+            "not a repository on github.com",
+        ),
+    ],
+)
+def test_init_without_a_known_source_writes_a_placeholder_and_says_so(
+    project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+    record: dict[str, object] | None,
+    why: str,
+) -> None:
+    monkeypatch.syspath_prepend(installed_from(tmp_path_factory.mktemp("dist"), record))
+    assert rnx(["init", "--workload", "kernels/attention.py"]) == 0
+    out = capsys.readouterr().out
+    assert "fill in:" in out and "--action-ref OWNER/REPO@REF" in out and why in out
+    text = (project / WORKFLOW_PATH).read_text()
+    assert "uses: OWNER/REPO@REF" in text and "# FILL IN" in text
+    # A pull request must not add a workflow that cannot run.
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_workflow")
+    args = ["init", "--workload", "kernels/attention.py", "--open-pr", "--repo", "acme/kernels"]
+    assert rnx(args) == 2
+    assert "--open-pr needs --action-ref" in capsys.readouterr().err
+    # --action-ref fills it in.
+    args = ["init", "--workload", "kernels/attention.py", "--force", "--action-ref"]
+    assert rnx([*args, "acme/rnx-benchmark@v1"]) == 0
+    gate = yaml.safe_load((project / WORKFLOW_PATH).read_text())["jobs"]["gate"]["steps"][-1]
+    assert gate["uses"] == "acme/rnx-benchmark@v1"
+    assert rnx([*args, "rnx-benchmark"]) == 2
+    assert "give OWNER/REPO@REF" in capsys.readouterr().err
+
+
+def test_action_ref_from_the_urls_pip_records() -> None:
+    vcs = {"vcs": "git", "commit_id": COMMIT}
+    for url in (
+        "https://github.com/acme/rnx-benchmark.git",
+        "ssh://git@github.com/acme/rnx-benchmark.git",
+        "git@github.com:acme/rnx-benchmark",
+    ):
+        ref = from_direct_url(json.dumps({"url": url, "vcs_info": vcs}))
+        assert ref.uses == f"acme/rnx-benchmark@{COMMIT}", url
+    sub = {"url": "https://github.com/acme/mono", "vcs_info": vcs, "subdirectory": "tools/rnx"}
+    assert from_direct_url(json.dumps(sub)).uses == f"acme/mono/tools/rnx@{COMMIT}"
+    # A credential in a hand-made record reaches neither the note nor the workflow.
+    leaky = {"url": "https://x-access-token:ghs_secret@github.com/acme/rnx", "vcs_info": vcs}
+    ref = from_direct_url(json.dumps(leaky))
+    assert ref.uses == f"acme/rnx@{COMMIT}" and "ghs_secret" not in ref.note
+    assert not from_direct_url("{not json").known
+    assert not from_direct_url(json.dumps({"url": sub["url"], "vcs_info": {"vcs": "git"}})).known
