@@ -3,21 +3,55 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 
 from rnx.config import GateSettings, load_config, override
-from rnx.formatting import SPEED_OF_LIGHT_NOTE, format_peaks
+from rnx.formatting import SPEED_OF_LIGHT_NOTE, format_peaks, format_ratio
 from rnx.plain_table import comparison_table
 from rnx.schema import GateReport, ResultsDocument, load_results
 from rnx.verdict import evaluate
 
+# Beyond this the medians' ratio and the ratio read as different numbers (the medians are printed
+# to three significant digits, a rounding of up to 0.5% each).
+_RATIO_AGREES = 0.01
+_PAIRED_RATIO = (
+    "in paired mode the ratio is the middle (45th-55th percentile) of each round's head/base "
+    "ratio, base and head timed in turn in one process, bootstrapped over the processes; "
+    "noise a round shares cancels in its ratio but moves both medians"
+)
+_SINGLE_RATIO = (
+    "the ratio compares each worker process's fast band of times (its 10th-40th percentile: "
+    "interference only ever adds time), bootstrapped over processes and baseline runs; the "
+    "medians pool every sample of a side, so slow stragglers and one slow process move them"
+)
 
-def format_table(report: GateReport) -> str:
+
+def ratio_notes(report: GateReport, *, paired: bool) -> list[str]:
+    """Why a ratio differs from the ratio of the medians printed beside it, where it does."""
+    differing = []
+    for c in report.comparisons:
+        if c.ratio and c.base_median_ns and c.head_median_ns:
+            medians = c.head_median_ns / c.base_median_ns
+            if abs(math.log(c.ratio / medians)) > math.log1p(_RATIO_AGREES):
+                differing.append(
+                    f"{c.id} (ratio {format_ratio(c.ratio)}, medians {format_ratio(medians)})"
+                )
+    if not differing:
+        return []
+    return [
+        f"note: the ratio is not head median / base median for {', '.join(differing)}:",
+        f"      {_PAIRED_RATIO if paired else _SINGLE_RATIO} (docs/statistics.md)",
+    ]
+
+
+def format_table(report: GateReport, *, paired: bool = False) -> str:
     """The per-configuration table, then the tier and its reasons (and, when the documents
     carry speed-of-light scores, a column of them, base -> head, and the peaks they use)."""
     with_sol = any(c.speed_of_light or c.base_speed_of_light for c in report.comparisons)
     lines = comparison_table(report.comparisons)
+    lines.extend(ratio_notes(report, paired=paired))
     lines.append("")
     lines.append(f"tier: {report.tier}")
     lines.extend(f"  - {reason}" for reason in report.reasons)
@@ -80,8 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
     report = evaluate(head, [base], gate, seed=args.seed)
-    print(report.model_dump_json(indent=2) if args.json else format_table(report))
+    paired = head.settings.mode == "paired"
+    print(report.model_dump_json(indent=2) if args.json else format_table(report, paired=paired))
     return 1 if report.tier == "BLOCK" else 0
 
 
-__all__ = ["format_table", "main"]
+__all__ = ["format_table", "main", "ratio_notes"]

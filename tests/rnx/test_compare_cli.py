@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 
 from rnx.schema import GateReport
 from rnx_cli.main import main as rnx
+from tests.support.factories import make_results
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -116,3 +118,35 @@ def test_installed_console_script_exit_codes() -> None:
     )
     assert blocked.returncode == 1
     assert json.loads(blocked.stdout)["tier"] == "BLOCK"
+
+
+def test_a_ratio_unlike_the_medians_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The base's processes run 40% of their calls at 1.0 ms and 60% at 1.2 ms (its median is
+    # 1.2 ms, its fast band 1.0 ms); the head runs every call at 4.2 ms. The medians give 3.5x,
+    # the estimate 4.2x: the table must say why the two disagree.
+    config = [("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8)]
+    base = make_results(configs=config, spread=0.002, seed=1).model_dump(mode="json")
+    head = make_results(configs=config, spread=0.002, seed=2).model_dump(mode="json")
+    for b, h in zip(base["configurations"], head["configurations"], strict=True):
+        times = b["samples"]["ns"]
+        if b["batch_size"] == 1:
+            b["samples"]["ns"] = [t * (1.0 if i % 10 < 4 else 1.2) for i, t in enumerate(times)]
+        h["samples"]["ns"] = [int(t * 4.2) for t in h["samples"]["ns"]]
+        b["samples"]["ns"] = [int(t) for t in b["samples"]["ns"]]
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    (tmp_path / "head.json").write_text(json.dumps(head))
+    assert rnx(["compare", str(tmp_path / "base.json"), str(tmp_path / "head.json")]) == 1
+    out = capsys.readouterr().out
+    (note,) = [line for line in out.splitlines() if line.startswith("note: the ratio")]
+    # Only the configuration whose medians disagree is named, with both numbers.
+    assert re.search(r"pytorch_eager/float32/bs1 \(ratio 4\.[12]\d\d×, medians 3\.5\d\d×\)", note)
+    assert "bs8" not in note
+    assert "fast band" in out and "docs/statistics.md" in out
+
+
+def test_a_ratio_like_the_medians_has_no_note(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = str(DATA / "results-v1-single.json")
+    assert rnx(["compare", doc, doc]) == 0
+    assert "note: the ratio" not in capsys.readouterr().out
