@@ -188,7 +188,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> ServerSettings:
     env = os.environ if env is None else env
     api_url = _url(env, "RNX_GITHUB_API_URL", DEFAULT_API_URL) or DEFAULT_API_URL
     return ServerSettings(
-        database_url=env.get("RNX_DATABASE_URL", "").strip() or default_database_url(),
+        database_url=(_secret(env, "RNX_DATABASE_URL") or "").strip() or default_database_url(),
         host=env.get("RNX_HOST", "").strip() or ServerSettings.host,
         receipt_key_pem=_secret(env, "RNX_RECEIPT_KEY"),
         public_url=_url(env, "RNX_PUBLIC_URL", None),

@@ -344,3 +344,24 @@ def test_names_and_reasons_cannot_forge_links_or_mentions(http: HttpReceiver) ->
     assert "&lt;!here&gt;" in slack and "&lt;img src=x" in slack
     assert "](https://evil.example)" not in teams and "](" not in teams.replace("]\\u200b(", "")
     assert "[the fix]\\u200b(https://evil.example)" in teams
+
+
+def test_slack_notification_text_mentions_and_links_nothing(http: HttpReceiver) -> None:
+    # `text` is what Slack's notifications show, and Slack parses it too.
+    run = {**_run(), "branch": "release/<!channel>"}
+    answer = {**_answer(), "reasons": ["<https://evil.example/login|Click to re-run> failed"]}
+    answer["comparisons"] = [
+        {**answer["comparisons"][0], "id": "<https://evil.example/login|Click to re-run>"}
+    ]
+    facts = block_event(repository="acme/kernels", answer=answer, run=run)
+    _send(channels.slack_channel(f"{http.url}/hook"), facts, "d")
+    sent = http.received[0].json()
+    # What Slack parses: `text` and every mrkdwn text (a header's plain_text is shown as is).
+    parsed = [sent["text"]]
+    for block in sent["blocks"]:
+        for part in [block.get("text"), *block.get("fields", []), *block.get("elements", [])]:
+            if part and part.get("type") == "mrkdwn":
+                parsed.append(part["text"])
+    for text in parsed:
+        assert "<!channel>" not in text and "<https://evil.example" not in text, text
+    assert "release/&lt;!channel&gt;" in sent["text"]
