@@ -3,13 +3,17 @@
 Runs the real commands, each as its own process, as a user would: `rnx serve` (SQLite, a
 loopback port), `rnx token create`, then `rnx gate` on an example kernel as CI would: a
 baseline push to main, a pull request that leaves the kernel unchanged and one that makes it
-slower. Prints each verdict and its run page, then stops the server. Everything lives in
-.demo/ (git-ignored) and is recreated on each run.
+slower. Prints each verdict and its run page, what each tier does to a CI job, and a viewer
+token's file for the dashboard; then keeps the server up until Ctrl-C (on a terminal) or
+stops it and prints the one command that brings it back. Everything lives in .demo/
+(git-ignored) and is recreated on each run.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -126,15 +130,22 @@ def _clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-@contextmanager
-def _serve(
-    database_url: str, work: Path, server_env: dict[str, str] | None = None
-) -> Iterator[str]:
-    """`rnx serve` on a free loopback port until the block ends; yields its URL once ready.
-    server_env: its RNX_* settings (default: the demo's, SERVER_ENV)."""
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _serve(
+    database_url: str,
+    work: Path,
+    server_env: dict[str, str] | None = None,
+    port: int | None = None,
+) -> Iterator[str]:
+    """`rnx serve` on a loopback port (a free one by default) until the block ends; yields its
+    URL once ready. server_env: its RNX_* settings (default: the demo's, SERVER_ENV)."""
+    port = _free_port() if port is None else port
     url = f"http://127.0.0.1:{port}"
     args = ["serve", "--host", "127.0.0.1", "--port", str(port), "--database-url", database_url]
     log = work / "server.log"
@@ -185,6 +196,67 @@ def _create_token(work: Path, database_url: str) -> str:
     if created.returncode != 0:
         raise RuntimeError(f"rnx token create failed: {created.stderr}")
     return created.stdout.strip().splitlines()[-1]
+
+
+def _create_viewer_token(work: Path, database_url: str) -> Path:
+    """A dashboard token, kept in a file (a secret is never printed): its path."""
+    created = _rnx(
+        "token",
+        "create",
+        "--workspace",
+        "demo",
+        "--viewer",
+        "--database-url",
+        database_url,
+        cwd=work,
+    )
+    if created.returncode != 0:
+        raise RuntimeError(f"rnx token create --viewer failed: {created.stderr}")
+    path = work / "viewer-token.txt"
+    path.write_text(created.stdout.strip().splitlines()[-1] + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def serve_command(port: int, database_url: str) -> str:
+    """The one command that brings the demo's server (and its dashboard) back."""
+    settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in SERVER_ENV.items())
+    args = ["serve", "--host", "127.0.0.1", "--port", str(port), "--database-url", database_url]
+    return f"{settings} {shlex.join(_rnx_command(*args))}"
+
+
+SETTINGS_NOTE = (
+    "pull requests are compared in paired mode (base and head measured in turn in the same "
+    "job, so this machine's noise cancels), with rope 10% (changes under 10% count as equal: "
+    "few samples keep the demo short) and a 25% block threshold. A real gate's defaults: "
+    "baseline mode, rope 2% (kernalin.yml, docs/configuration.md)."
+)
+LEGEND = (
+    "PASS   the CI job succeeds: no credible slowdown.",
+    "WARN   the CI job succeeds with a warning: a slowdown below the block threshold, "
+    "undecided configurations, or no baseline yet.",
+    "BLOCK  the CI job fails (mode enforce): a credible slowdown beyond the threshold or a "
+    "broken runtime; a code owner may accept it with `/kernalin accept <reason>`.",
+)
+
+
+def dashboard_lines(url: str, viewer_token: Path) -> list[str]:
+    return [
+        f"dashboard: {url}/  (sign in at {url}/login with the viewer token in {viewer_token})",
+        "",
+        "what each tier does to a CI job:",
+        *(f"  {line}" for line in LEGEND),
+    ]
+
+
+def _hold(url: str) -> None:
+    """Until Ctrl-C: the dashboard stays up to look at."""
+    print(f"\nthe gate server stays up at {url} until Ctrl-C")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print()
 
 
 def _outputs(path: Path) -> dict[str, str]:
@@ -264,7 +336,20 @@ def _gate_all(repo: Path, work: Path, server: str, token: str) -> list[Gated]:
     return runs
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m rnx_cli.demo", description=__doc__)
+    p.add_argument(
+        "--wait",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep the server up until Ctrl-C (default: when run on a terminal)",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    wait = sys.stdin.isatty() and sys.stdout.isatty() if args.wait is None else args.wait
     work = Path(".demo").resolve()
     shutil.rmtree(work, ignore_errors=True)
     repo = work / "repo"
@@ -274,15 +359,23 @@ def main() -> int:
     database_url = f"sqlite:///{work / 'gate.db'}"
 
     print(f"starting the gate server on loopback (SQLite: {work / 'gate.db'})")
-    with _serve(database_url, work) as url:
+    print(f"  {SETTINGS_NOTE}")
+    port = _free_port()
+    with _serve(database_url, work, port=port) as url:
         print(f"  listening on {url}")
         token = _create_token(work, database_url)
         print(f"created a CI token for {REPOSITORY} ({token[:11]}...)\n")
         runs = _gate_all(repo, work, url, token)
-    print("stopped the gate server")
-    print("\nsummary:")
-    for r in runs:
-        print(f"  {r.tier:<5}  {r.title}  {r.url}")
+        viewer = _create_viewer_token(work, database_url)
+        print("summary:")
+        for r in runs:
+            print(f"  {r.tier:<5}  {r.title}  {r.url}")
+        print()
+        print("\n".join(dashboard_lines(url, viewer)))
+        if wait:
+            _hold(url)
+    print("stopped the gate server; to bring it back with its dashboard and runs, run:")
+    print(f"  {serve_command(port, database_url)}")
     return 0
 
 
