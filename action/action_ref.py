@@ -1,12 +1,15 @@
-"""The `uses:` reference `rnx init` writes: the repository and commit this rnx-benchmark was
-installed from (PEP 610's direct_url.json), so the workflow runs the action that exists."""
+"""Where this rnx-benchmark was installed from (PEP 610's direct_url.json): the `uses:` reference
+`rnx init` writes, so the workflow runs the action that exists, and the pip command that adds
+an extra from that same source (no release is on a package index yet)."""
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 from dataclasses import dataclass
 from importlib import metadata
+from urllib.parse import unquote, urlsplit
 
 DISTRIBUTION = "rnx-benchmark"
 # What the workflow holds when the source cannot be known: GitHub refuses to run it, and the
@@ -61,10 +64,35 @@ def from_direct_url(text: str | None) -> ActionRef:
     return ActionRef(f"{path}@{commit}", note)
 
 
+def _direct_url() -> str | None:
+    try:
+        return metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def installed() -> ActionRef:
     """The action ref of the installed rnx-benchmark."""
+    return from_direct_url(_direct_url())
+
+
+def pip_install(extra: str, direct_url: str | None = None) -> str:
+    """`pip install ...` that adds `extra` from where rnx-benchmark came from: the same git
+    commit, the same checkout, else the package index."""
     try:
-        text = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
-    except metadata.PackageNotFoundError:
-        return ActionRef(PLACEHOLDER, f"{DISTRIBUTION} is not installed as a distribution")
-    return from_direct_url(text)
+        record = json.loads(direct_url if direct_url is not None else _direct_url() or "{}")
+        url, vcs, local = str(record["url"]), record.get("vcs_info"), record.get("dir_info")
+    except (ValueError, KeyError, TypeError):
+        return f"pip install '{DISTRIBUTION}[{extra}]'"
+    if isinstance(vcs, dict) and vcs.get("vcs") == "git" and vcs.get("commit_id"):
+        url = re.sub(r"(?<=//)[^@/]*@", "", url)  # never a credential (see from_direct_url)
+        sub = record.get("subdirectory")
+        tail = f"#subdirectory={sub}" if sub else ""
+        return "pip install " + shlex.quote(
+            f"{DISTRIBUTION}[{extra}] @ git+{url}@{vcs['commit_id']}{tail}"
+        )
+    if isinstance(local, dict) and url.startswith("file://"):
+        path = unquote(urlsplit(url).path)
+        editable = "-e " if local.get("editable") else ""
+        return f"pip install {editable}{shlex.quote(f'{path}[{extra}]')}"
+    return f"pip install '{DISTRIBUTION}[{extra}]'"

@@ -48,7 +48,9 @@ def _load(target: str, extra: str | None) -> Callable[[list[str]], int]:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
-        hint = f": pip install 'rnx-benchmark[{extra}]'" if extra else ""
+        from action.action_ref import pip_install  # only to word this error
+
+        hint = f": {pip_install(extra)}" if extra else ""
         raise UserError(f"this command needs the missing package {e.name!r}{hint}") from None
     fn: Callable[[list[str]], int] = getattr(module, func)
     return fn

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from action.action_ref import from_direct_url
+from action.action_ref import from_direct_url, pip_install
 from action.init import CONFIG_PATH, PR_BRANCH, WORKFLOW_PATH
 from rnx.config import load_config
+from rnx.errors import UserError
+from rnx_cli.main import _load
 from rnx_cli.main import main as rnx
 from tests.support.fakes.fake_github import Repo, State, Token, serve
 
@@ -228,3 +230,21 @@ def test_action_ref_from_the_urls_pip_records() -> None:
     assert ref.uses == f"acme/rnx@{COMMIT}" and "ghs_secret" not in ref.note
     assert not from_direct_url("{not json").known
     assert not from_direct_url(json.dumps({"url": sub["url"], "vcs_info": {"vcs": "git"}})).known
+
+
+@pytest.mark.usefixtures("from_github")
+def test_a_missing_extra_is_installed_from_where_rnx_came_from(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # No release is on PyPI: `pip install 'rnx-benchmark[server]'` would fail, the same commit
+    # of the same repository does not.
+    with pytest.raises(UserError) as refused:
+        _load("rnx_no_such_module:main", "server")
+    wanted = (
+        f"pip install 'rnx-benchmark[server] @ git+https://github.com/acme/rnx-benchmark@{COMMIT}'"
+    )
+    assert str(refused.value).endswith(wanted)
+    checkout = {"url": "file:///src/my%20rnx", "dir_info": {"editable": True}}
+    assert pip_install("gpu", json.dumps(checkout)) == "pip install -e '/src/my rnx[gpu]'"
+    wheel = {"url": "file:///tmp/rnx_benchmark-0.1.0-py3-none-any.whl", "archive_info": {}}
+    assert pip_install("gpu", json.dumps(wheel)) == "pip install 'rnx-benchmark[gpu]'"
