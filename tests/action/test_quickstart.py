@@ -30,6 +30,9 @@ from tests.support.factories import make_results
 from tests.support.fakes.fake_github import State, Token, serve
 from tests.support.receivers import HttpReceiver
 
+# The whole page, about ten `rnx` processes and a server: tens of seconds on two cores.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "quickstart.md"
 KERNEL = ROOT / "tests" / "data" / "action-kernel.py"
