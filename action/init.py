@@ -243,16 +243,14 @@ def open_pull_request(gh: GitHubClient, repo: str, files: Files, *, branch: str 
     return str(pull["html_url"])
 
 
+# owner/repo[/path]@ref: what GitHub accepts in `uses:` for an action in a repository.
 _USES = r"[A-Za-z0-9-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_./-]+)?@[A-Za-z0-9_./-]+"
 
 
 def _action(flag: str | None) -> action_ref.ActionRef:
     if flag is None:
         return action_ref.installed()
-    # owner/repo[/path]@ref: what GitHub accepts in `uses:` for an action in a repository.
-    if not re.fullmatch(
-        r"[A-Za-z0-9-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_./-]+)?@[A-Za-z0-9_./-]+", flag
-    ):
+    if not re.fullmatch(_USES, flag):
         raise UserError(
             f"--action-ref {flag!r}: give OWNER/REPO@REF, e.g. acme/rnx-benchmark@v1 or a "
             "40-character commit"
@@ -314,6 +312,6 @@ def main(argv: list[str], *, env: Mapping[str, str] | None = None) -> int:
         )
     print(
         "next: set the KERNALIN_TOKEN secret (rnx token create) and the KERNALIN_URL variable, "
-        "then commit both files"
+        "then commit both files (docs/quickstart.md, step 3)"
     )
     return 0
