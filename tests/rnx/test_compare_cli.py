@@ -150,3 +150,26 @@ def test_a_ratio_like_the_medians_has_no_note(capsys: pytest.CaptureFixture[str]
     doc = str(DATA / "results-v1-single.json")
     assert rnx(["compare", doc, doc]) == 0
     assert "note: the ratio" not in capsys.readouterr().out
+
+
+def test_a_paired_ratio_unlike_the_medians_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Rounds 0-3 and 7-9 run the head 2x slower than their base; rounds 4-6 (a phase where the
+    # machine slowed both alike) have equal times. The per-round ratios say 2x; the pooled
+    # medians (1.2 of the base's, 2.0 of the head's) say 1.67x.
+    doc = json.loads((DATA / "results-v1-paired.json").read_text())
+    phases = {"base_samples": (1.0, 1.2, 1.5), "samples": (2.0, 1.2, 3.0)}
+    for c in doc["configurations"]:
+        for side, levels in phases.items():
+            s = c[side]
+            s["ns"] = [
+                int(1e5 * levels[0 if r <= 3 else 1 if r <= 6 else 2] * (1 + 0.001 * (i % 5)))
+                for i, r in enumerate(s["round"])
+            ]
+    paired = tmp_path / "paired.json"
+    paired.write_text(json.dumps(doc))
+    rnx(["compare", str(paired), str(paired)])
+    out = capsys.readouterr().out
+    assert re.search(r"\(ratio 2\.000×, medians 1\.66\d×\)", out), out
+    assert "in paired mode the ratio is the middle" in out and "fast band" not in out
