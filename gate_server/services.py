@@ -29,7 +29,7 @@ class Services:
     @classmethod
     def start(cls, settings: ServerSettings) -> Services:
         """Open (and migrate) the database and build everything the handlers use."""
-        database = open_database(settings.database_url)
+        database = open_database(settings.database_url, settings.secret_keys)
         try:
             return cls(
                 settings=settings,

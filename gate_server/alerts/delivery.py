@@ -151,7 +151,9 @@ def deliver(svc: Services, job: OutboxJob) -> None:
     with svc.database.read() as conn:
         found = notify.delivery(conn, did)
         channel = None if found is None else notify.channel(conn, found.channel_id)
-        secret = {} if channel is None else notify.channel_secret(conn, channel.id)
+        secret = (
+            {} if channel is None else notify.channel_secret(conn, channel.id, svc.database.sealer)
+        )
     if found is None or found.delivered_at is not None or channel is None:
         return  # sent already, or its channel was removed meanwhile
     try:

@@ -109,7 +109,7 @@ def test_add_list_remove_without_showing_secrets(
     try:
         with database.read() as conn:
             log = json.dumps(audit.entries(conn), default=str)
-            assert notify.channel_secret(conn, 4) == {"password": SMTP_PASSWORD}
+            assert notify.channel_secret(conn, 4, database.sealer) == {"password": SMTP_PASSWORD}
     finally:
         database.close()
     for secret in ("SlackSecretPart", "TeamsSecretSig", signing, SMTP_PASSWORD, "ci.example.com/k"):
@@ -125,7 +125,7 @@ def test_add_list_remove_without_showing_secrets(
     database = open_database(database_url)
     try:
         with database.read() as conn:
-            assert notify.channel_secret(conn, 1) == {}  # a removed channel's secret is wiped
+            assert notify.channel_secret(conn, 1, database.sealer) == {}  # a removed channel's secret is wiped
     finally:
         database.close()
 
@@ -141,7 +141,7 @@ def test_the_secret_can_come_from_a_file(
     database = open_database(database_url)
     try:
         with database.read() as conn:
-            assert notify.channel_secret(conn, 1) == {"url": SLACK_URL}
+            assert notify.channel_secret(conn, 1, database.sealer) == {"url": SLACK_URL}
     finally:
         database.close()
 
