@@ -365,3 +365,49 @@ def test_slack_notification_text_mentions_and_links_nothing(http: HttpReceiver) 
     for text in parsed:
         assert "<!channel>" not in text and "<https://evil.example" not in text, text
     assert "release/&lt;!channel&gt;" in sent["text"]
+
+
+def _long_block() -> dict[str, Any]:
+    """A BLOCK whose every user-controlled value is at or past what Slack allows."""
+    run = {**_run(), "branch": "release/" + "<!channel>" * 40, "workload": "w" * 3000}
+    answer = {**_answer(), "reasons": ["<https://evil.example|Click> & " * 300]}
+    return block_event(repository="acme/" + "k" * 90, answer=answer, run=run)
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        block(),
+        _long_block(),
+        accepted_slowdown_event(
+            repository="acme/kernels",
+            answer=_answer(),
+            run=_run(),
+            accepted_by="octo",
+            reason="<https://evil.example|ok> " * 200,
+            via="api",
+        ),
+        channel_failing_event(
+            channel_id=1,
+            channel="perf",
+            kind="slack",
+            failures=5,
+            last_error="HTTP 404 Not Found",
+            since="2026-12-03T07:00:00+00:00",
+        ),
+    ],
+    ids=["block", "long-block", "accepted-slowdown", "channel-failing"],
+)
+def test_slack_payloads_pass_slacks_own_block_kit_checks(
+    facts: dict[str, Any], http: HttpReceiver
+) -> None:
+    from slack_sdk.models.blocks import Block
+
+    _send(channels.slack_channel(f"{http.url}/hook"), facts, "d")
+    sent = http.received[0].json()
+    assert len(sent["blocks"]) <= 50  # a message's limit
+    for block_json in sent["blocks"]:
+        parsed = Block.parse(block_json)
+        assert parsed is not None, f"slack_sdk knows no block {block_json['type']!r}"
+        parsed.validate_json()  # raises SlackObjectFormationError past any Block Kit limit
+        assert parsed.to_dict() == block_json  # nothing Slack would drop or change
