@@ -20,7 +20,7 @@ from gate_server.errors import InvalidInput
 
 SLACK, TEAMS, EMAIL, WEBHOOK = "slack", "teams", "email", "webhook"
 KINDS = (SLACK, TEAMS, EMAIL, WEBHOOK)
-HTTP_TIMEOUT_S = 15.0
+HTTP_TIMEOUT_S = 10.0  # Slack and Teams answer within a second or two
 _SIGNING_PREFIX = "rnx_whsec_"
 _EMAIL = re.compile(r"^[^@\s,<>]+@[^@\s,<>]+\.[^@\s,<>]+$|^[^@\s,<>]+@localhost$")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,60}$")

@@ -8,6 +8,10 @@ delivery per matching channel (fan_out), and each delivery is sent with the outb
   is sent again with the same delivery id, which the receiver deduplicates by (Slack and
   Teams show it in the message, email as its Message-ID, the webhook as X-Kernalin-Delivery).
 
+Sends to one channel go one at a time, and a channel whose send timed out is parked for a
+minute (gate_server/alerts/traffic.py): its deliveries wait (TryLater) instead of each waiting
+out the timeout, while the other delivery lanes send to every other channel.
+
 A channel whose sends fail FAILING_AFTER times in a row is marked failing (`rnx notify list`
 shows it) and one channel_failing event goes to the workspace's other channels; its first
 success clears the mark.
@@ -20,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
-from gate_server.alerts import channels
+from gate_server.alerts import channels, failures
 from gate_server.alerts.events import (
     CHANGE_POINT,
     CHANNEL_FAILING,
@@ -34,6 +38,7 @@ from gate_server.alerts.events import (
 from gate_server.clock import utcnow
 from gate_server.db import change_points, notify, outbox, repositories
 from gate_server.db.outbox import OutboxJob
+from gate_server.outbox import TryLater
 
 if TYPE_CHECKING:
     from gate_server.services import Services
@@ -156,6 +161,10 @@ def deliver(svc: Services, job: OutboxJob) -> None:
         )
     if found is None or found.delivered_at is not None or channel is None:
         return  # sent already, or its channel was removed meanwhile
+    why_not = svc.traffic.enter(channel.id)
+    if why_not is not None:
+        raise TryLater(why_not)  # not the receiver's failure: nothing is recorded against it
+    timed_out = False
     try:
         channels.send(
             channel.kind,
@@ -166,16 +175,19 @@ def deliver(svc: Services, job: OutboxJob) -> None:
             public_url=svc.settings.public_url,
         )
     except channels.DeliveryFailed as e:
+        timed_out = str(e) == failures.TIMEOUT
         _failed(svc, did, channel.id, str(e))
         raise
+    finally:
+        svc.traffic.leave(channel.id, timed_out=timed_out)
     with svc.database.write() as conn:
         notify.record_success(conn, did, channel.id)
 
 
 def _failed(svc: Services, did: str, channel_id: int, error: str) -> None:
     with svc.database.write() as conn:
-        failures = notify.record_failure(conn, did, channel_id, error)
-        if failures < FAILING_AFTER:
+        count = notify.record_failure(conn, did, channel_id, error)
+        if count < FAILING_AFTER:
             return
         since = utcnow()
         if not notify.mark_failing(conn, channel_id, since):
@@ -187,7 +199,7 @@ def _failed(svc: Services, did: str, channel_id: int, error: str) -> None:
             channel_id=channel_id,
             channel=channel.name,
             kind=channel.kind,
-            failures=failures,
+            failures=count,
             last_error=error,
             since=since.isoformat(timespec="seconds"),
         )

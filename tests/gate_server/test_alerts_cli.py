@@ -125,7 +125,9 @@ def test_add_list_remove_without_showing_secrets(
     database = open_database(database_url)
     try:
         with database.read() as conn:
-            assert notify.channel_secret(conn, 1, database.sealer) == {}  # a removed channel's secret is wiped
+            assert (
+                notify.channel_secret(conn, 1, database.sealer) == {}
+            )  # a removed channel's secret is wiped
     finally:
         database.close()
 

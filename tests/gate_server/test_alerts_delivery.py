@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from starlette.testclient import TestClient
 
 from gate_server.alerts import channels, manage
 from gate_server.alerts.delivery import DELIVER, FAILING_AFTER, fan_out
+from gate_server.alerts.traffic import ChannelTraffic
 from gate_server.asgi import create_app
 from gate_server.db import Database, audit, change_points, notify, outbox
 from gate_server.db.change_points import NewChangePoint
@@ -24,7 +25,7 @@ from gate_server.outbox import OutboxWorker
 from gate_server.settings import ServerSettings
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import Token, create_token, signed_headers
-from tests.support.receivers import HttpReceiver
+from tests.support.receivers import HttpReceiver, SilentReceiver
 
 PUBLIC = "https://gate.example.com"
 UPLOAD = "/api/v1/runs"
@@ -36,6 +37,7 @@ class Svc:
 
     database: Database
     settings: ServerSettings
+    traffic: ChannelTraffic = field(default_factory=ChannelTraffic)
 
 
 @pytest.fixture
@@ -311,6 +313,51 @@ def test_a_channel_that_keeps_failing_is_reported_to_the_others_once(
     assert "HTTP 503 Service Unavailable" in page and 'data-channel="2"' not in page
     for where in (caplog.text, job.last_error or "", marked.last_error or "", page):
         assert "NeverShowThis" not in where
+
+
+def test_a_receiver_that_never_answers_costs_one_timeout_not_one_per_alert(
+    app: TestClient,
+    token: Token,
+    storage: Database,
+    settings: ServerSettings,
+    receivers: dict[str, HttpReceiver],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(channels, "HTTP_TIMEOUT_S", 0.3)
+    silent = SilentReceiver().start()
+    hung = _channel(storage, channels.slack_channel(silent.url + "/hook"), "hung")
+    _channel(storage, channels.slack_channel(receivers["slack"].url), "ops")
+    _upload(app, token, seed=1)
+    for seed in (3, 4, 5):
+        _upload(app, token, seed=seed, slowdown=1.5)
+    # One worker (one process's traffic) runs every job, retries at once included.
+    worker = OutboxWorker(Svc(storage, settings), HANDLERS, poll_s=0, lease_s=60, first_retry_s=0)
+    ran = 0
+    while ran < 200 and worker.run_once():
+        ran += 1
+    silent.stop()
+    # The first send timed out and parked the channel: its other alerts waited, never sent
+    # into the same silence (on main every one of them, every attempt, waited out a timeout).
+    assert silent.accepted == 1
+    assert [r.json()["text"][:5] for r in receivers["slack"].received] == ["BLOCK"] * 3
+    with storage.read() as conn:
+        marked = notify.channel(conn, hung)
+    assert marked is not None and marked.failures == 1
+    assert marked.last_error == "no answer in time (timeout)"
+
+
+def test_one_send_per_channel_at_a_time_and_a_timed_out_channel_is_parked() -> None:
+    traffic = ChannelTraffic(park_s=3600)
+    assert traffic.enter(1) is None and traffic.enter(2) is None
+    assert "under way" in (traffic.enter(1) or "")
+    traffic.leave(1, timed_out=True)
+    assert "no answer in time" in (traffic.enter(1) or "")
+    traffic.leave(2, timed_out=False)
+    assert traffic.enter(2) is None
+    quick = ChannelTraffic(park_s=0)
+    assert quick.enter(1) is None
+    quick.leave(1, timed_out=True)
+    assert quick.enter(1) is None  # the park is over: tried again
 
 
 def test_no_channel_secret_in_logs_outbox_audit_or_pages(
