@@ -346,6 +346,26 @@ def test_a_receiver_that_never_answers_costs_one_timeout_not_one_per_alert(
     assert marked.last_error == "no answer in time (timeout)"
 
 
+def test_repeated_blocks_of_one_regression_alert_once_until_a_pass(
+    app: TestClient,
+    token: Token,
+    storage: Database,
+    settings: ServerSettings,
+    receivers: dict[str, HttpReceiver],
+) -> None:
+    _channel(storage, channels.slack_channel(receivers["slack"].url), "ops")
+    _upload(app, token, seed=1)  # the baseline
+    for seed in (3, 4, 5):  # the same regression pushed again and again
+        assert _upload(app, token, seed=seed, slowdown=1.5)["tier"] == "BLOCK"
+    other = _upload(app, token, seed=6, slowdown=1.5, environment="a100-cuda12")
+    assert other["tier"] == "WARN"  # no baseline there yet: its own key, nothing to group
+    assert _upload(app, token, seed=7)["tier"] == "PASS"  # fixed
+    assert _upload(app, token, seed=8, slowdown=1.5)["tier"] == "BLOCK"  # back again: news
+    drain(storage, settings)
+    texts = [r.json()["text"] for r in receivers["slack"].received]
+    assert len(texts) == 2 and all(t.startswith("BLOCK") for t in texts)
+
+
 def test_one_send_per_channel_at_a_time_and_a_timed_out_channel_is_parked() -> None:
     traffic = ChannelTraffic(park_s=3600)
     assert traffic.enter(1) is None and traffic.enter(2) is None
