@@ -130,10 +130,28 @@ def change_point_facts(conn: Connection, change_id: int) -> tuple[dict[str, Any]
         },
         "p_value": found.p_value,
         "undoes_id": found.undoes_id,  # a step back: it takes back this earlier change point
+        # What else moved at this commit (as far as detection has run when this is sent).
+        "also_moved": [
+            {
+                "configuration": other.configuration,
+                "workload": other.workload,
+                "environment": other.environment_key,
+                "ratio": other.ratio,
+            }
+            for other in change_points.moved_with(conn, found)
+        ],
         "links": {
             "run": run_link(found.after_run_id),
             "commits": compare_link(found.repository, found.before_sha, found.after_sha),
-            "dashboard": dashboard_link(found.repository),
+            "dashboard": dashboard_link(
+                found.repository,
+                {
+                    "branch": found.branch,
+                    "environment": found.environment_key,
+                    "workload": found.workload,
+                    "configuration": found.configuration,
+                },
+            ),
         },
     }
     return facts, repo.workspace_id, repo.id

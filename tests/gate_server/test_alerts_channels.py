@@ -24,6 +24,10 @@ from tests.support.receivers import HttpReceiver, SmtpReceiver
 PUBLIC = "https://gate.example.com"
 HEAD, BASE = "c" * 40, "b" * 40
 RUN_ID = "3f1c2a9e-8d47-4b6a-9e0f-5a7d2c1b0e93"
+CHART = (
+    "/repos/acme/kernels?branch=main&environment=h200-cuda13&workload=bench%2Fmatmul.yml"
+    "#bench-matmul-yml--matmul-fp16"
+)
 
 
 def _answer(ratio: float = 1.32) -> dict[str, Any]:
@@ -70,14 +74,15 @@ def test_block_facts_link_the_run_the_commit_range_and_the_dashboard() -> None:
     assert facts["links"] == {
         "run": f"/runs/{RUN_ID}",
         "commits": f"https://github.com/acme/kernels/compare/{BASE}...{HEAD}",
-        "dashboard": "/repos/acme/kernels",
+        # The chart that moved: its branch, environment and workload, its configuration's card.
+        "dashboard": CHART,
     }
     assert facts["worst"]["ratio"] == 1.32 and facts["worst"]["configuration"] == "matmul-fp16"
     message = compose(facts, PUBLIC)
     assert message.links == [
         ("Run page", f"{PUBLIC}/runs/{RUN_ID}"),
         ("Commit range", f"https://github.com/acme/kernels/compare/{BASE}...{HEAD}"),
-        ("Dashboard", f"{PUBLIC}/repos/acme/kernels"),
+        ("Dashboard", f"{PUBLIC}{CHART}"),
     ]
     assert compose(facts, None).links[0] == ("Run page", f"/runs/{RUN_ID}")
 
@@ -102,7 +107,7 @@ def test_slack_gets_text_and_blocks(http: HttpReceiver) -> None:
     links = sent["blocks"][3]["text"]["text"]
     assert f"<{PUBLIC}/runs/{RUN_ID}|Run page>" in links
     assert f"<https://github.com/acme/kernels/compare/{BASE}...{HEAD}|Commit range>" in links
-    assert f"<{PUBLIC}/repos/acme/kernels|Dashboard>" in links
+    assert f"<{PUBLIC}{CHART}|Dashboard>" in links
     assert delivery in sent["blocks"][4]["elements"][0]["text"]
 
 
@@ -411,3 +416,34 @@ def test_slack_payloads_pass_slacks_own_block_kit_checks(
         assert parsed is not None, f"slack_sdk knows no block {block_json['type']!r}"
         parsed.validate_json()  # raises SlackObjectFormationError past any Block Kit limit
         assert parsed.to_dict() == block_json  # nothing Slack would drop or change
+
+
+def test_alerts_speak_without_the_statistics_jargon() -> None:
+    answer = _answer()
+    answer["reasons"] = [
+        "matmul-fp16 is 32.0% slower (90% interval 1.250-1.400), credibly slower over the run's "
+        "2 configurations (adjusted P = 0.0010) and beyond the 25% block threshold "
+        "(P(ratio <= 1.25) = 0.0100)",
+        "matmul-fp32 is 3.0% slower (90% interval 1.010-1.050), possibly beyond the 25% block "
+        "threshold (P = 0.40, not the 0.95 a BLOCK needs)",
+    ]
+    text = compose(block_event(repository="acme/kernels", answer=answer, run=_run()), PUBLIC)
+    reasons = dict(text.facts)["Reasons"]
+    assert "adjusted P" not in reasons and "P(ratio" not in reasons and "P = " not in reasons
+    assert reasons.startswith("matmul-fp16 is 32.0% slower (90% interval 1.250-1.400), credibly")
+    assert "beyond the 25% block threshold; matmul-fp32 is 3.0% slower" in reasons
+
+
+def test_an_accepted_slowdown_names_its_pull_request_and_links_it() -> None:
+    facts = accepted_slowdown_event(
+        repository="acme/kernels",
+        answer=_answer(),
+        run={**_run(), "pr_number": 42},
+        accepted_by="octo",
+        reason="expected: bigger tiles",
+        via="comment",
+    )
+    assert facts is not None
+    message = compose(facts, PUBLIC)
+    assert ("Pull request", "#42") in message.facts
+    assert ("Pull request", "https://github.com/acme/kernels/pull/42") in message.links

@@ -262,6 +262,27 @@ def test_a_change_point_is_alerted_with_its_commit_range(
             undoes_id=None,
         )
         assert change_id is not None
+        # Another configuration, in another environment, moved at the same commit.
+        other = change_points.insert_new(
+            conn,
+            NewChangePoint(
+                repository_id=1,
+                branch="main",
+                environment_key="a100",
+                workload="kernels/attention.py",
+                configuration="pytorch_eager/float16/bs1",
+                before_run_id="33333333-3333-4333-8333-333333333333",
+                before_sha=before,
+                after_run_id="44444444-4444-4444-8444-444444444444",
+                after_sha=after,
+                ratio=1.31,
+                low=1.2,
+                high=1.4,
+                p_value=0.001,
+            ),
+            undoes_id=None,
+        )
+        assert other is not None
         outbox.enqueue(
             conn,
             "event.change_point",
@@ -275,6 +296,17 @@ def test_a_change_point_is_alerted_with_its_commit_range(
     links = json.dumps(sent["blocks"])
     assert f"https://github.com/acme/kernels/compare/{before}...{after}" in links
     assert f"{PUBLIC}/runs/22222222-2222-4222-8222-222222222222" in links
+    # The dashboard link opens the chart that moved; the message names what moved with it.
+    chart = "?branch=main&environment=h200&workload=kernels%2Fattention.py"
+    assert (
+        f"{PUBLIC}/repos/acme/kernels{chart}#kernels-attention-py--pytorch_eager-float16-bs8|"
+        in links
+    )
+    fields = [f["text"] for f in sent["blocks"][2]["fields"]]
+    also = (
+        "*Also moved at this commit*\npytorch_eager/float16/bs1 (kernels/attention.py, a100): 1.31x"
+    )
+    assert also in fields
 
 
 def test_a_channel_that_keeps_failing_is_reported_to_the_others_once(
