@@ -7,7 +7,8 @@ never answers, for two checkouts side by side (this one and, say, /work/main).
 Per checkout (its own `python -m gate_server serve`, PYTHONPATH set to it, a fresh database):
 two Slack channels take every BLOCK: "hung" points at a loopback socket that accepts and never
 answers, "ops" at a receiver that answers 200 at once. --events BLOCK runs are uploaded, and
-for each the time from the upload's answer to its "ops" alert arriving is taken. Printed per
+for each the time from the upload's answer to its "ops" alert arriving is taken (a PASS is
+uploaded after each, so every BLOCK is a regression of its own, alerted on either checkout). Printed per
 checkout: the median and the longest of those waits, the time until the last "ops" alert
 arrived (from the first upload), and how many connections the silent receiver was sent.
 Waits are capped at --wait-s (an alert that never came counts as that).
@@ -89,6 +90,7 @@ def run_one(tree: Path, work: Path, events: int, wait_s: float) -> dict[str, flo
                 answer = upload(100 + i, 1.5)
                 if answer["tier"] == "BLOCK":
                     answered[answer["run_id"]] = time.monotonic()
+                upload(500 + i, 1.0)  # fixed again: each BLOCK is news, never a grouped repeat
         deadline = started + wait_s
         while len(ops.received) < len(answered) and time.monotonic() < deadline:
             time.sleep(0.05)
