@@ -115,6 +115,25 @@ def email_channel(
     return ChannelSpec(EMAIL, config, {"password": password} if password else {}, shown)
 
 
+def check_email(spec: ChannelSpec) -> None:
+    """Connect to the email channel's SMTP server, upgrade with STARTTLS (its certificate
+    verified) and log in, sending nothing; InvalidInput naming what failed and the fix."""
+    try:
+        email.send(None, spec.config, spec.secret.get("password"))
+    except (OSError, ValueError, smtplib.SMTPException) as e:
+        where = f"{spec.config['host']}:{spec.config['port']}"
+        fix = (
+            "; for an internal CA, point SSL_CERT_FILE at its PEM bundle for `rnx notify add` "
+            "and `rnx serve` alike"
+            if isinstance(e, ssl.SSLCertVerificationError)
+            else ""
+        )
+        raise InvalidInput(
+            f"the SMTP server {where} failed the check: {failures.smtp(e)}{fix} "
+            "(--no-check adds the channel without it)"
+        ) from None
+
+
 def _post(url: str, content: bytes, headers: dict[str, str]) -> None:
     """POST with http.client, not httpx: httpx logs each request's URL at INFO, and here the
     URL is the secret. Redirects are not followed (a redirect is a failure)."""

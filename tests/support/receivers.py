@@ -170,6 +170,7 @@ class SmtpReceiver:
     user: str = "alerts"
     password: str = "smtp-password"
     fail: Callable[[int], bool] = lambda n: False
+    starttls: bool = True  # False: a server that offers no STARTTLS (and takes logins in clear)
     messages: list[Message] = field(default_factory=list)
     envelopes: list[tuple[str, list[str]]] = field(default_factory=list)
     logins: list[tuple[str, str]] = field(default_factory=list)
@@ -229,11 +230,11 @@ class SmtpReceiver:
                 hostname="127.0.0.1",
                 port=self.port,
                 ready_timeout=60,
-                tls_context=context,
-                require_starttls=True,
+                tls_context=context if self.starttls else None,
+                require_starttls=self.starttls,
                 authenticator=authenticator,
                 auth_required=True,
-                auth_require_tls=True,
+                auth_require_tls=self.starttls,
             )
             try:
                 self._controller.start()
