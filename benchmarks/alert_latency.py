@@ -8,8 +8,8 @@ Per checkout (its own `python -m gate_server serve`, PYTHONPATH set to it, a fre
 two Slack channels take every BLOCK: "hung" points at a loopback socket that accepts and never
 answers, "ops" at a receiver that answers 200 at once. --events BLOCK runs are uploaded, and
 for each the time from the upload's answer to its "ops" alert arriving is taken (a PASS is
-uploaded after each, so every BLOCK is a regression of its own, alerted on either checkout). Printed per
-checkout: the median and the longest of those waits, the time until the last "ops" alert
+uploaded after each, so every BLOCK is a regression of its own, alerted on either checkout).
+Printed per checkout: the median and the longest of those waits, the time until the last "ops" alert
 arrived (from the first upload), and how many connections the silent receiver was sent.
 Waits are capped at --wait-s (an alert that never came counts as that).
 """
