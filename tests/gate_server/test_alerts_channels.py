@@ -447,3 +447,46 @@ def test_an_accepted_slowdown_names_its_pull_request_and_links_it() -> None:
     message = compose(facts, PUBLIC)
     assert ("Pull request", "#42") in message.facts
     assert ("Pull request", "https://github.com/acme/kernels/pull/42") in message.links
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        block(),
+        _long_block(),
+        accepted_slowdown_event(
+            repository="acme/kernels",
+            answer=_answer(),
+            run={**_run(), "pr_number": 7},
+            accepted_by="octo",
+            reason="[the fix](https://evil.example) & <b>",
+            via="comment",
+        ),
+        channel_failing_event(
+            channel_id=1,
+            channel="perf",
+            kind="teams",
+            failures=5,
+            last_error="HTTP 404 Not Found",
+            since="2026-12-03T07:00:00+00:00",
+        ),
+    ],
+    ids=["block", "long-block", "accepted-slowdown", "channel-failing"],
+)
+def test_teams_cards_validate_against_the_official_adaptive_card_1_4_schema(
+    facts: dict[str, Any],
+) -> None:
+    import jsonschema
+
+    vendor = Path(__file__).parents[1] / "data" / "vendor" / "adaptive-card-1.4.json"
+    schema = json.loads(vendor.read_text(encoding="utf-8"))
+    receiver = HttpReceiver(status=202).start()
+    try:
+        _send(channels.teams_channel(f"{receiver.url}/workflows/1?sig=S"), facts, "d")
+    finally:
+        receiver.stop()
+    (attachment,) = receiver.received[0].json()["attachments"]
+    card = attachment["content"]
+    assert card["version"] == "1.4"
+    checker = jsonschema.Draft6Validator.FORMAT_CHECKER
+    jsonschema.Draft6Validator(schema, format_checker=checker).validate(card)
