@@ -362,6 +362,7 @@ def test_a_receiver_that_never_answers_costs_one_timeout_not_one_per_alert(
     _upload(app, token, seed=1)
     for seed in (3, 4, 5):
         _upload(app, token, seed=seed, slowdown=1.5)
+        _upload(app, token, seed=seed + 10)  # a PASS: the next BLOCK is a regression of its own
     # One worker (one process's traffic) runs every job, retries at once included.
     worker = OutboxWorker(Svc(storage, settings), HANDLERS, poll_s=0, lease_s=60, first_retry_s=0)
     ran = 0
