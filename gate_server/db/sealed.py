@@ -81,27 +81,24 @@ class Sealing:
     resealed: int = 0
 
 
-_COLUMNS: list[tuple[Table, Column[str], Column[object]]] = [
+# Where secrets are stored: (table, its secret column, its key column).
+_Where = tuple[Table, "Column[str]", "Column[object]"]
+_COLUMNS: list[_Where] = [
     (notify_channels, notify_channels.c.secret, notify_channels.c.id),
     (server_keys, server_keys.c.secret, server_keys.c.name),
 ]
 
 
-def _stored(conn: Connection) -> list[tuple[Table, Column[str], Column[object], object, str]]:
-    found = []
-    for table, column, key in _COLUMNS:
-        for row_key, value in conn.execute(select(key, column)):
-            found.append((table, column, key, row_key, str(value)))
-    return found
+def _stored(conn: Connection) -> list[tuple[_Where, object, str]]:
+    """Every stored secret: where it is, its row's key, its stored value."""
+    return [
+        (where, row, str(value))
+        for where in _COLUMNS
+        for row, value in conn.execute(select(where[2], where[1]))
+    ]
 
 
-def _replace(
-    conn: Connection,
-    where: tuple[Table, Column[str], Column[object]],
-    row: object,
-    old: str,
-    new: str,
-) -> None:
+def _replace(conn: Connection, where: _Where, row: object, old: str, new: str) -> None:
     table, column, key = where
     # Compare-and-set: a process sealing the same row at the same time leaves one sealed value.
     conn.execute(update(table).where(key == row, column == old).values({column.name: new}))
@@ -112,20 +109,20 @@ def settle(conn: Connection, sealer: Sealer, *, rotate: bool = False) -> Sealing
     every sealed value opens and seal the plain ones. rotate: reseal every value with the
     first key too."""
     sealed = resealed = 0
-    for table, column, key, row, value in _stored(conn):
+    for where, row, value in _stored(conn):
         is_sealed = value.startswith(PREFIX)
         if not sealer.has_key:
             if is_sealed:
                 raise SettingsError(
-                    f"the database holds secrets encrypted at rest ({table.name}) and "
+                    f"the database holds secrets encrypted at rest ({where[0].name}) and "
                     f"{KEY_SETTING} is not set: {_NO_KEY}"
                 )
             continue
         if not is_sealed:
-            _replace(conn, (table, column, key), row, value, sealer.seal(value))
+            _replace(conn, where, row, value, sealer.seal(value))
             sealed += 1
         elif rotate:
-            _replace(conn, (table, column, key), row, value, sealer.reseal(value))
+            _replace(conn, where, row, value, sealer.reseal(value))
             resealed += 1
         else:
             sealer.open(value)  # a wrong key is found at start-up, not at the first alert
