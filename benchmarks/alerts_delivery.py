@@ -146,6 +146,8 @@ def run_one(url: str, work: Path, args: argparse.Namespace) -> dict[str, object]
         for i in range(args.events):
             if _upload(steady, token.secret, 100 + i, 1.5) == "BLOCK":
                 events += 1
+            # A PASS between BLOCKs: each is a regression of its own (repeats are grouped).
+            _upload(steady, token.secret, 500 + i, 1.0)
             if i in kill_at:
                 killed.process.kill()  # SIGKILL, mid-delivery: its worker is sending
                 killed.process.wait(10)

@@ -20,7 +20,7 @@ from gate_server.answers import EXCEPTION_HANDLERS, error_response
 from gate_server.dashboard.routes import routes as dashboard_routes
 from gate_server.db.engine import run_in_event_loop
 from gate_server.github.routes import routes as github_routes
-from gate_server.jobs import HANDLERS
+from gate_server.jobs import HANDLERS, LANES
 from gate_server.openapi import openapi_document
 from gate_server.outbox import OutboxWorker
 from gate_server.services import Services
@@ -121,6 +121,7 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
             HANDLERS,
             poll_s=settings.outbox_poll_ms / 1000,
             lease_s=settings.outbox_lease_s,
+            lanes=LANES,
         )
         worker.start()
         app.state.outbox_worker = worker

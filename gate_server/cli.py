@@ -24,11 +24,19 @@ from sqlalchemy.exc import SQLAlchemyError
 from gate_server.auth import issue_token, revoke_token
 from gate_server.branches import check_branch_name, rename_branch
 from gate_server.database_args import add_database_arguments, database_url_of
-from gate_server.db import Database, audit, open_database, prices, repositories, tokens
+from gate_server.db import (
+    Database,
+    audit,
+    open_database,
+    prices,
+    repositories,
+    sealed,
+    tokens,
+)
 from gate_server.db.engine import shown_url
 from gate_server.db.tokens import TokenRecord
 from gate_server.errors import GateServerError
-from gate_server.settings import load_settings
+from gate_server.settings import load_settings, secret_keys
 from rnx.errors import UserError, run_command
 
 
@@ -74,7 +82,7 @@ def serve_main(argv: list[str]) -> int:
     settings = load_settings()
     try:
         # Once here, so a bad URL is one clear line instead of a traceback per worker.
-        open_database(settings.database_url).close()
+        open_database(settings.database_url, settings.secret_keys).close()
     except (SQLAlchemyError, OSError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         where = shown_url(settings.database_url)
@@ -101,7 +109,7 @@ def serve_main(argv: list[str]) -> int:
 
 
 def _database(url: str | None) -> Database:
-    return open_database(url or load_settings().database_url)
+    return open_database(url or load_settings().database_url, secret_keys())
 
 
 def _actor() -> str:
@@ -383,6 +391,45 @@ def repo_main(argv: list[str]) -> int:
     return 0
 
 
+@_one_line_errors
+def secrets_main(argv: list[str]) -> int:
+    """`rnx secrets new-key|rotate`: the key that encrypts stored secrets (docs/security.md)."""
+    parser = argparse.ArgumentParser(
+        prog="rnx secrets", description="The key that encrypts the secrets the server stores."
+    )
+    sub = parser.add_subparsers(dest="action", required=True)
+    sub.add_parser("new-key", help="print a new key for RNX_SECRET_KEY")
+    rotate = sub.add_parser(
+        "rotate",
+        help="encrypt every stored secret with the first key of RNX_SECRET_KEY (set it to "
+        "'NEW,OLD' first); afterwards OLD may be dropped",
+    )
+    add_database_arguments(rotate)
+    args = parser.parse_args(argv)
+    if args.action == "new-key":
+        from cryptography.fernet import Fernet
+
+        print(Fernet.generate_key().decode("ascii"))
+        return 0
+    if not secret_keys():
+        raise UserError(
+            "RNX_SECRET_KEY (or RNX_SECRET_KEY_FILE) is not set: set it to 'NEW,OLD' (the new "
+            "key first) to rotate, or to one key to encrypt the stored secrets"
+        )
+    database = _database(database_url_of(args))  # seals plain secrets, checks every key opens
+    try:
+        with database.write() as conn:
+            done = sealed.settle(conn, database.sealer, rotate=True)
+            audit.record(conn, actor=_actor(), action="secrets.rotate", subject="secrets")
+    finally:
+        database.close()
+    print(
+        f"{done.resealed} stored secrets encrypted with the first key; restart every server "
+        "process with that key alone, and the others are no longer needed"
+    )
+    return 0
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "serve": serve_main,
     "token": token_main,
@@ -390,6 +437,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "notify": notify_main,
     "environment": environment_main,
     "repo": repo_main,
+    "secrets": secrets_main,
 }
 
 

@@ -7,6 +7,7 @@ that causes it; a kind missing here is never claimed and stays pending.
 from __future__ import annotations
 
 from gate_server import changes
+from gate_server.alerts.delivery import DELIVER
 from gate_server.alerts.delivery import HANDLERS as ALERT_HANDLERS
 from gate_server.outbox import Handler
 
@@ -15,3 +16,9 @@ HANDLERS: dict[str, Handler] = {
     # alerts (gate_server/alerts/delivery.py): event.* fan out, alert.deliver sends
     **ALERT_HANDLERS,
 }
+
+# The outbox worker's loops (gate_server/outbox.py), run side by side: one for everything but
+# sends, and DELIVERY_LANES for sends, so that a receiver that never answers holds up at most
+# one of them (gate_server/alerts/traffic.py keeps one send per channel in flight).
+DELIVERY_LANES = 4
+LANES: list[set[str]] = [set(HANDLERS) - {DELIVER}] + [{DELIVER}] * DELIVERY_LANES

@@ -23,6 +23,7 @@ from gate_server.alerts.channels import (
     WEBHOOK,
     ChannelSpec,
     DeliveryFailed,
+    check_email,
     email_channel,
     slack_channel,
     teams_channel,
@@ -69,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("--smtp-user", help="email: log in as this user (password: the secret)")
     add.add_argument("--from", dest="sender", help="email: the sender address")
     add.add_argument("--to", default="", help="email: recipients, comma-separated")
+    add.add_argument(
+        "--no-check",
+        action="store_true",
+        help="email: add without first connecting (STARTTLS, the certificate, the login)",
+    )
     listing = sub.add_parser("list", help="channels and rules (never their secrets)")
     listing.add_argument("--workspace")
     listing.add_argument("--json", action="store_true")
@@ -103,7 +109,7 @@ def _spec(args: argparse.Namespace) -> ChannelSpec:
         if not args.smtp_host or not args.sender:
             raise InvalidInput("an email channel needs --smtp-host, --from and --to")
         password = _read_secret(args, what, required=bool(args.smtp_user))
-        return email_channel(
+        spec = email_channel(
             host=args.smtp_host,
             port=args.smtp_port,
             user=args.smtp_user,
@@ -111,6 +117,9 @@ def _spec(args: argparse.Namespace) -> ChannelSpec:
             sender=args.sender,
             to=args.to.split(","),
         )
+        if not args.no_check:
+            check_email(spec)
+        return spec
     url = _read_secret(args, what) or ""
     build = {SLACK: slack_channel, TEAMS: teams_channel, WEBHOOK: webhook_channel}[args.kind]
     return build(url)

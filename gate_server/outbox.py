@@ -2,7 +2,9 @@
 
 It claims due jobs from the outbox table (gate_server/db/outbox.py) under a lease, runs the
 handler registered for the job's kind (gate_server/jobs.py) in a thread, and marks the job done,
-or due again later with exponential backoff when the handler raised. A job whose kind has no
+or due again later with exponential backoff when the handler raised. It runs its lanes side by
+side, each claiming only its own kinds (gate_server/jobs.py: LANES), so that sends to a slow
+receiver never hold up change-point detection or the alerts' fan-out. A job whose kind has no
 handler in this process is never claimed: it stays pending for a process that has one. A
 process killed mid-job loses nothing: the job's lease runs out and another claim runs it again,
 so handlers must be safe to run twice (they are: each checks what it already did).
@@ -18,7 +20,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -46,6 +48,11 @@ class PermanentFailure(Exception):
     """Raised by a handler when trying the job again cannot help (it is marked failed)."""
 
 
+class TryLater(Exception):
+    """Raised by a handler that did nothing this time (a resource is busy): tried again with
+    the usual backoff, logged without a traceback."""
+
+
 def retry_delay(attempts: int, rng: random.Random, first_s: float = FIRST_RETRY_S) -> timedelta:
     """Exponential backoff after the `attempts`-th failed try, with +-20% jitter so that jobs
     that failed together (a receiver down) are not all tried again at the same moment."""
@@ -68,34 +75,41 @@ class OutboxWorker:
         lease_s: float,
         rng: random.Random | None = None,
         first_retry_s: float = FIRST_RETRY_S,
+        lanes: Sequence[Collection[str]] = (),
     ) -> None:
+        """lanes: the kinds each loop claims (default: one loop claiming every kind)."""
         self.services = services
         self.handlers = dict(handlers)
+        self.lanes = [sorted(kinds) for kinds in lanes] or [sorted(self.handlers)]
         self.poll_s = poll_s
         self.lease = timedelta(seconds=lease_s)
         self.owner = new_owner()
         self.rng = rng or random.Random()
         self.first_retry_s = first_retry_s
         self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._purged_at = 0.0
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="outbox-worker")
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._run(kinds), name=f"outbox-worker-{n}")
+            for n, kinds in enumerate(self.lanes)
+        ]
 
     async def stop(self, timeout: float = 10.0) -> None:
-        """Stop after the job at hand (its lease covers it if it outlasts `timeout`)."""
+        """Stop after the jobs at hand (their leases cover them if they outlast `timeout`)."""
         self._stop.set()
-        if self._task is not None:
+        if self._tasks:
             try:
-                await asyncio.wait_for(asyncio.shield(self._task), timeout)
+                await asyncio.wait_for(asyncio.shield(asyncio.gather(*self._tasks)), timeout)
             except asyncio.TimeoutError:
                 log.warning("outbox worker still busy at shutdown; its lease will expire")
 
-    async def _run(self) -> None:
+    async def _run(self, kinds: list[str]) -> None:
         while not self._stop.is_set():
             try:
-                busy = await run_in_threadpool(self.run_once)
+                busy = await run_in_threadpool(self.run_once, kinds)
             except Exception:  # the database went away, say: log it and try again later
                 log.exception("outbox worker: claiming a job failed")
                 busy = False
@@ -103,11 +117,11 @@ class OutboxWorker:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), self.poll_s)
 
-    def run_once(self) -> bool:
-        """Claim and run one due job; False when there was none."""
+    def run_once(self, kinds: list[str] | None = None) -> bool:
+        """Claim and run one due job of `kinds` (default: any); False when there was none."""
         self._purge_now_and_then()
         database = self.services.database
-        kinds = sorted(self.handlers)
+        kinds = kinds or sorted(self.handlers)
         with database.read() as conn:
             if not outbox.has_due(conn, kinds):
                 return False
@@ -136,7 +150,7 @@ class OutboxWorker:
             job.attempts,
             text,
             "giving up" if retry_in is None else f"again in {retry_in.total_seconds():.0f} s",
-            exc_info=not isinstance(error, PermanentFailure),
+            exc_info=not isinstance(error, (PermanentFailure, TryLater)),
         )
         with self.services.database.write() as conn:
             outbox.fail(conn, job.id, self.owner, text, retry_in=retry_in)

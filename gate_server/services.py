@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
+from gate_server.alerts.traffic import ChannelTraffic
 from gate_server.dashboard.state import DashboardState
 from gate_server.db import Database, open_database
 from gate_server.github.integration import GitHubIntegration
@@ -25,11 +26,13 @@ class Services:
     dashboard: DashboardState  # session signer and run-summary cache
     # Baseline documents parsed once per process, not on every upload that is gated with them.
     documents: StoredDocuments = field(default_factory=StoredDocuments)
+    # Which alert channels may be sent to now (one send each at a time, hung ones parked).
+    traffic: ChannelTraffic = field(default_factory=ChannelTraffic)
 
     @classmethod
     def start(cls, settings: ServerSettings) -> Services:
         """Open (and migrate) the database and build everything the handlers use."""
-        database = open_database(settings.database_url)
+        database = open_database(settings.database_url, settings.secret_keys)
         try:
             return cls(
                 settings=settings,

@@ -81,6 +81,9 @@ class ServerSettings:
     outbox_lease_s: int = 300
     # Look for change points in baseline history after every baseline run (gate_server/changes.py).
     detect_changes: bool = True
+    # Keys that encrypt stored secrets (gate_server/db/sealed.py), newest first; () keeps them
+    # plain. repr=False: settings are printed in tracebacks and logs, the keys never.
+    secret_keys: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -143,6 +146,13 @@ def _secret(env: Mapping[str, str], name: str) -> str | None:
         raise SettingsError(f"cannot read {name}_FILE={path}: {e}") from None
 
 
+def secret_keys(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """RNX_SECRET_KEY (or RNX_SECRET_KEY_FILE): Fernet keys separated by commas or whitespace,
+    the one that encrypts first; every command that opens the database needs them."""
+    found = _secret(os.environ if env is None else env, "RNX_SECRET_KEY") or ""
+    return tuple(k for k in found.replace(",", " ").split() if k)
+
+
 def _url(env: Mapping[str, str], name: str, default: str | None) -> str | None:
     value = env.get(name, "").strip().rstrip("/") or default
     if value is not None and not value.startswith(("https://", "http://")):
@@ -199,5 +209,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> ServerSettings:
         github_app=_github_app(env, api_url),
         github_api_url=api_url,
         detect_changes=_on_off(env, "RNX_DETECT_CHANGES", default=True),
+        secret_keys=secret_keys(env),
         **_whole_numbers(env),
     )

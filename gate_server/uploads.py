@@ -339,7 +339,8 @@ def _store(
                 "body_sha256": new.body_sha256,
             },
         )
-        if alert:
+        # One alert per regression: later BLOCKs of the same key, until a PASS, are its repeats.
+        if alert and not runs.blocked_since_pass(conn, new):
             facts = block_event(repository=doc.repository, answer=new.answer, run=alert_run(new))
             emit(conn, facts, workspace_id=new.workspace_id, repository_id=new.repository_id)
     return True

@@ -31,6 +31,11 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
         "set environments' hourly prices (server)",
     ),
     "repo": ("gate_server.cli:repo_main", "server", "bind a repository to its GitHub id"),
+    "secrets": (
+        "gate_server.cli:secrets_main",
+        "server",
+        "the key that encrypts stored secrets (server)",
+    ),
     "receipt": ("rnx_cli.receipt:main", None, "verify a server's signed receipt offline"),
     "schema": ("rnx_cli.schema:main", None, "print the JSON Schema of results documents"),
 }

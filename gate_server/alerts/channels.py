@@ -20,7 +20,7 @@ from gate_server.errors import InvalidInput
 
 SLACK, TEAMS, EMAIL, WEBHOOK = "slack", "teams", "email", "webhook"
 KINDS = (SLACK, TEAMS, EMAIL, WEBHOOK)
-HTTP_TIMEOUT_S = 15.0
+HTTP_TIMEOUT_S = 10.0  # Slack and Teams answer within a second or two
 _SIGNING_PREFIX = "rnx_whsec_"
 _EMAIL = re.compile(r"^[^@\s,<>]+@[^@\s,<>]+\.[^@\s,<>]+$|^[^@\s,<>]+@localhost$")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,60}$")
@@ -113,6 +113,25 @@ def email_channel(
     config = {"host": host.strip(), "port": port, "user": user, "sender": sender, "to": addresses}
     shown = f"smtp://{user + '@' if user else ''}{host.strip()}:{port} -> {', '.join(addresses)}"
     return ChannelSpec(EMAIL, config, {"password": password} if password else {}, shown)
+
+
+def check_email(spec: ChannelSpec) -> None:
+    """Connect to the email channel's SMTP server, upgrade with STARTTLS (its certificate
+    verified) and log in, sending nothing; InvalidInput naming what failed and the fix."""
+    try:
+        email.send(None, spec.config, spec.secret.get("password"))
+    except (OSError, ValueError, smtplib.SMTPException) as e:
+        where = f"{spec.config['host']}:{spec.config['port']}"
+        fix = (
+            "; for an internal CA, point SSL_CERT_FILE at its PEM bundle for `rnx notify add` "
+            "and `rnx serve` alike"
+            if isinstance(e, ssl.SSLCertVerificationError)
+            else ""
+        )
+        raise InvalidInput(
+            f"the SMTP server {where} failed the check: {failures.smtp(e)}{fix} "
+            "(--no-check adds the channel without it)"
+        ) from None
 
 
 def _post(url: str, content: bytes, headers: dict[str, str]) -> None:

@@ -8,6 +8,10 @@ delivery per matching channel (fan_out), and each delivery is sent with the outb
   is sent again with the same delivery id, which the receiver deduplicates by (Slack and
   Teams show it in the message, email as its Message-ID, the webhook as X-Kernalin-Delivery).
 
+Sends to one channel go one at a time, and a channel whose send timed out is parked for a
+minute (gate_server/alerts/traffic.py): its deliveries wait (TryLater) instead of each waiting
+out the timeout, while the other delivery lanes send to every other channel.
+
 A channel whose sends fail FAILING_AFTER times in a row is marked failing (`rnx notify list`
 shows it) and one channel_failing event goes to the workspace's other channels; its first
 success clears the mark.
@@ -20,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
-from gate_server.alerts import channels
+from gate_server.alerts import channels, failures
 from gate_server.alerts.events import (
     CHANGE_POINT,
     CHANNEL_FAILING,
@@ -34,6 +38,7 @@ from gate_server.alerts.events import (
 from gate_server.clock import utcnow
 from gate_server.db import change_points, notify, outbox, repositories
 from gate_server.db.outbox import OutboxJob
+from gate_server.outbox import TryLater
 
 if TYPE_CHECKING:
     from gate_server.services import Services
@@ -125,10 +130,28 @@ def change_point_facts(conn: Connection, change_id: int) -> tuple[dict[str, Any]
         },
         "p_value": found.p_value,
         "undoes_id": found.undoes_id,  # a step back: it takes back this earlier change point
+        # What else moved at this commit (as far as detection has run when this is sent).
+        "also_moved": [
+            {
+                "configuration": other.configuration,
+                "workload": other.workload,
+                "environment": other.environment_key,
+                "ratio": other.ratio,
+            }
+            for other in change_points.moved_with(conn, found)
+        ],
         "links": {
             "run": run_link(found.after_run_id),
             "commits": compare_link(found.repository, found.before_sha, found.after_sha),
-            "dashboard": dashboard_link(found.repository),
+            "dashboard": dashboard_link(
+                found.repository,
+                {
+                    "branch": found.branch,
+                    "environment": found.environment_key,
+                    "workload": found.workload,
+                    "configuration": found.configuration,
+                },
+            ),
         },
     }
     return facts, repo.workspace_id, repo.id
@@ -151,9 +174,15 @@ def deliver(svc: Services, job: OutboxJob) -> None:
     with svc.database.read() as conn:
         found = notify.delivery(conn, did)
         channel = None if found is None else notify.channel(conn, found.channel_id)
-        secret = {} if channel is None else notify.channel_secret(conn, channel.id)
+        secret = (
+            {} if channel is None else notify.channel_secret(conn, channel.id, svc.database.sealer)
+        )
     if found is None or found.delivered_at is not None or channel is None:
         return  # sent already, or its channel was removed meanwhile
+    why_not = svc.traffic.enter(channel.id)
+    if why_not is not None:
+        raise TryLater(why_not)  # not the receiver's failure: nothing is recorded against it
+    timed_out = False
     try:
         channels.send(
             channel.kind,
@@ -164,16 +193,19 @@ def deliver(svc: Services, job: OutboxJob) -> None:
             public_url=svc.settings.public_url,
         )
     except channels.DeliveryFailed as e:
+        timed_out = str(e) == failures.TIMEOUT
         _failed(svc, did, channel.id, str(e))
         raise
+    finally:
+        svc.traffic.leave(channel.id, timed_out=timed_out)
     with svc.database.write() as conn:
         notify.record_success(conn, did, channel.id)
 
 
 def _failed(svc: Services, did: str, channel_id: int, error: str) -> None:
     with svc.database.write() as conn:
-        failures = notify.record_failure(conn, did, channel_id, error)
-        if failures < FAILING_AFTER:
+        count = notify.record_failure(conn, did, channel_id, error)
+        if count < FAILING_AFTER:
             return
         since = utcnow()
         if not notify.mark_failing(conn, channel_id, since):
@@ -185,7 +217,7 @@ def _failed(svc: Services, did: str, channel_id: int, error: str) -> None:
             channel_id=channel_id,
             channel=channel.name,
             kind=channel.kind,
-            failures=failures,
+            failures=count,
             last_error=error,
             since=since.isoformat(timespec="seconds"),
         )

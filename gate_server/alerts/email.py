@@ -30,13 +30,16 @@ def compose(message: Message, delivery_id: str, config: dict[str, Any]) -> Email
     return mail
 
 
-def send(mail: EmailMessage, config: dict[str, Any], password: str | None) -> None:
-    """Send over SMTP with STARTTLS (never in clear text); raises OSError or smtplib's errors."""
+def send(mail: EmailMessage | None, config: dict[str, Any], password: str | None) -> None:
+    """Send over SMTP with STARTTLS (never in clear text); raises OSError or smtplib's errors.
+    mail None: only connect, upgrade and log in (the check when a channel is added). The
+    certificate is checked against the system's CAs, or SSL_CERT_FILE's for an internal CA."""
     context = ssl.create_default_context()
     with smtplib.SMTP(config["host"], int(config["port"]), timeout=SMTP_TIMEOUT_S) as smtp:
         smtp.ehlo()
-        smtp.starttls(context=context)
+        smtp.starttls(context=context)  # SMTPNotSupportedError when the server offers none
         smtp.ehlo()
         if config.get("user"):
             smtp.login(config["user"], password or "")
-        smtp.send_message(mail)
+        if mail is not None:
+            smtp.send_message(mail)

@@ -4,8 +4,9 @@ transaction of what caused it (an upload, an accept, a failing channel)."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
+from gate_server.dashboard.views import anchor
 from gate_server.db.runs import RunFacts
 
 BLOCK = "block"  # a BLOCK on a push to a baseline branch: a regression landed
@@ -29,8 +30,24 @@ def run_link(run_id: str) -> str:
     return f"/runs/{run_id}"
 
 
-def dashboard_link(repository: str | None) -> str:
-    return f"/repos/{quote(repository)}" if repository else "/"
+def dashboard_link(repository: str | None, chart: dict[str, Any] | None = None) -> str:
+    """The repository's history; with `chart` (branch, environment, workload, configuration)
+    filtered to that workload and scrolled to the configuration's chart, the one that moved."""
+    if not repository:
+        return "/"
+    link = f"/repos/{quote(repository)}"
+    if not chart:
+        return link
+    shown = {k: chart[k] for k in ("branch", "environment", "workload") if chart.get(k)}
+    link += "?" + urlencode(shown)
+    if chart.get("workload") and chart.get("configuration"):
+        fragment = anchor(str(chart["workload"]), set())
+        link += f"#{fragment}--{str(chart['configuration']).replace('/', '-')}"
+    return link
+
+
+def pull_request_link(repository: str, pr_number: int | None) -> str | None:
+    return f"{GITHUB_WEB}/{repository}/pull/{pr_number}" if pr_number else None
 
 
 def compare_link(repository: str, base_sha: str | None, head_sha: str) -> str:
@@ -49,6 +66,7 @@ def alert_run(run: RunFacts) -> dict[str, Any]:
         "branch": run.baseline_branch or run.base_branch or run.branch,
         "workload": run.workload,
         "environment": run.environment_key,
+        "pr_number": run.pr_number,
     }
 
 
@@ -73,6 +91,15 @@ def _run_facts(repository: str, answer: dict[str, Any], run: dict[str, Any]) -> 
     baseline = answer.get("baseline") or {}
     base_shas = baseline.get("shas") or []
     base_sha = base_shas[0] if base_shas else None
+    worst = worst_slowdown(list(answer.get("comparisons") or []))
+    pr_number = run.get("pr_number")
+    chart = {**run, "configuration": (worst or {}).get("configuration")}
+    links = {
+        "run": run_link(run["run_id"]),
+        "commits": compare_link(repository, base_sha, run["sha"]),
+        "dashboard": dashboard_link(repository, chart),
+        "pull_request": pull_request_link(repository, pr_number),
+    }
     return {
         "repository": repository,
         "run_id": run["run_id"],
@@ -82,13 +109,10 @@ def _run_facts(repository: str, answer: dict[str, Any], run: dict[str, Any]) -> 
         "environment": run["environment"],
         "tier": answer.get("tier"),
         "reasons": list(answer.get("reasons") or [])[:5],
-        "worst": worst_slowdown(list(answer.get("comparisons") or [])),
+        "worst": worst,
         "baseline_sha": base_sha,
-        "links": {
-            "run": run_link(run["run_id"]),
-            "commits": compare_link(repository, base_sha, run["sha"]),
-            "dashboard": dashboard_link(repository),
-        },
+        "pr_number": pr_number,
+        "links": {k: v for k, v in links.items() if v},
     }
 
 

@@ -45,10 +45,13 @@ def http_status(status: int, reply: str) -> str:
     return f"HTTP {status} {phrase}{known}"
 
 
+TIMEOUT = "no answer in time (timeout)"
+
+
 def transport(error: BaseException) -> str:
     """A request that got no usable answer: what kind of failure, in fixed words."""
     if isinstance(error, (TimeoutError, socket.timeout)):
-        return "no answer in time (timeout)"
+        return TIMEOUT
     if isinstance(error, ssl.SSLCertVerificationError):
         return "TLS: the receiver's certificate is not trusted (docs/alerts.md: SSL_CERT_FILE)"
     if isinstance(error, ssl.SSLError):

@@ -81,6 +81,7 @@ def add_channel(
             config=spec.config,
             secret=spec.secret,
             shown=spec.shown,
+            sealer=database.sealer,
         )
         if channel_id is None:
             raise InvalidInput(
@@ -192,7 +193,7 @@ def send_test(database: Database, channel_id: int, *, public_url: str | None) ->
     text without secrets, when it does not go through."""
     with database.read() as conn:
         found = notify.channel(conn, channel_id)
-        secret = {} if found is None else notify.channel_secret(conn, channel_id)
+        secret = {} if found is None else notify.channel_secret(conn, channel_id, database.sealer)
     if found is None:
         raise NotFound(f"no channel {channel_id}; `rnx notify list` shows the channels")
     did = str(uuid.uuid4())

@@ -3,6 +3,7 @@ much (summary), and the links (run page, commit range, dashboard)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,15 @@ from gate_server.alerts.events import (
     TEST,
 )
 
-_LINK_LABELS = {"run": "Run page", "commits": "Commit range", "dashboard": "Dashboard"}
+_LINK_LABELS = {
+    "run": "Run page",
+    "pull_request": "Pull request",
+    "commits": "Commit range",
+    "dashboard": "Dashboard",
+}
+# The gate's reasons end their clauses with the statistics behind them, "(adjusted P = 0.0010)"
+# and "(P(ratio <= 1.25) = 0.0100)": right for the run page, noise in a chat message.
+_STATISTICS = re.compile(r"\s*\((?:adjusted P|P\(ratio[^()]*\)|P =)[^()]*\)")
 
 
 @dataclass(frozen=True)
@@ -49,18 +58,26 @@ def how_much(worst: dict[str, Any] | None) -> str:
     return text
 
 
+def plain_reason(reason: str) -> str:
+    """A gate reason without its statistics' figures (the run page keeps them)."""
+    return _STATISTICS.sub("", reason)
+
+
 def _short(sha: str | None) -> str:
     return (sha or "?")[:12]
 
 
 def _where(p: dict[str, Any]) -> list[tuple[str, str]]:
-    return [
+    where = [
         ("Repository", str(p.get("repository"))),
         ("Branch", str(p.get("branch"))),
         ("Commit", _short(p.get("sha"))),
         ("Workload", str(p.get("workload"))),
         ("Environment", str(p.get("environment"))),
     ]
+    if p.get("pr_number"):
+        where.append(("Pull request", f"#{p['pr_number']}"))
+    return where
 
 
 def absolute_links(links: dict[str, str], public_url: str | None) -> dict[str, str]:
@@ -75,7 +92,7 @@ def _links(p: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _block(p: dict[str, Any]) -> Message:
-    reasons = "; ".join(p.get("reasons") or []) or "-"
+    reasons = "; ".join(plain_reason(str(r)) for r in p.get("reasons") or []) or "-"
     return Message(
         event=BLOCK,
         title=f"BLOCK on {p['repository']} {p['branch']} at {_short(p['sha'])}: "
@@ -108,6 +125,13 @@ def _change_point(p: dict[str, Any]) -> Message:
         facts.append(("Before", _short(p.get("baseline_sha"))))
     if p.get("undoes_id"):
         facts.append(("Takes back", f"change point {p['undoes_id']} (a step back)"))
+    also = p.get("also_moved") or []
+    if also:
+        moved = [
+            f"{o['configuration']} ({o['workload']}, {o['environment']}): {float(o['ratio']):.3g}x"
+            for o in also
+        ]
+        facts.append(("Also moved at this commit", "; ".join(moved)))
     return Message(
         event=CHANGE_POINT,
         title=f"Change point on {p.get('repository')} {p.get('branch')} at {_short(p.get('sha'))}",

@@ -9,6 +9,7 @@ from gate_server.alerts.message import Message
 
 _HEADER_CHARS = 150  # Slack's limit for a header block's text
 _FIELD_CHARS = 2000  # a section field's text
+_TEXT_CHARS = 3000  # a section's text
 _MAX_FIELDS = 10  # fields per section
 
 
@@ -38,12 +39,19 @@ def payload(message: Message, delivery_id: str) -> dict[str, Any]:
             "type": "header",
             "text": {"type": "plain_text", "text": _clip(message.title, _HEADER_CHARS)},
         },
-        {"type": "section", "text": {"type": "mrkdwn", "text": _escape(message.summary)}},
+        {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": _clip(_escape(message.summary), _TEXT_CHARS)},
+        },
         {"type": "section", "fields": fields},
     ]
-    if message.links:
-        links = " | ".join(_link(label, url) for label, url in message.links)
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": links}})
+    links: list[str] = []
+    for label, url in message.links:
+        # Whole links only (a clipped one breaks Slack's <url|label>): those that fit the text.
+        if len(" | ".join([*links, _link(label, url)])) <= _TEXT_CHARS:
+            links.append(_link(label, url))
+    if links:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": " | ".join(links)}})
     blocks.append(
         {
             "type": "context",

@@ -28,7 +28,8 @@ def card(message: Message, delivery_id: str) -> dict[str, Any]:
             "weight": "Bolder",
             "size": "Medium",
             "wrap": True,
-            "style": "heading",
+            # No "style": "heading": that is Adaptive Card 1.5, and the card declares 1.4
+            # (tests/data/vendor/adaptive-card-1.4.json checks it).
         },
         {"type": "TextBlock", "text": _inert(message.summary), "wrap": True},
         {

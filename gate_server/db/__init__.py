@@ -12,6 +12,7 @@
     audit.py         the audit log
     change_points.py change points found in baseline history (stored once, acknowledged)
     keys.py          the server's own secret keys
+    sealed.py        secrets at rest encrypted with the operator's key (RNX_SECRET_KEY)
     deliveries.py    GitHub webhook deliveries (acted on once)
     notify.py        alerts: channels (and their secrets), rules, deliveries
     oidc_tokens.py   spent OIDC token ids
@@ -41,6 +42,7 @@ from gate_server.db import (
     renames,
     repositories,
     runs,
+    sealed,
     tokens,
 )
 from gate_server.db.engine import Database
@@ -64,5 +66,6 @@ __all__ = [
     "renames",
     "repositories",
     "runs",
+    "sealed",
     "tokens",
 ]

@@ -171,6 +171,21 @@ def by_id(conn: Connection, change_id: int) -> ChangePointRecord | None:
     return None if row is None else _record(row._mapping)
 
 
+def moved_with(
+    conn: Connection, found: ChangePointRecord, limit: int = 10
+) -> list[ChangePointRecord]:
+    """The other change points found at the same commit of the same repository and branch
+    (other configurations, workloads or environments that moved with it), oldest first."""
+    query = _select().where(
+        change_points.c.repository_id == found.repository_id,
+        change_points.c.branch == found.branch,
+        change_points.c.after_sha == found.after_sha,
+        change_points.c.id != found.id,
+    )
+    rows = conn.execute(query.order_by(change_points.c.id).limit(limit))
+    return [_record(r._mapping) for r in rows]
+
+
 def listed(
     conn: Connection,
     repository_id: int,

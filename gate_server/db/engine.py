@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.util import greenlet_spawn
 
 from gate_server.db.schema import migrations
+from gate_server.db.sealed import Sealer
 from gate_server.errors import SettingsError
 
 # First keys of PostgreSQL's advisory locks (any constants, distinct): migrations run one at a
@@ -60,8 +61,17 @@ def shown_url(url: str) -> str:
 class Database:
     """One database, chosen by its URL: `sqlite:///path.db` or `postgresql+psycopg://...`."""
 
-    def __init__(self, url: str, *, pool_size: int = 10, awaited: bool = False):
-        """awaited: PostgreSQL's statements are awaited in the event loop (in_event_loop)."""
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        awaited: bool = False,
+        sealer: Sealer | None = None,
+    ):
+        """awaited: PostgreSQL's statements are awaited in the event loop (in_event_loop);
+        sealer: seals and opens the secrets stored in it (gate_server/db/sealed.py)."""
+        self.sealer = sealer or Sealer()
         try:
             parsed = make_url(url)
         except ArgumentError:
@@ -99,7 +109,7 @@ class Database:
         this one."""
         if self.dialect != "postgresql":
             return self
-        return Database(self.url, awaited=True)
+        return Database(self.url, awaited=True, sealer=self.sealer)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

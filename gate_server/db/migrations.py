@@ -12,7 +12,7 @@ for server_keys and runs), so an empty database and an old one end up with the s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import (
     BigInteger,
@@ -56,6 +56,7 @@ from gate_server.db.schema import (
     tokens,
     workspaces,
 )
+from gate_server.db.sealed import Sealer, settle
 from gate_server.errors import SettingsError
 from gate_server.workloads import stored_workload
 
@@ -219,11 +220,14 @@ def schema_version(database: Database) -> int:
     return int(found or 0)
 
 
-def open_database(url: str) -> Database:
-    """The database at `url`, migrated to LATEST_VERSION (closed again if that fails)."""
-    database = Database(url)
+def open_database(url: str, secret_keys: Sequence[str] = ()) -> Database:
+    """The database at `url`, migrated to LATEST_VERSION, its stored secrets sealed with
+    `secret_keys` (RNX_SECRET_KEY; gate_server/db/sealed.py), closed again if that fails."""
+    database = Database(url, sealer=Sealer(secret_keys))
     try:
         migrate(database)
+        with database.write() as conn:
+            settle(conn, database.sealer)
     except BaseException:
         database.close()
         raise

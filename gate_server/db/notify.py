@@ -20,6 +20,7 @@ from gate_server.db.schema import (
     repositories,
     workspaces,
 )
+from gate_server.db.sealed import Sealer
 
 _ERROR_CHARS = 500
 
@@ -88,6 +89,7 @@ def add_channel(
     config: dict[str, Any],
     secret: dict[str, Any],
     shown: str,
+    sealer: Sealer,
 ) -> int | None:
     """Store a channel; None when the workspace has a channel of that name already."""
     try:
@@ -100,7 +102,7 @@ def add_channel(
                         name=name,
                         kind=kind,
                         config=json.dumps(config, sort_keys=True),
-                        secret=json.dumps(secret, sort_keys=True),
+                        secret=sealer.seal(json.dumps(secret, sort_keys=True)),
                         shown=shown,
                         created_at=utcnow(),
                         failures=0,
@@ -138,12 +140,12 @@ def channel_named(conn: Connection, workspace_id: int, name: str) -> Channel | N
     return None if row is None else _channel(row._mapping)
 
 
-def channel_secret(conn: Connection, channel_id: int) -> dict[str, Any]:
+def channel_secret(conn: Connection, channel_id: int, sealer: Sealer) -> dict[str, Any]:
     """The channel's secret, for sending only (gate_server/alerts/ is the one caller)."""
     found = conn.execute(
         select(notify_channels.c.secret).where(notify_channels.c.id == channel_id)
     ).scalar_one()
-    value: dict[str, Any] = json.loads(found)
+    value: dict[str, Any] = json.loads(sealer.open(found))
     return value
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, func, select, update
+from sqlalchemy import Integer, and_, bindparam, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
@@ -97,6 +97,25 @@ def insert_run(conn: Connection, run: NewRun) -> bool:
 
 # Every column but the document (large, and read only where it is needed).
 _RECORD_COLUMNS = [c for c in runs.c if c.name != "document"]
+
+
+def blocked_since_pass(conn: Connection, new: NewRun) -> bool:
+    """Whether an earlier run of the same repository, branch, environment and workload outside a
+    pull request was a BLOCK with no PASS stored after it (the run `new` itself left out): the
+    alerts group a regression's BLOCKs until the next PASS."""
+    same = and_(
+        runs.c.repository_id == new.repository_id,
+        runs.c.branch == new.branch,
+        runs.c.environment_key == new.environment_key,
+        runs.c.workload == new.workload,
+        runs.c.pr_number.is_(None),
+        runs.c.run_id != new.run_id,
+    )
+    last_pass = select(func.max(runs.c.id)).where(same, runs.c.tier == "PASS").scalar_subquery()
+    blocked = select(runs.c.id).where(
+        same, runs.c.tier == "BLOCK", or_(last_pass.is_(None), runs.c.id > last_pass)
+    )
+    return conn.execute(blocked.limit(1)).first() is not None
 
 
 def _select(*extra: Any) -> Any:

@@ -24,6 +24,10 @@ from tests.support.receivers import HttpReceiver, SmtpReceiver
 PUBLIC = "https://gate.example.com"
 HEAD, BASE = "c" * 40, "b" * 40
 RUN_ID = "3f1c2a9e-8d47-4b6a-9e0f-5a7d2c1b0e93"
+CHART = (
+    "/repos/acme/kernels?branch=main&environment=h200-cuda13&workload=bench%2Fmatmul.yml"
+    "#bench-matmul-yml--matmul-fp16"
+)
 
 
 def _answer(ratio: float = 1.32) -> dict[str, Any]:
@@ -70,14 +74,15 @@ def test_block_facts_link_the_run_the_commit_range_and_the_dashboard() -> None:
     assert facts["links"] == {
         "run": f"/runs/{RUN_ID}",
         "commits": f"https://github.com/acme/kernels/compare/{BASE}...{HEAD}",
-        "dashboard": "/repos/acme/kernels",
+        # The chart that moved: its branch, environment and workload, its configuration's card.
+        "dashboard": CHART,
     }
     assert facts["worst"]["ratio"] == 1.32 and facts["worst"]["configuration"] == "matmul-fp16"
     message = compose(facts, PUBLIC)
     assert message.links == [
         ("Run page", f"{PUBLIC}/runs/{RUN_ID}"),
         ("Commit range", f"https://github.com/acme/kernels/compare/{BASE}...{HEAD}"),
-        ("Dashboard", f"{PUBLIC}/repos/acme/kernels"),
+        ("Dashboard", f"{PUBLIC}{CHART}"),
     ]
     assert compose(facts, None).links[0] == ("Run page", f"/runs/{RUN_ID}")
 
@@ -102,7 +107,7 @@ def test_slack_gets_text_and_blocks(http: HttpReceiver) -> None:
     links = sent["blocks"][3]["text"]["text"]
     assert f"<{PUBLIC}/runs/{RUN_ID}|Run page>" in links
     assert f"<https://github.com/acme/kernels/compare/{BASE}...{HEAD}|Commit range>" in links
-    assert f"<{PUBLIC}/repos/acme/kernels|Dashboard>" in links
+    assert f"<{PUBLIC}{CHART}|Dashboard>" in links
     assert delivery in sent["blocks"][4]["elements"][0]["text"]
 
 
@@ -365,3 +370,123 @@ def test_slack_notification_text_mentions_and_links_nothing(http: HttpReceiver) 
     for text in parsed:
         assert "<!channel>" not in text and "<https://evil.example" not in text, text
     assert "release/&lt;!channel&gt;" in sent["text"]
+
+
+def _long_block() -> dict[str, Any]:
+    """A BLOCK whose every user-controlled value is at or past what Slack allows."""
+    run = {**_run(), "branch": "release/" + "<!channel>" * 40, "workload": "w" * 3000}
+    answer = {**_answer(), "reasons": ["<https://evil.example|Click> & " * 300]}
+    return block_event(repository="acme/" + "k" * 90, answer=answer, run=run)
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        block(),
+        _long_block(),
+        accepted_slowdown_event(
+            repository="acme/kernels",
+            answer=_answer(),
+            run=_run(),
+            accepted_by="octo",
+            reason="<https://evil.example|ok> " * 200,
+            via="api",
+        ),
+        channel_failing_event(
+            channel_id=1,
+            channel="perf",
+            kind="slack",
+            failures=5,
+            last_error="HTTP 404 Not Found",
+            since="2026-12-03T07:00:00+00:00",
+        ),
+    ],
+    ids=["block", "long-block", "accepted-slowdown", "channel-failing"],
+)
+def test_slack_payloads_pass_slacks_own_block_kit_checks(
+    facts: dict[str, Any], http: HttpReceiver
+) -> None:
+    from slack_sdk.models.blocks import Block
+
+    _send(channels.slack_channel(f"{http.url}/hook"), facts, "d")
+    sent = http.received[0].json()
+    assert len(sent["blocks"]) <= 50  # a message's limit
+    for block_json in sent["blocks"]:
+        parsed = Block.parse(block_json)
+        assert parsed is not None, f"slack_sdk knows no block {block_json['type']!r}"
+        parsed.validate_json()  # raises SlackObjectFormationError past any Block Kit limit
+        assert parsed.to_dict() == block_json  # nothing Slack would drop or change
+
+
+def test_alerts_speak_without_the_statistics_jargon() -> None:
+    answer = _answer()
+    answer["reasons"] = [
+        "matmul-fp16 is 32.0% slower (90% interval 1.250-1.400), credibly slower over the run's "
+        "2 configurations (adjusted P = 0.0010) and beyond the 25% block threshold "
+        "(P(ratio <= 1.25) = 0.0100)",
+        "matmul-fp32 is 3.0% slower (90% interval 1.010-1.050), possibly beyond the 25% block "
+        "threshold (P = 0.40, not the 0.95 a BLOCK needs)",
+    ]
+    text = compose(block_event(repository="acme/kernels", answer=answer, run=_run()), PUBLIC)
+    reasons = dict(text.facts)["Reasons"]
+    assert "adjusted P" not in reasons and "P(ratio" not in reasons and "P = " not in reasons
+    assert reasons.startswith("matmul-fp16 is 32.0% slower (90% interval 1.250-1.400), credibly")
+    assert "beyond the 25% block threshold; matmul-fp32 is 3.0% slower" in reasons
+
+
+def test_an_accepted_slowdown_names_its_pull_request_and_links_it() -> None:
+    facts = accepted_slowdown_event(
+        repository="acme/kernels",
+        answer=_answer(),
+        run={**_run(), "pr_number": 42},
+        accepted_by="octo",
+        reason="expected: bigger tiles",
+        via="comment",
+    )
+    assert facts is not None
+    message = compose(facts, PUBLIC)
+    assert ("Pull request", "#42") in message.facts
+    assert ("Pull request", "https://github.com/acme/kernels/pull/42") in message.links
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        block(),
+        _long_block(),
+        accepted_slowdown_event(
+            repository="acme/kernels",
+            answer=_answer(),
+            run={**_run(), "pr_number": 7},
+            accepted_by="octo",
+            reason="[the fix](https://evil.example) & <b>",
+            via="comment",
+        ),
+        channel_failing_event(
+            channel_id=1,
+            channel="perf",
+            kind="teams",
+            failures=5,
+            last_error="HTTP 404 Not Found",
+            since="2026-12-03T07:00:00+00:00",
+        ),
+    ],
+    ids=["block", "long-block", "accepted-slowdown", "channel-failing"],
+)
+def test_teams_cards_validate_against_the_official_adaptive_card_1_4_schema(
+    facts: dict[str, Any],
+) -> None:
+    import jsonschema
+
+    vendor = Path(__file__).parents[1] / "data" / "vendor" / "adaptive-card-1.4.json"
+    schema = json.loads(vendor.read_text(encoding="utf-8"))
+    receiver = HttpReceiver(status=202).start()
+    try:
+        _send(channels.teams_channel(f"{receiver.url}/workflows/1?sig=S"), facts, "d")
+    finally:
+        receiver.stop()
+    (attachment,) = receiver.received[0].json()["attachments"]
+    card = attachment["content"]
+    assert card["version"] == "1.4"
+    checker = jsonschema.Draft6Validator.FORMAT_CHECKER
+    jsonschema.Draft6Validator(schema, format_checker=checker).validate(card)

@@ -13,6 +13,7 @@ import pytest
 from gate_server.cli import main
 from gate_server.db import audit, notify, open_database
 from tests.support.gate_helpers import create_token
+from tests.support.receivers import SmtpReceiver
 
 SLACK_URL = "https://hooks.slack.com/services/T0001/B0002/SlackSecretPart"
 TEAMS_URL = "https://prod.westus.logic.azure.com/workflows/1/triggers/manual?sig=TeamsSecretSig"
@@ -68,6 +69,7 @@ def test_add_list_remove_without_showing_secrets(
             "gate@example.com",
             "--to",
             "perf@example.com,oncall@example.com",
+            "--no-check",  # no such server: the check is tested below
             stdin=SMTP_PASSWORD,
         )
         == 0
@@ -109,7 +111,7 @@ def test_add_list_remove_without_showing_secrets(
     try:
         with database.read() as conn:
             log = json.dumps(audit.entries(conn), default=str)
-            assert notify.channel_secret(conn, 4) == {"password": SMTP_PASSWORD}
+            assert notify.channel_secret(conn, 4, database.sealer) == {"password": SMTP_PASSWORD}
     finally:
         database.close()
     for secret in ("SlackSecretPart", "TeamsSecretSig", signing, SMTP_PASSWORD, "ci.example.com/k"):
@@ -125,7 +127,9 @@ def test_add_list_remove_without_showing_secrets(
     database = open_database(database_url)
     try:
         with database.read() as conn:
-            assert notify.channel_secret(conn, 1) == {}  # a removed channel's secret is wiped
+            assert (
+                notify.channel_secret(conn, 1, database.sealer) == {}
+            )  # a removed channel's secret is wiped
     finally:
         database.close()
 
@@ -141,7 +145,7 @@ def test_the_secret_can_come_from_a_file(
     database = open_database(database_url)
     try:
         with database.read() as conn:
-            assert notify.channel_secret(conn, 1) == {"url": SLACK_URL}
+            assert notify.channel_secret(conn, 1, database.sealer) == {"url": SLACK_URL}
     finally:
         database.close()
 
@@ -223,3 +227,39 @@ def test_notify_test_sends_one_message_now(
     assert got.json()["text"].startswith("Test alert for channel slack of workspace acme")
     assert "the test message was not delivered: HTTP 503" in err
     assert "DownSecret" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_adding_an_email_channel_checks_starttls_the_certificate_and_the_login(
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    create_token(database_url)
+    (tmp_path / "tls").mkdir()
+    (tmp_path / "plain").mkdir()
+    secure = SmtpReceiver(tmp_path / "tls").start()
+    clear = SmtpReceiver(tmp_path / "plain", starttls=False).start()
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+
+    def add(port: int, password: str, *extra: str) -> tuple[int, str]:
+        argv = ("add", "email", "--workspace", "acme", "--smtp-host", "127.0.0.1")
+        argv += ("--smtp-port", str(port), "--smtp-user", "alerts", "--from", "gate@example.com")
+        argv += ("--to", "perf@example.com", "--name", f"mail-{port}-{len(extra)}", *extra)
+        code = _notify(monkeypatch, database_url, *argv, stdin=password)
+        return code, capsys.readouterr().err
+
+    try:
+        code, err = add(clear.port, clear.password)
+        assert code == 2 and "does not offer STARTTLS" in err and "never sent in clear" in err
+        code, err = add(secure.port, secure.password)  # a CA this machine does not trust
+        assert code == 2 and "certificate is not trusted" in err and "SSL_CERT_FILE" in err
+        monkeypatch.setenv("SSL_CERT_FILE", str(secure.ca_file))  # an internal CA, trusted
+        code, err = add(secure.port, "wrong-password")
+        assert code == 2 and "login refused (code 535)" in err and "wrong-password" not in err
+        assert add(secure.port, secure.password) == (0, "")
+        assert add(clear.port, clear.password, "--no-check")[0] == 0  # the admin's call
+    finally:
+        secure.stop()
+        clear.stop()
+    assert secure.messages == [] and clear.messages == []  # a check sends nothing

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from starlette.testclient import TestClient
 
 from gate_server.alerts import channels, manage
 from gate_server.alerts.delivery import DELIVER, FAILING_AFTER, fan_out
+from gate_server.alerts.traffic import ChannelTraffic
 from gate_server.asgi import create_app
 from gate_server.db import Database, audit, change_points, notify, outbox
 from gate_server.db.change_points import NewChangePoint
@@ -24,7 +25,7 @@ from gate_server.outbox import OutboxWorker
 from gate_server.settings import ServerSettings
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import Token, create_token, signed_headers
-from tests.support.receivers import HttpReceiver
+from tests.support.receivers import HttpReceiver, SilentReceiver
 
 PUBLIC = "https://gate.example.com"
 UPLOAD = "/api/v1/runs"
@@ -36,6 +37,7 @@ class Svc:
 
     database: Database
     settings: ServerSettings
+    traffic: ChannelTraffic = field(default_factory=ChannelTraffic)
 
 
 @pytest.fixture
@@ -260,6 +262,27 @@ def test_a_change_point_is_alerted_with_its_commit_range(
             undoes_id=None,
         )
         assert change_id is not None
+        # Another configuration, in another environment, moved at the same commit.
+        other = change_points.insert_new(
+            conn,
+            NewChangePoint(
+                repository_id=1,
+                branch="main",
+                environment_key="a100",
+                workload="kernels/attention.py",
+                configuration="pytorch_eager/float16/bs1",
+                before_run_id="33333333-3333-4333-8333-333333333333",
+                before_sha=before,
+                after_run_id="44444444-4444-4444-8444-444444444444",
+                after_sha=after,
+                ratio=1.31,
+                low=1.2,
+                high=1.4,
+                p_value=0.001,
+            ),
+            undoes_id=None,
+        )
+        assert other is not None
         outbox.enqueue(
             conn,
             "event.change_point",
@@ -273,6 +296,17 @@ def test_a_change_point_is_alerted_with_its_commit_range(
     links = json.dumps(sent["blocks"])
     assert f"https://github.com/acme/kernels/compare/{before}...{after}" in links
     assert f"{PUBLIC}/runs/22222222-2222-4222-8222-222222222222" in links
+    # The dashboard link opens the chart that moved; the message names what moved with it.
+    chart = "?branch=main&environment=h200&workload=kernels%2Fattention.py"
+    assert (
+        f"{PUBLIC}/repos/acme/kernels{chart}#kernels-attention-py--pytorch_eager-float16-bs8|"
+        in links
+    )
+    fields = [f["text"] for f in sent["blocks"][2]["fields"]]
+    also = (
+        "*Also moved at this commit*\npytorch_eager/float16/bs1 (kernels/attention.py, a100): 1.31x"
+    )
+    assert also in fields
 
 
 def test_a_channel_that_keeps_failing_is_reported_to_the_others_once(
@@ -311,6 +345,72 @@ def test_a_channel_that_keeps_failing_is_reported_to_the_others_once(
     assert "HTTP 503 Service Unavailable" in page and 'data-channel="2"' not in page
     for where in (caplog.text, job.last_error or "", marked.last_error or "", page):
         assert "NeverShowThis" not in where
+
+
+def test_a_receiver_that_never_answers_costs_one_timeout_not_one_per_alert(
+    app: TestClient,
+    token: Token,
+    storage: Database,
+    settings: ServerSettings,
+    receivers: dict[str, HttpReceiver],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(channels, "HTTP_TIMEOUT_S", 0.3)
+    silent = SilentReceiver().start()
+    hung = _channel(storage, channels.slack_channel(silent.url + "/hook"), "hung")
+    _channel(storage, channels.slack_channel(receivers["slack"].url), "ops")
+    _upload(app, token, seed=1)
+    for seed in (3, 4, 5):
+        _upload(app, token, seed=seed, slowdown=1.5)
+        _upload(app, token, seed=seed + 10)  # a PASS: the next BLOCK is a regression of its own
+    # One worker (one process's traffic) runs every job, retries at once included.
+    worker = OutboxWorker(Svc(storage, settings), HANDLERS, poll_s=0, lease_s=60, first_retry_s=0)
+    ran = 0
+    while ran < 200 and worker.run_once():
+        ran += 1
+    silent.stop()
+    # The first send timed out and parked the channel: its other alerts waited, never sent
+    # into the same silence (on main every one of them, every attempt, waited out a timeout).
+    assert silent.accepted == 1
+    assert [r.json()["text"][:5] for r in receivers["slack"].received] == ["BLOCK"] * 3
+    with storage.read() as conn:
+        marked = notify.channel(conn, hung)
+    assert marked is not None and marked.failures == 1
+    assert marked.last_error == "no answer in time (timeout)"
+
+
+def test_repeated_blocks_of_one_regression_alert_once_until_a_pass(
+    app: TestClient,
+    token: Token,
+    storage: Database,
+    settings: ServerSettings,
+    receivers: dict[str, HttpReceiver],
+) -> None:
+    _channel(storage, channels.slack_channel(receivers["slack"].url), "ops")
+    _upload(app, token, seed=1)  # the baseline
+    for seed in (3, 4, 5):  # the same regression pushed again and again
+        assert _upload(app, token, seed=seed, slowdown=1.5)["tier"] == "BLOCK"
+    other = _upload(app, token, seed=6, slowdown=1.5, environment="a100-cuda12")
+    assert other["tier"] == "WARN"  # no baseline there yet: its own key, nothing to group
+    assert _upload(app, token, seed=7)["tier"] == "PASS"  # fixed
+    assert _upload(app, token, seed=8, slowdown=1.5)["tier"] == "BLOCK"  # back again: news
+    drain(storage, settings)
+    texts = [r.json()["text"] for r in receivers["slack"].received]
+    assert len(texts) == 2 and all(t.startswith("BLOCK") for t in texts)
+
+
+def test_one_send_per_channel_at_a_time_and_a_timed_out_channel_is_parked() -> None:
+    traffic = ChannelTraffic(park_s=3600)
+    assert traffic.enter(1) is None and traffic.enter(2) is None
+    assert "under way" in (traffic.enter(1) or "")
+    traffic.leave(1, timed_out=True)
+    assert "no answer in time" in (traffic.enter(1) or "")
+    traffic.leave(2, timed_out=False)
+    assert traffic.enter(2) is None
+    quick = ChannelTraffic(park_s=0)
+    assert quick.enter(1) is None
+    quick.leave(1, timed_out=True)
+    assert quick.enter(1) is None  # the park is over: tried again
 
 
 def test_no_channel_secret_in_logs_outbox_audit_or_pages(

@@ -8,6 +8,7 @@ import datetime
 import ipaddress
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -169,6 +170,7 @@ class SmtpReceiver:
     user: str = "alerts"
     password: str = "smtp-password"
     fail: Callable[[int], bool] = lambda n: False
+    starttls: bool = True  # False: a server that offers no STARTTLS (and takes logins in clear)
     messages: list[Message] = field(default_factory=list)
     envelopes: list[tuple[str, list[str]]] = field(default_factory=list)
     logins: list[tuple[str, str]] = field(default_factory=list)
@@ -228,11 +230,11 @@ class SmtpReceiver:
                 hostname="127.0.0.1",
                 port=self.port,
                 ready_timeout=60,
-                tls_context=context,
-                require_starttls=True,
+                tls_context=context if self.starttls else None,
+                require_starttls=self.starttls,
                 authenticator=authenticator,
                 auth_required=True,
-                auth_require_tls=True,
+                auth_require_tls=self.starttls,
             )
             try:
                 self._controller.start()
@@ -246,3 +248,37 @@ class SmtpReceiver:
     def stop(self) -> None:
         if self._controller is not None:
             self._controller.stop()
+
+
+class SilentReceiver:
+    """A receiver that accepts connections, reads what is sent and never answers: the hung
+    webhook endpoint that must not hold up other channels' alerts."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._held: list[socket.socket] = []
+        self._stopped = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+
+    def start(self) -> SilentReceiver:
+        def accept() -> None:
+            while not self._stopped.is_set():
+                try:
+                    conn, _ = self._listener.accept()
+                except OSError:
+                    return
+                self.accepted += 1
+                self._held.append(conn)  # kept open, never read to the end, never answered
+
+        threading.Thread(target=accept, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._listener.close()
+        for conn in self._held:
+            conn.close()
