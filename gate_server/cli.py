@@ -120,6 +120,15 @@ def token_main(argv: list[str]) -> int:
     create.add_argument("--repo", help="OWNER/NAME (required for CI tokens)")
     create.add_argument("--branches", default="", help="baseline branches, e.g. main,release/*")
     create.add_argument("--viewer", action="store_true", help="a dashboard token; cannot upload")
+    create.add_argument(
+        "--name", help="who holds it (a person or system); shown wherever the token acts"
+    )
+    create.add_argument(
+        "--can-act",
+        action="store_true",
+        help="a viewer token that may also acknowledge change points and accept runs of the "
+        "workspace's repositories on its --branches (dashboard, rnx accept, rnx change-points)",
+    )
     listing = sub.add_parser("list", help="list tokens (never their secrets)")
     listing.add_argument("--json", action="store_true")
     revoke = sub.add_parser("revoke", help="revoke a token by id")
@@ -131,8 +140,6 @@ def token_main(argv: list[str]) -> int:
     database = _database(database_url_of(args))
     try:
         if args.action == "create":
-            if args.viewer and args.branches:
-                raise UserError("--branches is for CI tokens; a viewer token only reads")
             token_id, secret = issue_token(
                 database,
                 workspace=args.workspace,
@@ -140,8 +147,10 @@ def token_main(argv: list[str]) -> int:
                 branches=args.branches.split(",") if args.branches else [],
                 viewer=args.viewer,
                 actor=_actor(),
+                name=args.name,
+                can_act=args.can_act,
             )
-            kind = "viewer" if args.viewer else "CI"
+            kind = "acting viewer" if args.can_act else "viewer" if args.viewer else "CI"
             print(f"created {kind} token {token_id}; it is shown only this once:", file=sys.stderr)
             print(secret)
             return 0
@@ -161,6 +170,8 @@ def _print_tokens(found: list[TokenRecord], *, as_json: bool) -> None:
         {
             "id": t.id,
             "kind": t.kind,
+            "name": t.name,
+            "can_act": t.can_act,
             "workspace": t.workspace,
             "repository": t.repository,
             "branches": t.branches,
@@ -177,12 +188,13 @@ def _print_tokens(found: list[TokenRecord], *, as_json: bool) -> None:
         print(json.dumps(rows, indent=2))
         return
     print(
-        f"{'ID':>4}  {'KIND':<6}  {'WORKSPACE':<14}  {'REPOSITORY':<28}  "
+        f"{'ID':>4}  {'KIND':<13}  {'NAME':<16}  {'WORKSPACE':<14}  {'REPOSITORY':<28}  "
         f"{'BRANCHES':<20}  {'LAST USED':<19}  STATUS"
     )
     for r in rows:
         print(
-            f"{r['id']:>4}  {r['kind']:<6}  {r['workspace']:<14}  "
+            f"{r['id']:>4}  {r['kind'] + (' (acts)' if r['can_act'] else ''):<13}  "
+            f"{r['name'] or '-':<16}  {r['workspace']:<14}  "
             f"{r['repository'] or '-':<28}  {','.join(r['branches']) or '-':<20}  "
             f"{r['last_used_at'] or 'never':<19}  "
             f"{'revoked' if r['revoked'] else 'active'}"
