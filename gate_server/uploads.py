@@ -14,6 +14,7 @@ from typing import Any
 from gate_server.alerts.delivery import emit
 from gate_server.alerts.events import alert_run, block_event
 from gate_server.answers import Answer, ApiError
+from gate_server.auth import actor_of
 from gate_server.baselines import BaselineCandidates, candidates, choose_baselines
 from gate_server.branches import current_name, hold_names
 from gate_server.changes import enqueue_detection
@@ -326,7 +327,7 @@ def _store(
             enqueue_detection(conn, key, new.run_id)
         audit.record(
             conn,
-            actor=f"token:{token.id}",
+            actor=actor_of(token),
             token_id=token.id,
             action="run.upload",
             subject=f"run:{new.run_id}",
@@ -371,7 +372,7 @@ def _retry(
         kind = "replay" if signature == existing.signature else "retry"
         audit.record(
             conn,
-            actor=f"token:{token.id}",
+            actor=actor_of(token),
             token_id=token.id,
             action=f"run.upload.{kind}",
             subject=f"run:{run_id}",
