@@ -31,6 +31,12 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
         "set environments' hourly prices (server)",
     ),
     "repo": ("gate_server.cli:repo_main", "server", "bind a repository to its GitHub id"),
+    "change-points": (
+        "rnx_cli.acting:change_points_main",
+        None,
+        "list a repository's change points, or acknowledge one",
+    ),
+    "accept": ("rnx_cli.acting:accept_main", None, "accept a run as the new baseline"),
     "receipt": ("rnx_cli.receipt:main", None, "verify a server's signed receipt offline"),
     "schema": ("rnx_cli.schema:main", None, "print the JSON Schema of results documents"),
 }
