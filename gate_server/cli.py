@@ -14,7 +14,6 @@ import getpass
 import json
 import math
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,6 +26,7 @@ from gate_server.database_args import add_database_arguments, database_url_of
 from gate_server.db import Database, audit, open_database, prices, repositories, tokens
 from gate_server.db.engine import shown_url
 from gate_server.db.tokens import TokenRecord
+from gate_server.environments import KnownEnvironment, environment_key, known_environments
 from gate_server.errors import GateServerError
 from gate_server.settings import load_settings
 from rnx.errors import UserError, run_command
@@ -273,9 +273,6 @@ def notify_main(argv: list[str]) -> int:
     return run_notify(argv, database_for=_database, actor=_actor())
 
 
-_ENVIRONMENT_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")  # as rnx.schema.EnvironmentKey
-
-
 def _price_arg(text: str) -> float:
     try:
         value = float(text)
@@ -307,18 +304,16 @@ def environment_main(argv: list[str]) -> int:
     )
     sub = parser.add_subparsers(dest="action", required=True)
     price = sub.add_parser("price", help="set an environment's hourly price")
-    price.add_argument("environment", help="the environment key runs carry (env-...)")
+    price.add_argument(
+        "environment", help="its name (e.g. h200) or key (env-...): rnx environment list"
+    )
     price.add_argument("price", type=_price_arg, help="price per hour, e.g. 3.50")
-    listing = sub.add_parser("prices", help="list the prices set")
-    for p in (price, listing):
+    listing = sub.add_parser("list", help="the environments runs carry: key, name and price")
+    prices_listing = sub.add_parser("prices", help="list the prices set")
+    for p in (price, listing, prices_listing):
         p.add_argument("--workspace", help="needed only when the database has several")
         add_database_arguments(p)
     args = parser.parse_args(argv)
-    if args.action == "price" and not _ENVIRONMENT_KEY.match(args.environment):
-        raise UserError(
-            f"{args.environment!r} is not an environment key (letters, digits, _ . : -, at "
-            "most 128); the dashboard's /hardware page shows each environment's key"
-        )
     database = _database(database_url_of(args))
     try:
         with database.write() as conn:
@@ -327,18 +322,35 @@ def environment_main(argv: list[str]) -> int:
                 for key, amount in prices.of_workspace(conn, workspace_id):
                     print(f"{key}  {amount:g}")
                 return 0
-            prices.set_price(conn, workspace_id, args.environment, args.price)
+            known = known_environments(conn, workspace_id)
+            if args.action == "list":
+                _print_environments(known)
+                return 0
+            key = environment_key(known, args.environment, workspace)
+            prices.set_price(conn, workspace_id, key, args.price)
             audit.record(
                 conn,
                 actor=_actor(),
                 action="environment.price",
-                subject=f"{workspace}/{args.environment}",
-                details={"price_per_hour": args.price},
+                subject=f"{workspace}/{key}",
+                details={"price_per_hour": args.price, "named": args.environment},
             )
     finally:
         database.close()
-    print(f"{workspace}: {args.environment} costs {args.price:g} per hour")
+    shown = key if key == args.environment else f"{args.environment} ({key})"
+    print(f"{workspace}: {shown} costs {args.price:g} per hour")
     return 0
+
+
+def _print_environments(known: list[KnownEnvironment]) -> None:
+    if not known:
+        print("no environment yet: no run has been uploaded to this workspace")
+        return
+    width = max(len(e.key) for e in known)
+    print(f"{'KEY':<{width}}  {'NAME':<20}  PRICE/HOUR")
+    for e in known:
+        price = "-" if e.price_per_hour is None else f"{e.price_per_hour:g}"
+        print(f"{e.key:<{width}}  {e.name or '-':<20}  {price}")
 
 
 @_one_line_errors
