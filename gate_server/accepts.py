@@ -11,12 +11,13 @@ from sqlalchemy.engine import Connection
 from gate_server.alerts.delivery import emit
 from gate_server.alerts.events import accepted_slowdown_event, alert_run
 from gate_server.answers import ApiError
+from gate_server.auth import may_act_on, refuse_read_only
 from gate_server.branches import current_name, hold_names
 from gate_server.changes import enqueue_detection
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, runs
 from gate_server.db.runs import BaselineKey, RunRecord
-from gate_server.db.tokens import CI, TokenRecord
+from gate_server.db.tokens import TokenRecord
 from gate_server.runs import check_run_id
 from rnx.branches import branch_matches
 
@@ -32,19 +33,15 @@ _UNSTORABLE = re.compile(
 
 
 def check_accept_scope(database: Database, token: TokenRecord, run_id: str) -> RunRecord:
-    """The run, when a CI token may accept it: a run of its repository that targets one of its
-    baseline branches."""
+    """The run, when the token may accept it (a CI token's repository, an acting viewer token's
+    workspace) and the run targets one of the token's baseline branches."""
     run_id = check_run_id(run_id)
-    if token.kind != CI:
-        raise ApiError(
-            403,
-            "viewer_token",
-            "a viewer token cannot accept runs; use the "
-            "repository's CI token or '/kernalin accept <reason>' on the pull request",
-        )
+    refuse_read_only(token, "accept runs")
     with database.read() as conn:
         run = runs.by_run_id(conn, run_id)
-        if run is None or run.repository_id != token.repository_id:
+        if run is None or not may_act_on(
+            token, repository_id=run.repository_id, workspace_id=run.workspace_id
+        ):
             raise ApiError(404, "run_not_found", f"no run {run_id} that this token may see")
         # The branch it would become a baseline of, by the name that branch has now.
         target = current_name(conn, run.repository_id, run.base_branch or run.branch)

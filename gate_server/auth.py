@@ -45,6 +45,34 @@ def check_branch_patterns(patterns: Sequence[str]) -> list[str]:
     return cleaned
 
 
+# A token's name is shown inside an actor ("token:8 (alice)"): no parentheses, no controls.
+_TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.@+-]{0,63}")
+
+
+def check_token_name(name: str | None) -> str | None:
+    if name is None:
+        return None
+    name = name.strip()
+    if not _TOKEN_NAME.fullmatch(name):
+        raise InvalidInput(
+            f"--name {name[:80]!r}: use 1 to 64 letters, digits, spaces and . _ @ + - "
+            "(the person or system that holds the token, e.g. alice or release-bot)"
+        )
+    return name
+
+
+def _check_acting(viewer: bool, can_act: bool, branches: Sequence[str]) -> None:
+    if can_act and not viewer:
+        raise InvalidInput("--can-act is for viewer tokens (--viewer); a CI token acts already")
+    if viewer and branches and not can_act:
+        raise InvalidInput("--branches on a viewer token limits what it may act on; add --can-act")
+    if can_act and not branches:
+        raise InvalidInput(
+            "a viewer token that may act needs --branches: the baseline branches whose change "
+            "points it may acknowledge and whose runs it may accept, e.g. --branches main"
+        )
+
+
 def issue_token(
     database: Database,
     *,
@@ -53,9 +81,13 @@ def issue_token(
     branches: Sequence[str],
     viewer: bool,
     actor: str,
+    name: str | None = None,
+    can_act: bool = False,
 ) -> tuple[int, str]:
     """Create a token; returns (id, secret). The secret is never stored, only its hash."""
     kind = VIEWER if viewer else CI
+    name = check_token_name(name)
+    _check_acting(viewer, can_act, [b for b in branches if b.strip()])
     if not viewer and not repository:
         raise InvalidInput("a CI token needs --repo OWNER/NAME (viewer tokens take --viewer)")
     if not viewer and not branches:
@@ -79,6 +111,8 @@ def issue_token(
             branches=patterns,
             token_hash=hash_token(secret),
             prefix=secret[: len(_PREFIX[kind]) + 4],
+            name=name,
+            can_act=can_act,
         )
         audit.record(
             conn,
@@ -90,6 +124,8 @@ def issue_token(
                 "workspace": workspace,
                 "repository": repository,
                 "branches": patterns,
+                "name": name,
+                "can_act": can_act,
             },
         )
     return token_id, secret
@@ -97,10 +133,31 @@ def issue_token(
 
 def actor_of(token: TokenRecord) -> str:
     """Who did it, for the audit log and the pages: the GitHub user whose workflow an OIDC
-    token speaks for (GitHub signed the claim), else the stored token."""
+    token speaks for (GitHub signed the claim), else the stored token, by its name when it
+    has one ("token:8 (alice)")."""
     if token.github_actor:
         return f"github:{token.github_actor}"
-    return f"token:{token.id}"
+    return f"token:{token.id} ({token.name})" if token.name else f"token:{token.id}"
+
+
+def may_act_on(token: TokenRecord, *, repository_id: int, workspace_id: int) -> bool:
+    """Whether a token may act (accept a run, acknowledge a change point) on a repository: a CI
+    token on its own, a viewer token made with --can-act on any of its workspace's. Its branch
+    patterns are checked apart, against the branch acted on."""
+    if token.kind == CI:
+        return token.repository_id == repository_id
+    return token.kind == VIEWER and token.can_act and token.workspace_id == workspace_id
+
+
+def refuse_read_only(token: TokenRecord, what: str) -> None:
+    """403 for a viewer token that may only read."""
+    if token.kind == VIEWER and not token.can_act:
+        raise ApiError(
+            403,
+            "viewer_token",
+            f"this viewer token only reads; to {what}, use a viewer token made with "
+            "`rnx token create --viewer --can-act --branches ...` or the repository's CI token",
+        )
 
 
 def revoke_token(database: Database, token_id: int, *, actor: str) -> bool:

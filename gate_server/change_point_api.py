@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gate_server.answers import ApiError
-from gate_server.auth import actor_of
+from gate_server.auth import actor_of, may_act_on, refuse_read_only
 from gate_server.branches import current_name
 from gate_server.changes import change_point_view
 from gate_server.db import Database, audit, change_points, repositories
@@ -165,9 +165,14 @@ def acknowledge_change_point(
     change_id = whole_number(raw_id)
     with database.write() as conn:
         found = None if change_id is None else change_points.by_id(conn, change_id)
-        if found is None or found.repository_id != token.repository_id:
+        repo = None if found is None else repositories.by_id(conn, found.repository_id)
+        if (
+            found is None
+            or repo is None
+            or not may_act_on(token, repository_id=repo.id, workspace_id=repo.workspace_id)
+        ):
             raise ApiError(
-                404, "change_point_not_found", f"no change point {raw_id[:40]!r} of this repository"
+                404, "change_point_not_found", f"no change point {raw_id[:40]!r} this token may see"
             )
         # Silencing a regression on a branch takes a credential for that branch: not an OIDC
         # token of pull-request code or of another branch, nor a CI token of other branches.
@@ -178,7 +183,7 @@ def acknowledge_change_point(
                 "branch_out_of_scope",
                 f"the change point is on branch {branch!r}, which this credential may not "
                 f"speak for ({', '.join(token.branches) or 'no baseline branch'}); use a CI "
-                f"token for that branch, or an OIDC token of a push to it",
+                f"or acting viewer token for that branch, or an OIDC token of a push to it",
             )
         actor = actor_of(token)
         change_points.acknowledge(conn, found.id, note=note, actor=actor)
@@ -219,12 +224,7 @@ def acknowledge_change_point(
 async def acknowledge(request: Request) -> Response:
     svc = services(request)
     token, _ = await authenticated(request)
-    if token.kind != CI:
-        raise ApiError(
-            403,
-            "viewer_token",
-            "a viewer token cannot acknowledge change points; use the repository's CI token",
-        )
+    refuse_read_only(token, "acknowledge change points")
     require_json(request)
     note = _note(await read_body(request, MAX_NOTE_BODY))
     answer = await run_in_threadpool(

@@ -14,7 +14,6 @@ import getpass
 import json
 import math
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,6 +34,7 @@ from gate_server.db import (
 )
 from gate_server.db.engine import shown_url
 from gate_server.db.tokens import TokenRecord
+from gate_server.environments import KnownEnvironment, environment_key, known_environments
 from gate_server.errors import GateServerError
 from gate_server.settings import load_settings, secret_keys
 from rnx.errors import UserError, run_command
@@ -128,6 +128,15 @@ def token_main(argv: list[str]) -> int:
     create.add_argument("--repo", help="OWNER/NAME (required for CI tokens)")
     create.add_argument("--branches", default="", help="baseline branches, e.g. main,release/*")
     create.add_argument("--viewer", action="store_true", help="a dashboard token; cannot upload")
+    create.add_argument(
+        "--name", help="who holds it (a person or system); shown wherever the token acts"
+    )
+    create.add_argument(
+        "--can-act",
+        action="store_true",
+        help="a viewer token that may also acknowledge change points and accept runs of the "
+        "workspace's repositories on its --branches (dashboard, rnx accept, rnx change-points)",
+    )
     listing = sub.add_parser("list", help="list tokens (never their secrets)")
     listing.add_argument("--json", action="store_true")
     revoke = sub.add_parser("revoke", help="revoke a token by id")
@@ -139,8 +148,6 @@ def token_main(argv: list[str]) -> int:
     database = _database(database_url_of(args))
     try:
         if args.action == "create":
-            if args.viewer and args.branches:
-                raise UserError("--branches is for CI tokens; a viewer token only reads")
             token_id, secret = issue_token(
                 database,
                 workspace=args.workspace,
@@ -148,8 +155,10 @@ def token_main(argv: list[str]) -> int:
                 branches=args.branches.split(",") if args.branches else [],
                 viewer=args.viewer,
                 actor=_actor(),
+                name=args.name,
+                can_act=args.can_act,
             )
-            kind = "viewer" if args.viewer else "CI"
+            kind = "acting viewer" if args.can_act else "viewer" if args.viewer else "CI"
             print(f"created {kind} token {token_id}; it is shown only this once:", file=sys.stderr)
             print(secret)
             return 0
@@ -169,6 +178,8 @@ def _print_tokens(found: list[TokenRecord], *, as_json: bool) -> None:
         {
             "id": t.id,
             "kind": t.kind,
+            "name": t.name,
+            "can_act": t.can_act,
             "workspace": t.workspace,
             "repository": t.repository,
             "branches": t.branches,
@@ -185,12 +196,13 @@ def _print_tokens(found: list[TokenRecord], *, as_json: bool) -> None:
         print(json.dumps(rows, indent=2))
         return
     print(
-        f"{'ID':>4}  {'KIND':<6}  {'WORKSPACE':<14}  {'REPOSITORY':<28}  "
+        f"{'ID':>4}  {'KIND':<13}  {'NAME':<16}  {'WORKSPACE':<14}  {'REPOSITORY':<28}  "
         f"{'BRANCHES':<20}  {'LAST USED':<19}  STATUS"
     )
     for r in rows:
         print(
-            f"{r['id']:>4}  {r['kind']:<6}  {r['workspace']:<14}  "
+            f"{r['id']:>4}  {r['kind'] + (' (acts)' if r['can_act'] else ''):<13}  "
+            f"{r['name'] or '-':<16}  {r['workspace']:<14}  "
             f"{r['repository'] or '-':<28}  {','.join(r['branches']) or '-':<20}  "
             f"{r['last_used_at'] or 'never':<19}  "
             f"{'revoked' if r['revoked'] else 'active'}"
@@ -269,9 +281,6 @@ def notify_main(argv: list[str]) -> int:
     return run_notify(argv, database_for=_database, actor=_actor())
 
 
-_ENVIRONMENT_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")  # as rnx.schema.EnvironmentKey
-
-
 def _price_arg(text: str) -> float:
     try:
         value = float(text)
@@ -303,18 +312,16 @@ def environment_main(argv: list[str]) -> int:
     )
     sub = parser.add_subparsers(dest="action", required=True)
     price = sub.add_parser("price", help="set an environment's hourly price")
-    price.add_argument("environment", help="the environment key runs carry (env-...)")
+    price.add_argument(
+        "environment", help="its name (e.g. h200) or key (env-...): rnx environment list"
+    )
     price.add_argument("price", type=_price_arg, help="price per hour, e.g. 3.50")
-    listing = sub.add_parser("prices", help="list the prices set")
-    for p in (price, listing):
+    listing = sub.add_parser("list", help="the environments runs carry: key, name and price")
+    prices_listing = sub.add_parser("prices", help="list the prices set")
+    for p in (price, listing, prices_listing):
         p.add_argument("--workspace", help="needed only when the database has several")
         add_database_arguments(p)
     args = parser.parse_args(argv)
-    if args.action == "price" and not _ENVIRONMENT_KEY.match(args.environment):
-        raise UserError(
-            f"{args.environment!r} is not an environment key (letters, digits, _ . : -, at "
-            "most 128); the dashboard's /hardware page shows each environment's key"
-        )
     database = _database(database_url_of(args))
     try:
         with database.write() as conn:
@@ -323,18 +330,35 @@ def environment_main(argv: list[str]) -> int:
                 for key, amount in prices.of_workspace(conn, workspace_id):
                     print(f"{key}  {amount:g}")
                 return 0
-            prices.set_price(conn, workspace_id, args.environment, args.price)
+            known = known_environments(conn, workspace_id)
+            if args.action == "list":
+                _print_environments(known)
+                return 0
+            key = environment_key(known, args.environment, workspace)
+            prices.set_price(conn, workspace_id, key, args.price)
             audit.record(
                 conn,
                 actor=_actor(),
                 action="environment.price",
-                subject=f"{workspace}/{args.environment}",
-                details={"price_per_hour": args.price},
+                subject=f"{workspace}/{key}",
+                details={"price_per_hour": args.price, "named": args.environment},
             )
     finally:
         database.close()
-    print(f"{workspace}: {args.environment} costs {args.price:g} per hour")
+    shown = key if key == args.environment else f"{args.environment} ({key})"
+    print(f"{workspace}: {shown} costs {args.price:g} per hour")
     return 0
+
+
+def _print_environments(known: list[KnownEnvironment]) -> None:
+    if not known:
+        print("no environment yet: no run has been uploaded to this workspace")
+        return
+    width = max(len(e.key) for e in known)
+    print(f"{'KEY':<{width}}  {'NAME':<20}  PRICE/HOUR")
+    for e in known:
+        price = "-" if e.price_per_hour is None else f"{e.price_per_hour:g}"
+        print(f"{e.key:<{width}}  {e.name or '-':<20}  {price}")
 
 
 @_one_line_errors

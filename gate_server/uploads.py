@@ -14,11 +14,12 @@ from typing import Any
 from gate_server.alerts.delivery import emit
 from gate_server.alerts.events import alert_run, block_event
 from gate_server.answers import Answer, ApiError
+from gate_server.auth import actor_of
 from gate_server.baselines import BaselineCandidates, candidates, choose_baselines
 from gate_server.branches import current_name, hold_names
 from gate_server.changes import enqueue_detection
 from gate_server.clock import utcnow
-from gate_server.db import Database, audit, runs
+from gate_server.db import Database, audit, repositories, runs
 from gate_server.db.runs import BaselineKey, BaselineRun, NewRun
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.receipts import ReceiptSigner
@@ -177,6 +178,7 @@ def ingest_run(
             )
             chosen = choose_baselines(found.runs)
             baseline_docs = documents.load(chosen, lambda ids: runs.documents(conn, ids))
+            repository = repositories.by_id(conn, repository_id)
     if found is None:
         return _retry(database, token, run_id, digest, signature, base_url)
 
@@ -196,7 +198,14 @@ def ingest_run(
         "is_baseline": becomes_baseline,
         "url": stored_run_url(settings, run_id),
         "receipt": _receipt(
-            signer, settings.public_url or UNNAMED_ISSUER, doc, report, digest, now
+            signer,
+            settings.public_url or UNNAMED_ISSUER,
+            doc,
+            report,
+            digest,
+            now,
+            token=token,
+            github_repository_id=repository.github_repository_id if repository else None,
         ),
     }
     new = _new_run(token, found.key, doc, answer, body, digest, signature, now)
@@ -250,10 +259,19 @@ def _receipt(
     report: GateReport,
     digest: str,
     now: datetime,
+    *,
+    token: TokenRecord,
+    github_repository_id: int | None,
 ) -> str:
+    """The signed receipt. It names the workspace and the repository's stable ids (the
+    server's, and GitHub's where known), so a receipt of another workspace that registered the
+    same OWNER/NAME does not verify as this one's (rnx receipt verify --workspace)."""
     run_id = str(doc.run_id)
     return signer.sign(
         {
+            "workspace": token.workspace,
+            "repository_id": token.repository_id,
+            "github_repository_id": github_repository_id,
             "iss": issuer,
             "sub": run_id,
             "iat": int(now.timestamp()),
@@ -326,7 +344,7 @@ def _store(
             enqueue_detection(conn, key, new.run_id)
         audit.record(
             conn,
-            actor=f"token:{token.id}",
+            actor=actor_of(token),
             token_id=token.id,
             action="run.upload",
             subject=f"run:{new.run_id}",
@@ -372,7 +390,7 @@ def _retry(
         kind = "replay" if signature == existing.signature else "retry"
         audit.record(
             conn,
-            actor=f"token:{token.id}",
+            actor=actor_of(token),
             token_id=token.id,
             action=f"run.upload.{kind}",
             subject=f"run:{run_id}",

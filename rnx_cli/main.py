@@ -36,6 +36,12 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
         "server",
         "the key that encrypts stored secrets (server)",
     ),
+    "change-points": (
+        "rnx_cli.acting:change_points_main",
+        None,
+        "list a repository's change points, or acknowledge one",
+    ),
+    "accept": ("rnx_cli.acting:accept_main", None, "accept a run as the new baseline"),
     "receipt": ("rnx_cli.receipt:main", None, "verify a server's signed receipt offline"),
     "schema": ("rnx_cli.schema:main", None, "print the JSON Schema of results documents"),
 }

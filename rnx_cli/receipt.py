@@ -94,6 +94,26 @@ def verify(receipt: str, public_key_pem: str) -> dict[str, Any]:
     return claims
 
 
+def _scope_mismatch(
+    claims: dict[str, Any], workspace: str | None, github_id: int | None
+) -> str | None:
+    """Why the receipt is not of this workspace or repository (None when it is): the same
+    OWNER/NAME can be registered in several workspaces, each getting receipts for it."""
+    if workspace is not None and claims.get("workspace") != workspace:
+        found = claims.get("workspace")
+        named = f"workspace {found!r}" if found else "no workspace (an older server signed it)"
+        return f"the receipt is of {named}, not of workspace {workspace!r}"
+    found = claims.get("github_repository_id")
+    if github_id is not None and found is None:
+        return (
+            f"the receipt names no GitHub repository id (the server did not know it), so it "
+            f"cannot show it is of GitHub repository id {github_id}"
+        )
+    if github_id is not None and found != github_id:
+        return f"the receipt is of GitHub repository id {found}, not of {github_id}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="rnx receipt", description="Verify a receipt signed by a gate server."
@@ -105,6 +125,15 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--key", help="the server's public key (PEM file)")
     source.add_argument("--url", help="the server; its key is read from /api/v1/receipt-key")
     check.add_argument("--results", help="also check that the receipt covers this uploaded file")
+    check.add_argument(
+        "--workspace", help="also check that the receipt is of this workspace of the server"
+    )
+    check.add_argument(
+        "--github-repository-id",
+        type=int,
+        help="also check GitHub's id of the repository (GET /repos/OWNER/NAME); the server "
+        "knows it in App mode, from OIDC uploads or `rnx repo bind`",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
 
     if args.key:
@@ -134,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 1
+    mismatch = _scope_mismatch(claims, args.workspace, args.github_repository_id)
+    if mismatch:
+        print(f"rnx receipt: INVALID: {mismatch}", file=sys.stderr)
+        return 1
     print(json.dumps(claims, indent=2, sort_keys=True))
     print(f"rnx receipt: valid: run {claims['run_id']} was gated {claims['tier']}", file=sys.stderr)
     return 0

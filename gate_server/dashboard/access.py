@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gate_server.answers import ApiError
-from gate_server.auth import authenticate
+from gate_server.auth import actor_of, authenticate
 from gate_server.dashboard.sessions import PRELOGIN_COOKIE, SESSION_COOKIE, SESSION_MAX_AGE_S
 from gate_server.dashboard.state import DashboardState
 from gate_server.db import Database, audit, tokens
@@ -39,6 +39,8 @@ class Viewer:
     workspace: str
     via_session: bool
     csrf_binding: str  # the session's nonce; bearer requests post no forms
+    can_act: bool = False  # may acknowledge change points and accept runs (--can-act)
+    actor: str = ""  # as the audit log names it: "token:8 (alice)"
 
 
 class NotAViewer(Exception):
@@ -68,7 +70,9 @@ def _from_bearer(database: Database, authorization: str) -> Viewer:
             "A CI token cannot open the dashboard. Sign in with a viewer token "
             "(rnx token create --workspace W --viewer).",
         )
-    return Viewer(token.id, token.workspace_id, token.workspace, False, "")
+    return Viewer(
+        token.id, token.workspace_id, token.workspace, False, "", token.can_act, actor_of(token)
+    )
 
 
 def _from_session(database: Database, state: DashboardState, cookie: str | None) -> Viewer | None:
@@ -83,7 +87,15 @@ def _from_session(database: Database, state: DashboardState, cookie: str | None)
     # Checked on every request, so revoking the viewer token ends its sessions at once.
     if token is None or token.kind != VIEWER or token.revoked_at is not None:
         return None
-    return Viewer(token.id, token.workspace_id, token.workspace, True, session.nonce)
+    return Viewer(
+        token.id,
+        token.workspace_id,
+        token.workspace,
+        True,
+        session.nonce,
+        token.can_act,
+        actor_of(token),
+    )
 
 
 async def current_viewer(request: Request) -> Viewer | None:
@@ -109,7 +121,7 @@ def record_login(database: Database, viewer: Viewer) -> None:
     with database.write() as conn:
         audit.record(
             conn,
-            actor=f"token:{viewer.token_id}",
+            actor=viewer.actor,
             token_id=viewer.token_id,
             action="dashboard.login",
             subject=f"token:{viewer.token_id}",

@@ -5,12 +5,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import String, func, insert, select
+from sqlalchemy import String, false, func, insert, or_, select
 from sqlalchemy.engine import Connection
 
 from gate_server.clock import utcnow
 from gate_server.db.rows import aware
-from gate_server.db.schema import audit_log, runs, tokens
+from gate_server.db.schema import (
+    audit_log,
+    notify_channels,
+    notify_rules,
+    runs,
+    tokens,
+    workspaces,
+)
 
 # One constant statement, compiled once per process; the entry's values are its parameters.
 _INSERT = insert(audit_log)
@@ -56,11 +63,32 @@ def entries(conn: Connection, subject: str | None = None) -> list[dict[str, Any]
     return _entries(conn, query)
 
 
+def _admin_entries_of(workspace_id: int, workspace: str) -> Any:
+    """An admin's changes to the workspace from the command line (they carry no token): its
+    environments' prices (subject WORKSPACE/KEY) and its alert channels and rules."""
+    prefix = workspace + "/"
+    priced = (audit_log.c.action == "environment.price") & (
+        func.substr(audit_log.c.subject, 1, len(prefix)) == prefix
+    )
+    ours = [
+        audit_log.c.subject.like(kind + ":%")
+        & select(table.c.id)
+        .where(
+            ((kind + ":") + table.c.id.cast(String)) == audit_log.c.subject,
+            table.c.workspace_id == workspace_id,
+        )
+        .exists()
+        for kind, table in (("channel", notify_channels), ("rule", notify_rules))
+    ]
+    return priced | (audit_log.c.action.like("notify.%") & or_(*ours))
+
+
 def of_workspace(
     conn: Connection, workspace_id: int, *, offset: int = 0, limit: int = 100
 ) -> list[dict[str, Any]]:
-    """The workspace's entries, newest first: those made with one of its tokens, or about one
-    of its runs or tokens (CLI and webhook entries carry no token)."""
+    """The workspace's entries, newest first: those made with one of its tokens, about one
+    of its runs or tokens (CLI and webhook entries carry no token), or an admin's change to
+    its prices or alerts."""
     by_token = audit_log.c.token_id.in_(
         select(tokens.c.id).where(tokens.c.workspace_id == workspace_id)
     )
@@ -82,9 +110,11 @@ def of_workspace(
         )
         .exists()
     )
+    name = conn.execute(select(workspaces.c.name).where(workspaces.c.id == workspace_id)).scalar()
+    admin = _admin_entries_of(workspace_id, str(name)) if name is not None else false()
     query = (
         select(audit_log)
-        .where(by_token | about_run | about_token)
+        .where(by_token | about_run | about_token | admin)
         .order_by(audit_log.c.id.desc())
         .offset(offset)
         .limit(limit)

@@ -69,6 +69,22 @@ _v1_server_keys = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
+# tokens as version 1 created it (migration 9 added name and can_act).
+_v1_tokens = Table(
+    "tokens",
+    MetaData(),
+    Column("id", Integer, primary_key=True),
+    Column("kind", String(10), nullable=False),
+    Column("workspace_id", Integer, ForeignKey(workspaces.c.id), nullable=False),
+    Column("repository_id", Integer, ForeignKey(repositories.c.id), nullable=True),
+    Column("branches", Text, nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("prefix", String(16), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    Column("last_used_at", DateTime(timezone=True), nullable=True),
+)
+
 # runs as version 1 created it (migration 5 added the workload and re-made ix_runs_baseline).
 _v1_runs = Table(
     "runs",
@@ -152,6 +168,12 @@ def _v5_workload_per_run(conn: Connection) -> None:
     next(i for i in runs.indexes if i.name == "ix_runs_baseline").create(conn)
 
 
+def _v9_token_names_and_acting_viewers(conn: Connection) -> None:
+    # Existing tokens stay unnamed and read-only (can_act false).
+    conn.exec_driver_sql("ALTER TABLE tokens ADD COLUMN name VARCHAR(64)")
+    conn.exec_driver_sql("ALTER TABLE tokens ADD COLUMN can_act BOOLEAN NOT NULL DEFAULT false")
+
+
 # (version, name, apply): applied in order, each once.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (
@@ -160,7 +182,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         _create(
             workspaces,
             repositories,
-            tokens,
+            _v1_tokens,
             _v1_runs,
             audit_log,
             _v1_server_keys,
@@ -189,6 +211,11 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         _create(notify_channels, notify_rules, notify_deliveries),
     ),
     (8, "environment prices (per workspace, per hour)", _create(environment_prices)),
+    (
+        9,
+        "tokens.name and tokens.can_act (viewer tokens that may act)",
+        _v9_token_names_and_acting_viewers,
+    ),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

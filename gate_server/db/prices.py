@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from gate_server.clock import utcnow
-from gate_server.db.schema import environment_prices, workspaces
+from gate_server.db.schema import environment_prices, runs, workspaces
 
 
 def workspace_ids(conn: Connection) -> dict[str, int]:
@@ -61,3 +61,15 @@ def of_workspace(conn: Connection, workspace_id: int) -> list[tuple[str, float]]
         .order_by(environment_prices.c.environment_key)
     )
     return [(str(r.environment_key), float(r.price_per_hour)) for r in rows]
+
+
+def newest_run_per_environment(conn: Connection, workspace_id: int) -> dict[str, str]:
+    """Every environment key the workspace's runs carry, with its newest run's id (whose stored
+    document names the environment)."""
+    newest = (
+        select(func.max(runs.c.id))
+        .where(runs.c.workspace_id == workspace_id)
+        .group_by(runs.c.environment_key)
+    )
+    rows = conn.execute(select(runs.c.environment_key, runs.c.run_id).where(runs.c.id.in_(newest)))
+    return {str(r.environment_key): str(r.run_id) for r in rows}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -20,6 +21,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 
 from gate_server.workloads import MAX_WORKLOAD_BYTES
@@ -71,6 +73,10 @@ tokens = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("revoked_at", DateTime(timezone=True), nullable=True),
     Column("last_used_at", DateTime(timezone=True), nullable=True),
+    # Who holds it, shown wherever the token is the actor (migration 9); None: unnamed.
+    Column("name", String(64), nullable=True),
+    # A viewer token that may also act: acknowledge change points, accept runs (migration 9).
+    Column("can_act", Boolean, nullable=False, server_default=false()),
 )
 
 runs = Table(

@@ -32,6 +32,8 @@ class TokenRecord:
     created_at: datetime
     revoked_at: datetime | None
     last_used_at: datetime | None
+    name: str | None = None  # who holds it (rnx token create --name)
+    can_act: bool = False  # a viewer token that may acknowledge change points and accept runs
     # An OIDC token's `actor` claim: the GitHub user whose workflow run it is, as GitHub signed
     # it (gate_server/github/oidc_login.py). None for a stored token.
     github_actor: str | None = None
@@ -46,6 +48,8 @@ def insert_token(
     branches: Sequence[str],
     token_hash: str,
     prefix: str,
+    name: str | None = None,
+    can_act: bool = False,
 ) -> int:
     return int(
         conn.execute(
@@ -57,6 +61,8 @@ def insert_token(
                 branches=json.dumps(list(branches)),
                 token_hash=token_hash,
                 prefix=prefix,
+                name=name,
+                can_act=can_act,
                 created_at=utcnow(),
             )
             .returning(tokens.c.id)
@@ -75,7 +81,13 @@ def _select() -> Any:
 
 
 def _token(m: Any) -> TokenRecord:
-    return as_record(TokenRecord, m, branches=json.loads(m["branches"]), github_actor=None)
+    return as_record(
+        TokenRecord,
+        m,
+        branches=json.loads(m["branches"]),
+        can_act=bool(m["can_act"]),
+        github_actor=None,
+    )
 
 
 # Every request looks its token up: the statement is built once, the hash bound as a parameter.

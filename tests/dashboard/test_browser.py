@@ -277,3 +277,24 @@ def test_the_run_page_shows_speed_of_light_and_flags_a_score_beyond_the_roofline
     page.goto(f"/runs/{site.runs['pr']}")
     assert "SOL" not in page.locator("table.comparisons thead").inner_text()
     assert page.locator(".sol-note").count() == 0
+
+
+def test_an_acting_viewer_gets_the_forms_and_their_refusals_read_as_pages(
+    page: Any, site: Site
+) -> None:
+    # A refused submission only: the module's other tests read the site's state as seeded
+    # (tests/gate_server/test_acting_viewers.py acknowledges and accepts through the forms).
+    from tests.support.gate_helpers import create_token
+
+    alice = create_token(
+        site.server.database_url, viewer=True, can_act=True, branches=("main",), name="alice"
+    )
+    sign_in(page, alice.secret, f"/runs/{site.runs['pr-warn']}")
+    form = page.locator("form.act-form")
+    assert form.count() == 1 and "Accept as the new baseline of" in form.inner_text()
+    assert form.locator("button").is_visible()
+    shoot(page, site, "run-accept-form")
+    form.locator("input[name=reason]").fill("looks fine\u202e")
+    form.locator("button").click()
+    page.wait_for_load_state("domcontentloaded")
+    assert "U+202E" in page.content() and "Not done" in page.content()

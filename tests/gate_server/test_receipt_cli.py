@@ -112,3 +112,48 @@ def test_an_rs256_forgery_against_an_ed25519_key_is_invalid_not_an_error(
     assert err == [
         "rnx receipt: INVALID: the receipt says it is signed with 'RS256', but the key is for EdDSA"
     ], err
+
+
+def test_a_receipt_of_another_workspace_with_the_same_repository_fails(
+    client, ci_token, sign, tmp_path, capsys, database_url
+):
+    from gate_server.db import open_database, repositories
+
+    (tmp_path / "key.pem").write_text(client.get("/api/v1/receipt-key").json()["public_key_pem"])
+    key = ["--key", str(tmp_path / "key.pem")]
+    receipts = {}
+    for workspace in ("acme", "intruder"):
+        token = ci_token(workspace=workspace)  # both register acme/kernels
+        data = body(make_results(seed=len(receipts)))
+        answer = client.post("/api/v1/runs", content=data, headers=sign(token.secret, data))
+        assert answer.status_code == 201, answer.text
+        receipts[workspace] = answer.json()["receipt"]
+    capsys.readouterr()
+    verify = ["receipt", "verify", receipts["intruder"], *key]
+    assert main([*verify, "--workspace", "acme"]) == 1
+    assert (
+        "INVALID: the receipt is of workspace 'intruder', not of workspace 'acme'"
+        in capsys.readouterr().err
+    )
+    assert main(["receipt", "verify", receipts["acme"], *key, "--workspace", "acme"]) == 0
+    claims = json.loads(capsys.readouterr().out)
+    assert (claims["workspace"], claims["github_repository_id"]) == ("acme", None)
+    assert isinstance(claims["repository_id"], int)
+    assert main(["receipt", "verify", receipts["acme"], *key, "--github-repository-id", "42"]) == 1
+    assert "names no GitHub repository id (the server did not know it)" in capsys.readouterr().err
+
+    database = open_database(database_url)  # an admin ties acme's acme/kernels to GitHub's id
+    try:
+        with database.write() as conn:
+            [acme] = [r for r in repositories.named(conn, "acme/kernels") if r.workspace == "acme"]
+            repositories.set_github_id(conn, acme.id, 42)
+    finally:
+        database.close()
+    token = ci_token(workspace="acme")
+    data = body(make_results(seed=9))
+    answer = client.post("/api/v1/runs", content=data, headers=sign(token.secret, data)).json()
+    capsys.readouterr()
+    bound = ["receipt", "verify", answer["receipt"], *key, "--workspace", "acme"]
+    assert main([*bound, "--github-repository-id", "42"]) == 0
+    assert main([*bound, "--github-repository-id", "43"]) == 1
+    assert "is of GitHub repository id 42, not of 43" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 from gate_server.asgi import create_app
 from gate_server.auth import hash_token
 from gate_server.dashboard.state import SESSION_KEY_NAME
-from gate_server.db import LATEST_VERSION, open_database
+from gate_server.db import LATEST_VERSION, open_database, tokens
 from gate_server.db.migrations import schema_version
 from gate_server.db.schema import runs as runs_table
 from gate_server.receipts import KEY_NAME, ReceiptSigner, generate_private_key_pem
@@ -112,6 +112,10 @@ def test_a_version_3_database_opens_and_keeps_its_data(database_url: str) -> Non
         assert schema_version(database) == LATEST_VERSION
         # The dashboard's HMAC key, kept in the same column, is kept too (not made anew).
         assert stored_key(database, SESSION_KEY_NAME, lambda: "new") == SESSION_KEY
+        # Migration 9: the old token is unnamed and, like every token before it, cannot act.
+        with database.read() as conn:
+            token = tokens.by_hash(conn, hash_token(SECRET))
+        assert token is not None and (token.name, token.can_act) == (None, False)
     finally:
         database.close()
 

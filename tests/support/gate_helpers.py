@@ -79,7 +79,10 @@ def create_token(
     repository: str | None = "acme/kernels",
     branches: tuple[str, ...] = ("main", "release/*"),
     viewer: bool = False,
+    name: str | None = None,
+    can_act: bool = False,
 ) -> Token:
+    """A new token; a viewer token has no repository, and branches only when it may act."""
     from gate_server.auth import issue_token
     from gate_server.db import open_database
 
@@ -89,9 +92,11 @@ def create_token(
             s,
             workspace=workspace,
             repository=None if viewer else repository,
-            branches=() if viewer else branches,
+            branches=() if viewer and not can_act else branches,
             viewer=viewer,
             actor="test",
+            name=name,
+            can_act=can_act,
         )
     finally:
         s.close()
