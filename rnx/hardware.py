@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import stats
+from rnx.environments import gpu_driver, hardware_summary
 from rnx.errors import InvalidInput
 from rnx.schema import Configuration, ResultsDocument
 
@@ -67,13 +68,7 @@ class Side:
     @property
     def hardware(self) -> str:
         """What it ran on, in a few words: the GPU's name, else the CPU's."""
-        hw = self.document.environment.hardware
-        gpus = [g.get("name") for g in hw.get("gpus") or [] if isinstance(g, dict)]
-        if gpus and gpus[0]:
-            return f"{len(gpus)}× {gpus[0]}" if len(gpus) > 1 else str(gpus[0])
-        cpu = hw.get("cpu_model") or hw.get("machine") or "unknown"
-        count = hw.get("cpu_count") or hw.get("cores")
-        return f"{cpu} ({count} CPUs)" if count else str(cpu)
+        return hardware_summary(self.document.environment.hardware) or "unknown"
 
 
 @dataclass(frozen=True)
@@ -295,10 +290,7 @@ def _software(sides: Sequence[Side]) -> list[SoftwareRow]:
 def _software_value(document: ResultsDocument, key: str) -> str | None:
     env = document.environment
     if key == "driver":
-        smi = env.hardware.get("nvidia_smi")
-        if isinstance(smi, list) and smi and isinstance(smi[0], str):
-            return smi[0].split(",")[0].strip() or None
-        return None
+        return gpu_driver(env.hardware)
     value = env.software.get(key)
     return None if value is None else str(value)
 
