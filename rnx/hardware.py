@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import stats
-from rnx.environments import gpu_driver, hardware_summary
 from rnx.errors import InvalidInput
 from rnx.schema import Configuration, ResultsDocument
 
@@ -68,7 +67,13 @@ class Side:
     @property
     def hardware(self) -> str:
         """What it ran on, in a few words: the GPU's name, else the CPU's."""
-        return hardware_summary(self.document.environment.hardware) or "unknown"
+        hw = self.document.environment.hardware
+        gpus = [g.get("name") for g in hw.get("gpus") or [] if isinstance(g, dict)]
+        if gpus and gpus[0]:
+            return f"{len(gpus)}× {gpus[0]}" if len(gpus) > 1 else str(gpus[0])
+        cpu = hw.get("cpu_model") or hw.get("machine") or "unknown"
+        count = hw.get("cpu_count") or hw.get("cores")
+        return f"{cpu} ({count} CPUs)" if count else str(cpu)
 
 
 @dataclass(frozen=True)
@@ -290,7 +295,10 @@ def _software(sides: Sequence[Side]) -> list[SoftwareRow]:
 def _software_value(document: ResultsDocument, key: str) -> str | None:
     env = document.environment
     if key == "driver":
-        return gpu_driver(env.hardware)
+        smi = env.hardware.get("nvidia_smi")
+        if isinstance(smi, list) and smi and isinstance(smi[0], str):
+            return smi[0].split(",")[0].strip() or None
+        return None
     value = env.software.get(key)
     return None if value is None else str(value)
 
