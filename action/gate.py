@@ -34,6 +34,7 @@ from bench_runner.adaptive import AdaptiveSampling, Baseline
 from rnx.branches import branch_matches
 from rnx.config import Benchmark, KernalinConfig
 from rnx.errors import InvalidInput, UserError
+from rnx.formatting import format_headline
 from rnx.schema import GateReport, Tier
 from rnx_github.comment import Combined, PartResult, combine, worst
 
@@ -152,6 +153,7 @@ def decide(
         compare="paired" if paired else "baseline",
         mode=config.gate.mode,
         notes=measurement_notes(measured.document),
+        inconclusive=local.inconclusive,
     )
     if isinstance(answer, UploadAnswer):
         tier: Tier = answer.tier
@@ -162,22 +164,45 @@ def decide(
         if tier != answer.tier:
             reasons = list(local.reasons) + reasons
         comparisons = list(answer.comparisons) or part.comparisons
-        return replace(part, tier=tier, reasons=reasons, comparisons=comparisons, url=answer.url)
+        # The server's answer says what its statistics could not see (the same rule,
+        # rnx.verdict.inconclusive); a paired run's own verdict counts too.
+        blind = answer.inconclusive or (local.inconclusive if paired else None)
+        return replace(
+            part,
+            tier=tier,
+            reasons=reasons,
+            comparisons=comparisons,
+            url=answer.url,
+            inconclusive=blind,
+        )
     outage = answer.cause if isinstance(answer, Outage) else None
     if paired or _broken(local):
         return replace(part, outage=outage)
     if isinstance(answer, Outage):
         return replace(
-            part, tier="WARN", reasons=[f"gate server not reached ({outage})"], outage=outage
+            part,
+            tier="WARN",
+            reasons=[f"gate server not reached ({outage})"],
+            outage=outage,
+            inconclusive=None,
         )
-    return replace(part, tier=answer.tier, reasons=[answer.why])
+    return replace(part, tier=answer.tier, reasons=[answer.why], inconclusive=None)
 
 
 def exit_code(tier: Tier, mode: str) -> int:
     return 1 if tier == "BLOCK" and mode == "enforce" else 0
 
 
+def headline(parts: list[PartResult], tier: Tier) -> str:
+    """The tier, or for a PASS or WARN that could not have seen a block-sized slowdown, what
+    it could not resolve (the widest of its parts)."""
+    blind = [p.inconclusive.resolution for p in parts if p.inconclusive and p.tier != "BLOCK"]
+    return format_headline(tier, max(blind) if blind else None)
+
+
 def one_line(parts: list[PartResult], tier: Tier) -> str:
+    if headline(parts, tier) != tier:
+        return headline(parts, tier)
     first = next((r for p in parts for r in p.reasons), "")
     return f"{tier}: {first}" if first else tier
 
@@ -346,7 +371,7 @@ def main(
     tier = _report(run, parts, wf)
     reports_s = time.monotonic() - upload_started - upload_s
     mode = run.config.gate.mode
-    wf.log(f"rnx-benchmark: {tier} ({mode})")
+    wf.log(f"rnx-benchmark: {headline(parts, tier)} ({mode})")
     # One parseable line: benchmarks/action_overhead.py reads it to split the action's time.
     wf.log(
         f"rnx-benchmark timings: setup {setup_s:.3f}s, benchmark {benchmark_s:.3f}s, "

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from rnx.schema import Environment
 
 # Long free text from a document would break a table cell; the key on hover stays exact.
@@ -112,4 +114,19 @@ def environment_label(
     )
 
 
-__all__ = ["EnvironmentLabel", "environment_label", "gpu_driver", "hardware_summary"]
+def stored_environment_label(raw: Any, *, key: str) -> EnvironmentLabel:
+    """The label of a stored document's `environment` object as JSON (a page reads stored
+    documents unparsed); the key alone when it is not one the schema reads."""
+    try:
+        return environment_label(Environment.model_validate(raw))
+    except ValidationError:
+        return EnvironmentLabel(key=key)
+
+
+__all__ = [
+    "EnvironmentLabel",
+    "environment_label",
+    "gpu_driver",
+    "hardware_summary",
+    "stored_environment_label",
+]

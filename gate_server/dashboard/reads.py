@@ -26,6 +26,7 @@ from gate_server.dashboard.views import (
     environment_rows,
     pr_url,
     ratios_from_answer,
+    run_headline,
     short_reasons,
     speed_of_light_cells,
     summarize_document,
@@ -42,6 +43,7 @@ from gate_server.db import (
 )
 from gate_server.db.change_points import ChangePointRecord
 from gate_server.db.runs import ListedRun
+from rnx.environments import stored_environment_label
 from rnx.formatting import SPEED_OF_LIGHT_NOTE
 
 HISTORY_WINDOW = 120  # commits per history page: enough to see a trend, light to render
@@ -269,6 +271,15 @@ def run_page(database: Database, workspace_id: int, run_id: str) -> dict[str, An
             None if newest_base is None else newest_base.get("environment") or {},
         ),
         "base_environment_run": base_ids[0] if base_ids else None,
+        "headline": run_headline(run),
+        "environment_label": stored_environment_label(
+            doc.get("environment"), key=run.environment_key
+        ),
+        "base_environment_label": None
+        if newest_base is None
+        else stored_environment_label(
+            newest_base.get("environment"), key=str(baseline.get("environment"))
+        ),
     }
 
 

@@ -20,7 +20,13 @@ from gate_server.dashboard.charts import (
     history_svg,
     median_interval,
 )
-from rnx.formatting import format_ns, format_peaks, format_ratio_interval, format_speed_of_light
+from rnx.formatting import (
+    format_headline,
+    format_ns,
+    format_peaks,
+    format_ratio_interval,
+    format_speed_of_light,
+)
 from rnx.schema import config_id as _make_config_id
 
 GITHUB = "https://github.com"
@@ -284,6 +290,18 @@ def changed_fields(before: dict[str, str], after: dict[str, str], limit: int = 4
     if len(keys) > limit:
         out.append(f"and {len(keys) - limit} more")
     return out
+
+
+def run_headline(run: Any) -> str:
+    """The run's tier as its headline reads on every surface (rnx.formatting.format_headline):
+    a PASS or WARN that could not have seen a block-sized slowdown says so. An accepted run is
+    the new normal and a stored answer from before the gate said it has nothing to add; a
+    stored value that is not a number is left out, never a failed page."""
+    found = run.answer.get("inconclusive")
+    resolution = found.get("resolution") if isinstance(found, dict) else None
+    if run.accepted_at is not None or not isinstance(resolution, (int, float)):
+        return str(run.tier)
+    return format_headline(run.tier, float(resolution))
 
 
 def environment_rows(
