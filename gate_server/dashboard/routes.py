@@ -147,7 +147,10 @@ async def overview(request: Request) -> Response:
     viewer = await _viewer_or_response(request)
     if isinstance(viewer, Response):
         return viewer
-    data = await run_in_threadpool(reads.overview, services(request).database, viewer.workspace_id)
+    svc = services(request)
+    data = await run_in_threadpool(
+        reads.overview, svc.database, svc.dashboard.summaries, viewer.workspace_id
+    )
     return render(request, "overview.html", viewer, nav="overview", **data)
 
 
