@@ -44,6 +44,7 @@ from bench_runner.adaptive import AdaptiveSampling, Baseline
 from rnx.branches import branch_matches
 from rnx.config import Benchmark, KernalinConfig
 from rnx.errors import InvalidInput, UserError
+from rnx.formatting import format_headline
 from rnx.schema import GateReport, Tier
 from rnx_github.comment import Combined, PartResult, combine, worst
 
@@ -171,6 +172,8 @@ def decide(
         compare="paired" if paired else "baseline",
         mode=config.gate.mode,
         notes=measurement_notes(measured.document),
+        # A paired run's own verdict stands without the server: so does what it could not see.
+        inconclusive=local.inconclusive if paired else None,
     )
     if isinstance(answer, UploadAnswer):
         tier: Tier = answer.tier
@@ -181,7 +184,17 @@ def decide(
         if tier != answer.tier:
             reasons = list(local.reasons) + reasons
         comparisons = list(answer.comparisons) or part.comparisons
-        return replace(part, tier=tier, reasons=reasons, comparisons=comparisons, url=answer.url)
+        # The server's answer says what its statistics could not see (the same rule,
+        # rnx.verdict.inconclusive); a paired run's own verdict counts too.
+        blind = answer.inconclusive or part.inconclusive
+        return replace(
+            part,
+            tier=tier,
+            reasons=reasons,
+            comparisons=comparisons,
+            url=answer.url,
+            inconclusive=blind,
+        )
     outage = answer.cause if isinstance(answer, Outage) else None
     if paired or _broken(local):
         return replace(part, outage=outage)
@@ -195,7 +208,16 @@ def exit_code(tier: Tier, mode: str) -> int:
     return 1 if tier == "BLOCK" and mode == "enforce" else 0
 
 
+def headline(parts: list[PartResult], tier: Tier) -> str:
+    """The tier, or for a PASS or WARN that could not have seen a block-sized slowdown, what
+    it could not resolve (the widest of its parts)."""
+    blind = [p.inconclusive.resolution for p in parts if p.inconclusive and p.tier != "BLOCK"]
+    return format_headline(tier, max(blind) if blind else None)
+
+
 def one_line(parts: list[PartResult], tier: Tier) -> str:
+    if headline(parts, tier) != tier:
+        return headline(parts, tier)
     first = next((r for p in parts for r in p.reasons), "")
     return f"{tier}: {first}" if first else tier
 
@@ -351,6 +373,9 @@ def _report(run: Run, parts: list[PartResult], wf: Workflow) -> Tier:
     wf.set_output("tier", tier)
     wf.set_output("run-url", next((p.url for p in parts if p.url), ""))
     wf.set_output("summary", one_line(parts, tier))
+    if headline(parts, tier) != tier:
+        # Before the tier's own line: a PASS that could not have seen a block-sized slowdown.
+        wf.log(f"rnx-benchmark: {headline(parts, tier)}")
     return tier
 
 

@@ -98,12 +98,15 @@ def publish(
         result.warnings.append(f"could not write the pull request comment: {e}")
     tier = result.combined.tier if result.combined else _worst_of(parts)
     reasons = [r for p in parts for r in p.reasons]
+    unresolved = (
+        result.combined.unresolved if result.combined else combine([], parts, sha=sha).unresolved
+    )
     try:
         gh.set_status(
             repository,
             status_sha,
             state=status_state(tier, mode),
-            description=status_description(tier, mode, reasons),
+            description=status_description(tier, mode, reasons, unresolved=unresolved),
             target_url=target_url,
         )
     except GitHubError as e:

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from rnx.schema import ConfigComparison, ResultsDocument, Tier
+from rnx.schema import ConfigComparison, Inconclusive, ResultsDocument, Tier
 
 UPLOAD_PATH = "/api/v1/runs"
 TOTAL_DEADLINE_S = 60.0
@@ -47,6 +47,7 @@ class UploadAnswer(BaseModel):
     tier: Tier
     reasons: list[str] = []
     comparisons: list[ConfigComparison] = []
+    inconclusive: Inconclusive | None = None
     baseline: Any = None
     url: str | None = None
     receipt: str | None = None

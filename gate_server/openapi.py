@@ -149,6 +149,11 @@ _WORKLOAD = {
     "per (repository, base branch, environment, workload)",
 }
 _COMPARISONS = {"type": "array", "items": {"$ref": "#/components/schemas/ConfigComparison"}}
+_INCONCLUSIVE = {
+    "oneOf": [{"type": "null"}, {"$ref": "#/components/schemas/Inconclusive"}],
+    "description": "set when a PASS or WARN could not have seen a block-sized slowdown: the "
+    "widest resolution of its undecided configurations, which exceeds the block threshold",
+}
 _BASELINE = {
     "oneOf": [
         {"type": "null"},
@@ -174,6 +179,7 @@ _ANSWERS: dict[str, Any] = {
         tier={"enum": ["PASS", "WARN", "BLOCK"]},
         reasons={"type": "array", "items": _STR},
         comparisons=_COMPARISONS,
+        inconclusive=_INCONCLUSIVE,
         baseline=_BASELINE,
         is_baseline={"type": "boolean"},
         url=_STR,
@@ -201,6 +207,7 @@ _ANSWERS: dict[str, Any] = {
         tier={"enum": ["PASS", "WARN", "BLOCK"]},
         reasons={"type": "array", "items": _STR},
         comparisons=_COMPARISONS,
+        inconclusive=_INCONCLUSIVE,
         baseline=_BASELINE,
         url=_STR,
         receipt=_STR,

@@ -56,6 +56,9 @@ def run_view(run: RunRecord) -> dict[str, Any]:
         "tier": run.tier,
         "reasons": answer["reasons"],
         "comparisons": answer["comparisons"],
+        # Absent from answers stored before the gate said when a PASS could not see a
+        # block-sized slowdown: those read as None.
+        "inconclusive": answer.get("inconclusive"),
         "baseline": answer["baseline"],
         "url": answer["url"],
         "receipt": answer["receipt"],

@@ -110,3 +110,19 @@ def format_factor_interval(ratio: float | None, low: float | None, high: float |
     if low is None or high is None or not (_known(low) and _known(high)):
         return f"{ratio:.3g}×"
     return f"{ratio:.3g}× ({low:.3g}–{high:.3g})"
+
+
+INCONCLUSIVE_ADVICE = "more processes or paired mode"
+
+
+def format_headline(tier: str, resolution: float | None = None) -> str:
+    """A run's tier as its headline reads everywhere: a PASS or WARN that could not have seen
+    a block-sized slowdown (rnx.verdict.inconclusive's resolution) says so, with the change
+    it could not resolve rounded up: "PASS — inconclusive: could not resolve changes under
+    37%; more processes or paired mode"."""
+    if resolution is None or not math.isfinite(resolution) or tier == "BLOCK":
+        return tier
+    return (
+        f"{tier} — inconclusive: could not resolve changes under "
+        f"{math.ceil(resolution * 100 - 1e-9)}%; {INCONCLUSIVE_ADVICE}"
+    )

@@ -21,10 +21,19 @@ from typing import Any
 
 import stats
 from rnx.errors import InvalidInput
+from rnx.formatting import (
+    MISSING,
+    format_factor_interval,
+    format_money,
+    format_ns,
+    format_rate,
+)
 from rnx.schema import Configuration, ResultsDocument
 
 MIN_ENVIRONMENTS = 2
 MAX_ENVIRONMENTS = 6
+# Hourly prices (`--price`, `rnx environment price`) are in US dollars, and so are the costs.
+CURRENCY = "USD"
 BASELINE = "baseline"
 FASTER = "faster"
 SLOWER = "slower"
@@ -106,6 +115,8 @@ class Cell:
     # The run's speed-of-light score of this configuration (roofline time / measured time),
     # when the harness recorded one: shown, never part of the verdict.
     speed_of_light: float | None = None
+    # The lowest cost per million items of its configuration, among two or more priced ones.
+    cheapest: bool = False
 
     @property
     def speedup(self) -> float | None:
@@ -351,7 +362,7 @@ def compare_hardware(
             elif (i, cid) in comparisons:
                 cell = _with_ratio(cell, comparisons[(i, cid)])
             cells.append(cell)
-        rows.append(Row(cid, first.runtime, first.dtype, first.batch_size, cells))
+        rows.append(Row(cid, first.runtime, first.dtype, first.batch_size, _cheapest(cells)))
     return HardwareComparison(
         workload=_workload_path(sides[0].document),
         sides=sides,
@@ -359,6 +370,15 @@ def compare_hardware(
         software=_software(sides),
         notes=_notes(sides),
     )
+
+
+def _cheapest(cells: list[Cell]) -> list[Cell]:
+    """The cells with the cheapest one marked, when two or more have a cost to compare."""
+    priced = [c for c in cells if c.cost_per_million is not None]
+    if len(priced) < 2:
+        return cells
+    best = min(priced, key=lambda c: c.cost_per_million or 0.0)
+    return [replace(c, cheapest=True) if c is best else c for c in cells]
 
 
 def _notes(sides: Sequence[Side]) -> list[str]:
@@ -392,9 +412,11 @@ CSV_COLUMNS = (
     "items_per_second_low",
     "items_per_second_high",
     "price_per_hour",
+    "currency",
     "cost_per_million_items",
     "cost_per_million_items_low",
     "cost_per_million_items_high",
+    "cheapest",
     "ratio_to_baseline",
     "ratio_low",
     "ratio_high",
@@ -449,9 +471,11 @@ def to_csv(comparison: HardwareComparison) -> str:
                     _number(cell.items_low),
                     _number(cell.items_high),
                     _number(cell.price_per_hour),
+                    CURRENCY if cell.price_per_hour is not None else "",
                     _number(cell.cost_per_million),
                     _number(cell.cost_low),
                     _number(cell.cost_high),
+                    "yes" if cell.cheapest else "",
                     _number(cell.ratio),
                     _number(cell.ratio_low),
                     _number(cell.ratio_high),
@@ -463,9 +487,88 @@ def to_csv(comparison: HardwareComparison) -> str:
     return out.getvalue()
 
 
+def format_latency(cell: Cell) -> str:
+    """A cell's median time with its 90% interval, or its status when it has no timings."""
+    if cell.median_ns is None:
+        return cell.status
+    return f"{format_ns(cell.median_ns)} ({format_ns(cell.low_ns)}–{format_ns(cell.high_ns)})"
+
+
+def format_verdict(cell: Cell) -> str:
+    """faster/slower with how many times, or the verdict as it is."""
+    speedup = cell.speedup
+    if cell.verdict in ("faster", "slower") and speedup is not None:
+        times = speedup if cell.verdict == "faster" else 1 / speedup
+        return f"{cell.verdict} ({times:.3g}×)"
+    return cell.verdict
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def _md(text: str) -> str:
+    """Text from an uploaded document (an environment's name, a workload path, a note) as a
+    Markdown table cell shows it: on one line, as the characters it is; it can neither end the
+    cell (|), format, link nor open HTML."""
+    text = " ".join(text.split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def to_markdown(comparison: HardwareComparison) -> str:
+    """The comparison as Markdown, the form pasted into a pull request or a design doc: the
+    per-configuration table (costs in USD, the cheapest marked), the software side by side
+    (differing rows marked) and the notes."""
+    base = comparison.baseline
+    lines = [
+        f"### Hardware comparison: {_md(comparison.workload)}",
+        "",
+        f"Baseline: **{_md(base.label)}** ({_md(base.hardware)}). Times are medians with their "
+        f"90% intervals; cost per million items in {CURRENCY} at each environment's hourly "
+        "price, **cheapest** marked; faster or slower only where the ratio's 90% interval "
+        "excludes 1.",
+        "",
+        "| configuration | environment | median [90%] | items/s "
+        f"| cost / 1M items ({CURRENCY}) | time vs baseline [90%] | verdict |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for row in comparison.rows:
+        for n, cell in enumerate(row.cells):
+            cost = format_money(cell.cost_per_million)
+            ratio = format_factor_interval(cell.ratio, cell.ratio_low, cell.ratio_high)
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        f"`{row.id}`" if n == 0 else "",
+                        _md(cell.environment),
+                        format_latency(cell),
+                        format_rate(cell.items_per_second),
+                        f"**{cost}** (cheapest)" if cell.cheapest else cost,
+                        ratio if n else "",
+                        format_verdict(cell),
+                    ]
+                )
+                + " |"
+            )
+    lines += ["", "| software | " + " | ".join(_md(s.label) for s in comparison.sides) + " |"]
+    lines.append("|---|" + "---|" * len(comparison.sides))
+    for srow in comparison.software:
+        name = f"**{_md(srow.label)}** (differs)" if srow.differs else _md(srow.label)
+        values = [_md(v) if v is not None else MISSING for v in srow.values]
+        lines.append(f"| {name} | " + " | ".join(values) + " |")
+    notes = list(comparison.notes)
+    for row in comparison.rows:
+        notes += sorted({f"{row.id}: {c.environment}: {c.note}" for c in row.cells if c.note})
+    if notes:
+        lines += ["", *[f"- {_md(n)}" for n in notes]]
+    return "\n".join(lines) + "\n"
+
+
 __all__ = [
     "BASELINE",
     "CSV_COLUMNS",
+    "CURRENCY",
     "FASTER",
     "MAX_ENVIRONMENTS",
     "MIN_ENVIRONMENTS",
@@ -479,7 +582,10 @@ __all__ = [
     "SoftwareRow",
     "compare_hardware",
     "cost_per_million",
+    "format_latency",
+    "format_verdict",
     "side_labels",
     "to_csv",
+    "to_markdown",
     "verdict_of",
 ]

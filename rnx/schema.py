@@ -388,6 +388,9 @@ class ConfigComparison(_Model):
     p_faster: float | None = None
     p_equivalent: float | None = None
     p_block: float | None = None  # P(ratio > 1 + block threshold)
+    # The smallest slowdown (a fraction) these data could call credible (stats.Comparison's):
+    # a change below it is below what this runner resolves.
+    resolution: float | None = None
     base_samples: int = 0
     head_samples: int = 0
     # The head's speed-of-light score, and the baseline's (its first run with this
@@ -396,11 +399,23 @@ class ConfigComparison(_Model):
     base_speed_of_light: SpeedOfLight | None = None
 
 
+class Inconclusive(_Model):
+    """A run that could not have seen a block-sized slowdown (rnx.verdict.inconclusive): its
+    undecided configurations resolve only changes wider than the block threshold."""
+
+    resolution: float  # the widest of them: changes under it cannot be seen
+    block_threshold: float
+    configurations: list[str]
+
+
 class GateReport(_Model):
     tier: Tier
     reasons: list[str]
     comparisons: list[ConfigComparison]
     baseline_run_ids: list[uuid.UUID] = Field(default_factory=list)
+    # Set on a PASS or WARN that could not have seen a block-sized slowdown: every surface
+    # (the log's headline, the PR comment, the job summary, the run page) says so.
+    inconclusive: Inconclusive | None = None
 
 
 # ---- Reading documents: one place that turns bytes into a model or one clear error.

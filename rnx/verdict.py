@@ -15,6 +15,7 @@ from rnx.schema import (
     ConfigComparison,
     Configuration,
     GateReport,
+    Inconclusive,
     ResultsDocument,
     Samples,
     SpeedOfLight,
@@ -125,11 +126,37 @@ def evaluate(
     )
     tier, reasons = _tier(decision, rows, comparisons)
     used = sorted(plan.used_baselines)
+    compared = [ConfigComparison(**row) for row in rows.values()]  # in head's order
     return GateReport(
         tier=tier,
         reasons=reasons,
-        comparisons=[ConfigComparison(**row) for row in rows.values()],  # in head's order
+        comparisons=compared,
         baseline_run_ids=[] if paired else [baselines[i].run_id for i in used],
+        inconclusive=inconclusive(compared, tier=tier, block_threshold=gate.block_threshold),
+    )
+
+
+def inconclusive(
+    comparisons: Sequence[ConfigComparison], *, tier: str, block_threshold: float
+) -> Inconclusive | None:
+    """Whether a PASS or WARN could not have seen a block-sized slowdown: the configurations
+    left undecided by the statistics whose resolution (the smallest slowdown their data could
+    call credible) is wider than the block threshold. Such a configuration is a note, not a
+    WARN (stats.gate), so without this a run of them reads as a plain PASS. None when every
+    configuration could have shown a block-sized change, or the run blocks anyway."""
+    if tier == "BLOCK":
+        return None
+    blind = [
+        c
+        for c in comparisons
+        if c.verdict == "undecided" and c.resolution is not None and c.resolution > block_threshold
+    ]
+    if not blind:
+        return None
+    return Inconclusive(
+        resolution=max(c.resolution or 0.0 for c in blind),
+        block_threshold=block_threshold,
+        configurations=[c.id for c in blind],
     )
 
 
@@ -252,6 +279,7 @@ def _fill(c: stats.Comparison, block_threshold: float, paired: bool) -> dict[str
         "p_faster": c.p_faster,
         "p_equivalent": c.p_equivalent,
         "p_block": c.p_exceeds(block_threshold),
+        "resolution": None if c.resolution is None else num(c.resolution),
         "base_samples": c.base_samples,
         "head_samples": c.head_samples,
     }

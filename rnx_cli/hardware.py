@@ -13,33 +13,22 @@ from rnx.formatting import (
     MISSING,
     format_factor_interval,
     format_money,
-    format_ns,
     format_rate,
     format_speed_of_light,
 )
 from rnx.hardware import (
+    CURRENCY,
     MAX_ENVIRONMENTS,
     MIN_ENVIRONMENTS,
     Cell,
     HardwareComparison,
     compare_hardware,
+    format_latency,
+    format_verdict,
     to_csv,
+    to_markdown,
 )
 from rnx.schema import ResultsDocument, load_results
-
-
-def format_latency(cell: Cell) -> str:
-    if cell.median_ns is None:
-        return cell.status
-    return f"{format_ns(cell.median_ns)} ({format_ns(cell.low_ns)}–{format_ns(cell.high_ns)})"
-
-
-def format_verdict(cell: Cell) -> str:
-    speedup = cell.speedup
-    if cell.verdict in ("faster", "slower") and speedup is not None:
-        times = speedup if cell.verdict == "faster" else 1 / speedup
-        return f"{cell.verdict} ({times:.3g}×)"
-    return cell.verdict
 
 
 def format_table(comparison: HardwareComparison) -> str:
@@ -49,7 +38,7 @@ def format_table(comparison: HardwareComparison) -> str:
         "environment",
         "median [90% interval]",
         "items/s",
-        "cost/1M items",
+        f"cost/1M items ({CURRENCY})",
         "time vs baseline [90%]",
         "verdict",
     )
@@ -63,7 +52,7 @@ def format_table(comparison: HardwareComparison) -> str:
                     cell.environment,
                     format_latency(cell),
                     format_rate(cell.items_per_second),
-                    format_money(cell.cost_per_million),
+                    format_money(cell.cost_per_million) + (" *" if cell.cheapest else ""),
                     format_factor_interval(cell.ratio, cell.ratio_low, cell.ratio_high)
                     if n
                     else "",
@@ -74,6 +63,8 @@ def format_table(comparison: HardwareComparison) -> str:
         rows = [(*r, "SOL" if n == 0 else _sol(cells[n - 1])) for n, r in enumerate(rows)]
     lines = [f"workload {comparison.workload}; baseline {comparison.baseline.label}", ""]
     lines += _columns(rows, right=range(2, 6))
+    if any(c.cheapest for c in cells):
+        lines.append(f"(* the cheapest per million items of its configuration, in {CURRENCY})")
     lines += ["", "software (* where the environments differ)"]
     soft: list[tuple[str, ...]] = [("", *[s.label for s in comparison.sides])]
     for srow in comparison.software:
@@ -135,6 +126,12 @@ def _parser() -> argparse.ArgumentParser:
         help="hourly price of an environment (its name or key), e.g. h200=3.50; repeatable",
     )
     p.add_argument("--csv", metavar="FILE", help="also write the table as CSV ('-': stdout only)")
+    p.add_argument(
+        "--markdown",
+        metavar="FILE",
+        help="also write the table as Markdown, to paste into a pull request or a design doc "
+        "('-': stdout only)",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap (0)")
     return p
 
@@ -159,18 +156,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "single runs, one per environment"
             )
     comparison = compare_hardware(documents, prices=prices, seed=args.seed)
-    table = to_csv(comparison)
-    if args.csv == "-":
-        sys.stdout.write(table)
-        return 0
+    exports = [
+        ("--csv", "CSV", args.csv, to_csv),
+        ("--markdown", "Markdown", args.markdown, to_markdown),
+    ]
+    if args.csv == "-" and args.markdown == "-":
+        raise UserError("--csv - and --markdown - both ask for stdout: write one to a file")
+    for _, _, target, render in exports:
+        if target == "-":
+            sys.stdout.write(render(comparison))
+            return 0
     print(format_table(comparison))
-    if args.csv:
-        try:
-            Path(args.csv).write_text(table, encoding="utf-8")
-        except OSError as e:
-            raise UserError(f"cannot write --csv {args.csv}: {e.strerror or e}") from None
-        print(f"\nCSV written to {args.csv}", file=sys.stderr)
+    for flag, kind, target, render in exports:
+        if target:
+            try:
+                Path(target).write_text(render(comparison), encoding="utf-8")
+            except OSError as e:
+                raise UserError(f"cannot write {flag} {target}: {e.strerror or e}") from None
+            print(f"\n{kind} written to {target}", file=sys.stderr)
     return 0
 
 
-__all__ = ["format_table", "main", "parse_price"]
+__all__ = ["format_latency", "format_table", "format_verdict", "main", "parse_price"]

@@ -22,12 +22,14 @@ from urllib.parse import quote, unquote
 from rnx.formatting import (
     MISSING,
     SPEED_OF_LIGHT_NOTE,
+    format_headline,
     format_ns,
     format_peaks,
+    format_percent,
     format_ratio_interval,
     format_speed_of_light,
 )
-from rnx.schema import ConfigComparison, Tier
+from rnx.schema import ConfigComparison, Inconclusive, Tier
 from rnx_github.client import Comment, GitHubClient
 
 # The hidden first line of the sticky comment. The action and the server share it, so a reader
@@ -46,6 +48,12 @@ _PART_RE = re.compile(
     re.DOTALL,
 )
 _HEADER = re.compile(r"^## .* rnx-benchmark: (PASS|WARN|BLOCK)\b.*$", re.MULTILINE)
+# A part's heading that says it could not have seen a block-sized slowdown (render_part): how
+# a comment's header learns it of parts other jobs wrote.
+_UNRESOLVED = re.compile(
+    r"^### \S+ (?:PASS|WARN) — inconclusive: could not resolve changes under (\d{1,4})%",
+    re.MULTILINE,
+)
 _ACCEPTED = re.compile(r"^> ✅ \*\*Accepted\*\* by .*\n?", re.MULTILINE)
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~])")
 _PLAIN_CODE = re.compile(r"^[A-Za-z0-9_./:@+, =-]*$")
@@ -96,6 +104,15 @@ class PartResult:
     mode: str | None = None
     accepted: Acceptance | None = None
     notes: list[ConfigNote] = field(default_factory=list)
+    # The gate's answer says this part could not have seen a block-sized slowdown.
+    inconclusive: Inconclusive | None = None
+
+    @property
+    def headline(self) -> str:
+        """The tier, and for a PASS or WARN that could not have seen a block-sized slowdown,
+        what it could not resolve (rnx.formatting.format_headline)."""
+        found = self.inconclusive
+        return format_headline(self.tier, None if found is None else found.resolution)
 
     @property
     def key(self) -> str:
@@ -215,8 +232,13 @@ def render_part(part: PartResult) -> str:
     about.append(f"environment {_code(part.environment)}")
     about += [f"compare: {inert_text(part.compare)}"] if part.compare else []
     about += [f"mode: {inert_text(part.mode)}"] if part.mode else []
-    lines = [f"### {TIER_ICON[part.tier]} {part.tier} · {_code(part.workload)}", " · ".join(about)]
+    lines = [
+        f"### {TIER_ICON[part.tier]} {part.headline} · {_code(part.workload)}",
+        " · ".join(about),
+    ]
     lines.append("")
+    if part.inconclusive is not None and part.tier != "BLOCK":
+        lines += [_blind_note(part.inconclusive), ""]
     if part.accepted is not None:
         a = part.accepted
         lines += [
@@ -237,6 +259,18 @@ def render_part(part: PartResult) -> str:
     if part.url:
         lines += [_link("Run page", part.url), ""]
     return "\n".join(lines)
+
+
+def _blind_note(found: Inconclusive) -> str:
+    ids = ", ".join(_code(c) for c in found.configurations[:MAX_ROWS])
+    more = len(found.configurations) - MAX_ROWS
+    return (
+        f"> **Inconclusive**: {len(found.configurations)} undecided configuration(s) resolve "
+        f"only changes wider than the {format_percent(found.block_threshold)} block threshold "
+        f"(up to ±{format_percent(found.resolution, 1)}): {ids}"
+        + (f" and {more} more" if more > 0 else "")
+        + ". A slowdown that should block could pass unseen here."
+    )
 
 
 def _wrap(part: PartResult) -> str:
@@ -262,8 +296,8 @@ def parse_parts(body: str) -> dict[str, tuple[Tier, str]]:
 # ---- the whole comment
 
 
-def _header(tier: Tier) -> str:
-    return f"## {TIER_ICON[tier]} rnx-benchmark: {tier}"
+def _header(tier: Tier, unresolved: float | None = None) -> str:
+    return f"## {TIER_ICON[tier]} rnx-benchmark: {format_headline(tier, unresolved)}"
 
 
 @dataclass(frozen=True)
@@ -271,6 +305,14 @@ class Combined:
     tier: Tier
     body: str
     part_count: int
+    # The widest change a PASS or WARN part could not resolve (a fraction), when one could
+    # not have seen a block-sized slowdown: the header and the commit status say so.
+    unresolved: float | None = None
+
+
+def _unresolved(sections: list[str]) -> float | None:
+    found = [int(m.group(1)) for s in sections for m in _UNRESOLVED.finditer(s)]
+    return max(found) / 100 if found else None
 
 
 def combine(existing_bodies: list[str], mine: list[PartResult], *, sha: str) -> Combined:
@@ -284,17 +326,19 @@ def combine(existing_bodies: list[str], mine: list[PartResult], *, sha: str) -> 
     tier = worst([t for t, _ in parts.values()])
     counts = {t: sum(1 for x, _ in parts.values() if x == t) for t in TIER_ORDER}
     tally = ", ".join(f"{n} {t}" for t, n in counts.items() if n)
+    sections = [parts[k][1] for k in sorted(parts)]
+    unresolved = None if tier == "BLOCK" else _unresolved(sections)
     header = [
         COMMENT_MARKER,
-        _header(tier),
+        _header(tier, unresolved),
         f"commit {sha[:12]} · {len(parts)} part(s): {tally}",
         "",
     ]
-    sections = [parts[k][1] for k in sorted(parts)]
     return Combined(
         tier=tier,
         body="\n".join(header) + "\n" + "\n\n".join(sections) + "\n",
         part_count=len(parts),
+        unresolved=unresolved,
     )
 
 
@@ -316,7 +360,12 @@ def status_state(tier: Tier, mode: str) -> str:
     return "failure" if tier == "BLOCK" and mode == "enforce" else "success"
 
 
-def status_description(tier: Tier, mode: str, reasons: list[str]) -> str:
+def status_description(
+    tier: Tier, mode: str, reasons: list[str], *, unresolved: float | None = None
+) -> str:
+    if unresolved is not None and tier != "BLOCK":
+        text = format_headline(tier, unresolved)  # what it could not see comes first
+        return text if len(text) <= STATUS_LIMIT else text[: STATUS_LIMIT - 3] + "..."
     first = reasons[0] if reasons else {"PASS": "no credible slowdown"}.get(tier, "")
     suffix = f" ({mode})" if mode != "enforce" and tier == "BLOCK" else ""
     text = f"{tier}{suffix}: {first}" if first else f"{tier}{suffix}"

@@ -60,13 +60,15 @@ class HistoryPoint:
     median_ns: float
     low_ns: float
     high_ns: float
-    environment: str
+    environment: str  # the key: what makes runs comparable
     tier: str
     is_baseline: bool
     ratio: float | None = None  # head/base from the run's own verdict
     accepted_reason: str | None = None
     # Set when the environment's details (not its key) changed since the previous commit.
     environment_note: str | None = None
+    # What to call the environment (rnx.environments): its name and hardware; the key if unset.
+    environment_label: str = ""
 
 
 def _point_title(p: HistoryPoint) -> str:
@@ -80,7 +82,7 @@ def _point_title(p: HistoryPoint) -> str:
         f"median {format_ns(p.median_ns)} "
         f"(interval {format_ns(p.low_ns)} – {format_ns(p.high_ns)})",
         ratio,
-        f"{p.tier} · environment {p.environment}",
+        f"{p.tier} · environment {p.environment_label or p.environment}",
     ]
     if p.environment_note is not None:
         lines.append(p.environment_note)
@@ -151,9 +153,18 @@ class _Frame:
         )
 
 
+def on_line(p: HistoryPoint) -> bool:
+    """Whether the median line runs through this commit: not through a BLOCK (never a
+    baseline) nor an accepted run (a slowdown someone let through, often far off the series).
+    Those are drawn as marked points, and the axis is scaled to the line's history, so one 2.5x
+    spike does not squash a +-20% history into the bottom of the chart."""
+    return p.tier != "BLOCK" and p.accepted_reason is None
+
+
 def _history_frame(points: Sequence[HistoryPoint], width: int) -> _Frame:
-    lo = min(p.low_ns for p in points)
-    hi = max(p.high_ns for p in points)
+    scaled = [p for p in points if on_line(p)] or list(points)
+    lo = min(p.low_ns for p in scaled)
+    hi = max(p.high_ns for p in scaled)
     pad = (hi - lo) * 0.08 or max(hi * 0.05, 1.0)
     return _Frame(width, len(points), max(lo - pad, 0.0), hi + pad)
 
@@ -210,9 +221,11 @@ def _history_grid(f: _Frame) -> list[str]:
 def _history_series(points: Sequence[HistoryPoint], f: _Frame) -> list[str]:
     """The interval band and the median line, broken where the environment changes (times
     from different machines must not look like one series), and the change markers."""
-    segments: list[list[int]] = [[0]]
-    for i in range(1, len(points)):
-        if points[i].environment != points[i - 1].environment:
+    segments: list[list[int]] = []
+    for i, p in enumerate(points):
+        if not on_line(p):
+            continue
+        if not segments or p.environment != points[segments[-1][-1]].environment:
             segments.append([])
         segments[-1].append(i)
     out = []
@@ -222,12 +235,17 @@ def _history_series(points: Sequence[HistoryPoint], f: _Frame) -> list[str]:
         out.append(f'<polygon class="band" points="{upper} {lower}"/>')
         line = " ".join(f"{_fmt(f.x(i))},{_fmt(f.y(points[i].median_ns))}" for i in seg)
         out.append(f'<polyline class="line" points="{line}"/>')
-    for seg in segments[1:]:
-        xm = _fmt((f.x(seg[0]) + f.x(seg[0] - 1)) / 2)
-        env = points[seg[0]].environment
+    # Marked at every change of environment, a BLOCK's or an accept's too (they are off the line).
+    for i in range(1, len(points)):
+        if points[i].environment == points[i - 1].environment:
+            continue
+        xm = _fmt((f.x(i) + f.x(i - 1)) / 2)
+        first = points[i]
+        env = first.environment_label or first.environment
         label = (
             f'<text x="{xm}" y="{f.top - 6}" text-anchor="middle">env → {escape(env[:24])}'
-            f"</text><title>environment changed to {escape(env)}</title>"
+            f"</text><title>environment changed to {escape(env)} "
+            f"(key {escape(first.environment)})</title>"
         )
         out.append(f.mark(xm, label, "env-change"))
     for i, p in enumerate(points):
@@ -297,18 +315,23 @@ def _history_points(points: Sequence[HistoryPoint], f: _Frame) -> list[str]:
     out = []
     radius = 4.0 if len(points) <= 80 else 3.0 if len(points) <= 200 else 2.0
     for i, p in enumerate(points):
-        cx, cy = _fmt(f.x(i)), _fmt(f.y(p.median_ns))
+        # A point off the line's scale sits at the plot's edge, marked as off the scale.
+        y = f.y(p.median_ns)
+        edge = min(max(y, f.top), f.top + f.plot_h)
+        cx, cy = _fmt(f.x(i)), _fmt(edge)
         kind = _point_kind(p)
-        title = f"<title>{escape(_point_title(p))}</title>"
+        css = f"pt pt-{kind}" + (" pt-off-scale" if edge != y else "")
+        note = "\n(off the chart's scale, which follows the line)" if edge != y else ""
+        title = f"<title>{escape(_point_title(p) + note)}</title>"
         if kind == "accepted":
             r = radius + 2
             shape = (
-                f'<path class="pt pt-{kind}" data-run-id="{escape(p.run_id)}" '
+                f'<path class="{css}" data-run-id="{escape(p.run_id)}" '
                 f'd="M{cx} {_fmt(float(cy) - r)} l{r} {r} l{-r} {r} l{-r} {-r} z">{title}</path>'
             )
         else:
             shape = (
-                f'<circle class="pt pt-{kind}" data-run-id="{escape(p.run_id)}" cx="{cx}" '
+                f'<circle class="{css}" data-run-id="{escape(p.run_id)}" cx="{cx}" '
                 f'cy="{cy}" r="{radius}">{title}</circle>'
             )
         out.append(f'<a href="/runs/{escape(p.run_id)}">{shape}</a>')

@@ -4,6 +4,9 @@ compare their newest baseline runs with rnx.hardware (the same table as `rnx com
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -13,7 +16,9 @@ from starlette.datastructures import QueryParams
 from gate_server.db import Database, dashboard, hardware, prices, runs
 from gate_server.db.hardware import BaselinedEnvironment
 from gate_server.db.runs import BaselineKey
+from gate_server.stored_documents import StoredDocuments
 from rnx.hardware import (
+    CURRENCY,
     MAX_ENVIRONMENTS,
     MIN_ENVIRONMENTS,
     HardwareComparison,
@@ -21,7 +26,7 @@ from rnx.hardware import (
     Side,
     compare_hardware,
 )
-from rnx.schema import ResultsDocument, parse_results
+from rnx.schema import ResultsDocument
 
 MAX_LISTED = 24  # environments offered for one workload (the newest baselines first)
 _SAFE_FILE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -104,19 +109,23 @@ def _hardware_of(doc: ResultsDocument) -> str:
 
 
 def _newest_baselines(
-    database: Database, workspace_id: int, group: WorkloadChoice
+    database: Database, documents: StoredDocuments, workspace_id: int, group: WorkloadChoice
 ) -> dict[str, tuple[str, ResultsDocument]]:
-    """The newest baseline run of each offered environment: (run id, document) by key."""
-    out = {}
+    """The newest baseline of each offered environment that the baseline branch ran itself
+    (an accepted pull request run only where there is no other): (run id, document) by key.
+    Documents come parsed from the server's cache (gate_server/stored_documents.py): a viewer
+    reloading the page parses nothing again."""
+    chosen = []
     with database.read() as conn:
         for e in group.environments[:MAX_LISTED]:
             key = BaselineKey(e.repository_id, e.branch, e.environment_key, e.workload)
-            found = runs.baselines(conn, key, 1)
-            if found and found[0].workspace_id == workspace_id:
-                run_id = found[0].run_id
-                raw = runs.documents(conn, [run_id])[run_id]
-                out[e.environment_key] = (run_id, parse_results(raw))
-    return out
+            found = hardware.newest_branch_baseline(conn, key) or next(
+                iter(runs.baselines(conn, key, 1)), None
+            )
+            if found is not None and found.workspace_id == workspace_id:
+                chosen.append((e.environment_key, found))
+        parsed = documents.load([r for _, r in chosen], lambda ids: runs.documents(conn, ids))
+    return {key: (r.run_id, doc) for (key, r), doc in zip(chosen, parsed, strict=True)}
 
 
 def _choices(
@@ -166,22 +175,67 @@ def _labels(docs: list[ResultsDocument]) -> list[str]:
     ]
 
 
+class Comparisons:
+    """The comparisons worked out lately, by what they were worked out from (the runs, in
+    order, and their prices), and at most one worked out at a time. A stored run never changes,
+    so the same picks give the same table: viewers reloading /hardware cost the server nothing
+    after the first, and however many pick at once, the statistics of one comparison (seconds
+    of CPU for 48 configurations on 6 machines) run beside the uploads, never several."""
+
+    def __init__(self, max_entries: int = 32):
+        self._entries: OrderedDict[tuple[Any, ...], HardwareComparison] = OrderedDict()
+        self._max = max_entries
+        self._lock = threading.Lock()  # guards _entries
+        self._working = threading.Lock()  # one comparison worked out at a time
+        self.computed = 0
+
+    def get(
+        self, key: tuple[Any, ...], work: Callable[[], HardwareComparison]
+    ) -> HardwareComparison:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                return found
+        with self._working:
+            with self._lock:  # another viewer may have worked it out while this one waited
+                found = self._entries.get(key)
+            if found is None:
+                found = work()
+                self.computed += 1
+        with self._lock:
+            self._entries[key] = found
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+        return found
+
+
 def _compare(
     query: HardwareQuery,
     newest: dict[str, tuple[str, ResultsDocument]],
     priced: dict[str, float],
+    comparisons: Comparisons,
 ) -> HardwareComparison:
     order = list(query.environments)
     baseline = query.baseline or order[0]
     order.remove(baseline)
-    docs = [newest[k][1] for k in [baseline, *order]]
+    picked = [baseline, *order]
+    docs = [newest[k][1] for k in picked]
     keyed = {
         d.environment.key: priced[d.environment.key] for d in docs if d.environment.key in priced
     }
-    return compare_hardware(docs, prices=keyed, labels=_labels(docs))
+    key = (tuple(newest[k][0] for k in picked), tuple(sorted(keyed.items())))
+    return comparisons.get(key, lambda: compare_hardware(docs, prices=keyed, labels=_labels(docs)))
 
 
-def hardware_page(database: Database, workspace_id: int, query: HardwareQuery) -> dict[str, Any]:
+def hardware_page(
+    database: Database,
+    documents: StoredDocuments,
+    comparisons: Comparisons,
+    workspace_id: int,
+    query: HardwareQuery,
+) -> dict[str, Any]:
     """Everything the page shows: the workloads to pick from, the picked workload's
     environments, and the comparison when 2 to 6 were picked. `status` is 400 when the
     pick cannot be compared (the page then says why and offers the pick again)."""
@@ -189,7 +243,12 @@ def hardware_page(database: Database, workspace_id: int, query: HardwareQuery) -
         repos = dashboard.repositories_by_activity(conn, workspace_id)
         found = hardware.baselined_environments(conn, [r["id"] for r in repos])
     workloads = _workloads(found)
-    page: dict[str, Any] = {"query": query, "workloads": workloads, "status": 200}
+    page: dict[str, Any] = {
+        "query": query,
+        "workloads": workloads,
+        "status": 200,
+        "currency": CURRENCY,
+    }
     group = next(
         (
             g
@@ -208,7 +267,7 @@ def hardware_page(database: Database, workspace_id: int, query: HardwareQuery) -
             group.repository, group.branch, group.workload, query.environments, query.baseline
         )
         page["query"] = query
-    newest = _newest_baselines(database, workspace_id, group)
+    newest = _newest_baselines(database, documents, workspace_id, group)
     with database.read() as conn:
         priced = prices.of_environments(conn, workspace_id, list(newest))
     page.update(group=group, choices=_choices(group, newest, priced))
@@ -218,13 +277,14 @@ def hardware_page(database: Database, workspace_id: int, query: HardwareQuery) -
         return page
     if query.environments:
         try:
-            page["comparison"] = _compare(query, newest, priced)
+            page["comparison"] = _compare(query, newest, priced, comparisons)
         except NotComparable as e:
             page.update(status=400, problem=str(e))
         page["run_ids"] = {newest[k][1].environment.key: newest[k][0] for k in query.environments}
     return page
 
 
-def csv_filename(comparison: HardwareComparison) -> str:
+def export_filename(comparison: HardwareComparison, suffix: str) -> str:
+    """hardware-<workload file's stem>.<suffix>, safe in a Content-Disposition header."""
     stem = comparison.workload.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    return f"hardware-{_SAFE_FILE.sub('-', stem) or 'workload'}.csv"
+    return f"hardware-{_SAFE_FILE.sub('-', stem) or 'workload'}.{suffix}"

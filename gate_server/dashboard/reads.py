@@ -16,6 +16,7 @@ from gate_server.branches import all_names, follow_renames
 from gate_server.changes import compare_url
 from gate_server.dashboard.charts import ChangeMark
 from gate_server.dashboard.views import (
+    EnvironmentLabels,
     HistoryRun,
     SummaryCache,
     anchor,
@@ -27,6 +28,7 @@ from gate_server.dashboard.views import (
     environment_rows,
     pr_url,
     ratios_from_answer,
+    run_headline,
     short_reasons,
     speed_of_light_cells,
     summarize_document,
@@ -43,6 +45,7 @@ from gate_server.db import (
 )
 from gate_server.db.change_points import ChangePointRecord
 from gate_server.db.runs import ListedRun
+from rnx.environments import EnvironmentLabel, stored_environment_label
 from rnx.formatting import SPEED_OF_LIGHT_NOTE
 from rnx.schema import ResultsDocument
 
@@ -67,7 +70,20 @@ def latest_per_branch(
     return list(latest.values())
 
 
-def overview(database: Database, workspace_id: int) -> dict[str, Any]:
+def _summarized(conn: Connection, summaries: SummaryCache, run_ids: list[str]) -> None:
+    """Every one of these runs summarised in the cache: the documents not kept there are read
+    in one query, once per process (stored runs never change)."""
+    missing = [rid for rid in dict.fromkeys(run_ids) if summaries.get(rid) is None]
+    for run_id, document in runs.documents(conn, missing).items():
+        summaries.put(run_id, summarize_document(document))
+
+
+def _labels(summaries: SummaryCache, run_ids: list[str]) -> EnvironmentLabels:
+    found = {rid: summaries.get(rid) for rid in run_ids}
+    return EnvironmentLabels({rid: s.label for rid, s in found.items() if s is not None})
+
+
+def overview(database: Database, summaries: SummaryCache, workspace_id: int) -> dict[str, Any]:
     with database.read() as conn:
         repos = dashboard.repositories_by_activity(conn, workspace_id)
         for repo in repos:
@@ -79,6 +95,11 @@ def overview(database: Database, workspace_id: int) -> dict[str, Any]:
         open_changes = change_points.open_in_workspace(conn, workspace_id)
         # Alert channels that keep failing (gate_server/alerts/delivery.py); never a secret.
         failing = [c for c in notify.channels(conn, workspace_id) if c.failing_since]
+        # Each environment is named by the run it is listed with (a change point: the run
+        # after the step).
+        listed = [r.run_id for repo in repos for r in repo["latest"]]
+        listed += [r.run_id for r in blocks + accepts] + [cp.after_run_id for cp in open_changes]
+        _summarized(conn, summaries, listed)
     reasons = {rid: short_reasons(a.get("reasons") or []) for rid, a in answers.items()}
     return {
         "repos": repos,
@@ -88,6 +109,7 @@ def overview(database: Database, workspace_id: int) -> dict[str, Any]:
         "total_runs": sum(r["run_count"] for r in repos),
         "change_points": [_open_change(cp) for cp in open_changes],
         "failing_channels": failing,
+        "labels": _labels(summaries, listed),
     }
 
 
@@ -153,18 +175,24 @@ def history(
             workload=shown.workload,
             limit=1000,
         )
-        missing = [r.run_id for r, _ in rows if summaries.get(r.run_id) is None]
-        documents = runs.documents(conn, missing)
-    for run_id, document in documents.items():
-        summaries.put(run_id, summarize_document(document))
-    window = rows[:HISTORY_WINDOW]
+        _summarized(conn, summaries, [r.run_id for r, _ in rows])
+    window = drawing_order(rows[:HISTORY_WINDOW])
     sections, events = _workload_sections(window, summaries, _marks(found_changes))
+    named = _labels(summaries, [r.run_id for r, _ in window])
     return {
         "repository": name,
         "branches": branches or [branch],
         "branch": branch,
         "branch_link": branch_url(name, branch),
         "environments": environments,
+        # Each environment named by its newest run in the window; the key where none is.
+        "environment_labels": {
+            key: next(
+                (named.of(r.run_id, key) for r, _ in window if r.environment_key == key),
+                EnvironmentLabel(key=key),
+            )
+            for key in environments
+        },
         "environment": shown.environment,
         "workloads": sorted(workloads),
         "workload": shown.workload,
@@ -175,6 +203,15 @@ def history(
         "page": page,
         "has_older": len(rows) > HISTORY_WINDOW,
     }
+
+
+def drawing_order(
+    window: list[tuple[ListedRun, dict[str, Any]]],
+) -> list[tuple[ListedRun, dict[str, Any]]]:
+    """The window newest first as the history draws it: an accepted run where it became the
+    baseline (when it was accepted, often after later pushes), every other run where it was
+    received."""
+    return sorted(window, key=lambda row: row[0].accepted_at or row[0].received_at, reverse=True)
 
 
 def _marks(found: list[ChangePointRecord]) -> dict[str, dict[str, list[ChangeMark]]]:
@@ -224,7 +261,8 @@ def _history_runs(
             HistoryRun(
                 run_id=run.run_id,
                 sha=run.sha,
-                created_at=run.created_at,
+                # An accepted run is drawn at its accept time (drawing_order), and says so.
+                created_at=run.accepted_at or run.created_at,
                 environment=run.environment_key,
                 tier=run.tier,
                 is_baseline=run.baseline_branch is not None,
@@ -281,6 +319,15 @@ def run_page(database: Database, workspace_id: int, run_id: str) -> dict[str, An
             None if newest_base is None else newest_base.get("environment") or {},
         ),
         "base_environment_run": base_ids[0] if base_ids else None,
+        "headline": run_headline(run),
+        "environment_label": stored_environment_label(
+            doc.get("environment"), key=run.environment_key
+        ),
+        "base_environment_label": None
+        if newest_base is None
+        else stored_environment_label(
+            newest_base.get("environment"), key=str(baseline.get("environment"))
+        ),
     }
 
 

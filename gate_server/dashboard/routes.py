@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ from rnx.formatting import (
     format_ratio_interval,
     format_speed_of_light,
 )
-from rnx.hardware import to_csv
+from rnx.hardware import HardwareComparison, to_csv, to_markdown
 
 HERE = Path(__file__).parent
 MAX_FORM_BODY = 8 * 1024
@@ -148,7 +149,10 @@ async def overview(request: Request) -> Response:
     viewer = await _viewer_or_response(request)
     if isinstance(viewer, Response):
         return viewer
-    data = await run_in_threadpool(reads.overview, services(request).database, viewer.workspace_id)
+    svc = services(request)
+    data = await run_in_threadpool(
+        reads.overview, svc.database, svc.dashboard.summaries, viewer.workspace_id
+    )
     return render(request, "overview.html", viewer, nav="overview", **data)
 
 
@@ -230,25 +234,34 @@ async def hardware_page(request: Request) -> Response:
     viewer = await _viewer_or_response(request)
     if isinstance(viewer, Response):
         return viewer
-    query = HardwareQuery.from_params(request.query_params)
-    data = await run_in_threadpool(
-        hardware.hardware_page, services(request).database, viewer.workspace_id, query
-    )
+    data = await _hardware_data(request, viewer)
     comparison = data.get("comparison")
     if comparison is not None:
         data["chart"] = comparison_svg(comparison)
     return render(request, "hardware.html", viewer, data.pop("status"), nav="hardware", **data)
 
 
-async def hardware_csv(request: Request) -> Response:
-    """The /hardware page's table as CSV (rnx.hardware.CSV_COLUMNS), for the same query."""
+async def _hardware_data(request: Request, viewer: Viewer) -> dict[str, Any]:
+    svc = services(request)
+    query = HardwareQuery.from_params(request.query_params)
+    return await run_in_threadpool(
+        hardware.hardware_page,
+        svc.database,
+        svc.documents,
+        svc.dashboard.comparisons,
+        viewer.workspace_id,
+        query,
+    )
+
+
+async def _hardware_export(
+    request: Request, render_as: Callable[[HardwareComparison], str], media: str, suffix: str
+) -> Response:
+    """The /hardware page's table as a file, for the same query."""
     viewer = await _viewer_or_response(request)
     if isinstance(viewer, Response):
         return viewer
-    query = HardwareQuery.from_params(request.query_params)
-    data = await run_in_threadpool(
-        hardware.hardware_page, services(request).database, viewer.workspace_id, query
-    )
+    data = await _hardware_data(request, viewer)
     comparison = data.get("comparison")
     if comparison is None:
         message = data.get("problem") or "Pick a workload and 2 to 6 environments first."
@@ -259,10 +272,21 @@ async def hardware_csv(request: Request) -> Response:
             "No comparison",
             message,
         )
-    response = Response(to_csv(comparison), media_type="text/csv; charset=utf-8")
-    filename = hardware.csv_filename(comparison)
+    response = Response(render_as(comparison), media_type=f"{media}; charset=utf-8")
+    filename = hardware.export_filename(comparison, suffix)
     response.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
     return _secure(response)
+
+
+async def hardware_csv(request: Request) -> Response:
+    """The /hardware page's table as CSV (rnx.hardware.CSV_COLUMNS)."""
+    return await _hardware_export(request, to_csv, "text/csv", "csv")
+
+
+async def hardware_markdown(request: Request) -> Response:
+    """The /hardware page's table as Markdown (rnx.hardware.to_markdown), to paste into a pull
+    request or a design doc."""
+    return await _hardware_export(request, to_markdown, "text/markdown", "md")
 
 
 # ---- signing in and out
@@ -375,6 +399,7 @@ routes: list[BaseRoute] = [
     Route("/audit", audit, methods=["GET"], include_in_schema=False),
     Route("/hardware", hardware_page, methods=["GET"], include_in_schema=False),
     Route("/hardware.csv", hardware_csv, methods=["GET"], include_in_schema=False),
+    Route("/hardware.md", hardware_markdown, methods=["GET"], include_in_schema=False),
     Route("/login", login_form, methods=["GET"], include_in_schema=False),
     Route("/login", login_submit, methods=["POST"], include_in_schema=False),
     Route("/logout", logout, methods=["POST"], include_in_schema=False),

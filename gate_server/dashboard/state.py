@@ -1,10 +1,12 @@
-"""What the dashboard keeps per server process: its session signer and the run-summary cache."""
+"""What the dashboard keeps per server process: its session signer, the run-summary cache and
+the hardware comparisons lately worked out."""
 
 from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
 
+from gate_server.dashboard.hardware import Comparisons
 from gate_server.dashboard.sessions import SessionSigner
 from gate_server.dashboard.views import SummaryCache
 from gate_server.db import Database
@@ -19,6 +21,7 @@ SESSION_KEY_NAME = "dashboard-session"
 class DashboardState:
     signer: SessionSigner
     summaries: SummaryCache = field(default_factory=SummaryCache)
+    comparisons: Comparisons = field(default_factory=Comparisons)  # /hardware's, kept
 
     @classmethod
     def load(cls, database: Database) -> DashboardState:

@@ -21,7 +21,14 @@ from gate_server.dashboard.charts import (
     median_interval,
 )
 from gate_server.numbers import whole_number
-from rnx.formatting import format_ns, format_peaks, format_ratio_interval, format_speed_of_light
+from rnx.environments import EnvironmentLabel, stored_environment_label
+from rnx.formatting import (
+    format_headline,
+    format_ns,
+    format_peaks,
+    format_ratio_interval,
+    format_speed_of_light,
+)
 from rnx.schema import config_id as _make_config_id
 
 GITHUB = "https://github.com"
@@ -80,11 +87,12 @@ def short_reasons(reasons: Sequence[str], limit: int = 140) -> str:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """Per configuration: (median, low, high) of a run's samples; and its environment details
-    (flattened to dotted keys, without the key itself)."""
+    """Per configuration: (median, low, high) of a run's samples; its environment details
+    (flattened to dotted keys, without the key itself) and what to call its environment."""
 
     medians: dict[str, tuple[float, float, float]]
     environment: dict[str, str]
+    label: EnvironmentLabel
 
 
 def summarize_document(document: bytes) -> RunSummary:
@@ -96,8 +104,22 @@ def summarize_document(document: bytes) -> RunSummary:
         samples = (c.get("samples") or {}).get("ns") or []
         if c.get("status") == "ok" and samples:
             medians[_config_id(c)] = median_interval(samples)
-    env = {k: v for k, v in (doc.get("environment") or {}).items() if k != "key"}
-    return RunSummary(medians, flatten(env))
+    raw = doc.get("environment")
+    raw = raw if isinstance(raw, dict) else {}
+    env = {k: v for k, v in raw.items() if k != "key"}
+    return RunSummary(medians, flatten(env), stored_environment_label(raw, key=str(raw.get("key"))))
+
+
+@dataclass(frozen=True)
+class EnvironmentLabels:
+    """What to call the environment of each run a page lists, by run id (from the runs' own
+    documents, rnx.environments); a run whose document is not at hand reads as its key."""
+
+    by_run: dict[str, EnvironmentLabel]
+
+    def of(self, run_id: str, key: str) -> EnvironmentLabel:
+        found = self.by_run.get(run_id)
+        return found if found is not None and found.key == key else EnvironmentLabel(key=key)
 
 
 class SummaryCache:
@@ -161,13 +183,13 @@ def _events(
     events: list[dict[str, Any]] = []
     environment_note = None
     if previous is not None and previous.environment != run.environment:
-        text = f"environment {previous.environment} → {run.environment}"
+        text = f"environment {previous.summary.label.text} → {run.summary.label.text}"
         events.append({"kind": "environment", "run": run, "text": text})
     if previous is not None and previous.environment == run.environment:
         changed = changed_fields(previous.summary.environment, run.summary.environment)
         if changed:
             environment_note = "environment details changed: " + ", ".join(changed)
-            text = f"{run.environment}: {environment_note}"
+            text = f"{run.summary.label.title}: {environment_note}"
             events.append({"kind": "environment-details", "run": run, "text": text})
     if run.accepted_reason is not None:
         text = f"accepted as the new baseline: {run.accepted_reason}"
@@ -209,6 +231,7 @@ def build_history(
                     low_ns=low,
                     high_ns=high,
                     environment=run.environment,
+                    environment_label=run.summary.label.text,
                     tier=run.tier,
                     is_baseline=run.is_baseline,
                     ratio=run.ratios.get(config_id),
@@ -285,6 +308,18 @@ def changed_fields(before: dict[str, str], after: dict[str, str], limit: int = 4
     if len(keys) > limit:
         out.append(f"and {len(keys) - limit} more")
     return out
+
+
+def run_headline(run: Any) -> str:
+    """The run's tier as its headline reads on every surface (rnx.formatting.format_headline):
+    a PASS or WARN that could not have seen a block-sized slowdown says so. An accepted run is
+    the new normal and a stored answer from before the gate said it has nothing to add; a
+    stored value that is not a number is left out, never a failed page."""
+    found = run.answer.get("inconclusive")
+    resolution = found.get("resolution") if isinstance(found, dict) else None
+    if run.accepted_at is not None or not isinstance(resolution, (int, float)):
+        return str(run.tier)
+    return format_headline(run.tier, float(resolution))
 
 
 def environment_rows(

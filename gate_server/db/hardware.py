@@ -4,13 +4,14 @@ workload, per repository and baseline branch."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from gate_server.db.rows import aware
+from gate_server.db.rows import as_record, aware
+from gate_server.db.runs import BaselineKey, BaselineRun
 from gate_server.db.schema import repositories, runs
 
 
@@ -69,3 +70,23 @@ def baselined_environments(
             for r in rows
         ]
     return found
+
+
+def newest_branch_baseline(conn: Connection, key: BaselineKey) -> BaselineRun | None:
+    """The newest baseline of `key` that the baseline branch itself ran: a push or a scheduled
+    run, never a pull request's run that someone accepted (that measured the PR's code, however
+    many pushes came after it). None when every baseline is an accepted pull request run."""
+    row = conn.execute(
+        select(*(runs.c[f.name] for f in fields(BaselineRun)))
+        .where(
+            runs.c.repository_id == key.repository_id,
+            runs.c.baseline_branch == key.branch,
+            runs.c.environment_key == key.environment_key,
+            runs.c.workload == key.workload,
+            runs.c.pr_number.is_(None),
+            ~runs.c.event.startswith("pull_request"),
+        )
+        .order_by(runs.c.baseline_at.desc(), runs.c.id.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else as_record(BaselineRun, row._mapping)

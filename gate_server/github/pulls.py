@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from gate_server.accepts import accept_run
 from gate_server.db import Database
 from gate_server.db.runs import RunRecord
-from rnx.schema import ConfigComparison, Tier
+from rnx.schema import ConfigComparison, Inconclusive, Tier
 from rnx_github.client import GitHubClient, GitHubError
 from rnx_github.comment import (
     Acceptance,
@@ -90,7 +90,9 @@ def status_of(runs: Sequence[PullRun]) -> tuple[str, str, str | None]:
     else:
         reasons = [str(x) for r in runs for x in r.record.answer.get("reasons", [])]
     url = github_link(runs[0].record.answer.get("url")) if runs else None
-    return status_state(tier, "enforce"), status_description(tier, "enforce", reasons), url
+    unresolved = combine([], [part_of(r) for r in runs], sha="").unresolved
+    description = status_description(tier, "enforce", reasons, unresolved=unresolved)
+    return status_state(tier, "enforce"), description, url
 
 
 def _comparisons(stored: Any) -> tuple[list[ConfigComparison], int]:
@@ -103,6 +105,16 @@ def _comparisons(stored: Any) -> tuple[list[ConfigComparison], int]:
         except ValidationError:
             unreadable += 1
     return found, unreadable
+
+
+def stored_inconclusive(answer: dict[str, Any]) -> Inconclusive | None:
+    """What a stored answer says its run could not see (None in answers stored before the gate
+    said it, and in one that cannot be read back: a stored value never breaks a comment)."""
+    try:
+        found = answer.get("inconclusive")
+        return None if found is None else Inconclusive.model_validate(found)
+    except ValidationError:
+        return None
 
 
 def part_of(run: PullRun) -> PartResult:
@@ -125,6 +137,8 @@ def part_of(run: PullRun) -> PartResult:
         comparisons=comparisons,
         url=url,
         accepted=accepted,
+        # An accepted run passes whatever it measured: nothing is left unseen to say.
+        inconclusive=None if accepted else stored_inconclusive(r.answer),
     )
 
 

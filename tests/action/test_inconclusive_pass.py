@@ -1,0 +1,128 @@
+"""A PASS that could not have seen a block-sized slowdown says so on every surface (issue 27):
+the gate's answer carries it (rnx.verdict.inconclusive), and the log's headline, the sticky
+comment, the job summary, the commit status, the server's App-mode comment and the run page
+all read "PASS — inconclusive: could not resolve changes under N%; more processes or paired
+mode". Against the real server on loopback, SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from action.context import read_context
+from action.gate import decide, headline, one_line
+from action.measure import Measured, local_report
+from action.upload import Credential, UploadAnswer, upload
+from gate_server.db import open_database, runs
+from gate_server.github.pulls import PullRun, part_of, render_comment, status_of
+from rnx.config import Benchmark, KernalinConfig
+from rnx_github.comment import combine, status_description
+from tests.support.factories import make_results
+from tests.support.gate_helpers import LiveServer, Token
+
+REPO = "acme/kernels"
+CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
+# With 12 samples in 3 processes at 20% noise, bs1's data resolve only changes over 38.7%:
+# wider than the 25% block threshold, so a 30% slowdown there could pass unseen.
+NOISY = {"spread": 0.2, "n": 12, "processes": 3, "configs": CONFIGS}
+HEADLINE = "PASS — inconclusive: could not resolve changes under 39%; more processes or paired mode"
+
+
+def _ctx(tmp_path: Path, pr: int):
+    return read_context(
+        {"GITHUB_JOB": "gate"},
+        root=tmp_path,
+        repository=REPO,
+        branch="feature",
+        sha=uuid.uuid4().hex[:40],
+        base_branch="main",
+        pr=pr,
+    )
+
+
+def test_every_surface_says_a_blind_pass_is_inconclusive(
+    live_server: LiveServer,
+    ci_token: Callable[..., Token],
+    viewer_token: Callable[..., Token],
+    tmp_path: Path,
+) -> None:
+    creds = [Credential("token", ci_token().secret)]
+    base = make_results(repository=REPO, seed=1, **NOISY)  # type: ignore[arg-type]
+    assert isinstance(upload(base, url=live_server.url, credentials=creds), UploadAnswer)
+    head = make_results(
+        repository=REPO,
+        branch="feature",
+        pr_number=9,
+        seed=2,
+        **NOISY,  # type: ignore[arg-type]
+    )
+    answer = upload(head, url=live_server.url, credentials=creds)
+    assert isinstance(answer, UploadAnswer), answer
+
+    # The gate's answer: a PASS, and what it could not see.
+    assert answer.tier == "PASS"
+    assert answer.inconclusive is not None
+    assert answer.inconclusive.configurations == ["pytorch_eager/float32/bs1"]
+    assert 0.38 < answer.inconclusive.resolution < 0.39
+    assert answer.inconclusive.block_threshold == 0.25
+
+    # The action: the log's headline and output, the comment and job summary, the status.
+    config = KernalinConfig()
+    measured = Measured(
+        Benchmark(workload="kernels/attention.py"), head, local_report(head, config)
+    )
+    part = decide(measured, answer, ctx=_ctx(tmp_path, 9), config=config, environment="cpu")
+    assert part.inconclusive == answer.inconclusive
+    assert headline([part], part.tier) == HEADLINE
+    assert one_line([part], part.tier) == HEADLINE
+    combined = combine([], [part], sha=head.git.sha)
+    assert f"## ✅ rnx-benchmark: {HEADLINE}" in combined.body
+    assert f"### ✅ {HEADLINE} · `kernels/attention.py`" in combined.body
+    assert "> **Inconclusive**: 1 undecided configuration(s) resolve only changes wider than" in (
+        combined.body
+    )
+    assert status_description("PASS", "enforce", part.reasons, unresolved=combined.unresolved) == (
+        HEADLINE
+    )
+    # Another job's comment holds this part: the header still says it.
+    theirs = combine([combined.body], [], sha=head.git.sha)
+    assert theirs.unresolved == 0.39 and f"rnx-benchmark: {HEADLINE}" in theirs.body
+
+    # The server: its stored answer, its App-mode comment and status, the run page.
+    auth = {"Authorization": f"Bearer {viewer_token().secret}"}
+    view = httpx.get(f"{live_server.url}/api/v1/runs/{answer.run_id}", headers=auth, timeout=30)
+    assert view.status_code == 200
+    assert view.json()["inconclusive"] == answer.inconclusive.model_dump(mode="json")
+    database = open_database(live_server.database_url)
+    try:
+        with database.read() as conn:
+            record = runs.by_run_id(conn, answer.run_id)
+            document = runs.document(conn, answer.run_id)
+    finally:
+        database.close()
+    assert record is not None and document is not None
+    stored = PullRun(record, document)
+    assert part_of(stored).inconclusive == answer.inconclusive
+    assert f"rnx-benchmark: {HEADLINE}" in render_comment(head.git.sha, [stored])
+    assert status_of([stored])[1] == HEADLINE
+    page = httpx.get(f"{live_server.url}/runs/{answer.run_id}", headers=auth, timeout=30)
+    assert page.status_code == 200 and HEADLINE in page.text
+
+
+def test_a_pass_that_could_see_a_block_sized_slowdown_is_a_plain_pass(
+    live_server: LiveServer, ci_token: Callable[..., Token]
+) -> None:
+    creds = [Credential("token", ci_token().secret)]
+    assert isinstance(
+        upload(make_results(repository=REPO, seed=1), url=live_server.url, credentials=creds),
+        UploadAnswer,
+    )
+    head = make_results(repository=REPO, branch="feature", pr_number=10, seed=2)
+    answer = upload(head, url=live_server.url, credentials=creds)
+    assert isinstance(answer, UploadAnswer) and answer.tier == "PASS"
+    assert answer.inconclusive is None
+    body = combine([], [], sha=head.git.sha).body
+    assert "inconclusive" not in body
