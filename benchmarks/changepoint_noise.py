@@ -184,6 +184,7 @@ def cost(args: argparse.Namespace) -> None:
     y = rng.normal(0.0, 0.01, 10_000)
     y[5_000:] += math.log(1.10)
     import scipy.stats  # noqa: F401  (imported before the clock starts, as in a server)
+
     tracemalloc.start()
     start = time.process_time()
     found = stats.detect(y)

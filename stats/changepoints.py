@@ -105,6 +105,7 @@ def detect(
     p_value: float = 0.0005,
     min_runs: int = 3,
     min_change: float = 0.02,
+    min_signal: float = 2.0,
 ) -> tuple[ChangePoint, ...]:
     """The change points in `history` that are not among `known`, in run order.
 
@@ -118,11 +119,15 @@ def detect(
         `min_runs` runs after it are stored, and never within `min_runs` of a known one.
     min_change: the smallest step reported (2%), and the margin within which a later step
         counts as undoing an earlier one.
+    min_signal: the smallest step reported in units of the history's run-to-run noise (a
+        robust standard deviation of consecutive runs' differences).
     """
     y = _locations(history)
     known = _check_known(known, len(y))
     p_value = check_fraction(p_value, "p_value", low=0.0, high=1.0)
     min_change = check_fraction(min_change, "min_change", low=0.0, high=1.0)
+    if not (isinstance(min_signal, (int, float)) and 0 <= min_signal < math.inf):
+        raise ValueError(f"min_signal must be a finite number >= 0, got {min_signal!r}")
     if isinstance(min_runs, bool) or not isinstance(min_runs, (int, np.integer)) or min_runs < 2:
         raise ValueError(f"min_runs must be an integer >= 2, got {min_runs!r}")
     # NaN is a gap (a run without this configuration's location): the search runs over the
@@ -133,11 +138,34 @@ def detect(
     # difference or sum of differences overflows; the ranks, splits and tests are the same.
     scale = max(1.0, float(np.max(np.abs(y)))) if len(y) and np.max(np.abs(y)) > 1e6 else 1.0
     y, margin = y / scale, math.log1p(min_change) / scale
+    # The smallest step reported is also `min_signal` times the run-to-run noise: the split is
+    # the best of hundreds, and under noise well above `min_change` the rank test's p-value of
+    # the best split alone would report several false changes per 1,000 runs.
+    test = _Test(p_value, max(margin, min_signal * _noise(y)))
     inside = sorted({k.after for k in known if 0 < k.after < len(y)})
-    found = _divide(y, inside[-1] if inside else 0, p_value, int(min_runs), margin)
-    found = _merge(y, inside, found, p_value, margin)
+    found = _divide(y, inside[-1] if inside else 0, int(min_runs), test)
+    found = _merge(y, inside, found, test)
     originals = {id(k): g for k, g in zip(known, given, strict=True)}
     return _expand(_report(y, known, found, margin, scale), present, originals)
+
+
+@dataclass(frozen=True)
+class _Test:
+    """When a split is a change: the rank test's p <= p_value and a shift of at least `floor`
+    (log scale)."""
+
+    p_value: float
+    floor: float
+
+
+def _noise(y: np.ndarray) -> float:
+    """The run-to-run noise: a robust standard deviation of one run, the normal-consistent
+    median absolute deviation of consecutive differences over sqrt 2 (a step moves one
+    difference and a slowed run two, which the median does not see)."""
+    if len(y) < 3:
+        return 0.0
+    d = np.diff(y)
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
 
 
 def _compact(k: KnownChange, present: np.ndarray) -> KnownChange:
@@ -200,7 +228,7 @@ def _check_known(known: Sequence[KnownChange], n: int) -> list[KnownChange]:
 # ---------------------------------------------------------------- the split step
 
 
-def _divide(y: np.ndarray, start: int, p_value: float, min_runs: int, margin: float) -> list[int]:
+def _divide(y: np.ndarray, start: int, min_runs: int, test: _Test) -> list[int]:
     """Binary segmentation of y[start:]: split a segment at its E-Divisive candidate while the
     split is significant; returns the new boundaries (indices of a first run after)."""
     pending = [(start, len(y))]
@@ -213,7 +241,7 @@ def _divide(y: np.ndarray, start: int, p_value: float, min_runs: int, margin: fl
         # Test the candidate's own two sides: for a change that is later taken back (a spike),
         # the runs after the end kappa would hide it from a test against the whole segment.
         tau, kappa, _ = candidate
-        if _significance(y[lo : lo + tau], y[lo + tau : lo + kappa], p_value, margin) <= 1.0:
+        if _significance(y[lo : lo + tau], y[lo + tau : lo + kappa], test) <= 1.0:
             found.append(lo + tau)
             pending += [(lo, lo + tau), (lo + tau, hi)]
     return sorted(found)
@@ -283,7 +311,7 @@ def _grid(m: int, min_runs: int) -> _Grid:
     )
 
 
-def _shift(before: np.ndarray, after: np.ndarray, scale: float = 1.0) -> _Shift:
+def _shift(before: np.ndarray, after: np.ndarray, scale: float) -> _Shift:
     """Hodges-Lehmann shift (log scale, times `scale`) with Moses' 90% interval, and the
     Mann-Whitney U test's p-value."""
     log_ratio, low, high = _hodges_lehmann(before, after)
@@ -330,23 +358,21 @@ def _p_value(before: np.ndarray, after: np.ndarray) -> float:
     return float(mannwhitneyu(after, before, alternative="two-sided", method=method).pvalue)
 
 
-def _significance(before: np.ndarray, after: np.ndarray, p_value: float, margin: float) -> float:
-    """The split's p-value when it passes (a shift of at least `margin`, p <= `p_value`), else
-    2.0 for a shift too small (the weakest of all) or the p-value plus 1 (both fail)."""
+def _significance(before: np.ndarray, after: np.ndarray, test: _Test) -> float:
+    """The split's p-value when it passes `test`, else 2.0 for a shift too small (the weakest
+    of all) or the p-value plus 1 (both fail)."""
     before, after = _near(before, after)
     shift = float(np.median(after[:, None] - before[None, :]))
-    if abs(shift) < margin:
+    if abs(shift) < test.floor:
         return 2.0  # too small to matter: no test needed
     p = _p_value(before, after)
-    return p if p <= p_value else 1.0 + p
+    return p if p <= test.p_value else 1.0 + p
 
 
 # ---------------------------------------------------------------- the merge step
 
 
-def _merge(
-    y: np.ndarray, fixed: list[int], found: list[int], p_value: float, margin: float
-) -> list[int]:
+def _merge(y: np.ndarray, fixed: list[int], found: list[int], test: _Test) -> list[int]:
     """Re-test each new boundary between its final neighbours; drop the weakest failing one
     (the largest p-value) and repeat until every new boundary passes."""
     found = list(found)
@@ -356,7 +382,7 @@ def _merge(
         for cut in found:
             i = edges.index(cut)
             before, after = y[edges[i - 1] : cut], y[cut : edges[i + 1]]
-            scores.append((_significance(before, after, p_value, margin), cut))
+            scores.append((_significance(before, after, test), cut))
         weakest, cut = max(scores)
         if weakest <= 1.0:
             break
