@@ -250,21 +250,21 @@ def _divide(y: np.ndarray, start: int, min_runs: int, test: _Test) -> list[int]:
 def _candidate(z: np.ndarray, min_runs: int) -> tuple[int, int, float] | None:
     """The largest E-Divisive statistic Q(tau, kappa) with at least `min_runs` runs in X =
     z[:tau] and in Y = z[tau:kappa], as (tau, kappa, Q); None if no split fits. In a segment
-    longer than BLOCK, X and Y lie within one block (2 x BLOCK / 2 runs at least)."""
+    longer than BLOCK, X and Y lie within one block of BLOCK runs."""
     m = len(z)
     if m < 2 * min_runs:
         return None
     if m > BLOCK:
         # Time and memory grow with the square of a block, so a long segment is searched in
-        # blocks that overlap by half: every pair of sides of up to BLOCK / 2 runs each lies
-        # inside one of them, and the largest Q of all blocks is the candidate.
+        # blocks that overlap by half: sides spanning up to BLOCK / 2 runs together always lie
+        # inside one of them (longer ones often do), and the largest Q of all is the candidate.
         starts = sorted({*range(0, m - BLOCK, BLOCK // 2), m - BLOCK})
-        best = None
+        top: tuple[int, int, float] | None = None
         for b in starts:
-            c = _candidate(z[b : b + BLOCK], min_runs)
-            if c is not None and (best is None or c[2] > best[2]):
-                best = (b + c[0], b + c[1], c[2])
-        return best
+            found = _candidate(z[b : b + BLOCK], min_runs)
+            if found is not None and (top is None or found[2] > top[2]):
+                top = (b + found[0], b + found[1], found[2])
+        return top
     # c[a, b] = sum of |z[i] - z[j]| over i < a, j < b: every block sum below in O(1).
     c = np.zeros((m + 1, m + 1))
     c[1:, 1:] = np.abs(z[:, None] - z[None, :]).cumsum(axis=0).cumsum(axis=1)
