@@ -10,7 +10,8 @@ scale (`run_location`). `detect` finds step changes of it:
    least `min_runs` runs on each side, is the segment's candidate.
 2. **Significance.** The candidate is kept when a two-sided Mann-Whitney U test of X against Y
    gives p <= `p_value`, and the shift (the Hodges-Lehmann estimate, the median of all Y - X
-   differences) is at least `min_change`. Otava uses Student's t-test here; run locations have
+   differences) is at least `min_change` and `min_signal` times the run-to-run noise (robust,
+   from consecutive differences). Otava uses Student's t-test here; run locations have
    a heavy right tail (a run whose processes all met a noisy neighbour), and one such run in a
    short segment makes a t-test call a change where a rank test does not. A kept split divides
    its segment and both halves are searched again; then each new split is re-tested between
@@ -22,6 +23,10 @@ scale (`run_location`). `detect` finds step changes of it:
    window only finds what those runs' absence suggests. A new change `undoes` the change just
    before it when it moves the other way and the level after it is within `min_change` of the
    level before that earlier change (the interval of their ratio reaches that band).
+
+NaN in the history is a gap, skipped and placed back; a long segment is searched in
+overlapping blocks of BLOCK runs, and shifts use at most NEAR runs a side, so time and memory
+grow linearly with the history.
 
 Everything is deterministic: the same history and known change points give the same answer.
 See docs/statistics.md#change-points for the parameters and the measured quality.
