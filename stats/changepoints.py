@@ -10,7 +10,8 @@ scale (`run_location`). `detect` finds step changes of it:
    least `min_runs` runs on each side, is the segment's candidate.
 2. **Significance.** The candidate is kept when a two-sided Mann-Whitney U test of X against Y
    gives p <= `p_value`, and the shift (the Hodges-Lehmann estimate, the median of all Y - X
-   differences) is at least `min_change`. Otava uses Student's t-test here; run locations have
+   differences) is at least `min_change` and `min_signal` times the run-to-run noise (robust,
+   from consecutive differences). Otava uses Student's t-test here; run locations have
    a heavy right tail (a run whose processes all met a noisy neighbour), and one such run in a
    short segment makes a t-test call a change where a rank test does not. A kept split divides
    its segment and both halves are searched again; then each new split is re-tested between
@@ -23,6 +24,10 @@ scale (`run_location`). `detect` finds step changes of it:
    before it when it moves the other way and the level after it is within `min_change` of the
    level before that earlier change (the interval of their ratio reaches that band).
 
+NaN in the history is a gap, skipped and placed back; a long segment is searched in
+overlapping blocks of BLOCK runs, and shifts use at most NEAR runs a side, so time and memory
+grow linearly with the history.
+
 Everything is deterministic: the same history and known change points give the same answer.
 See docs/statistics.md#change-points for the parameters and the measured quality.
 """
@@ -32,7 +37,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -43,6 +48,9 @@ from stats._validate import as_groups, check_fraction
 
 INTERVAL = 0.90  # the ratio's interval, as for comparisons
 EXACT_UP_TO = 20  # the Mann-Whitney test is exact when a side has at most this many runs
+BLOCK = 256  # a longer segment's candidates are searched in overlapping blocks of this many runs
+NEAR = 250  # a change's shift and test use at most this many runs on each side of it
+LARGEST_LOG = 709.0  # exp of more overflows a float: ratios saturate there
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,7 @@ def detect(
     p_value: float = 0.0005,
     min_runs: int = 3,
     min_change: float = 0.02,
+    min_signal: float = 2.0,
 ) -> tuple[ChangePoint, ...]:
     """The change points in `history` that are not among `known`, in run order.
 
@@ -115,18 +124,72 @@ def detect(
         `min_runs` runs after it are stored, and never within `min_runs` of a known one.
     min_change: the smallest step reported (2%), and the margin within which a later step
         counts as undoing an earlier one.
+    min_signal: the smallest step reported in units of the history's run-to-run noise (a
+        robust standard deviation of consecutive runs' differences).
     """
     y = _locations(history)
     known = _check_known(known, len(y))
     p_value = check_fraction(p_value, "p_value", low=0.0, high=1.0)
     min_change = check_fraction(min_change, "min_change", low=0.0, high=1.0)
+    if not (isinstance(min_signal, (int, float)) and 0 <= min_signal < math.inf):
+        raise ValueError(f"min_signal must be a finite number >= 0, got {min_signal!r}")
     if isinstance(min_runs, bool) or not isinstance(min_runs, (int, np.integer)) or min_runs < 2:
         raise ValueError(f"min_runs must be an integer >= 2, got {min_runs!r}")
-    margin = math.log1p(min_change)
+    # NaN is a gap (a run without this configuration's location): the search runs over the
+    # runs that have one, and what it finds is placed back on the history's own indices.
+    present = np.flatnonzero(~np.isnan(y))
+    y, given, known = y[present], known, [_compact(k, present) for k in known]
+    # Locations are logs (|y| < 750), but a caller may pass raw values: scaled so that no
+    # difference or sum of differences overflows; the ranks, splits and tests are the same.
+    scale = max(1.0, float(np.max(np.abs(y)))) if len(y) and np.max(np.abs(y)) > 1e6 else 1.0
+    y, margin = y / scale, math.log1p(min_change) / scale
+    # The smallest step reported is also `min_signal` times the run-to-run noise: the split is
+    # the best of hundreds, and under noise well above `min_change` the rank test's p-value of
+    # the best split alone would report several false changes per 1,000 runs.
+    test = _Test(p_value, max(margin, min_signal * _noise(y)))
     inside = sorted({k.after for k in known if 0 < k.after < len(y)})
-    found = _divide(y, inside[-1] if inside else 0, p_value, int(min_runs), margin)
-    found = _merge(y, inside, found, p_value, margin)
-    return _report(y, known, found, margin)
+    found = _divide(y, inside[-1] if inside else 0, int(min_runs), test)
+    found = _merge(y, inside, found, test)
+    originals = {id(k): g for k, g in zip(known, given, strict=True)}
+    return _expand(_report(y, known, found, margin, scale), present, originals)
+
+
+@dataclass(frozen=True)
+class _Test:
+    """When a split is a change: the rank test's p <= p_value and a shift of at least `floor`
+    (log scale)."""
+
+    p_value: float
+    floor: float
+
+
+def _noise(y: np.ndarray) -> float:
+    """The run-to-run noise: a robust standard deviation of one run, the normal-consistent
+    median absolute deviation of consecutive differences over sqrt 2 (a step moves one
+    difference and a slowed run two, which the median does not see)."""
+    if len(y) < 3:
+        return 0.0
+    d = np.diff(y)
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
+
+
+def _compact(k: KnownChange, present: np.ndarray) -> KnownChange:
+    """A known change's place among the runs that have a location."""
+    return replace(k, after=int(np.searchsorted(present, k.after)) if k.after > 0 else k.after)
+
+
+def _expand(
+    found: tuple[ChangePoint, ...], present: np.ndarray, originals: dict[int, KnownChange]
+) -> tuple[ChangePoint, ...]:
+    """Change points found among the runs with a location, on the history's indices; what one
+    undoes is the caller's own KnownChange (`originals`: by id of its compacted copy) or the
+    placed copy of a change found with it."""
+    placed: dict[int, KnownChange | ChangePoint] = dict(originals)
+    for cp in found:
+        undoes = placed.get(id(cp.undoes), cp.undoes)
+        after, before = int(present[cp.after]), int(present[cp.before])
+        placed[id(cp)] = replace(cp, before=before, after=after, undoes=undoes)
+    return tuple(placed[id(cp)] for cp in found)  # type: ignore[misc]
 
 
 def _locations(history: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -139,9 +202,11 @@ def _locations(history: Sequence[float] | np.ndarray) -> np.ndarray:
         raise TypeError("history must contain only numbers (run locations)") from None
     if y.ndim != 1:
         raise ValueError(f"history must be one-dimensional, got shape {y.shape}")
-    bad = np.flatnonzero(~np.isfinite(y))
+    bad = np.flatnonzero(np.isinf(y))
     if bad.size:
-        raise ValueError(f"history[{bad[0]}] is {y[bad[0]]}; run locations must be finite")
+        raise ValueError(
+            f"history[{bad[0]}] is {y[bad[0]]}; run locations must be finite (NaN for a gap)"
+        )
     return y
 
 
@@ -168,7 +233,7 @@ def _check_known(known: Sequence[KnownChange], n: int) -> list[KnownChange]:
 # ---------------------------------------------------------------- the split step
 
 
-def _divide(y: np.ndarray, start: int, p_value: float, min_runs: int, margin: float) -> list[int]:
+def _divide(y: np.ndarray, start: int, min_runs: int, test: _Test) -> list[int]:
     """Binary segmentation of y[start:]: split a segment at its E-Divisive candidate while the
     split is significant; returns the new boundaries (indices of a first run after)."""
     pending = [(start, len(y))]
@@ -181,7 +246,7 @@ def _divide(y: np.ndarray, start: int, p_value: float, min_runs: int, margin: fl
         # Test the candidate's own two sides: for a change that is later taken back (a spike),
         # the runs after the end kappa would hide it from a test against the whole segment.
         tau, kappa, _ = candidate
-        if _significance(y[lo : lo + tau], y[lo + tau : lo + kappa], p_value, margin) <= 1.0:
+        if _significance(y[lo : lo + tau], y[lo + tau : lo + kappa], test) <= 1.0:
             found.append(lo + tau)
             pending += [(lo, lo + tau), (lo + tau, hi)]
     return sorted(found)
@@ -189,10 +254,22 @@ def _divide(y: np.ndarray, start: int, p_value: float, min_runs: int, margin: fl
 
 def _candidate(z: np.ndarray, min_runs: int) -> tuple[int, int, float] | None:
     """The largest E-Divisive statistic Q(tau, kappa) with at least `min_runs` runs in X =
-    z[:tau] and in Y = z[tau:kappa], as (tau, kappa, Q); None if no split fits."""
+    z[:tau] and in Y = z[tau:kappa], as (tau, kappa, Q); None if no split fits. In a segment
+    longer than BLOCK, X and Y lie within one block of BLOCK runs."""
     m = len(z)
     if m < 2 * min_runs:
         return None
+    if m > BLOCK:
+        # Time and memory grow with the square of a block, so a long segment is searched in
+        # blocks that overlap by half: sides spanning up to BLOCK / 2 runs together always lie
+        # inside one of them (longer ones often do), and the largest Q of all is the candidate.
+        starts = sorted({*range(0, m - BLOCK, BLOCK // 2), m - BLOCK})
+        top: tuple[int, int, float] | None = None
+        for b in starts:
+            found = _candidate(z[b : b + BLOCK], min_runs)
+            if found is not None and (top is None or found[2] > top[2]):
+                top = (b + found[0], b + found[1], found[2])
+        return top
     # c[a, b] = sum of |z[i] - z[j]| over i < a, j < b: every block sum below in O(1).
     c = np.zeros((m + 1, m + 1))
     c[1:, 1:] = np.abs(z[:, None] - z[None, :]).cumsum(axis=0).cumsum(axis=1)
@@ -239,14 +316,27 @@ def _grid(m: int, min_runs: int) -> _Grid:
     )
 
 
-def _shift(before: np.ndarray, after: np.ndarray) -> _Shift:
-    """Hodges-Lehmann shift (log scale) with Moses' 90% interval, and the Mann-Whitney U test's
-    p-value."""
+def _shift(before: np.ndarray, after: np.ndarray, scale: float) -> _Shift:
+    """Hodges-Lehmann shift (log scale, times `scale`) with Moses' 90% interval, and the
+    Mann-Whitney U test's p-value."""
     log_ratio, low, high = _hodges_lehmann(before, after)
-    return _Shift(_p_value(before, after), log_ratio, low, high)
+    return _Shift(_p_value(before, after), log_ratio * scale, low * scale, high * scale)
+
+
+def _exp(log_ratio: float) -> float:
+    """A ratio from its log, saturated at the largest and smallest floats (a step of thousands
+    on the log scale is a ratio no float holds; it is still reported, as the largest one)."""
+    return math.exp(min(max(log_ratio, -LARGEST_LOG), LARGEST_LOG))
+
+
+def _near(before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The runs next to a change that its shift and test use: at most NEAR on each side, so
+    that the all-pairs differences stay bounded (NEAR^2) however long the segments are."""
+    return before[-NEAR:], after[:NEAR]
 
 
 def _hodges_lehmann(before: np.ndarray, after: np.ndarray) -> tuple[float, float, float]:
+    before, after = _near(before, after)
     diffs = np.sort((after[:, None] - before[None, :]).ravel())
     n1, n2 = len(before), len(after)
     # Moses: the interval between the k-th smallest and the k-th largest difference, k from
@@ -262,6 +352,7 @@ def _p_value(before: np.ndarray, after: np.ndarray) -> float:
     3e-3 by the approximation), else the normal approximation, which is close there and costs
     nothing to set up (scipy's exact distribution for 300 against 300 runs takes tens of
     seconds to build)."""
+    before, after = _near(before, after)
     if np.ptp(np.concatenate([before, after])) == 0:
         return 1.0
     # Here, not at the top: scipy.stats takes most of a second to import, which every process
@@ -272,22 +363,21 @@ def _p_value(before: np.ndarray, after: np.ndarray) -> float:
     return float(mannwhitneyu(after, before, alternative="two-sided", method=method).pvalue)
 
 
-def _significance(before: np.ndarray, after: np.ndarray, p_value: float, margin: float) -> float:
-    """The split's p-value when it passes (a shift of at least `margin`, p <= `p_value`), else
-    2.0 for a shift too small (the weakest of all) or the p-value plus 1 (both fail)."""
+def _significance(before: np.ndarray, after: np.ndarray, test: _Test) -> float:
+    """The split's p-value when it passes `test`, else 2.0 for a shift too small (the weakest
+    of all) or the p-value plus 1 (both fail)."""
+    before, after = _near(before, after)
     shift = float(np.median(after[:, None] - before[None, :]))
-    if abs(shift) < margin:
+    if abs(shift) < test.floor:
         return 2.0  # too small to matter: no test needed
     p = _p_value(before, after)
-    return p if p <= p_value else 1.0 + p
+    return p if p <= test.p_value else 1.0 + p
 
 
 # ---------------------------------------------------------------- the merge step
 
 
-def _merge(
-    y: np.ndarray, fixed: list[int], found: list[int], p_value: float, margin: float
-) -> list[int]:
+def _merge(y: np.ndarray, fixed: list[int], found: list[int], test: _Test) -> list[int]:
     """Re-test each new boundary between its final neighbours; drop the weakest failing one
     (the largest p-value) and repeat until every new boundary passes."""
     found = list(found)
@@ -297,7 +387,7 @@ def _merge(
         for cut in found:
             i = edges.index(cut)
             before, after = y[edges[i - 1] : cut], y[cut : edges[i + 1]]
-            scores.append((_significance(before, after, p_value, margin), cut))
+            scores.append((_significance(before, after, test), cut))
         weakest, cut = max(scores)
         if weakest <= 1.0:
             break
@@ -309,9 +399,10 @@ def _merge(
 
 
 def _report(
-    y: np.ndarray, known: list[KnownChange], found: list[int], margin: float
+    y: np.ndarray, known: list[KnownChange], found: list[int], margin: float, scale: float
 ) -> tuple[ChangePoint, ...]:
-    """The new change points, each measured between its neighbours, with what it undoes."""
+    """The new change points, each measured between its neighbours, with what it undoes;
+    `scale` is what y and margin were divided by (ratios are of the caller's values)."""
     inside = {k.after: k for k in known if 0 < k.after < len(y)}
     outside = [k for k in known if k.after <= 0]
     edges = sorted([0, len(y), *inside, *found])
@@ -322,18 +413,18 @@ def _report(
         if cut in inside:
             previous = inside[cut]
             continue
-        shift = _shift(y[edges[i - 1] : cut], y[cut : edges[i + 1]])
+        shift = _shift(y[edges[i - 1] : cut], y[cut : edges[i + 1]], scale)
         # The level before the previous change, when this history holds it.
         level_before = y[edges[i - 2] : edges[i - 1]] if i >= 2 else y[:0]
         undoes = previous is not None and _undoes(
-            shift, previous, level_before, y[cut : edges[i + 1]], margin
+            shift, previous, level_before, y[cut : edges[i + 1]], margin, scale
         )
         change = ChangePoint(
             before=cut - 1,
             after=cut,
-            ratio=math.exp(shift.log_ratio),
-            low=math.exp(shift.low),
-            high=math.exp(shift.high),
+            ratio=_exp(shift.log_ratio),
+            low=_exp(shift.low),
+            high=_exp(shift.high),
             p_value=shift.p_value,
             runs_before=cut - edges[i - 1],
             runs_after=edges[i + 1] - cut,
@@ -350,17 +441,20 @@ def _undoes(
     level_before: np.ndarray,
     level_after: np.ndarray,
     margin: float,
+    scale: float,
 ) -> bool:
     """Whether a change takes `previous` back: it moves the other way, and the level after it
     is within `margin` of the level before `previous` (the interval of their ratio reaches into
     [-margin, margin] on the log scale). That ratio comes from the runs when the level before
     `previous` is in the history, else from the product of the two reported ratios."""
     earlier = math.log(previous.ratio)
-    if earlier * shift.log_ratio >= 0:
+    if earlier == 0 or shift.log_ratio == 0 or (earlier > 0) == (shift.log_ratio > 0):
         return False
     if len(level_before) >= 2:
         _, low, high = _hodges_lehmann(level_before, level_after)
+        low, high, margin = low * scale, high * scale, margin * scale
     else:
+        margin *= scale
         half = math.hypot(
             (math.log(previous.high) - math.log(previous.low)) / 2, (shift.high - shift.low) / 2
         )

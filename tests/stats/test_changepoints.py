@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import stats
 from stats.changepoints import _candidate
@@ -172,7 +174,7 @@ def test_run_location_sees_through_one_disturbed_process() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"history": [0.0, float("nan")]}, ValueError, r"history\[1\] is nan"),
+        ({"history": [0.0, float("inf")]}, ValueError, r"history\[1\] is inf.*NaN for a gap"),
         ({"history": "abc"}, TypeError, "sequence of run locations"),
         ({"history": [[0.0, 1.0]]}, ValueError, "one-dimensional"),
         (
@@ -197,6 +199,7 @@ def test_run_location_sees_through_one_disturbed_process() -> None:
         ({"history": [0.0] * 5, "p_value": 0.0}, ValueError, "p_value"),
         ({"history": [0.0] * 5, "min_change": 1.5}, ValueError, "min_change"),
         ({"history": [0.0] * 5, "min_runs": 1}, ValueError, "min_runs"),
+        ({"history": [0.0] * 5, "min_signal": -1}, ValueError, "min_signal"),
     ],
 )
 def test_bad_input_names_the_problem(kwargs: dict, error: type, message: str) -> None:
@@ -277,3 +280,73 @@ def test_the_statistics_load_scipy_stats_only_when_change_points_are_tested() ->
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.split() == ["False", "True"]
+
+
+# ---------------------------------------------------------------- any input a run can produce
+
+
+@pytest.mark.parametrize(
+    "low, high", [(0.0, 1000.0), (-1e308, 1e308), (math.log(5e-324), math.log(1.7e308))]
+)
+def test_huge_steps_are_reported_with_a_saturated_ratio(low: float, high: float) -> None:
+    found = stats.detect(np.r_[np.full(10, low), np.full(10, high)])
+    assert [(cp.before, cp.after) for cp in found] == [(9, 10)]
+    assert all(math.isfinite(v) and v > 1 for v in (found[0].ratio, found[0].low, found[0].high))
+
+
+def test_nan_is_a_gap_and_changes_are_placed_on_the_history() -> None:
+    history = steps((20, 1.0), (20, 1.1)) + noise(40, seed=3)
+    gapped = np.insert(history, [5, 20, 20, 33], np.nan)  # gaps at 5, 21, 22 and 36
+    found = stats.detect(gapped)
+    assert [(cp.before, cp.after, cp.runs_before) for cp in found] == [(20, 23, 20)]
+    known = [stats.KnownChange(23, found[0].ratio, found[0].low, found[0].high)]
+    assert stats.detect(gapped, known=known) == ()
+    assert stats.detect([math.nan] * 30) == ()
+
+
+def test_a_long_history_is_searched_in_bounded_memory() -> None:
+    import tracemalloc
+
+    history = steps((3333, 1.0), (5, 1.1), (1662, 1.0), (5000, 1.1)) + noise(10_000, seed=5)
+    tracemalloc.start()
+    try:
+        found = stats.detect(history)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [cp.after for cp in found][:3] == [3333, 3338, 5000]
+    assert peak < 200e6, f"{peak / 1e6:.0f} MB"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(allow_nan=True, allow_infinity=False),
+            st.floats(min_value=-745.2, max_value=709.8),  # logs of positive float times
+            st.sampled_from([0.0, 1e-300, -1e-300]),  # ties and near-ties
+        ),
+        max_size=80,
+    ),
+    st.lists(st.integers(min_value=-5, max_value=79), max_size=4),
+)
+def test_any_history_gives_an_answer(history: list[float], afters: list[int]) -> None:
+    known = [
+        stats.KnownChange(a, 1.05, 1.0, 1.1) for a in sorted(a for a in afters if a < len(history))
+    ]
+    for cp in stats.detect(history, known=known):
+        assert 0 <= cp.before < cp.after < len(history)
+        assert not math.isnan(history[cp.before]) and not math.isnan(history[cp.after])
+        assert all(math.isfinite(v) and v > 0 for v in (cp.ratio, cp.low, cp.high))
+        assert 0 <= cp.p_value <= 1
+
+
+def test_the_smallest_step_reported_grows_with_the_runs_noise() -> None:
+    # 3% run-to-run noise: the best of the splits of 200 unchanged runs is an 8-run dip of 4.6%
+    # with p = 5e-5, below 2x the noise (6%).
+    history = noise(200, seed=6, sd=0.03)
+    assert [cp.after for cp in stats.detect(history, min_signal=0)] == [104, 112]
+    assert stats.detect(history) == ()
+    stepped = history + steps((150, 1.0), (50, 1.10))
+    (cp,) = stats.detect(stepped)
+    assert abs(cp.after - 150) <= 2 and 1.07 < cp.ratio < 1.13
