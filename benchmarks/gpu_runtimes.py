@@ -94,19 +94,20 @@ def checked_wheels(folder: Path, work: Path) -> list[Path]:
         if line.strip():
             digest, name = line.split()
             sums[name.lstrip("*")] = digest
-    joined = {p.name: p for p in join_parts(folder, work)}
+    named = {digest: name for name, digest in sums.items()}
+    joined = {}
+    for path in join_parts(folder, work):
+        # Parts named after another name than the wheel's: pip needs the wheel's own name.
+        name = named.get(sha256(path), path.name)
+        joined[name] = path.rename(work / name) if name != path.name else path
     wheels = []
     for name, digest in sums.items():
         path = joined.get(name) or next(iter(folder.rglob(name)), None)
         if path is None:
-            raise SystemExit(
-                f"{name} is named in SHA256SUMS but is not in {folder} (nor its parts)"
-            )
+            raise SystemExit(f"{name} (SHA256SUMS) is not in {folder}, nor do its parts join into it")
         got = sha256(path)
         if got != digest:
-            raise SystemExit(
-                f"{name}: sha256 {got} is not SHA256SUMS' {digest}: a part is missing?"
-            )
+            raise SystemExit(f"{name}: sha256 {got} is not SHA256SUMS' {digest}: a part missing?")
         wheels.append(path)
     return wheels
 
