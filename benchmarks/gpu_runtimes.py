@@ -104,7 +104,7 @@ def checked_wheels(folder: Path, work: Path) -> list[Path]:
     for name, digest in sums.items():
         path = joined.get(name) or next(iter(folder.rglob(name)), None)
         if path is None:
-            raise SystemExit(f"{name} (SHA256SUMS) is not in {folder}, nor do its parts join into it")
+            raise SystemExit(f"{name} (SHA256SUMS) is not in {folder}, nor do its parts make it")
         got = sha256(path)
         if got != digest:
             raise SystemExit(f"{name}: sha256 {got} is not SHA256SUMS' {digest}: a part missing?")
