@@ -101,6 +101,9 @@ def test_onnxruntime_uses_its_cuda_provider_only_on_a_gpu_run_where_installed():
     assert providers_for(cuda, both) == both
     assert providers_for(cuda, ["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
     assert providers_for(cpu, both) == ["CPUExecutionProvider"]
+    # onnxruntime-gpu lists TensorRT's provider whether or not TensorRT's libraries load (on the
+    # H200 they do not): it is never asked for, so it can neither crash nor be timed.
+    assert providers_for(cuda, ["TensorrtExecutionProvider", *both]) == both
 
 
 def test_onnxruntime_cuda_provider_computes_float32_without_tf32_on_our_stream():
