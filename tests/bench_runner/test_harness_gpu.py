@@ -63,9 +63,17 @@ def test_a_host_pause_longer_than_the_spin_is_retaken_not_timed(cuda_side):
     assert timer.report()["launch_overhead_ns"] > 2_000_000
 
 
-@pytest.mark.parametrize("name", ["partial_write.py", "lower_precision.py", "ignores_input.py"])
-def test_bad_kernels_are_caught_on_the_gpu_too(cuda_side, name):
-    r = cuda_side(WORKLOADS / name).prepare(prepare_cmd("pytorch_eager", "float32", 8))
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [
+        ("partial_write.py", "float32"),
+        ("lower_precision.py", "float32"),
+        ("ignores_input.py", "float32"),
+        ("bfloat16_inside.py", "float16"),  # inside float16's tolerance: the precision audit
+    ],
+)
+def test_bad_kernels_are_caught_on_the_gpu_too(cuda_side, name, dtype):
+    r = cuda_side(WORKLOADS / name).prepare(prepare_cmd("pytorch_eager", dtype, 8))
     assert r["status"] == "diverged"
 
 
