@@ -41,6 +41,9 @@ class Case:
     kind: str
     inputs: list[Any]
     reference: Tensors
+    # The largest error of the honest runtime (the workload's Model, eager, in the dtype) on
+    # these inputs, per output: what the dtype itself costs (None: no honest runtime).
+    honest_errors: list[float] | None = None
 
     @property
     def nbytes(self) -> int:
@@ -58,6 +61,15 @@ def _settle(tensors: list[Any]) -> None:
         torch.cuda.synchronize()
 
 
+def max_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """The largest absolute error over the elements finite in both (0.0 for non-floats)."""
+    if not ref.is_floating_point() or out.shape != ref.shape:
+        return 0.0
+    o, r = out.detach().to(ref.device, torch.float64), ref.to(torch.float64)
+    both = torch.isfinite(o) & torch.isfinite(r)
+    return float((o - r).abs()[both].max()) if bool(both.any()) else 0.0
+
+
 def _fresh_like(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     values = torch.randn(x.shape, generator=gen, dtype=torch.float64)
     return values.to(dtype=x.dtype, device=x.device)
@@ -73,8 +85,10 @@ class ReferenceCases:
         make_inputs: Callable[[int], list[Any]],
         seed: int,
         trials: int,
+        honest: Callable[[list[Any]], Tensors] | None = None,
     ):
         self._reference = reference
+        self._honest = honest
         self._make_inputs = make_inputs
         self._seed = seed
         self._kinds = trial_kinds(trials)
@@ -89,9 +103,13 @@ class ReferenceCases:
         self.computed += 1
         t0 = time.perf_counter_ns()
         ref = [r.detach() for r in self._reference(inputs)]
+        honest = None
+        if self._honest is not None:
+            outs = self._honest([x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+            honest = [max_error(o, r) for o, r in zip(outs, ref, strict=True)]
         _settle(ref)
         self.reference_ns += time.perf_counter_ns() - t0
-        return Case(name=name, kind=kind, inputs=inputs, reference=ref)
+        return Case(name=name, kind=kind, inputs=inputs, reference=ref, honest_errors=honest)
 
     def trial(self, t: int) -> Case:
         key = ("trial", t)

@@ -36,6 +36,22 @@ def _python_reference(
     return reference
 
 
+def _honest_runtime(
+    model: torch.nn.Module, dtype: torch.dtype, device: torch.device
+) -> Callable[[list[Any]], Tensors] | None:
+    """The workload's own Model, eager, in the dtype: the precision audit's yardstick (float64
+    has none: its reference is the same computation)."""
+    if dtype == torch.float64:
+        return None
+    honest = copy.deepcopy(model).to(device=device, dtype=dtype)
+
+    def run(inputs: list[Any]) -> Tensors:
+        with torch.no_grad():
+            return as_tensor_list(honest(*inputs))
+
+    return run
+
+
 def _onnx_reference(
     wl: OnnxWorkload, dtype: torch.dtype, device: torch.device, batch_size: int | None
 ) -> Callable[[list[Any]], Tensors]:
@@ -92,6 +108,8 @@ def build_subject(
         def reference() -> Callable[[list[Any]], Tensors]:
             return _python_reference(ref_model, tdtype, device)
 
+        honest = _honest_runtime(ref_model, tdtype, device)
+
     else:
         from bench_runner.runtimes.onnx_export import retype
 
@@ -100,12 +118,18 @@ def build_subject(
         def reference() -> Callable[[list[Any]], Tensors]:
             return _onnx_reference(wl, tdtype, device, batch_size)
 
+        honest = None
+
     if store is None:
         return subject, None
     cases = store.get(
         (dtype, batch_size),
         lambda: ReferenceCases(
-            reference=reference(), make_inputs=make_inputs, seed=seed, trials=trials
+            reference=reference(),
+            make_inputs=make_inputs,
+            seed=seed,
+            trials=trials,
+            honest=honest,
         ),
     )
     return subject, cases

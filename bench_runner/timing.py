@@ -66,33 +66,6 @@ class _Telemetered:
     details: dict[str, Any]
 
 
-class CudaWallTimer(_Telemetered):
-    """For runtimes that launch on their own stream (ONNX Runtime): wall clock with a sync."""
-
-    method = "wall_clock+device_sync"
-
-    def __init__(self, device: torch.device, telemetry: GpuTelemetry):
-        self.device = device
-        self.telemetry = telemetry
-        self.details: dict[str, Any] = {}
-        self.last: dict[str, Any] = {}
-
-    def sample(self, fn: Call, loops: int) -> float:
-        before = self._before()
-        torch.cuda.synchronize(self.device)
-        t0 = time.perf_counter_ns()
-        for _ in range(loops):
-            fn()
-        torch.cuda.synchronize(self.device)
-        ns = (time.perf_counter_ns() - t0) / loops
-        self._after(before)
-        return ns
-
-    def check(self, fn: Call) -> StreamCheck | None:
-        """A device-wide sync already covers every stream."""
-        return None
-
-
 # The busy-stream spin before each call: its first length, and at most this long.
 SPIN_START_NS = 100_000.0
 SPIN_MAX_NS = 50e6
@@ -272,7 +245,7 @@ class CudaTimer(_Telemetered):
         return out
 
 
-Timer = CpuTimer | CudaWallTimer | CudaTimer
+Timer = CpuTimer | CudaTimer
 
 
 def make_timer(
@@ -280,8 +253,6 @@ def make_timer(
 ) -> Timer:
     if kind == "cpu":
         return CpuTimer()
-    if kind == "cuda_wall":
-        return CudaWallTimer(device, telemetry)
     if "cuda" not in cache:
         # One flush buffer and calibration per process; per-config launch statistics.
         cache["cuda"] = CudaTimer(device, telemetry)

@@ -33,8 +33,8 @@ class Prepared:
 
     run(inputs) -> outputs is used by the correctness checks (conversions allowed, not timed);
     bind(inputs) returns a zero-argument call with every conversion done ahead, which is what
-    the timer measures. timer names the clock: "cpu" (perf_counter_ns), "cuda" (events on the
-    current stream) or "cuda_wall" (the runtime uses its own stream: wall clock with a sync).
+    the timer measures. timer names the clock: "cpu" (perf_counter_ns) or "cuda" (events on the
+    current stream: a runtime working on a stream of its own joins it to the current one).
     """
 
     run: Callable[[list[Any]], list[torch.Tensor]]

@@ -1,8 +1,11 @@
 """onnxruntime: ONNX export per configuration, CUDA provider with IOBinding where present.
 
-The CUDA provider path (IOBinding, wall clock with a device sync) is not yet verified on a GPU:
-no onnxruntime-gpu wheel reaches the GPU machine we test on, so GPU runs there use the CPU
-provider (and say so in `details.provider`).
+On the CUDA provider ORT runs on a stream we create and hand it (`user_compute_stream`), the
+inputs and outputs are torch buffers bound by pointer (no numpy, so bfloat16 works), and the
+run does not synchronize at its end: the timed call is asynchronous like an eager call, joined
+to the timer's stream by stream waits, so the timer's events bracket ORT's kernels and nothing
+else (the host's time to launch the call is recorded beside, as launch overhead). TF32 is off
+(`use_tf32=0`, ORT's default is on): float32 means float32 here as in every runtime.
 """
 
 from __future__ import annotations
@@ -20,6 +23,30 @@ from bench_runner.runtimes.onnx_export import onnx_bytes
 _NOT_IMPLEMENTED = ("NOT_IMPLEMENTED", "Could not find an implementation", "not supported")
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
+# onnx.TensorProto's element types, by torch dtype (IOBinding takes them as integers).
+ONNX_TYPES = {
+    torch.float32: 1,
+    torch.uint8: 2,
+    torch.int8: 3,
+    torch.int32: 6,
+    torch.int64: 7,
+    torch.bool: 9,
+    torch.float16: 10,
+    torch.float64: 11,
+    torch.bfloat16: 16,
+}
+# ORT's names of an output's element type.
+TORCH_TYPES = {
+    "tensor(float)": torch.float32,
+    "tensor(uint8)": torch.uint8,
+    "tensor(int8)": torch.int8,
+    "tensor(int32)": torch.int32,
+    "tensor(int64)": torch.int64,
+    "tensor(bool)": torch.bool,
+    "tensor(float16)": torch.float16,
+    "tensor(double)": torch.float64,
+    "tensor(bfloat16)": torch.bfloat16,
+}
 
 
 def providers_for(device: torch.device, available: list[str]) -> list[str]:
@@ -27,18 +54,16 @@ def providers_for(device: torch.device, available: list[str]) -> list[str]:
     return [CUDA, CPU] if device.type == "cuda" and CUDA in available else [CPU]
 
 
-def bfloat16_unsupported(providers: list[str]) -> Unsupported:
-    # numpy has no bfloat16, and the CPU provider has no bfloat16 kernels.
-    where = "(no bfloat16 buffers in numpy)" if providers[0] == CUDA else "on the CPU provider"
-    return Unsupported(f"onnxruntime: bfloat16 is not supported through the Python API {where}")
+def cuda_options(device: torch.device, stream: int) -> dict[str, str]:
+    """The CUDA provider's options: our stream, and float32 computed in float32."""
+    return {
+        "device_id": str(device.index or 0),
+        "user_compute_stream": str(stream),
+        "use_tf32": "0",
+    }
 
 
-def timer_for(provider: str) -> str:
-    """ONNX Runtime's CUDA provider launches on its own stream: events on ours would miss it."""
-    return "cuda_wall" if provider == CUDA else "cpu"
-
-
-def _session(data: bytes, subject: Subject, providers: list[str]) -> tuple[Any, int]:
+def _session(data: bytes, subject: Subject, providers: list[Any]) -> tuple[Any, int]:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -50,14 +75,15 @@ def _session(data: bytes, subject: Subject, providers: list[str]) -> tuple[Any, 
         session = ort.InferenceSession(data, sess_options=opts, providers=providers)
     except Exception as e:
         msg = str(e).splitlines()[0][:1000] if str(e) else type(e).__name__
+        name = providers[0] if isinstance(providers[0], str) else providers[0][0]
         if any(s in str(e) for s in _NOT_IMPLEMENTED):
-            raise Unsupported(f"onnxruntime ({providers[0]}) cannot run it: {msg}") from e
+            raise Unsupported(f"onnxruntime ({name}) cannot run it: {msg}") from e
         raise ConfigFailure(f"onnxruntime could not load the exported graph: {msg}") from e
     return session, time.perf_counter_ns() - t0
 
 
-class _Calls:
-    """run() for the checks and bind() for the timed call, on one session."""
+class _CpuCalls:
+    """The CPU provider: numpy feeds, converted once ahead of the timed call."""
 
     def __init__(self, session: Any, device: torch.device):
         self.session = session
@@ -72,31 +98,79 @@ class _Calls:
         outs = self.session.run(self.out_names, self._feeds(inputs))
         return [torch.from_numpy(o).to(self.device) for o in outs]
 
-    def bind_cpu(self, inputs: list[Any]) -> Callable[[], object]:
+    def bind(self, inputs: list[Any]) -> Callable[[], object]:
         feeds = self._feeds(inputs)
         return lambda: self.session.run(self.out_names, feeds)
 
-    def bind_cuda(self, inputs: list[Any]) -> Callable[[], object]:
+
+class _CudaCalls:
+    """The CUDA provider: torch buffers bound by pointer, ORT's work on our stream, no sync."""
+
+    def __init__(self, session: Any, device: torch.device, stream: torch.cuda.Stream):
+        import onnxruntime as ort
+
+        self.session = session
+        self.device = device
+        self.stream = stream
+        self.names = [i.name for i in session.get_inputs()]
+        self.out_names = [o.name for o in session.get_outputs()]
+        self.run_options = ort.RunOptions()
+        # Run() would otherwise wait for the GPU before returning: host time in the sample.
+        self.run_options.add_run_config_entry("disable_synchronize_execution_providers", "1")
+
+    def _binding(self, kept: list[torch.Tensor]) -> Any:
         binding = self.session.io_binding()
-        kept = [x.contiguous() for x in inputs]  # the binding holds raw pointers to these
         for n, x in zip(self.names, kept, strict=True):
+            if x.dtype not in ONNX_TYPES:
+                raise Unsupported(f"onnxruntime: no IOBinding element type for {x.dtype}")
             binding.bind_input(
-                n,
-                "cuda",
-                x.device.index or 0,
-                x.cpu()[:0].numpy().dtype,
-                list(x.shape),
-                x.data_ptr(),
+                n, "cuda", self.device.index or 0, ONNX_TYPES[x.dtype], list(x.shape), x.data_ptr()
             )
+        return binding
+
+    def _output_buffers(self, kept: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Outputs' shapes and types from one run with ORT's own buffers (not timed)."""
+        binding = self._binding(kept)
         for n in self.out_names:
             binding.bind_output(n, "cuda", self.device.index or 0)
+        self._launch(binding)
+        torch.cuda.synchronize(self.device)
+        outs = []
+        for value in binding.get_outputs():
+            dtype = TORCH_TYPES.get(value.data_type())
+            if dtype is None:
+                raise Unsupported(f"onnxruntime: an output of type {value.data_type()}")
+            t = torch.empty(value.shape(), dtype=dtype, device=self.device)
+            if t.is_floating_point():  # poisoned: an element ORT does not write shows as NaN
+                t.fill_(float("nan"))
+            outs.append(t)
+        return outs
+
+    def _launch(self, binding: Any) -> None:
+        current = torch.cuda.current_stream(self.device)
+        self.stream.wait_stream(current)  # inputs written on the caller's stream come first
+        self.session.run_with_iobinding(binding, self.run_options)
+        current.wait_stream(self.stream)  # the caller's end event waits for ORT's kernels
+
+    def bind(self, inputs: list[Any]) -> Callable[[], object]:
+        kept = [x.contiguous() for x in inputs]  # the binding holds raw pointers to these
+        outs = self._output_buffers(kept)
+        binding = self._binding(kept)
+        for n, t in zip(self.out_names, outs, strict=True):
+            binding.bind_output(
+                n, "cuda", self.device.index or 0, ONNX_TYPES[t.dtype], list(t.shape), t.data_ptr()
+            )
 
         def call() -> object:
-            kept  # noqa: B018 - keeps the bound input tensors alive with the closure
-            self.session.run_with_iobinding(binding)
-            return None
+            self._launch(binding)
+            return (kept, outs)
 
         return call
+
+    def run(self, inputs: list[Any]) -> list[torch.Tensor]:
+        result: Any = self.bind(inputs)()
+        torch.cuda.synchronize(self.device)
+        return [o.clone() for o in result[1]]
 
 
 class OnnxRuntime:
@@ -113,16 +187,30 @@ class OnnxRuntime:
     def prepare(self, subject: Subject) -> Prepared:
         import onnxruntime as ort
 
-        providers = providers_for(subject.device, ort.get_available_providers())
-        if subject.torch_dtype == torch.bfloat16:
-            raise bfloat16_unsupported(providers)
+        names = providers_for(subject.device, ort.get_available_providers())
+        if names[0] == CPU and subject.torch_dtype == torch.bfloat16:
+            raise Unsupported("onnxruntime: the CPU provider has no bfloat16 kernels")
         data, details, export_ns = onnx_bytes(subject)
+        stream = torch.cuda.Stream(subject.device) if names[0] == CUDA else None
+        providers: list[Any] = list(names)
+        if stream is not None:
+            providers[0] = (CUDA, cuda_options(subject.device, stream.cuda_stream))
         session, session_ns = _session(data, subject, providers)
         provider = session.get_providers()[0]
+        if provider == CPU and subject.torch_dtype == torch.bfloat16:  # CUDA provider not loaded
+            raise Unsupported("onnxruntime: the CPU provider has no bfloat16 kernels")
+        if provider == CUDA and session.get_provider_options()[CUDA].get("use_tf32") != "0":
+            raise ConfigFailure("onnxruntime's CUDA provider did not take use_tf32=0")
         details.update(
             {"provider": provider, "intra_op_threads": subject.threads, "inter_op_threads": 1}
         )
-        calls = _Calls(session, subject.device)
+        if provider == CUDA:
+            details["use_tf32"] = False
+        calls: _CpuCalls | _CudaCalls = (
+            _CudaCalls(session, subject.device, stream)
+            if provider == CUDA and stream is not None
+            else _CpuCalls(session, subject.device)
+        )
         if len(calls.names) != len(subject.example_inputs):
             raise ConfigFailure(
                 f"the exported graph takes {len(calls.names)} inputs but the workload gives "
@@ -130,8 +218,8 @@ class OnnxRuntime:
             )
         return Prepared(
             run=calls.run,
-            bind=calls.bind_cuda if provider == CUDA else calls.bind_cpu,
-            timer=timer_for(provider),
+            bind=calls.bind,
+            timer="cuda" if provider == CUDA else "cpu",
             build={"export_ns": export_ns, "engine_ns": session_ns},
             details=details,
         )

@@ -54,6 +54,17 @@ def test_silent_lower_precision_is_caught_in_float32(prepare):
     assert r["correctness"]["max_rel_error"] > 1e-4
 
 
+def test_a_kernel_computing_in_bfloat16_behind_float16_is_caught_by_the_precision_audit(prepare):
+    # Its error (1.3e-2 to 1.5e-2) is inside float16's default tolerance but about 7x what the
+    # workload's Model, eager in float16, errs on the same inputs: `ok` before the audit.
+    r = prepare(WORKLOADS / "bfloat16_inside.py", dtype="float16", batch_size=64)
+    assert r["status"] == "diverged"
+    failure = _failures(r)
+    assert "outside atol" not in failure
+    assert re.search(r"error 0\.01\d*, \d+\.\dx the reference runtime's \S+ at float16", failure)
+    assert "computed in lower precision than float16?" in failure
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
 def test_honest_fused_rewrite_passes(prepare, dtype):
     r = prepare(WORKLOADS / "honest_fused.py", dtype=dtype)

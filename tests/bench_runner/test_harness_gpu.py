@@ -12,7 +12,7 @@ from bench_runner.gpu_checks import ContentionSigns
 from bench_runner.telemetry import GpuTelemetry
 from bench_runner.timing import CudaTimer
 from bench_runner.worker import Side, configure_process
-from tests.bench_runner.harness_helpers import WORKLOADS, prepare_cmd
+from tests.bench_runner.harness_helpers import EXAMPLES, WORKLOADS, prepare_cmd
 
 pytestmark = pytest.mark.gpu
 
@@ -63,9 +63,17 @@ def test_a_host_pause_longer_than_the_spin_is_retaken_not_timed(cuda_side):
     assert timer.report()["launch_overhead_ns"] > 2_000_000
 
 
-@pytest.mark.parametrize("name", ["partial_write.py", "lower_precision.py", "ignores_input.py"])
-def test_bad_kernels_are_caught_on_the_gpu_too(cuda_side, name):
-    r = cuda_side(WORKLOADS / name).prepare(prepare_cmd("pytorch_eager", "float32", 8))
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [
+        ("partial_write.py", "float32"),
+        ("lower_precision.py", "float32"),
+        ("ignores_input.py", "float32"),
+        ("bfloat16_inside.py", "float16"),  # inside float16's tolerance: the precision audit
+    ],
+)
+def test_bad_kernels_are_caught_on_the_gpu_too(cuda_side, name, dtype):
+    r = cuda_side(WORKLOADS / name).prepare(prepare_cmd("pytorch_eager", dtype, 8))
     assert r["status"] == "diverged"
 
 
@@ -128,14 +136,30 @@ NOT_VERIFIED = (
 )
 
 
-def test_onnxruntime_cuda_provider_runs_and_is_checked(cuda_side):
+@pytest.mark.parametrize(
+    ("workload", "dtype", "batch"),
+    [
+        ("tiny.py", "float32", 2),
+        ("gelu_linear", "float32", 32),  # 644 of 4096 elements off with ORT's default TF32
+        ("gelu_linear", "float16", 8),
+        ("gelu_linear", "bfloat16", 8),  # through IOBinding of torch buffers, no numpy
+    ],
+)
+def test_onnxruntime_cuda_provider_runs_and_is_checked(cuda_side, workload, dtype, batch):
     ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         pytest.skip(NOT_VERIFIED.format(what="ONNX Runtime's CUDA provider"))
-    r = cuda_side(WORKLOADS / "tiny.py").prepare(prepare_cmd("onnxruntime", "float32", 2))
+    path = EXAMPLES / "gelu_linear.py" if workload == "gelu_linear" else WORKLOADS / workload
+    side = cuda_side(path)
+    cmd = prepare_cmd("onnxruntime", dtype, batch)
+    r = side.prepare(cmd)
     assert r["status"] == "ok", r.get("reason")
     assert r["details"]["provider"] == "CUDAExecutionProvider"
-    assert r["details"]["timing_method"] == "wall_clock+device_sync"
+    assert r["details"]["use_tf32"] is False
+    # Timed like eager: events on the stream ORT works on, the host's launch time beside.
+    assert r["details"]["timing_method"] == "cuda_events+busy_stream+l2_flush"
+    assert side.measure(cmd["id"])["ns"] > 0
+    assert side.report(cmd["id"])["launch_overhead_ns"] > 0
 
 
 def test_tensorrt_engine_runs_and_is_checked(cuda_side):

@@ -89,8 +89,8 @@ def test_torch_compile_recompile_after_warmup_is_an_error(cpu_process):
 
 
 # ---- The GPU paths of ONNX Runtime and TensorRT, as far as they can be checked without one ----
-# Their runs on a GPU are in test_harness_gpu.py, skipped with the reason (not yet verified on a
-# GPU: no onnxruntime-gpu or tensorrt wheel reaches the GPU machine we test on).
+# Their runs on a GPU are in test_harness_gpu.py (skipped without a GPU or the package, with the
+# reason; benchmarks/gpu_runtimes.py runs them on a GPU machine).
 
 
 def test_onnxruntime_uses_its_cuda_provider_only_on_a_gpu_run_where_installed():
@@ -101,15 +101,37 @@ def test_onnxruntime_uses_its_cuda_provider_only_on_a_gpu_run_where_installed():
     assert providers_for(cuda, both) == both
     assert providers_for(cuda, ["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
     assert providers_for(cpu, both) == ["CPUExecutionProvider"]
+    # onnxruntime-gpu lists TensorRT's provider whether or not TensorRT's libraries load (on the
+    # H200 they do not): it is never asked for, so it can neither crash nor be timed.
+    assert providers_for(cuda, ["TensorrtExecutionProvider", *both]) == both
 
 
-def test_onnxruntime_cuda_provider_is_timed_by_wall_clock_with_a_device_sync():
-    from bench_runner.runtimes.onnxrt import bfloat16_unsupported, timer_for
+def test_onnxruntime_cuda_provider_computes_float32_without_tf32_on_our_stream():
+    from bench_runner.runtimes.onnxrt import cuda_options
 
-    # Its kernels run on ONNX Runtime's own stream: events on torch's stream would miss them.
-    assert timer_for("CUDAExecutionProvider") == "cuda_wall"
-    assert timer_for("CPUExecutionProvider") == "cpu"
-    assert "numpy" in bfloat16_unsupported(["CUDAExecutionProvider"]).reason
+    # ORT's own default is use_tf32=1: float32 matmuls in TF32, 5.6e-4 off on an H200.
+    options = cuda_options(torch.device("cuda", 1), 1234)
+    assert options == {"device_id": "1", "user_compute_stream": "1234", "use_tf32": "0"}
+
+
+def test_onnxruntime_bfloat16_on_the_cpu_provider_is_unsupported_with_the_reason():
+    from bench_runner.errors import Unsupported
+    from bench_runner.runtimes.base import Subject
+    from bench_runner.runtimes.onnxrt import OnnxRuntime
+    from bench_runner.workload import PythonWorkload
+
+    wl = PythonWorkload.load(str(WORKLOADS / "tiny.py"))
+    subject = Subject(
+        workload=wl,
+        dtype="bfloat16",
+        torch_dtype=torch.bfloat16,
+        device=torch.device("cpu"),
+        batch_size=2,
+        threads=1,
+        example_inputs=[torch.zeros(2, 8, dtype=torch.bfloat16)],
+    )
+    with pytest.raises(Unsupported, match="CPU provider has no bfloat16 kernels"):
+        OnnxRuntime().prepare(subject)
 
 
 def test_tensorrt_refuses_float64_and_cpu_runs_without_being_installed():

@@ -178,3 +178,22 @@ def test_gpu_roofline_script_runs_on_the_cpu(tmp_path: Path) -> None:
     assert cases["add 2^24"]["bytes"] == 3 * 4 * (1 << 24)
     assert all("do_bench" not in c for c in cases.values())  # no do_bench on a CPU
     assert "SOL" in done.stdout and "%BW" in done.stdout
+
+
+def test_the_cpu_peak_probe_times_both_layouts_of_the_product(monkeypatch):
+    # On a CPU float16's a @ b runs ~10x slower than a @ b.t() (the layout of a Linear layer's
+    # weight): a peak of the first alone put honest float16 kernels "beyond the roofline".
+    from bench_runner import peak_probe
+
+    products = []
+
+    def timed(fn, device):
+        products.append((fn(), fn.__defaults__))  # the operands are bound as defaults
+        return 1.0
+
+    monkeypatch.setattr(peak_probe, "_best_s", timed)
+    monkeypatch.setattr(peak_probe, "GEMM_N", {"cpu": (4,), "cuda": (4,)})
+    peak_probe.gemm_flops(torch.device("cpu"), torch.float32)
+    assert len(products) == 2
+    (first, (a, b)), (second, _) = products
+    assert torch.equal(first, a @ b) and torch.equal(second, a @ b.t())

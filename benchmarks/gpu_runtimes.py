@@ -1,0 +1,294 @@
+"""Every runtime on a GPU machine without a package index (issue 28): install, test, compare.
+
+1. install: from a folder of wheels, some of them moved in parts (NAME.part.00, .01, ...):
+   the parts are joined, each wheel is checked against the folder's SHA256SUMS (a wheel it
+   names that does not match stops the script), the CPU-only onnxruntime is removed, and the
+   wheels are installed with --no-deps, a small one only where its module does not import.
+   ONNX Runtime's CUDA provider loads the CUDA 13 libraries torch already brought
+   (site-packages/nvidia/*/lib): every step below runs with them on LD_LIBRARY_PATH.
+2. tests: tests/bench_runner/test_harness_gpu.py with pytest (-rs: the skips with reasons).
+3. bench: `rnx bench examples/gelu_linear.py --runtimes pytorch_eager,torch_compile,
+   onnxruntime --dtypes float32,float16,bfloat16 --batch-sizes 1,8,32`: each configuration's
+   status and median.
+4. profile: the same configurations built by the harness (bench_runner.worker.Side) and timed
+   by its own timer, then the same timed call (L2 flush, spin, events, the call) under
+   torch.profiler, whose CUDA activity (CUPTI) sees every kernel of the process, ONNX Runtime's
+   included: the sum of the call's kernels' GPU durations (our flush and spin kernels left out)
+   next to the timer's median.
+
+Run: python -m benchmarks.gpu_runtimes --wheels DIR [--out DIR]
+       [--steps install,tests,bench,profile]   (install needs DIR/SHA256SUMS; --out: $OUT)
+Writes gpu_runtimes.json (every figure) under the output folder and prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.gpu_support import EXAMPLES, ROOT, out_dir, save
+
+RUNTIMES = ["pytorch_eager", "torch_compile", "onnxruntime"]
+DTYPES = ["float32", "float16", "bfloat16"]
+BATCHES = [1, 8, 32]
+# Our own kernels in the timed call (the L2 flush's zero_ and the busy-stream spin), and CUPTI's
+# synchronization records (waits, not work).
+OURS = ("FillFunctor", "spin_kernel", "Sync", "Wait Event")
+# Small wheels: installed only where this module does not import already.
+MODULES = {
+    "pydantic": "pydantic",
+    "pydantic_core": "pydantic_core",
+    "annotated_types": "annotated_types",
+    "typing_inspection": "typing_inspection",
+    "pyyaml": "yaml",
+    "typing_extensions": "typing_extensions",
+    "onnxscript": "onnxscript",
+    "onnx_ir": "onnx_ir",
+    "ml_dtypes": "ml_dtypes",
+    "nvidia_ml_py": "pynvml",
+    "pytest": "pytest",
+    "pluggy": "pluggy",
+    "iniconfig": "iniconfig",
+    "packaging": "packaging",
+}
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def join_parts(folder: Path, into: Path) -> list[Path]:
+    """Every NAME.part.NN set in folder (any depth) joined into `into`, parts in number order."""
+    sets: dict[str, list[Path]] = {}
+    for p in folder.rglob("*.part.*"):
+        sets.setdefault(p.name.rsplit(".part.", 1)[0], []).append(p)
+    joined = []
+    for stem, parts in sets.items():
+        target = into / stem
+        with target.open("wb") as out:
+            for p in sorted(parts, key=lambda q: int(q.name.rsplit(".", 1)[1])):
+                out.write(p.read_bytes())
+        joined.append(target)
+    return joined
+
+
+def checked_wheels(folder: Path, work: Path) -> list[Path]:
+    """The folder's wheels and joined parts, named by SHA256SUMS; a mismatch is fatal."""
+    sums = {}
+    for line in (folder / "SHA256SUMS").read_text().splitlines():
+        if line.strip():
+            digest, name = line.split()
+            sums[name.lstrip("*")] = digest
+    named = {digest: name for name, digest in sums.items()}
+    joined = {}
+    for path in join_parts(folder, work):
+        # Parts named after another name than the wheel's: pip needs the wheel's own name.
+        name = named.get(sha256(path), path.name)
+        joined[name] = path.rename(work / name) if name != path.name else path
+    wheels = []
+    for name, digest in sums.items():
+        path = joined.get(name) or next(iter(folder.rglob(name)), None)
+        if path is None:
+            raise SystemExit(f"{name} (SHA256SUMS) is not in {folder}, nor do its parts make it")
+        got = sha256(path)
+        if got != digest:
+            raise SystemExit(f"{name}: sha256 {got} is not SHA256SUMS' {digest}: a part missing?")
+        wheels.append(path)
+    return wheels
+
+
+def pip(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "--no-input", *args], check=True)
+
+
+def install(folder: Path, work: Path) -> dict[str, Any]:
+    work.mkdir(parents=True, exist_ok=True)
+    big = checked_wheels(folder, work)
+    pip("uninstall", "-y", "onnxruntime")  # the CPU-only build shares the module's folder
+    pip("install", "--no-deps", "--no-index", *map(str, big))
+    small = []
+    for wheel in sorted(folder.rglob("*.whl")):
+        module = MODULES.get(wheel.name.split("-")[0].lower())
+        if module is not None and importlib.util.find_spec(module) is None:
+            small.append(str(wheel))
+    if small:
+        pip("install", "--no-deps", "--no-index", *small)
+    return {"checked": [p.name for p in big], "small": [Path(s).name for s in small]}
+
+
+def cuda_library_env() -> dict[str, str]:
+    """LD_LIBRARY_PATH with torch's CUDA libraries (nvidia/*/lib) first."""
+    site = sysconfig.get_paths()["purelib"]
+    libs = sorted(set(glob.glob(f"{site}/nvidia/*/lib") + glob.glob(f"{site}/nvidia/*/*/lib")))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env["LD_LIBRARY_PATH"] = ":".join([*libs, env.get("LD_LIBRARY_PATH", "")]).rstrip(":")
+    return env
+
+
+def run_tests(env: dict[str, str]) -> dict[str, Any]:
+    test = "tests/bench_runner/test_harness_gpu.py"
+    # --noconftest: tests/conftest.py brings the gate server's test helpers (and their packages).
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-rs",
+        "--noconftest",
+        "-p",
+        "no:cacheprovider",
+        test,
+    ]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    print("\n".join(lines[-25:]))
+    return {"rc": done.returncode, "tail": lines[-40:]}
+
+
+def run_bench(env: dict[str, str], folder: Path) -> dict[str, Any]:
+    out = folder / "gelu_linear_results.json"
+    cmd = [
+        sys.executable, "-m", "rnx_cli", "bench", str(EXAMPLES / "gelu_linear.py"),
+        "--runtimes", ",".join(RUNTIMES), "--dtypes", ",".join(DTYPES),
+        "--batch-sizes", ",".join(map(str, BATCHES)), "--out", str(out), "--quiet",
+    ]  # fmt: skip
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    print(done.stdout[-6000:], done.stderr[-3000:])
+    rows = []
+    if out.exists():
+        for c in json.loads(out.read_text())["configurations"]:
+            ns = (c.get("samples") or {}).get("ns") or []
+            rows.append(
+                {
+                    "id": f"{c['runtime']}/{c['dtype']}/bs{c['batch_size']}",
+                    "status": c["status"],
+                    "reason": c.get("reason"),
+                    "median_us": round(statistics.median(ns) / 1e3, 2) if ns else None,
+                    "launch_overhead_us": _us(c["details"].get("launch_overhead_ns")),
+                    "provider": c["details"].get("provider"),
+                    "sol": c.get("speed_of_light"),
+                }
+            )
+    return {"rc": done.returncode, "seconds": round(time.perf_counter() - t0, 1), "rows": rows}
+
+
+def _us(ns: Any) -> float | None:
+    return round(ns / 1e3, 2) if isinstance(ns, int | float) else None
+
+
+def kernel_ns_per_call(prof: Any, calls: int) -> tuple[float, list[str]]:
+    """The GPU duration of the call's kernels (ours left out), per call, and their names."""
+    total, names = 0.0, set()
+    for e in prof.events():
+        if str(e.device_type).endswith("CUDA") and not any(o in e.name for o in OURS):
+            total += e.device_time_total * 1e3  # us -> ns
+            names.add(e.name[:80])
+    return total / calls, sorted(names)
+
+
+def profile_one(runtime: str, dtype: str, batch: int) -> dict[str, Any]:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from bench_runner.worker import Side, configure_process, in_process_command
+
+    configure_process(1, torch.device("cuda"))
+    side = Side(
+        path=str(EXAMPLES / "gelu_linear.py"), device=torch.device("cuda"), threads=1, seed=0
+    )
+    side.load()
+    cmd = in_process_command(runtime, dtype, batch)
+    r = side.prepare(cmd)
+    row: dict[str, Any] = {"id": f"{runtime}/{dtype}/bs{batch}", "status": r["status"]}
+    if r["status"] != "ok":
+        return {**row, "reason": r.get("reason")}
+    timed = sorted(side.measure(cmd["id"])["ns"] for _ in range(15))
+    ready = side.ready[cmd["id"]]
+    assert ready.timer is not None
+    loops = ready.loops
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            ready.timer.sample(ready.call, loops)
+        torch.cuda.synchronize()
+    kernel_ns, names = kernel_ns_per_call(prof, 5 * loops)
+    median = statistics.median(timed)
+    return {
+        **row,
+        "timed_median_us": round(median / 1e3, 3),
+        "profiled_kernels_us": round(kernel_ns / 1e3, 3),
+        "timed_over_kernels": round(median / kernel_ns, 3) if kernel_ns else None,
+        "kernels": names,
+        "launch_overhead_us": _us(side.report(cmd["id"]).get("launch_overhead_ns")),
+    }
+
+
+def run_profiles(env: dict[str, str]) -> list[dict[str, Any]]:
+    """Each configuration in a fresh process (one compile cache, one ORT session each)."""
+    rows = []
+    for runtime in RUNTIMES:
+        for dtype in DTYPES:
+            for batch in BATCHES:
+                code = (
+                    "import json; from benchmarks.gpu_runtimes import profile_one; "
+                    f"print('ROW ' + json.dumps(profile_one({runtime!r}, {dtype!r}, {batch})))"
+                )
+                done = subprocess.run(
+                    [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+                )
+                found = [ln[4:] for ln in done.stdout.splitlines() if ln.startswith("ROW ")]
+                row = json.loads(found[0]) if found else {
+                    "id": f"{runtime}/{dtype}/bs{batch}", "status": "crashed",
+                    "reason": done.stderr[-1500:],
+                }  # fmt: skip
+                print(json.dumps({k: v for k, v in row.items() if k != "kernels"}), flush=True)
+                rows.append(row)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--wheels", help="folder of wheels and wheel parts, with SHA256SUMS")
+    ap.add_argument("--out", help="output folder (default $OUT)")
+    ap.add_argument("--steps", default="install,tests,bench,profile")
+    args = ap.parse_args()
+    folder = out_dir(args.out) or Path("gpu_runtimes_out")
+    folder.mkdir(parents=True, exist_ok=True)
+    steps = args.steps.split(",")
+    found: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if "install" in steps:
+        if not args.wheels:
+            raise SystemExit("--wheels DIR is needed to install (or leave install out of --steps)")
+        found["install"] = install(Path(args.wheels), Path("/tmp/gpu_runtimes_wheels"))
+    env = cuda_library_env()
+    probe = "import onnxruntime as o, torch; print(o.__version__, o.get_available_providers(), torch.__version__, torch.cuda.get_device_name())"  # noqa: E501
+    found["versions"] = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True
+    ).stdout.strip()
+    print(found["versions"], flush=True)
+    for step, fn in (("tests", run_tests), ("bench", lambda e: run_bench(e, folder))):
+        if step in steps:
+            found[step] = fn(env)
+            save(folder, "gpu_runtimes.json", found)
+    if "profile" in steps:
+        found["profile"] = run_profiles(env)
+    save(folder, "gpu_runtimes.json", found)
+
+
+if __name__ == "__main__":
+    main()
