@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from starlette.requests import Request
 
@@ -24,7 +24,7 @@ class Services:
     github: GitHubIntegration  # webhook secret, OIDC verifier, GitHub App (each when set)
     dashboard: DashboardState  # session signer and run-summary cache
     # Baseline documents parsed once per process, not on every upload that is gated with them.
-    documents: StoredDocuments = field(default_factory=StoredDocuments)
+    documents: StoredDocuments
 
     @classmethod
     def start(cls, settings: ServerSettings) -> Services:
@@ -38,6 +38,7 @@ class Services:
                 signer=load_signer(database, settings.receipt_key_pem),
                 github=GitHubIntegration.from_settings(settings),
                 dashboard=DashboardState.load(database),
+                documents=StoredDocuments(settings.document_cache_mb * 1024 * 1024),
             )
         except BaseException:
             database.close()
