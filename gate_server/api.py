@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from gate_server.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope, check_reason
@@ -223,7 +223,8 @@ async def baselines(request: Request) -> Response:
             gate=svc.settings.gate,
         )
     )
-    return JSONResponse(answer)
+    # A sync iterator: Starlette reads each chunk (a database read) in a worker thread.
+    return StreamingResponse(answer.chunks(svc.database), media_type="application/json")
 
 
 routes = [
