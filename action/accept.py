@@ -34,6 +34,7 @@ from rnx_github.client import DEFAULT_API_URL, GitHubClient, GitHubError
 from rnx_github.comment import (
     TIER_ICON,
     accepted_line,
+    accepted_markdown,
     inert_text,
     mark_accepted,
     status_description,
@@ -217,7 +218,8 @@ def _report(
     line = accepted_line(comment.user, command.reason)
     _publish(gh, comment, command, done, workflow)
     workflow.append_summary(
-        f"## {TIER_ICON['PASS']} rnx-benchmark: {inert_text(line)}\n\n"
+        f"## {TIER_ICON['PASS']} rnx-benchmark: "
+        f"{accepted_markdown(comment.user, command.reason)}\n\n"
         + "\n".join(
             f"- run {inert_text(str(a['run_id']))} is now the baseline for "
             f"{inert_text(str(a['baseline_branch']))} in {inert_text(str(a['environment']))}"

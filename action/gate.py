@@ -27,8 +27,18 @@ from action.measure import (
     measurement_notes,
 )
 from action.overlay import effective_config
+from action.plain_log import render
 from action.publish import github_client, publish
-from action.upload import Clock, Credential, Outage, UploadAnswer, oidc_token, upload
+from action.upload import (
+    OUTAGE_TITLES,
+    Clock,
+    Credential,
+    Outage,
+    UploadAnswer,
+    oidc_token,
+    upload,
+    upload_body,
+)
 from action.workflow import Workflow
 from bench_runner.adaptive import AdaptiveSampling, Baseline
 from rnx.branches import branch_matches
@@ -43,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
         prog="rnx gate",
         description="Benchmark the workloads, upload to the gate server and report; "
         "the exit code is 1 only when the gate BLOCKs in enforce mode.",
+        epilog="environment: KERNALIN_URL (the gate server, e.g. https://gate.example.com), "
+        "KERNALIN_TOKEN (its CI token; keep it in a masked CI secret), GITHUB_TOKEN (optional: "
+        "the PR comment and commit status on GitHub). Outside GitHub Actions the report is "
+        "written to this log; on GitHub to the job summary and the pull request.",
     )
     p.add_argument("--workload", action="append", help="workload file (repeatable)")
     p.add_argument("--runtimes", help="comma-separated, e.g. pytorch_eager,torch_compile")
@@ -61,7 +75,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--base-branch", help="a pull request's base branch")
     p.add_argument("--base-sha", help="a pull request's base commit (paired mode)")
     p.add_argument("--pr", type=int, help="pull request number")
-    p.add_argument("--results-dir", help="also write each results document here")
+    p.add_argument(
+        "--results-dir",
+        help="also keep here, per run, the bytes uploaded (RUN.json), the server's answer "
+        "(RUN.answer.json) and its receipt (RUN.receipt)",
+    )
     p.add_argument(
         "--from-results",
         action="extend",
@@ -102,8 +120,9 @@ class NotUploaded:
 
 NO_SERVER = NotUploaded(
     "WARN",
-    "no kernalin-url is set, so there is no stored baseline to compare with "
-    "(set kernalin-url, or use compare: paired in kernalin.yml)",
+    "no gate server is set (the kernalin-url input, or KERNALIN_URL outside GitHub Actions), "
+    "so there is no stored baseline to compare with (set it, or use compare: paired in "
+    "kernalin.yml)",
 )
 
 
@@ -167,9 +186,8 @@ def decide(
     if paired or _broken(local):
         return replace(part, outage=outage)
     if isinstance(answer, Outage):
-        return replace(
-            part, tier="WARN", reasons=[f"gate server not reached ({outage})"], outage=outage
-        )
+        lead = OUTAGE_TITLES[answer.kind][1]
+        return replace(part, tier="WARN", reasons=[f"{lead} ({outage})"], outage=outage)
     return replace(part, tier=answer.tier, reasons=[answer.why])
 
 
@@ -277,25 +295,37 @@ def _upload(
     credentials = _credentials(run.inputs, run.env, wf)
     answer = upload(m.document, url=url, credentials=credentials, clock=clock)
     if isinstance(answer, Outage):
+        title, lead = OUTAGE_TITLES[answer.kind]
         wf.warning(
-            f"rnx-benchmark did not reach the gate server, not failing the build: {answer.cause}",
-            title="rnx-benchmark: gate server unavailable",
+            f"rnx-benchmark {lead}, not failing the build: {answer.cause}",
+            title=f"rnx-benchmark: {title}",
         )
     return answer
 
 
 def _gate_one(m: Measured, run: Run, wf: Workflow, clock: Clock | None) -> PartResult:
     """Keep the document if asked, upload it unless it stays here, decide and annotate."""
-    if run.args.results_dir:
-        out = Path(run.args.results_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"{m.document.run_id}.json").write_text(m.document.to_json(indent=2))
     target = upload_target(run.inputs, run.config, run.ctx)
     answer = target if isinstance(target, NotUploaded) else _upload(m, target, run, wf, clock)
+    if run.args.results_dir:
+        _keep(Path(run.args.results_dir), m, answer)
     environment = m.document.environment.name or m.document.environment.key
     part = decide(m, answer, ctx=run.ctx, config=run.config, environment=environment)
     annotate(wf, part, root=run.root, block_threshold=run.config.gate.block_threshold)
     return part
+
+
+def _keep(out: Path, m: Measured, answer: UploadAnswer | Outage | NotUploaded) -> None:
+    """The bytes uploaded (the ones the receipt's body_sha256 covers), and the server's answer
+    and receipt when it gave them: `rnx receipt verify RUN.receipt --results RUN.json` checks
+    them offline."""
+    out.mkdir(parents=True, exist_ok=True)
+    run_id = m.document.run_id
+    (out / f"{run_id}.json").write_bytes(upload_body(m.document))
+    if isinstance(answer, UploadAnswer):
+        (out / f"{run_id}.answer.json").write_text(answer.model_dump_json(indent=2) + "\n")
+        if answer.receipt:
+            (out / f"{run_id}.receipt").write_text(answer.receipt + "\n")
 
 
 def _report(run: Run, parts: list[PartResult], wf: Workflow) -> Tier:
@@ -346,7 +376,10 @@ def main(
     tier = _report(run, parts, wf)
     reports_s = time.monotonic() - upload_started - upload_s
     mode = run.config.gate.mode
-    wf.log(f"rnx-benchmark: {tier} ({mode})")
+    if wf.on_github:
+        wf.log(f"rnx-benchmark: {tier} ({mode})")
+    else:
+        wf.log("\n".join(render(parts, tier, mode)))
     # One parseable line: benchmarks/action_overhead.py reads it to split the action's time.
     wf.log(
         f"rnx-benchmark timings: setup {setup_s:.3f}s, benchmark {benchmark_s:.3f}s, "

@@ -54,8 +54,22 @@ class UploadAnswer(BaseModel):
 
 @dataclass(frozen=True)
 class Outage:
+    """Why there is no verdict from the server. `kind` says what happened, since each is
+    told differently: "unreachable" (no answer, or 5xx until the deadline), "refused" (the
+    server answered and said no: 401, 403, 404, 413, 422, or an answer we cannot read), or
+    "not-sent" (nothing to send it with)."""
+
     cause: str
     attempts: int = 0
+    kind: str = "unreachable"
+
+
+# The title and the one-line lead of each kind, for the log, annotations and the summary.
+OUTAGE_TITLES = {
+    "unreachable": ("gate server unavailable", "did not reach the gate server"),
+    "refused": ("gate server refused the upload", "the gate server refused the upload"),
+    "not-sent": ("not uploaded", "did not upload"),
+}
 
 
 @dataclass(frozen=True)
@@ -137,6 +151,11 @@ def _describe_transport(err: Exception, url: str) -> str:
     return f"network error talking to {url}: {text}"
 
 
+def upload_body(document: ResultsDocument) -> bytes:
+    """The exact bytes sent (and signed): what a receipt's body_sha256 covers."""
+    return document.to_json().encode()
+
+
 def upload(
     document: ResultsDocument,
     *,
@@ -151,8 +170,12 @@ def upload(
     """POST the document; retry transient failures with jittered backoff within `deadline_s`."""
     clock = clock or Clock()
     if not credentials:
-        return Outage("no credentials: set kernalin-token (or grant id-token: write for OIDC)")
-    body = document.to_json().encode()
+        return Outage(
+            "no credentials: set kernalin-token (KERNALIN_TOKEN outside GitHub Actions), or "
+            "grant id-token: write for OIDC",
+            kind="not-sent",
+        )
+    body = upload_body(document)
     endpoint = url.rstrip("/") + UPLOAD_PATH
     start = clock.monotonic()
     attempts = 0
@@ -191,7 +214,8 @@ def upload(
                     pending.pop(0)
                     continue
                 if status in _GIVE_UP:
-                    return Outage(f"{_GIVE_UP[status]}: {_error_message(response)}", attempts)
+                    message = f"{_GIVE_UP[status]}: {_error_message(response)}"
+                    return Outage(message, attempts, kind="refused")
                 if status in RETRY_STATUSES or status >= 500:
                     last = f"the gate server answered {status}: {_error_message(response)}"
                     retry_after = _retry_after(response)
@@ -199,6 +223,7 @@ def upload(
                     return Outage(
                         f"unexpected answer {status} from {endpoint}: {_error_message(response)}",
                         attempts,
+                        kind="refused",
                     )
             wait = retry_after if retry_after is not None else delay * (0.5 + clock.rng.random())
             remaining = deadline_s - (clock.monotonic() - start)
@@ -256,4 +281,6 @@ def _parse_answer(response: httpx.Response, url: str, attempts: int) -> UploadAn
             if not isinstance(e, ValidationError)
             else ("; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:3]))
         )
-        return Outage(f"malformed answer from the gate server at {url}: {snippet}", attempts)
+        return Outage(
+            f"malformed answer from the gate server at {url}: {snippet}", attempts, kind="refused"
+        )

@@ -1,8 +1,11 @@
 """GitHub Actions' workflow commands and files: outputs, job summary, annotations, masking.
 
 The only module that writes `::command::` lines or touches GITHUB_OUTPUT / GITHUB_STEP_SUMMARY,
-so every escape rule lives in one place. Outside Actions (another CI, a terminal) the
-commands are still printed (harmless) and the files are skipped when their variables are unset.
+so every escape rule lives in one place. Workflow commands are written only where
+GITHUB_ACTIONS=true: anywhere else (GitLab, Jenkins, a terminal) nothing would read them, and
+`::add-mask::` would print the very secret it masks into a plain log. There an annotation is a
+plain line ("error: title: message"), masking is left to that CI's own masked variables, and
+the files are skipped when their variables are unset.
 """
 
 from __future__ import annotations
@@ -41,13 +44,22 @@ class Workflow:
     def __init__(self, env: Mapping[str, str] | None = None, out: TextIO | None = None) -> None:
         self.env = dict(os.environ if env is None else env)
         self.out = out if out is not None else sys.stdout
+        self.on_github = self.env.get("GITHUB_ACTIONS") == "true"
 
     def _command(self, name: str, message: str, **props: str | int | None) -> None:
+        if not self.on_github:
+            self._plain(name, message, props)
+            return
         given = {k: v for k, v in props.items() if v is not None}
         prop_text = ",".join(f"{k}={_escape_property(str(v))}" for k, v in given.items())
         sep = " " if prop_text else ""
         self.out.write(f"::{name}{sep}{prop_text}::{_escape_data(message)}\n")
         self.out.flush()
+
+    def _plain(self, level: str, message: str, props: dict[str, str | int | None]) -> None:
+        where = ":".join(str(props[k]) for k in ("file", "line") if props.get(k) is not None)
+        head = ": ".join(str(x) for x in (level, where, props.get("title")) if x)
+        self.log(f"{head}: {message}")
 
     def error(self, message: str, **where: Unpack[Where]) -> None:
         self._command("error", message, **where)
@@ -59,7 +71,8 @@ class Workflow:
         self._command("notice", message, **where)
 
     def mask(self, secret: str) -> None:
-        if secret:
+        # Outside Actions the command would be the leak: print nothing.
+        if secret and self.on_github:
             self._command("add-mask", secret)
 
     def log(self, message: str) -> None:

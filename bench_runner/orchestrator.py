@@ -213,6 +213,11 @@ class Orchestrator:
         self.plan = replace(self.plan, processes=slot + 1, samples=first + rounds)
         self.progress.n_samples = self.plan.samples
         wanted = set(ids)
+        # The added process builds these again: the count of builds grows with it, so the
+        # progress line never reads past its total.
+        self.progress.n_configs += sum(
+            st.spec.id in wanted for side in self.plan.sides for st in self.states.ok(side)
+        )
         self.progress.phase("starting an added process")
         for side in self.plan.sides:
             self.pool.restart((slot, side))

@@ -35,7 +35,9 @@ class Progress:
         left_configs = self.n_configs - self.done_configs
         per_config = self.prepare_s / max(self.done_configs, 1)
         per_round = self.round_s / self.rounds_done if self.rounds_done else self.round_guess
-        return left_configs * per_config + (self.n_samples - self.rounds_done) * per_round
+        left = left_configs * per_config + (self.n_samples - self.rounds_done) * per_round
+        # Work added on the way (adaptive sampling) can overtake the plan: never a negative eta.
+        return max(0.0, left)
 
     def prepared(
         self,

@@ -23,7 +23,12 @@ from rnx.branches import branch_matches
 MAX_REASON_CHARS = 2000
 MAX_ACCEPT_BODY = 64 * 1024  # the JSON body of an accept request, in bytes
 # NUL cannot be stored in a PostgreSQL text column, and the other C0 controls only hide text.
-_UNSTORABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# C0 and C1 controls (but tab and line breaks), Unicode's line and paragraph separators, and
+# the bidirectional marks, embeddings, overrides and isolates that would make a reason read
+# differently from what it holds on a page, in an alert or in the audit log.
+_UNSTORABLE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def check_accept_scope(database: Database, token: TokenRecord, run_id: str) -> RunRecord:
@@ -68,9 +73,9 @@ def check_reason(reason: str) -> str:
         raise ApiError(
             422,
             "unstorable_reason",
-            f"the reason holds control characters ({', '.join(bad)}); write it as plain text "
-            "(tabs and line breaks are fine)",
-            [{"field": "reason", "problem": "control characters"}],
+            f"the reason holds control, separator or text-direction characters "
+            f"({', '.join(bad)}); write it as plain text (tabs and line breaks are fine)",
+            [{"field": "reason", "problem": "control or text-direction characters"}],
         )
     if len(reason) > MAX_REASON_CHARS:
         raise ApiError(

@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import InternalError, OperationalError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -16,6 +16,9 @@ from starlette.responses import JSONResponse, Response
 from gate_server.errors import AmbiguousRepository, InvalidInput, NotFound
 
 log = logging.getLogger("gate_server")
+
+# PostgreSQL's SQLSTATE for a write in a read-only transaction (a hot standby answers it too).
+READ_ONLY_SQLSTATE = "25006"
 
 _HTTP_CODES = {
     400: "bad_request",
@@ -100,17 +103,42 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     return error_response(500, "internal_error", "the server failed; the error is in its log")
 
 
+def takes_no_writes(exc: BaseException) -> bool:
+    """The database answers but cannot store: PostgreSQL read-only (a standby after a
+    failover, default_transaction_read_only), SQLite on a read-only file or a full disk."""
+    orig = getattr(exc, "orig", None)
+    if getattr(orig, "sqlstate", None) == READ_ONLY_SQLSTATE:
+        return True
+    text = str(orig or exc).lower()
+    return "readonly database" in text or "disk is full" in text or "disk i/o error" in text
+
+
 async def _database_unavailable(request: Request, exc: Exception) -> Response:
-    # The database went away (a restart, a failover, the network): a retry will succeed, so
-    # say that (503 + Retry-After, which the action honours) instead of a 500 that reads as a bug.
+    # The database went away (a restart, a failover, the network) or takes no writes: a retry
+    # may succeed, so say that (503 + Retry-After, which the action honours) instead of a 500
+    # that reads as a bug.
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     log.warning("database unavailable on %s %s: %s", request.method, request.url.path, first)
+    if takes_no_writes(exc):
+        return error_response(
+            503,
+            "database_read_only",
+            "the server's database takes no writes now (read-only, a standby, or a full disk); "
+            "retry later",
+            headers={"Retry-After": "30"},
+        )
     return error_response(
         503,
         "database_unavailable",
         "the server's database does not answer; retry in a few seconds",
         headers={"Retry-After": "2"},
     )
+
+
+async def _database_error(request: Request, exc: Exception) -> Response:
+    if takes_no_writes(exc):
+        return await _database_unavailable(request, exc)
+    return await _server_error(request, exc)
 
 
 EXCEPTION_HANDLERS: dict[Any, Any] = {
@@ -120,5 +148,6 @@ EXCEPTION_HANDLERS: dict[Any, Any] = {
     AmbiguousRepository: _ambiguous,
     HTTPException: _http_exception,
     OperationalError: _database_unavailable,
+    InternalError: _database_error,
     Exception: _server_error,
 }

@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from gate_server.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope, check_reason
 from gate_server.answers import ApiError
-from gate_server.auth import check_signature
+from gate_server.auth import actor_of, check_signature
 from gate_server.baseline_reads import MAX_PARAMETER, REQUIRED, read_baseline
 from gate_server.db.engine import run_in_event_loop
 from gate_server.endpoints import (
@@ -180,7 +180,7 @@ async def accept(request: Request) -> Response:
     await run_in_threadpool(check_before_accept, svc.github.app, database, run)
     result = await run_in_threadpool(
         lambda: accept_run(
-            database, run_id, actor=f"token:{token.id}", reason=reason, via="api", token_id=token.id
+            database, run_id, actor=actor_of(token), reason=reason, via="api", token_id=token.id
         )
     )
     return JSONResponse(result)

@@ -95,6 +95,14 @@ def issue_token(
     return token_id, secret
 
 
+def actor_of(token: TokenRecord) -> str:
+    """Who did it, for the audit log and the pages: the GitHub user whose workflow an OIDC
+    token speaks for (GitHub signed the claim), else the stored token."""
+    if token.github_actor:
+        return f"github:{token.github_actor}"
+    return f"token:{token.id}"
+
+
 def revoke_token(database: Database, token_id: int, *, actor: str) -> bool:
     """False when the token was revoked before."""
     with database.write() as conn:

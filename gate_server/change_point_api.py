@@ -11,13 +11,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gate_server.answers import ApiError
+from gate_server.auth import actor_of
+from gate_server.branches import current_name
 from gate_server.changes import change_point_view
 from gate_server.db import Database, audit, change_points, repositories
 from gate_server.db.change_points import STATUSES
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.endpoints import authenticated, parse_json, read_body, require_json
+from gate_server.numbers import whole_number
 from gate_server.openapi import BODY_ERRORS, NOT_BLANK, endpoint, error, json_body, query
 from gate_server.services import services
+from rnx.branches import branch_matches
 
 MAX_NOTE_CHARS = 2000
 MAX_NOTE_BODY = 64 * 1024
@@ -158,14 +162,25 @@ def acknowledge_change_point(
     database: Database, token: TokenRecord, raw_id: str, note: str
 ) -> dict[str, Any]:
     """Record the note on a change point of the token's repository; audited."""
-    change_id = int(raw_id) if raw_id.isdigit() and len(raw_id) < 19 else None
+    change_id = whole_number(raw_id)
     with database.write() as conn:
         found = None if change_id is None else change_points.by_id(conn, change_id)
         if found is None or found.repository_id != token.repository_id:
             raise ApiError(
                 404, "change_point_not_found", f"no change point {raw_id[:40]!r} of this repository"
             )
-        actor = f"token:{token.id}"
+        # Silencing a regression on a branch takes a credential for that branch: not an OIDC
+        # token of pull-request code or of another branch, nor a CI token of other branches.
+        branch = current_name(conn, found.repository_id, found.branch)
+        if not branch_matches(token.branches, branch):
+            raise ApiError(
+                403,
+                "branch_out_of_scope",
+                f"the change point is on branch {branch!r}, which this credential may not "
+                f"speak for ({', '.join(token.branches) or 'no baseline branch'}); use a CI "
+                f"token for that branch, or an OIDC token of a push to it",
+            )
+        actor = actor_of(token)
         change_points.acknowledge(conn, found.id, note=note, actor=actor)
         audit.record(
             conn,

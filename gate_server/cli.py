@@ -23,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gate_server.auth import issue_token, revoke_token
 from gate_server.branches import check_branch_name, rename_branch
+from gate_server.database_args import add_database_arguments, database_url_of
 from gate_server.db import Database, audit, open_database, prices, repositories, tokens
 from gate_server.db.engine import shown_url
 from gate_server.db.tokens import TokenRecord
@@ -56,14 +57,19 @@ def serve_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rnx serve", description="Run the gate server.")
     parser.add_argument("--host", help="default: RNX_HOST, else 127.0.0.1")
     parser.add_argument("--port", type=int, help="default: RNX_PORT, else 8000")
-    parser.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
+    add_database_arguments(parser)
     parser.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     if args.workers < 1:
         raise UserError("--workers must be at least 1")
-    if args.database_url:
-        # Workers are separate processes: they read the URL from the environment like the rest.
+    if args.database_url_file:
+        # Workers are separate processes: they read the URL from the environment like the rest
+        # (the file's name, not the URL, so the password stays out of every process's view).
+        database_url_of(args)  # a missing or empty file is one line here, not one per worker
+        os.environ.pop("RNX_DATABASE_URL", None)
+        os.environ["RNX_DATABASE_URL_FILE"] = args.database_url_file
+    elif args.database_url:
         os.environ["RNX_DATABASE_URL"] = args.database_url
     settings = load_settings()
     try:
@@ -119,10 +125,10 @@ def token_main(argv: list[str]) -> int:
     revoke = sub.add_parser("revoke", help="revoke a token by id")
     revoke.add_argument("id", type=int)
     for p in (create, listing, revoke):
-        p.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
+        add_database_arguments(p)
     args = parser.parse_args(argv)
 
-    database = _database(args.database_url)
+    database = _database(database_url_of(args))
     try:
         if args.action == "create":
             if args.viewer and args.branches:
@@ -203,14 +209,14 @@ def branch_main(argv: list[str]) -> int:
     rename.add_argument(
         "--workspace", help="needed only when OWNER/NAME is registered in several workspaces"
     )
-    rename.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
+    add_database_arguments(rename)
     args = parser.parse_args(argv)
     old = check_branch_name(args.old, "--from")
     new = check_branch_name(args.new, "--to")
     if old == new:
         raise UserError(f"--from and --to are the same branch ({old!r}); nothing to rename")
 
-    database = _database(args.database_url)
+    database = _database(database_url_of(args))
     try:
         with database.read() as conn:
             found = repositories.named(conn, args.repo)
@@ -294,14 +300,14 @@ def environment_main(argv: list[str]) -> int:
     listing = sub.add_parser("prices", help="list the prices set")
     for p in (price, listing):
         p.add_argument("--workspace", help="needed only when the database has several")
-        p.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
+        add_database_arguments(p)
     args = parser.parse_args(argv)
     if args.action == "price" and not _ENVIRONMENT_KEY.match(args.environment):
         raise UserError(
             f"{args.environment!r} is not an environment key (letters, digits, _ . : -, at "
             "most 128); the dashboard's /hardware page shows each environment's key"
         )
-    database = _database(args.database_url)
+    database = _database(database_url_of(args))
     try:
         with database.write() as conn:
             workspace, workspace_id = _workspace_id(prices.workspace_ids(conn), args.workspace)
@@ -337,11 +343,11 @@ def repo_main(argv: list[str]) -> int:
     bind.add_argument(
         "--github-id", type=int, required=True, help="the repository's id (GET /repos/OWNER/NAME)"
     )
-    bind.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
+    add_database_arguments(bind)
     args = parser.parse_args(argv)
     if args.github_id < 1:
         raise UserError("--github-id must be GitHub's positive numeric id of the repository")
-    database = _database(args.database_url)
+    database = _database(database_url_of(args))
     try:
         with database.write() as conn:
             found = [

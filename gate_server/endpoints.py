@@ -15,6 +15,7 @@ from gate_server.auth import authenticate, bearer_secret
 from gate_server.db.engine import run_in_event_loop
 from gate_server.db.tokens import TokenRecord
 from gate_server.github.oidc import looks_like_jwt
+from gate_server.numbers import whole_number
 from gate_server.services import services
 
 
@@ -59,8 +60,8 @@ def require_json(request: Request) -> None:
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, refused with 413 as soon as it passes `limit` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    declared = whole_number(request.headers.get("content-length", ""), digits=30)
+    if declared is not None and declared > limit:
         raise ApiError(
             413,
             "body_too_large",

@@ -21,7 +21,7 @@ async def healthz(request: Request) -> Response:
 @operation(
     "get",
     {
-        "summary": "The database answers and its schema is current",
+        "summary": "The database answers, its schema is current, and it takes writes",
         "responses": {"200": {"description": "ready"}, "503": error("the database is unreachable")},
     },
 )
@@ -32,6 +32,13 @@ async def readyz(request: Request) -> Response:
     except SQLAlchemyError as e:
         log.warning("readyz: database unreachable: %s", e)
         return error_response(503, "database_unavailable", "the database does not answer")
+    # Ready means "can store an upload": a database that answers reads but takes no writes
+    # (read-only, a standby after a failover, a full disk) is not.
+    try:
+        await run_in_threadpool(database.probe_write)
+    except SQLAlchemyError as e:
+        log.warning("readyz: database takes no writes: %s", str(e).splitlines()[0])
+        return error_response(503, "database_read_only", "the database answers but takes no writes")
     return JSONResponse({"status": "ready", "database": database.dialect})
 
 

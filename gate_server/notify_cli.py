@@ -29,6 +29,7 @@ from gate_server.alerts.channels import (
     webhook_channel,
 )
 from gate_server.alerts.events import EVENTS
+from gate_server.database_args import add_database_arguments, database_url_of
 from gate_server.db import Database
 from gate_server.db.notify import Channel, Rule
 from gate_server.errors import InvalidInput
@@ -77,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     test = sub.add_parser("test", help="send a test message to a channel now")
     test.add_argument("id", type=int, help="the channel's id")
     for p in (add, listing, remove, test):
-        p.add_argument("--database-url", help="default: RNX_DATABASE_URL, else ./rnx-gate.db")
+        add_database_arguments(p)
     return parser
 
 
@@ -211,7 +212,7 @@ def run_notify(
     argv: list[str], *, database_for: Callable[[str | None], Database], actor: str
 ) -> int:
     args = _parser().parse_args(argv)
-    database = database_for(args.database_url)
+    database = database_for(database_url_of(args))
     try:
         if args.action == "add":
             return _add(database, args, actor)

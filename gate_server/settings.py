@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gate_server.errors import SettingsError
 from gate_server.github.oidc import DEFAULT_ISSUER
+from gate_server.numbers import whole_number
 from rnx.config import GateSettings
 from rnx_github.app_auth import AppCredentials
 from rnx_github.client import DEFAULT_API_URL
@@ -162,7 +163,7 @@ def _github_app(env: Mapping[str, str], api_url: str) -> AppCredentials | None:
         )
     if not app_id or not key:
         return None
-    if not app_id.isdigit():
+    if whole_number(app_id) is None:
         raise SettingsError(f"RNX_GITHUB_APP_ID={app_id!r} must be the App's numeric id")
     if "PRIVATE KEY" not in key:
         raise SettingsError("RNX_GITHUB_APP_PRIVATE_KEY must be the App's PEM private key")
@@ -190,7 +191,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> ServerSettings:
     env = os.environ if env is None else env
     api_url = _url(env, "RNX_GITHUB_API_URL", DEFAULT_API_URL) or DEFAULT_API_URL
     return ServerSettings(
-        database_url=env.get("RNX_DATABASE_URL", "").strip() or default_database_url(),
+        database_url=(_secret(env, "RNX_DATABASE_URL") or "").strip() or default_database_url(),
         host=env.get("RNX_HOST", "").strip() or ServerSettings.host,
         receipt_key_pem=_secret(env, "RNX_RECEIPT_KEY"),
         public_url=_url(env, "RNX_PUBLIC_URL", None),

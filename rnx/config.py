@@ -116,7 +116,7 @@ def _threads_from_environment() -> int | None:
     text = os.environ.get("RNX_THREADS", "").strip()
     if not text:
         return None
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit() and len(text) < 6) or int(text) < 1:
         raise UserError(f"RNX_THREADS={text!r}: give a whole number of threads, 1 or more")
     return int(text)
 

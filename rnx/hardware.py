@@ -14,6 +14,7 @@ import csv
 import io
 import math
 import posixpath
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -67,8 +68,11 @@ class Side:
     @property
     def hardware(self) -> str:
         """What it ran on, in a few words: the GPU's name, else the CPU's."""
+        # `hardware` is free-form in the schema (what the harness saw): any shape is drawn.
         hw = self.document.environment.hardware
-        gpus = [g.get("name") for g in hw.get("gpus") or [] if isinstance(g, dict)]
+        found = hw.get("gpus")
+        listed: list[Any] = found if isinstance(found, list) else []
+        gpus = [g.get("name") for g in listed if isinstance(g, dict)]
         if gpus and gpus[0]:
             return f"{len(gpus)}× {gpus[0]}" if len(gpus) > 1 else str(gpus[0])
         cpu = hw.get("cpu_model") or hw.get("machine") or "unknown"
@@ -400,11 +404,16 @@ CSV_COLUMNS = (
 )
 
 
+# A formula starts with one of these. Where the list separator is ';' (most of Europe), a
+# spreadsheet splits an unquoted "gpu;=1+2" into cells, the second a formula: so a quote goes
+# before a trigger at the start of the text and after every ';' or ','.
+_FORMULA_START = re.compile(r"(^|[;,])([=+\-@\t\r])")
+
+
 def _text(value: str) -> str:
     """Text from an uploaded document (an environment's name, a CPU model, a failure reason) as
-    a spreadsheet reads it: a leading =, +, -, @, tab or CR would start a formula, so a quote
-    goes first."""
-    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+    a spreadsheet reads it: no cell it could be split into starts a formula."""
+    return _FORMULA_START.sub(r"\1'\2", value)
 
 
 def _number(value: float | None) -> str:

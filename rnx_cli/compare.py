@@ -7,51 +7,17 @@ import sys
 from collections.abc import Sequence
 
 from rnx.config import GateSettings, load_config, override
-from rnx.formatting import (
-    MISSING,
-    SPEED_OF_LIGHT_NOTE,
-    format_ns,
-    format_peaks,
-    format_probability,
-    format_ratio_interval,
-    format_speed_of_light,
-)
-from rnx.schema import GateReport, ResultsDocument, SpeedOfLight, load_results
+from rnx.formatting import SPEED_OF_LIGHT_NOTE, format_peaks
+from rnx.plain_table import comparison_table
+from rnx.schema import GateReport, ResultsDocument, load_results
 from rnx.verdict import evaluate
-
-
-def _sol(sol: SpeedOfLight | None) -> str:
-    return (
-        MISSING if sol is None else format_speed_of_light(sol.score, sol.bound, sol.beyond_roofline)
-    )
 
 
 def format_table(report: GateReport) -> str:
     """The per-configuration table, then the tier and its reasons (and, when the documents
     carry speed-of-light scores, a column of them, base -> head, and the peaks they use)."""
     with_sol = any(c.speed_of_light or c.base_speed_of_light for c in report.comparisons)
-    header: tuple[str, ...] = ("configuration", "base", "head", "ratio [90% interval]")
-    header += ("P(slower)", "SOL base -> head", "verdict") if with_sol else ("P(slower)", "verdict")
-    rows = [header]
-    for c in report.comparisons:
-        row: tuple[str, ...] = (
-            c.id,
-            format_ns(c.base_median_ns),
-            format_ns(c.head_median_ns),
-            format_ratio_interval(c.ratio, c.low, c.high),
-            format_probability(c.p_slower),
-        )
-        if with_sol:
-            row += (f"{_sol(c.base_speed_of_light)} -> {_sol(c.speed_of_light)}",)
-        rows.append((*row, c.verdict))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = []
-    for n, r in enumerate(rows):
-        cells = [r[0].ljust(widths[0])] + [r[i].rjust(widths[i]) for i in range(1, len(r) - 1)]
-        cells.append(r[-1])
-        lines.append("  ".join(cells).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines = comparison_table(report.comparisons)
     lines.append("")
     lines.append(f"tier: {report.tier}")
     lines.extend(f"  - {reason}" for reason in report.reasons)

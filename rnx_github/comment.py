@@ -49,6 +49,7 @@ _HEADER = re.compile(r"^## .* rnx-benchmark: (PASS|WARN|BLOCK)\b.*$", re.MULTILI
 _ACCEPTED = re.compile(r"^> ✅ \*\*Accepted\*\* by .*\n?", re.MULTILINE)
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~])")
 _PLAIN_CODE = re.compile(r"^[A-Za-z0-9_./:@+, =-]*$")
+_GITHUB_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
 _PLAIN_URL = re.compile(r"^https?://[^\s()<>\[\]`]+$")
 
 
@@ -105,10 +106,12 @@ class PartResult:
 
 
 def inert_text(text: str) -> str:
-    """Markdown and HTML shown as the characters they are, on one line."""
+    """Markdown and HTML shown as the characters they are, on one line, and no live mention:
+    a word joiner after each '@' keeps `@org/team` in a branch name or a fork's text from
+    notifying anybody (the comment is posted as the App), while it reads the same."""
     text = " ".join(text.split())
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text).replace("@", "@\u2060")
 
 
 def _code(text: str) -> str:
@@ -123,8 +126,18 @@ def accepted_line(user: str, reason: str) -> str:
     return f"accepted by @{user}: {reason}"
 
 
+def _mention(user: str) -> str:
+    # The code owner who accepted is mentioned on purpose, when `user` is a GitHub login.
+    return f"@{user}" if _GITHUB_LOGIN.match(user) else inert_text(user)
+
+
+def accepted_markdown(user: str, reason: str) -> str:
+    """accepted_line() as Markdown: the user mentioned, the reason inert."""
+    return f"accepted by {_mention(user)}: {inert_text(reason)}"
+
+
 def _accepted_note(user: str, reason: str) -> str:
-    return f"> {TIER_ICON['PASS']} **Accepted** by @{inert_text(user)}: {inert_text(reason)}"
+    return f"> {TIER_ICON['PASS']} **Accepted** by {_mention(user)}: {inert_text(reason)}"
 
 
 # ---- one part
@@ -213,7 +226,8 @@ def render_part(part: PartResult) -> str:
         ]
         lines.append("")
     if part.outage:
-        lines += [f"> **Gate server not reached**: {inert_text(part.outage)}. Not blocking.", ""]
+        outage = inert_text(part.outage)
+        lines += [f"> **No verdict from the gate server**: {outage}. Not blocking.", ""]
     if part.reasons:
         lines += [f"- {inert_text(r)}" for r in part.reasons] + [""]
     if part.comparisons:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from gate_server.alerts import email, slack, teams, webhook
+from gate_server.alerts import email, failures, slack, teams, webhook
 from gate_server.alerts.message import absolute_links, compose
 from gate_server.errors import InvalidInput
 
@@ -115,16 +115,6 @@ def email_channel(
     return ChannelSpec(EMAIL, config, {"password": password} if password else {}, shown)
 
 
-def _scrub(text: str, secret: dict[str, Any]) -> str:
-    """An error's text with every secret value (and each URL's path) blanked out."""
-    for value in secret.values():
-        if isinstance(value, str) and value:
-            text = text.replace(value, "[secret]")
-            if value.startswith("http"):
-                text = text.replace(urlsplit(value).path, "/[secret]")
-    return text
-
-
 def _post(url: str, content: bytes, headers: dict[str, str]) -> None:
     """POST with http.client, not httpx: httpx logs each request's URL at INFO, and here the
     URL is the secret. Redirects are not followed (a redirect is a failure)."""
@@ -145,11 +135,11 @@ def _post(url: str, content: bytes, headers: dict[str, str]) -> None:
         answer = conn.getresponse()
         text = answer.read(200).decode("utf-8", "replace")
     except (OSError, http.client.HTTPException) as e:
-        raise DeliveryFailed(f"{type(e).__name__}: {e}") from None
+        raise DeliveryFailed(failures.transport(e)) from None
     finally:
         conn.close()
     if not 200 <= answer.status < 300:
-        raise DeliveryFailed(f"HTTP {answer.status}: {text}")
+        raise DeliveryFailed(failures.http_status(answer.status, text))
 
 
 def _send(
@@ -176,7 +166,7 @@ def _send(
         try:
             email.send(email.compose(message, did, config), config, secret.get("password"))
         except (OSError, ValueError, smtplib.SMTPException) as e:
-            raise DeliveryFailed(f"{type(e).__name__}: {e}") from None
+            raise DeliveryFailed(failures.smtp(e)) from None
     else:
         raise DeliveryFailed(f"unknown channel kind {kind!r}")
 
@@ -191,8 +181,6 @@ def send(
     public_url: str | None,
 ) -> None:
     """Send one event (its stored facts) to one channel, links absolute under `public_url`;
-    DeliveryFailed, secrets scrubbed, when it does not go through."""
-    try:
-        _send(kind, config, secret, facts, delivery_id, public_url)
-    except DeliveryFailed as e:
-        raise DeliveryFailed(_scrub(str(e), secret)) from None
+    DeliveryFailed, in words of our own (gate_server/alerts/failures.py), when it does not go
+    through."""
+    _send(kind, config, secret, facts, delivery_id, public_url)

@@ -52,4 +52,6 @@ def payload(message: Message, delivery_id: str) -> dict[str, Any]:
             ],
         }
     )
-    return {"text": f"{message.title}: {message.summary}", "blocks": blocks}
+    # `text` is what notifications show, and Slack parses it as mrkdwn too: escaped like the
+    # blocks, a branch named `release/<!channel>` mentions nobody and `<url|label>` links nothing.
+    return {"text": _escape(f"{message.title}: {message.summary}"), "blocks": blocks}

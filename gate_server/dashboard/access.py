@@ -15,6 +15,7 @@ from gate_server.dashboard.sessions import PRELOGIN_COOKIE, SESSION_COOKIE, SESS
 from gate_server.dashboard.state import DashboardState
 from gate_server.db import Database, audit, tokens
 from gate_server.db.tokens import VIEWER
+from gate_server.numbers import whole_number
 from gate_server.services import services
 
 # Pages hold a workspace's data: never cached, never framed, no script at all, nothing
@@ -72,10 +73,13 @@ def _from_bearer(database: Database, authorization: str) -> Viewer:
 
 def _from_session(database: Database, state: DashboardState, cookie: str | None) -> Viewer | None:
     session = state.signer.read(cookie, now=time.time())
-    if session is None or not session.token_id.isdigit():
+    if session is None:
+        return None
+    token_id = whole_number(session.token_id)
+    if token_id is None:
         return None
     with database.read() as conn:
-        token = tokens.by_id(conn, int(session.token_id))
+        token = tokens.by_id(conn, token_id)
     # Checked on every request, so revoking the viewer token ends its sessions at once.
     if token is None or token.kind != VIEWER or token.revoked_at is not None:
         return None

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from pydantic import ValidationError
 from sqlalchemy.engine import Connection
 
 from gate_server.branches import all_names, follow_renames
@@ -43,6 +44,7 @@ from gate_server.db import (
 from gate_server.db.change_points import ChangePointRecord
 from gate_server.db.runs import ListedRun
 from rnx.formatting import SPEED_OF_LIGHT_NOTE
+from rnx.schema import ResultsDocument
 
 HISTORY_WINDOW = 120  # commits per history page: enough to see a trend, light to render
 AUDIT_PAGE = 100
@@ -234,6 +236,16 @@ def _history_runs(
     return out
 
 
+def _as_the_schema_reads(document: str | bytes) -> dict[str, Any]:
+    """A stored document with the schema's defaults filled in (a document may leave out `tool`
+    or a correctness record's errors), so the page finds every field it draws. A document
+    today's schema no longer reads is drawn as stored."""
+    try:
+        return ResultsDocument.model_validate_json(document).model_dump(mode="json")
+    except ValidationError:
+        return dict(json.loads(document))
+
+
 def run_page(database: Database, workspace_id: int, run_id: str) -> dict[str, Any] | None:
     """A run with its distributions, correctness and environment (None: not in the workspace)."""
     with database.read() as conn:
@@ -244,8 +256,8 @@ def run_page(database: Database, workspace_id: int, run_id: str) -> dict[str, An
         baseline = run.answer.get("baseline") or {}
         base_ids = [str(b) for b in baseline.get("run_ids") or []]
         base_docs_raw = runs.documents(conn, base_ids)
-    doc = json.loads(document)
-    base_docs = [json.loads(base_docs_raw[b]) for b in base_ids if b in base_docs_raw]
+    doc = _as_the_schema_reads(document)
+    base_docs = [_as_the_schema_reads(base_docs_raw[b]) for b in base_ids if b in base_docs_raw]
     newest_base = base_docs[0] if base_docs else None
     sol_cells, sol_peaks = speed_of_light_cells(doc)
     return {

@@ -36,6 +36,7 @@ from gate_server.dashboard.hardware_chart import comparison_svg
 from gate_server.dashboard.reads import AUDIT_PAGE
 from gate_server.dashboard.sessions import PRELOGIN_COOKIE, SESSION_COOKIE, new_nonce
 from gate_server.endpoints import read_body
+from gate_server.numbers import whole_number
 from gate_server.services import services
 from rnx.formatting import (
     format_factor_interval,
@@ -153,7 +154,8 @@ async def overview(request: Request) -> Response:
 
 def _page_number(request: Request) -> int:
     raw = request.query_params.get("page", "1")
-    return max(1, min(int(raw), 100_000)) if raw.isdigit() else 1
+    number = whole_number(raw)
+    return max(1, min(number, 100_000)) if number is not None else 1
 
 
 async def history(request: Request) -> Response:

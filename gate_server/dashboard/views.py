@@ -20,6 +20,7 @@ from gate_server.dashboard.charts import (
     history_svg,
     median_interval,
 )
+from gate_server.numbers import whole_number
 from rnx.formatting import format_ns, format_peaks, format_ratio_interval, format_speed_of_light
 from rnx.schema import config_id as _make_config_id
 
@@ -55,7 +56,7 @@ def anchor(text: str, taken: set[str]) -> str:
 def config_sort_key(config_id: str) -> tuple[int, int, int, str]:
     runtime, _, rest = config_id.partition("/")
     dtype, _, bs = rest.partition("/")
-    batch = int(bs[2:]) if bs.startswith("bs") and bs[2:].isdigit() else 0
+    batch = (whole_number(bs[2:]) or 0) if bs.startswith("bs") else 0
     return (_RUNTIME_ORDER.get(runtime, 9), _DTYPE_ORDER.get(dtype, 9), batch, config_id)
 
 

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import create_engine, event, func, select, text
+from sqlalchemy import create_engine, event, func, select, text, update
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -132,6 +132,17 @@ class Database:
         """Raises when the database does not answer or holds no schema (for /readyz)."""
         with self.engine.connect() as conn:
             conn.execute(select(func.count()).select_from(migrations)).scalar_one()
+
+    def probe_write(self) -> None:
+        """Raises when the database cannot store (read-only, a standby, a full disk): rewrites
+        the newest migration row as it is, and commits, as an upload's write would."""
+        newest = select(func.max(migrations.c.version)).scalar_subquery()
+        with self.write() as conn:
+            conn.execute(
+                update(migrations)
+                .where(migrations.c.version == newest)
+                .values(name=migrations.c.name)
+            )
 
     def explain(self, query: Any) -> str:
         """The database's plan for a query, on one line (tests and benchmarks check indexes)."""

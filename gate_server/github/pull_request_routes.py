@@ -30,6 +30,7 @@ from gate_server.db.tokens import CI, TokenRecord
 from gate_server.endpoints import authenticated, base_url, parse_json, read_body
 from gate_server.github.pulls import PullRun, latest_runs
 from gate_server.github.workload_check import check_before_accept
+from gate_server.numbers import whole_number
 from gate_server.openapi import ACCEPT_REASON, BODY_ERRORS, endpoint, error, query
 from gate_server.services import services
 from gate_server.uploads import answered
@@ -42,9 +43,10 @@ MAX_RUN_IDS = 100
 
 def _pr_number(request: Request) -> int:
     raw = str(request.path_params["pr_number"])
-    if not raw.isdigit() or not 0 < int(raw) < 2**31:
+    number = whole_number(raw, digits=10)
+    if number is None or not 0 < number < 2**31:
         raise ApiError(404, "pull_request_not_found", f"{raw[:20]!r} is not a pull request number")
-    return int(raw)
+    return number
 
 
 def _repository_id(token: TokenRecord) -> int:

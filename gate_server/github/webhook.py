@@ -32,6 +32,7 @@ from gate_server.github.app_mode import publish_pull_request
 from gate_server.github.integration import GitHubIntegration
 from gate_server.github.pulls import accept_runs, latest_runs
 from gate_server.github.workload_check import run_problem
+from gate_server.numbers import whole_number
 from gate_server.openapi import NOT_BLANK, endpoint, error, header
 from gate_server.services import services
 from rnx_github.accept_rules import (
@@ -457,8 +458,8 @@ MAX_UNVERIFIED_READS = 2
 async def _read_signed(request: Request, secret: str, signature: str) -> bytearray:
     """The body, its HMAC computed as it streams in (one copy in memory, never two); 413 past
     MAX_DELIVERY_BYTES, 401 when the signature does not match."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_DELIVERY_BYTES:
+    declared = whole_number(request.headers.get("content-length", ""), digits=30)
+    if declared is not None and declared > MAX_DELIVERY_BYTES:
         raise ApiError(413, "body_too_large", f"a delivery has at most {MAX_DELIVERY_BYTES} bytes")
     mac = hmac.new(secret.encode("utf-8"), digestmod=hashlib.sha256)
     body = bytearray()

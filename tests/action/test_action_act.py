@@ -247,5 +247,5 @@ def test_server_stopped_succeeds_with_a_warning(last_three: dict[str, ActRun]) -
     assert run.succeeded, _explain(run)
     assert "did not reach the gate server" in run.output, _explain(run)
     assert "unreachable" in run.output
-    assert "Gate server not reached" in run.summary
+    assert "No verdict from the gate server" in run.summary
     assert "compare: paired" in run.summary  # the job's own verdict is still reported

@@ -23,6 +23,7 @@ from tests.support.factories import make_results
 from tests.support.gate_helpers import LiveServer, create_token, start_server
 
 REPO = "acme/kernels"
+ON_ACTIONS = {"GITHUB_ACTIONS": "true"}
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +83,7 @@ def test_real_server_verdicts_drive_tier_exit_code_and_annotations(
     (tmp_path / "kernels").mkdir()
     (tmp_path / "kernels" / "attention.py").write_text("import torch\n\n\nclass Model:\n    pass\n")
     out = io.StringIO()
-    annotate(Workflow({}, out), part, root=tmp_path, block_threshold=0.25)
+    annotate(Workflow(ON_ACTIONS, out), part, root=tmp_path, block_threshold=0.25)
     lines = out.getvalue().splitlines()
     assert lines and all(
         line.startswith("::error file=kernels/attention.py,line=4,title=rnx-benchmark BLOCK")
@@ -122,7 +123,7 @@ def test_bad_input_is_an_error_in_the_log_and_the_summary(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     summary = tmp_path / "summary.md"
-    env = {"INPUT_WORKLOAD": "kernels/nope.py", "GITHUB_STEP_SUMMARY": str(summary)}
+    env = {**ON_ACTIONS, "INPUT_WORKLOAD": "kernels/nope.py", "GITHUB_STEP_SUMMARY": str(summary)}
     assert main([], env=env) == 2
     out = capsys.readouterr().out
     assert out.startswith("::error title=rnx-benchmark%3A cannot run::input 'workload'")
@@ -165,6 +166,7 @@ def test_gate_results_measured_elsewhere_end_to_end(
     sha = "c" * 40
     with serve(state) as (api, _):
         env = {
+            **ON_ACTIONS,
             "KERNALIN_URL": live.url,
             "KERNALIN_TOKEN": secret,
             "GITHUB_TOKEN": "ghs_job",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from rnx.schema import ConfigComparison, SpeedOfLight
 from rnx_github.comment import (
@@ -154,3 +155,19 @@ def test_speed_of_light_is_a_column_and_a_note_when_the_run_has_scores() -> None
     # Without scores (documents written before them): no column, no note.
     plain = combine([], [part], sha="abc123def4567890").body
     assert "| SOL |" not in plain and "SOL: roofline" not in plain
+
+
+def test_mentions_in_what_users_wrote_notify_nobody() -> None:
+    # The comment and the job summary are posted as the App: a branch, workload or reason
+    # holding `@org/team` must not page that team.
+    part = dataclasses.replace(
+        _part("WARN", "@acme/env-team", reasons=["@acme/perf-team see feature/@octocat"]),
+        workload="kernels/@acme/kernels-team.py",
+        outage="refused by @acme/ops",
+    )
+    body = combine([], [part], sha="a" * 40).body
+    # Inside a code span GitHub links no mention; everywhere else none may be live.
+    body = re.sub(r"`[^`]*`", "", body)
+    for handle in ("acme/env-team", "acme/perf-team", "octocat", "acme/kernels-team", "acme/ops"):
+        assert f"@{handle}" not in body, body
+    assert "@\u2060acme/perf-team" in body.replace("\\/", "/")

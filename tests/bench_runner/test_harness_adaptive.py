@@ -76,6 +76,10 @@ def test_a_configuration_about_to_block_is_confirmed_in_fresh_processes(
     assert f"adaptive sampling: process {FAST.processes + 1} for" in log
     assert "confirming in fresh processes" in log
     assert "adaptive sampling: nothing more to measure (BLOCK)" in log, log
+    # Added processes add to the totals: no "[configuration 9/6]", no negative eta.
+    counts = [tuple(map(int, m)) for m in re.findall(r"\[configuration (\d+)/(\d+)\]", log)]
+    assert counts and all(done <= total for done, total in counts), counts
+    assert "eta -" not in log, log
 
 
 @pytest.mark.slow

@@ -308,7 +308,7 @@ def test_a_channel_that_keeps_failing_is_reported_to_the_others_once(
     viewer = create_token(storage.url, viewer=True).secret
     page = app.get("/", headers={"Authorization": f"Bearer {viewer}"}).text
     assert "Failing alert channels" in page and 'data-channel="1"' in page
-    assert "HTTP 503: unavailable" in page and 'data-channel="2"' not in page
+    assert "HTTP 503 Service Unavailable" in page and 'data-channel="2"' not in page
     for where in (caplog.text, job.last_error or "", marked.last_error or "", page):
         assert "NeverShowThis" not in where
 

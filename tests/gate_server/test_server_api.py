@@ -21,6 +21,7 @@ from gate_server.db import Database, audit, runs
 from gate_server.settings import ServerSettings
 from rnx_cli.receipt import verify
 from tests.support.factories import body, make_results
+from tests.support.gate_helpers import create_token, signed_headers
 
 UPLOAD = "/api/v1/runs"
 
@@ -492,3 +493,29 @@ def test_the_receipt_key_survives_restarts(server_settings):
         with TestClient(create_app(server_settings)) as c:
             keys.append(c.get("/api/v1/receipt-key").json()["public_key_pem"])
     assert keys[0] == keys[1]
+
+
+def _read_only(database_url: str) -> str:
+    """The same database, opened so that it takes no writes: PostgreSQL as a standby would
+    answer (default_transaction_read_only), SQLite as a read-only file would."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        return f"sqlite:///file:{url.database}?mode=ro&uri=true"
+    options = f"{url.query.get('options', '')} -cdefault_transaction_read_only=on".strip()
+    return url.update_query_dict({"options": options}).render_as_string(hide_password=False)
+
+
+def test_a_database_that_takes_no_writes_is_503_and_not_ready(database_url: str) -> None:
+    token = create_token(database_url)  # the schema, a repository and its token, writable
+    with TestClient(create_app(ServerSettings(database_url=database_url))) as c:
+        assert c.get("/readyz").status_code == 200
+    app = create_app(ServerSettings(database_url=_read_only(database_url)))
+    with TestClient(app, raise_server_exceptions=False) as c:
+        assert_error(c.get("/readyz"), 503, "database_read_only")
+        data = body(make_results(seed=41))
+        answer = c.post("/api/v1/runs", content=data, headers=signed_headers(token.secret, data))
+        assert_error(answer, 503, "database_read_only")
+        assert answer.headers["Retry-After"]
+        assert "Traceback" not in answer.text

@@ -81,6 +81,7 @@ def env_for(
     event = tmp_path / "event.json"
     event.write_text(comment_event(text, user))
     env = {
+        "GITHUB_ACTIONS": "true",
         "GITHUB_EVENT_NAME": "issue_comment",
         "GITHUB_EVENT_PATH": str(event),
         "GITHUB_API_URL": api_url,

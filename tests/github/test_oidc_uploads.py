@@ -192,3 +192,70 @@ def test_a_name_registered_in_two_workspaces_is_refused_until_an_admin_binds_it(
     finally:
         s.close()
     assert bound.workspace == "umbrella"
+
+
+def _change_point_on_master(client: TestClient, registered: Token, database_url: str) -> int:
+    """An open regression on master, between two stored baseline runs."""
+    from gate_server.db import change_points
+    from gate_server.db.change_points import NewChangePoint
+
+    before, after = (
+        upload(client, registered.secret, branch="master", sha=c * 40, seed=i).json()
+        for i, c in enumerate("ab")
+    )
+    database = Database(database_url)
+    try:
+        with database.write() as conn:
+            (repository,) = repositories.named(conn, REPO)
+            repository_id = repository.id
+            found = change_points.insert_new(
+                conn,
+                NewChangePoint(
+                    repository_id=repository_id,
+                    branch="master",
+                    environment_key=make_results().environment.key,
+                    workload="kernels/attention.py",
+                    configuration="pytorch_eager/float32/bs1",
+                    before_run_id=before["run_id"],
+                    before_sha="a" * 40,
+                    after_run_id=after["run_id"],
+                    after_sha="b" * 40,
+                    ratio=1.2,
+                    low=1.15,
+                    high=1.25,
+                    p_value=1e-4,
+                ),
+                undoes_id=None,
+            )
+    finally:
+        database.close()
+    assert found is not None
+    return found
+
+
+def test_a_change_point_is_acknowledged_only_with_a_credential_for_its_branch(
+    client: TestClient, registered: Token, issuer: OidcIssuer, ci_token: Any, database_url: str
+) -> None:
+    change_id = _change_point_on_master(client, registered, database_url)
+    url = f"/api/v1/change-points/{change_id}/acknowledge"
+    refused = {
+        "OIDC of pull-request code": issuer.token(
+            audience=AUDIENCE, ref="refs/pull/7/merge", event_name="pull_request"
+        ),
+        "OIDC of another branch": issuer.token(audience=AUDIENCE, ref="refs/heads/feature"),
+    }
+    for name, secret in refused.items():
+        r = client.post(
+            url, json={"note": "not mine"}, headers={"Authorization": f"Bearer {secret}"}
+        )
+        assert r.status_code == 403, (name, r.text)
+        assert r.json()["error"]["code"] == "branch_out_of_scope", name
+    pushed = issuer.token(audience=AUDIENCE, ref="refs/heads/master", actor="octocat")
+    r = client.post(url, json={"note": "expected"}, headers={"Authorization": f"Bearer {pushed}"})
+    assert r.status_code == 200, r.text
+    assert r.json()["acknowledged_by"] == "github:octocat" and r.json()["note"] == "expected"
+    # (Created last: an OIDC token acts with the newest CI token's scope.)
+    release_only = ci_token(workspace="octo", repository=REPO, branches=("release/*",))
+    auth = {"Authorization": f"Bearer {release_only.secret}"}
+    r = client.post(url, json={"note": "overwritten"}, headers=auth)
+    assert r.status_code == 403 and r.json()["error"]["code"] == "branch_out_of_scope", r.text

@@ -370,3 +370,33 @@ def test_hostile_webhook_bodies_with_a_valid_signature_are_4xx_or_ignored(
             },
         )
     assert r.status_code in (200, 400), (name, r.status_code, r.text[:200])
+
+
+# '¹' and '٣' pass str.isdigit() and fail int(); 5,000 digits pass both checks and fail int().
+@pytest.mark.parametrize("number", ["\u00b9", "\u0663", "9" * 5000])
+def test_numbers_in_urls_are_ascii_digits_or_a_4xx(
+    client: TestClient, database_url: str, number: str
+) -> None:
+    from tests.dashboard.test_access import login
+
+    ci = {"Authorization": f"Bearer {create_token(database_url).secret}"}
+    viewer = create_token(database_url, viewer=True).secret
+    answers = {
+        "ack": client.post(
+            f"/api/v1/change-points/{number}/acknowledge", json={"note": "x"}, headers=ci
+        ),
+        "pull runs": client.get(f"/api/v1/pulls/{number}/runs", headers=ci),
+        "pull accept": client.post(
+            f"/api/v1/pulls/{number}/accept",
+            json={"reason": "on purpose", "user": "octocat", "run_ids": []},
+            headers=ci,
+        ),
+    }
+    for name, r in answers.items():
+        assert 400 <= r.status_code < 500, (name, r.status_code, r.text[:200])
+        assert r.json()["error"]["message"], (name, r.text[:200])
+    status, _, _ = login(client, viewer)
+    assert status in (200, 303)  # this client follows the redirect
+    for page in ("/audit", "/repos/acme/kernels"):
+        r = client.get(f"{page}?page={number}", follow_redirects=False)
+        assert r.status_code == 200, (page, r.status_code, r.text[:200])

@@ -157,7 +157,20 @@ def pr_run(gate: tuple[TestClient, Token]) -> str:
     return str(r.json()["run_id"])
 
 
-@pytest.mark.parametrize("reason", ["ok\x00then", "\x00", "bell\x07", "esc\x1b[31mred"])
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "ok\x00then",
+        "\x00",
+        "bell\x07",
+        "esc\x1b[31mred",
+        "c1\x85next line",  # C1 control (NEL)
+        "line\u2028separator",
+        "paragraph\u2029separator",
+        "fine \u202eevil reversed",  # right-to-left override
+        "isolate \u2067x\u2069",
+    ],
+)
 def test_control_characters_in_an_accept_reason_are_422_on_both_accept_routes(
     gate: tuple[TestClient, Token], pr_run: str, reason: str
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
 
@@ -220,6 +221,18 @@ def test_csv_text_never_starts_a_spreadsheet_formula() -> None:
     rows = [r for r in csv.DictReader(io.StringIO(to_csv(c))) if r["environment_key"] == "env-b"]
     assert rows and all(r["environment"].startswith("'=HYPERLINK(") for r in rows)
     assert all(r["hardware"] == "'@SUM(A1) (2 CPUs)" for r in rows)
+
+
+def test_csv_text_split_at_a_semicolon_never_starts_a_formula() -> None:
+    # Where ';' separates a spreadsheet's cells, "gpu;=1+2" opens as "gpu" and "=1+2".
+    evil = run("env-b", name="gpu;=1+2;@SUM(A1),-3", seed=2)
+    c = compare_hardware([run("env-a", seed=1), evil])
+    rows = [r for r in csv.DictReader(io.StringIO(to_csv(c))) if r["environment_key"] == "env-b"]
+    assert rows and all(r["environment"] == "gpu;'=1+2;'@SUM(A1),'-3" for r in rows)
+    for row in rows:
+        for text in row.values():
+            for cell in re.split(r"[;,]", text):
+                assert cell[:1] not in ("=", "+", "-", "@"), row
 
 
 def test_speed_of_light_is_shown_beside_never_in_the_verdict() -> None:

@@ -41,6 +41,8 @@ class HttpReceiver:
     fail: Callable[[int], bool] = lambda n: False
     hold: Callable[[int], bool] = lambda n: False
     delay_s: float = 0.0
+    # The body of a refusal, from the request's path: many error pages repeat the URL.
+    failure_body: Callable[[str], bytes] = lambda path: b"unavailable"
     received: list[Received] = field(default_factory=list)
     refused: int = 0
     held: threading.Event = field(default_factory=threading.Event)
@@ -83,7 +85,7 @@ class HttpReceiver:
                 if receiver.delay_s:
                     time.sleep(receiver.delay_s)
                 status = 503 if failed else receiver.status
-                answer = b"unavailable" if failed else b"ok"
+                answer = receiver.failure_body(self.path) if failed else b"ok"
                 try:
                     self.send_response(status)
                     self.send_header("Content-Length", str(len(answer)))
