@@ -115,9 +115,7 @@ def _read_large_baselines(client: TestClient, token: Token, sign: Any) -> None:
         for d in ("float32", "float16", "bfloat16", "float64")
         for b in (1, 8, 32)
     ]
-    stored = [
-        body(make_results(seed=s, configs=configs, n=6000, processes=6)) for s in (1, 2, 3)
-    ]
+    stored = [body(make_results(seed=s, configs=configs, n=6000, processes=6)) for s in (1, 2, 3)]
     for data in stored:
         r = client.post("/api/v1/runs", content=data, headers=sign(token.secret, data))
         assert r.status_code == 201, r.text
@@ -131,9 +129,7 @@ def _read_large_baselines(client: TestClient, token: Token, sign: Any) -> None:
     gc.collect()
     tracemalloc.start()
     try:
-        answer = read_baseline(
-            svc.database, record, query, history=5, gate=svc.settings.gate
-        )
+        answer = read_baseline(svc.database, record, query, history=5, gate=svc.settings.gate)
         for chunk in answer.chunks(svc.database):
             digest.update(chunk)
         peak = tracemalloc.get_traced_memory()[1]
