@@ -5,9 +5,9 @@ API lists and acknowledges them."""
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 import pytest
