@@ -7,7 +7,8 @@ waits for detection and no run is missed; a series has at most one such job wait
 (handle_detect, run by the outbox worker) reads the newest WINDOW baseline runs of that
 repository, branch, environment and workload, summarises each configuration of each run as
 one number (stats.run_location of its samples; computed once per run and kept in the table
-run_locations), runs stats.detect per configuration with the change points stored before as known ones, and
+run_locations), runs stats.detect per configuration with the change points stored before as
+known ones, and
 stores what is new, once: a later run finds the same change again only as a known one. A new
 change that undoes an earlier one (stats.detect says which) resolves both. Each new change
 point queues an EVENT_KIND job for the alerts, in the same transaction.
