@@ -19,6 +19,7 @@ import argparse
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, server in servers.items():
                 reads = [f"kernels/k{i % args.series}.py" for i in range(3 * args.readers)]
                 with ThreadPoolExecutor(args.readers) as pool:
-                    sizes = list(pool.map(lambda w: _read(server, secrets[name], w), reads))
+                    sizes = list(pool.map(partial(_read, server, secrets[name]), reads))
                 after = memory_mib(server.process.pid, "VmHWM")
                 print(
                     f"{name:<8} RSS before {before[name]:6.0f} MiB | after {len(documents)} "
