@@ -48,13 +48,12 @@ UPLOADS_AT_ONCE = 2
 # Uploads are ingested in the event loop's own thread, their CI tokens looked up there too
 # (gate_server/db/engine.py run_in_event_loop), where worker threads did it before. Handing the
 # GIL between the loop and the workers cost 9-28% of the server's CPU per upload. In the loop,
-# PostgreSQL's statements are awaited, so a second upload computes meanwhile; SQLite is a local
-# file with one writer at a time anyway (docs/server.md, "Uploads in the event loop"). False:
-# in worker threads (`benchmarks/server_load.py --variant` compares the two).
-# Only where the loop awaits the database (PostgreSQL) and the document is small: SQLite's
-# statements block the thread that runs them (waiting on another writer's lock, syncing the
-# file), and parsing and re-gating a large document is seconds of Python; either in the loop
-# stalls every other request, /healthz and /readyz included (benchmarks/health_under_uploads.py).
+# PostgreSQL's statements are awaited, so a second upload computes meanwhile. Only there, and
+# only for documents up to LOOP_BODY_BYTES: SQLite's statements block the thread that runs them
+# (another writer's lock, a flush), and parsing and re-gating a large document is seconds of
+# Python; either in the loop stalls every other request, /healthz and /readyz included
+# (benchmarks/health_under_uploads.py; docs/server.md, "Uploads in the event loop"). False: in
+# worker threads always (`benchmarks/server_load.py --variant` compares the two).
 UPLOADS_IN_LOOP = True
 LOOP_BODY_BYTES = 1024 * 1024  # larger uploads are ingested in a worker thread on any database
 

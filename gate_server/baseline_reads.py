@@ -86,7 +86,6 @@ class BaselineAnswer:
             with database.read() as conn:
                 body = runs.documents(conn, [run_id])[run_id]
             yield (b", " if i else b"") + body
-            del body
         yield b"]}"
 
 
