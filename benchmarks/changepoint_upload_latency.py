@@ -4,7 +4,12 @@ right after) and one with RNX_DETECT_CHANGES=off, each over its own database hol
 history; baseline uploads alternate between them, and the answer times are compared.
 
     .venv/bin/python -m benchmarks.changepoint_upload_latency [--history 150] [--pairs 40]
-        [--database sqlite|postgresql] [--gap-ms 0]
+        [--database sqlite|postgresql] [--gap-ms 0] [--configs 8|48] [--flood 1]
+        [--code main=/work/main --code branch=.]
+
+--flood K sends K baseline pushes to a server at once in each turn (a flood of pushes), each
+timed. --code NAME=PATH (twice) compares two checkouts instead, both with detection on (today's
+main against this branch: one detection job per push against one waiting job per series).
 
 --gap-ms is the pause after each pair: 0 sends uploads back to back, so each detection job
 runs while the next uploads are answered (the worst case for the answer time). Prints the
@@ -18,6 +23,7 @@ import argparse
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -25,9 +31,10 @@ import numpy as np
 
 from gate_server.changes import DETECT_KIND
 from gate_server.db import open_database, outbox
+from tests.support.code_sides import sides, start_code_server
+from tests.support.factories import DEFAULT_CONFIGS as DEFAULT
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import (
-    LiveServer,
     create_token,
     fresh_postgres_schema,
     postgres_base_url,
@@ -36,16 +43,37 @@ from tests.support.gate_helpers import (
 )
 
 
+def _flood(clients: list[httpx.Client], secret: str, documents: list[bytes]) -> list[float]:
+    """The documents pushed at once, one client each; their answer times."""
+    with ThreadPoolExecutor(len(documents)) as pool:
+        return list(
+            pool.map(lambda c, d: _upload(c, secret, 0, d), clients[: len(documents)], documents)
+        )
+
+
 def _database(kind: str, work: Path, name: str) -> tuple[str, Callable[[], None]]:
     if kind == "sqlite":
         return f"sqlite:///{work / (name + '.db')}", lambda: None
     return fresh_postgres_schema(postgres_base_url())
 
 
-def _upload(client: httpx.Client, secret: str, n: int) -> float:
-    """One baseline push of 8 configurations; the seconds until its answer."""
-    doc = make_results(seed=n, sha=f"{n:040x}")
-    data = body(doc)
+CONFIGS_48 = [
+    (runtime, dtype, bs)
+    for runtime in ("pytorch_eager", "onnxruntime", "torch_compile")
+    for dtype in ("float32", "float16", "bfloat16", "float64")
+    for bs in (1, 8, 32, 64)
+]
+
+
+def _document(n: int, configs: int) -> bytes:
+    doc = make_results(seed=n, sha=f"{n:040x}", configs=CONFIGS_48 if configs == 48 else DEFAULT)
+    return body(doc)
+
+
+def _upload(client: httpx.Client, secret: str, n: int, data: bytes | None = None) -> float:
+    """One baseline push (`data`, else one of 8 configurations); the seconds until its
+    answer."""
+    data = data if data is not None else _document(n, 8)
     started = time.perf_counter()
     r = client.post("/api/v1/runs", content=data, headers=signed_headers(secret, data))
     elapsed = time.perf_counter() - started
@@ -132,40 +160,54 @@ def _ratio_interval(on: list[float], off: list[float], seed: int = 0) -> tuple[f
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--history", type=int, default=150, help="baseline runs stored first")
-    p.add_argument("--pairs", type=int, default=40, help="measured uploads per server")
+    p.add_argument("--pairs", type=int, default=40, help="measured turns per server")
     p.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
     p.add_argument("--gap-ms", type=float, default=0.0, help="pause after each pair")
+    p.add_argument("--configs", type=int, choices=[8, 48], default=8)
+    p.add_argument("--flood", type=int, default=1, help="pushes sent at once per turn")
+    p.add_argument("--code", action="append", help="NAME=PATH of a checkout (twice)")
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="rnx-cp-latency-"))
     urls, drops, servers = {}, [], {}
     started = time.monotonic()
+    code = sides(args.code) if args.code else None
+    names = list(code) if code else ["on", "off"]
     try:
-        for name, detect in (("on", "on"), ("off", "off")):
+        for name in names:
             url, drop = _database(args.database, work, name)
             urls[name] = url
             drops.append(drop)
-            env = {"RNX_DETECT_CHANGES": detect}
-            servers[name] = start_server(url, work, env=env)
+            if code:
+                servers[name] = start_code_server(code[name], url, work)
+            else:
+                servers[name] = start_server(url, work, env={"RNX_DETECT_CHANGES": name})
         tokens = {name: create_token(url) for name, url in urls.items()}
-        clients = {n: httpx.Client(base_url=s.url, timeout=120) for n, s in servers.items()}
+        clients = {
+            n: [httpx.Client(base_url=s.url, timeout=300) for _ in range(args.flood)]
+            for n, s in servers.items()
+        }
         for n in range(args.history):
-            for name in ("on", "off"):
-                _upload(clients[name], tokens[name].secret, n)
-        _wait_idle(urls["on"])
-        since = _last_job(urls["on"])
-        times: dict[str, list[float]] = {"on": [], "off": []}
+            data = _document(n, args.configs)
+            for name in names:
+                _upload(clients[name][0], tokens[name].secret, n, data)
+        for name in names:
+            _wait_idle(urls[name])
+        since = {name: _last_job(urls[name]) for name in names}
+        times: dict[str, list[float]] = {name: [] for name in names}
         for k in range(args.pairs):
-            n = args.history + k
-            order = ("on", "off") if k % 2 == 0 else ("off", "on")
-            for name in order:
-                times[name].append(_upload(clients[name], tokens[name].secret, n))
+            first = args.history + k * args.flood
+            documents = [_document(first + i, args.configs) for i in range(args.flood)]
+            for name in names if k % 2 == 0 else names[::-1]:
+                times[name] += _flood(clients[name], tokens[name].secret, documents)
             time.sleep(args.gap_ms / 1000)
-        _wait_idle(urls["on"])
-        jobs = _job_seconds(urls["on"], since)
-        for c in clients.values():
-            c.close()
-        handler = _handler_seconds(urls["on"])
-        _report(args, times, jobs, handler, servers, time.monotonic() - started)
+        for name in names:
+            _wait_idle(urls[name])
+        jobs = {name: _job_seconds(urls[name], since[name]) for name in names}
+        for each in clients.values():
+            for c in each:
+                c.close()
+        handler = _handler_seconds(urls[names[0]])
+        _report(args, names, times, jobs, handler, time.monotonic() - started)
     finally:
         for s in servers.values():
             s.stop()
@@ -176,26 +218,33 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report(
     args: argparse.Namespace,
+    names: list[str],
     times: dict[str, list[float]],
-    jobs: list[float],
+    jobs: dict[str, list[float]],
     handler: float,
-    servers: dict[str, LiveServer],
     seconds: float,
 ) -> None:
-    ratio, low, high = _ratio_interval(times["on"], times["off"])
+    a, b = names
+    ratio, low, high = _ratio_interval(times[a], times[b])
     print(
-        f"{args.database}: {args.history} baseline runs stored per server (8 configurations x "
-        f"30 samples), then {args.pairs} baseline uploads per server, alternating, "
-        f"{args.gap_ms:.0f} ms between pairs; {seconds:.0f} s"
+        f"{args.database}: {args.history} baseline runs stored per server ({args.configs} "
+        f"configurations x 30 samples), then {args.pairs} turns of {args.flood} baseline "
+        f"uploads at once per server, alternating, {args.gap_ms:.0f} ms between pairs; "
+        f"{seconds:.0f} s"
     )
-    print(_summary("detection on", times["on"]))
-    print(_summary("detection off", times["off"]))
-    print(f"answer time, median on/off: {ratio:.3f} (95% bootstrap interval {low:.3f}-{high:.3f})")
-    ms = np.array(jobs) * 1000
+    for name in names:
+        label = f"detection {name}" if name in ("on", "off") else f"{name} (detection on)"
+        print(_summary(label, times[name]))
+    print(f"answer time, median {a}/{b}: {ratio:.3f} (95% bootstrap interval {low:.3f}-{high:.3f})")
+    for name in names:
+        ms = np.array(jobs[name] or [0.0]) * 1000
+        print(
+            f"{name}: detection jobs: {len(jobs[name])} done, queued to done median "
+            f"{np.median(ms):.0f} ms, max {ms.max():.0f} ms"
+        )
     print(
-        f"detection jobs: {len(ms)} done, queued to done median {np.median(ms):.0f} ms, "
-        f"max {ms.max():.0f} ms; the handler alone on {min(args.history + args.pairs, 200)} "
-        f"runs: {handler * 1000:.0f} ms (best of 5)"
+        f"the handler alone on {min(args.history + args.pairs * args.flood, 200)} runs "
+        f"(this checkout's code, {names[0]}'s database): {handler * 1000:.0f} ms (best of 5)"
     )
 
 

@@ -2,9 +2,11 @@
 /openapi.json with no token, a CI token and a viewer token, valid and invalid data, and signed
 uploads of generated valid documents (tests/support/fuzz.py has how).
 
-    .venv/bin/python -m benchmarks.fuzz_api [--examples 40] [--database sqlite|postgresql]
+    .venv/bin/python -m benchmarks.fuzz_api [--examples 40] [--database sqlite|postgresql|both]
 
-Prints one line per (operation, token, mode) and the failures, then a total.
+schemathesis runs with all its checks (`--checks all`, positive_data_acceptance included). Prints
+one line per (operation, token, mode) and the failures, then a total per database (both by
+default: SQLite, then PostgreSQL), with its count of 5xx answers.
 """
 
 from __future__ import annotations
@@ -17,20 +19,15 @@ from tests.support.fuzz import run
 from tests.support.gate_helpers import fresh_postgres_schema, postgres_base_url
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--examples", type=int, default=40, help="cases per operation, token, mode")
-    p.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
-    p.add_argument("--seed", type=int, default=0, help="hypothesis seed (cases differ per seed)")
-    args = p.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="rnx-fuzz-"))
+def fuzz_database(kind: str, work: Path, examples: int, seed: int) -> bool:
+    """One fuzz run against a fresh database of `kind`; True when nothing failed."""
     drop = None
-    if args.database == "sqlite":
+    if kind == "sqlite":
         db = f"sqlite:///{work / 'fuzz.db'}"
     else:
         db, drop = fresh_postgres_schema(postgres_base_url())
     try:
-        total = run(db, work, examples=args.examples, random_seed=args.seed)
+        total = run(db, work, examples=examples, random_seed=seed)
     finally:
         if drop is not None:
             drop()
@@ -38,13 +35,28 @@ def main(argv: list[str] | None = None) -> int:
     for failure in dict.fromkeys(total.failures):
         print("FAIL", failure[:400])
     print(
-        f"total: {total.cases} cases sent ({total.unsendable} generated cases not sendable as "
-        f"HTTP), {len(total.failures)} failed, "
+        f"total ({kind}): {total.cases} cases sent ({total.unsendable} generated cases not "
+        f"sendable as HTTP), {len(total.failures)} failed, "
         f"{sum(v for k, v in total.statuses.items() if k >= 500)} answers 5xx, "
         f"{total.tracebacks} tracebacks in the server log, {total.seconds:.0f} s; statuses: "
-        + " ".join(f"{k}x{v}" for k, v in sorted(total.statuses.items()))
+        + " ".join(f"{k}x{v}" for k, v in sorted(total.statuses.items())),
+        flush=True,
     )
-    return 1 if total.failures or total.tracebacks else 0
+    return not (total.failures or total.tracebacks)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--examples", type=int, default=40, help="cases per operation, token, mode")
+    p.add_argument("--database", choices=["sqlite", "postgresql", "both"], default="both")
+    p.add_argument("--seed", type=int, default=0, help="hypothesis seed (cases differ per seed)")
+    args = p.parse_args(argv)
+    kinds = ["sqlite", "postgresql"] if args.database == "both" else [args.database]
+    clean = True
+    for kind in kinds:
+        work = Path(tempfile.mkdtemp(prefix=f"rnx-fuzz-{kind}-"))
+        clean = fuzz_database(kind, work, args.examples, args.seed) and clean
+    return 0 if clean else 1
 
 
 if __name__ == "__main__":

@@ -132,7 +132,7 @@ def accept_run(
             # An accepted run is a new point of its branch's history (the job does nothing
             # when RNX_DETECT_CHANGES is off).
             key = BaselineKey(run.repository_id, target, run.environment_key, run.workload)
-            enqueue_detection(conn, key, run_id)
+            enqueue_detection(conn, key)
             _alert_slowdown(conn, run, actor=actor, reason=reason, via=via)
     return _acceptance(run, already)
 

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from gate_server.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope, check_reason
@@ -37,7 +37,7 @@ from gate_server.openapi import (
     query,
 )
 from gate_server.runs import get_run
-from gate_server.services import services
+from gate_server.services import Services, services
 from gate_server.uploads import answered, ingest_run
 
 # Uploads one server process ingests at once. Re-gating is CPU-bound Python, which holds the
@@ -48,10 +48,18 @@ UPLOADS_AT_ONCE = 2
 # Uploads are ingested in the event loop's own thread, their CI tokens looked up there too
 # (gate_server/db/engine.py run_in_event_loop), where worker threads did it before. Handing the
 # GIL between the loop and the workers cost 9-28% of the server's CPU per upload. In the loop,
-# PostgreSQL's statements are awaited, so a second upload computes meanwhile; SQLite is a local
-# file with one writer at a time anyway (docs/server.md, "Uploads in the event loop"). False:
-# in worker threads (`benchmarks/server_load.py --variant` compares the two).
+# PostgreSQL's statements are awaited, so a second upload computes meanwhile. Only there, and
+# only for documents up to LOOP_BODY_BYTES: SQLite's statements block the thread that runs them
+# (another writer's lock, a flush), and parsing and re-gating a large document is seconds of
+# Python; either in the loop stalls every other request, /healthz and /readyz included
+# (benchmarks/health_under_uploads.py; docs/server.md, "Uploads in the event loop"). False: in
+# worker threads always (`benchmarks/server_load.py --variant` compares the two).
 UPLOADS_IN_LOOP = True
+LOOP_BODY_BYTES = 1024 * 1024  # larger uploads are ingested in a worker thread on any database
+
+
+def _in_loop(svc: Services, body_bytes: int = 0) -> bool:
+    return UPLOADS_IN_LOOP and svc.uploads.awaited and body_bytes <= LOOP_BODY_BYTES
 
 
 def _upload_slots(request: Request) -> anyio.CapacityLimiter:
@@ -88,7 +96,7 @@ async def upload_run(request: Request) -> Response:
     svc = services(request)
     slots = _upload_slots(request)
     # In its turn too: a token lookup beside an upload being ingested only trades the GIL.
-    if UPLOADS_IN_LOOP:
+    if _in_loop(svc):
         token, secret = await authenticated_in_loop(request, slots)
     else:
         token, secret = await authenticated(request, slots)
@@ -101,9 +109,10 @@ async def upload_run(request: Request) -> Response:
         body,
         tolerance_s=svc.settings.timestamp_tolerance_s,
     )
+    in_loop = _in_loop(svc, len(body))
     ingest = functools.partial(
         ingest_run,
-        svc.uploads if UPLOADS_IN_LOOP else svc.database,
+        svc.uploads if in_loop else svc.database,
         svc.settings,
         svc.signer,
         token,
@@ -112,7 +121,7 @@ async def upload_run(request: Request) -> Response:
         base_url(request),
         documents=svc.documents,
     )
-    if UPLOADS_IN_LOOP:
+    if in_loop:
         async with slots:
             answer = await run_in_event_loop(ingest)
     else:
@@ -223,7 +232,8 @@ async def baselines(request: Request) -> Response:
             gate=svc.settings.gate,
         )
     )
-    return JSONResponse(answer)
+    # A sync iterator: Starlette reads each chunk (a database read) in a worker thread.
+    return StreamingResponse(answer.chunks(svc.database), media_type="application/json")
 
 
 routes = [

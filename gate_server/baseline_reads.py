@@ -4,12 +4,13 @@ job can measure until each configuration is decided (adaptive sampling, docs/har
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gate_server.answers import ApiError
 from gate_server.baselines import baseline_for_ci
-from gate_server.db import Database
+from gate_server.db import Database, runs
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.workloads import InvalidWorkloadPath, workload_identity
 from rnx.config import GateSettings
@@ -67,6 +68,27 @@ def _repository_id(token: TokenRecord, repository: str | None) -> int:
     return token.repository_id
 
 
+@dataclass(frozen=True)
+class BaselineAnswer:
+    """GET /api/v1/baselines' answer: everything but the documents, and which runs' documents
+    follow."""
+
+    head: dict[str, Any]
+    run_ids: list[str]
+
+    def chunks(self, database: Database) -> Iterator[bytes]:
+        """The answer's JSON, each document the stored bytes as they are, read one at a time
+        as they are sent: seven documents of the largest size parsed into Python objects and
+        dumped again took about 370 MiB for one request; this holds one document's bytes."""
+        yield json.dumps({**self.head, "run_ids": self.run_ids}).encode()[:-1]
+        yield b', "documents": ['
+        for i, run_id in enumerate(self.run_ids):
+            with database.read() as conn:
+                body = runs.documents(conn, [run_id])[run_id]
+            yield (b", " if i else b"") + body
+        yield b"]}"
+
+
 def read_baseline(
     database: Database,
     token: TokenRecord,
@@ -74,10 +96,11 @@ def read_baseline(
     *,
     history: int,
     gate: GateSettings,
-) -> dict[str, Any]:
-    """The baseline documents, newest first, exactly those an upload would be re-gated with
-    now (none, an empty list, when the key has no baseline yet), and the thresholds that
-    re-gating uses: the server's, so the job's interim verdict is the one the server reaches."""
+) -> BaselineAnswer:
+    """The baseline runs, newest first, exactly those an upload would be re-gated with now
+    (none, an empty list, when the key has no baseline yet), and the thresholds that re-gating
+    uses: the server's, so the job's interim verdict is the one the server reaches. A run's
+    stored document never changes, so reading them after this transaction reads the same."""
     repository_id = _repository_id(token, query.get("repository"))
     wanted = _parameters(query)
     with database.read() as conn:
@@ -89,16 +112,15 @@ def read_baseline(
             wanted["workload"],
             history,
         )
-    return {
+    head = {
         "repository": token.repository,
         "branch": key.branch,
         "environment": key.environment_key,
         "workload": key.workload,
-        "run_ids": [r.run_id for r, _ in chosen],
-        "documents": [json.loads(body) for _, body in chosen],
         "gate": {
             "block_threshold": gate.block_threshold,
             "rope": gate.rope,
             "probability": gate.probability,
         },
     }
+    return BaselineAnswer(head, [r.run_id for r in chosen])

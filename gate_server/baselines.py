@@ -67,13 +67,12 @@ def choose_baselines(candidates: Sequence[BaselineRun]) -> list[BaselineRun]:
 
 def baseline_for_ci(
     conn: Connection, repository_id: int, branch: str, environment: str, workload: str, history: int
-) -> tuple[BaselineKey, list[tuple[BaselineRun, bytes]]]:
+) -> tuple[BaselineKey, list[BaselineRun]]:
     """What an upload of `workload` in `environment` against `branch` would be compared with,
     as `candidates` and `choose_baselines` pick it for the upload itself (GET
     /api/v1/baselines: a CI job measures until its configurations are decided against it).
-    `workload` is normalised already (gate_server/workloads.py)."""
+    `workload` is normalised already (gate_server/workloads.py). The runs alone: their
+    documents are read one at a time as the answer is sent (gate_server/baseline_reads.py)."""
     branch = follow_renames(renames.log(conn, repository_id), branch)[0]
     key = BaselineKey(repository_id, branch, environment, workload)
-    chosen = choose_baselines(runs.baselines(conn, key, 1 + history))
-    found = runs.documents(conn, [r.run_id for r in chosen])
-    return key, [(r, found[r.run_id]) for r in chosen]
+    return key, choose_baselines(runs.baselines(conn, key, 1 + history))

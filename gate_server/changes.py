@@ -2,11 +2,13 @@
 
 Every run that becomes a baseline (a push, a scheduled run or an accept) queues a
 DETECT_KIND job in the outbox, in the transaction that stores it, so the upload's answer never
-waits for detection and no run is missed. The job (handle_detect, run by the outbox worker)
-reads the newest WINDOW baseline runs of that repository, branch, environment and workload,
-summarises each configuration of each run as one number (stats.run_location of its samples;
-computed once per run and kept in the table run_locations),
-runs stats.detect per configuration with the change points stored before as known ones, and
+waits for detection and no run is missed; a series has at most one such job waiting untried
+(the job reads the series when it runs, so one covers every push before it). The job
+(handle_detect, run by the outbox worker) reads the newest WINDOW baseline runs of that
+repository, branch, environment and workload, summarises each configuration of each run as
+one number (stats.run_location of its samples; computed once per run and kept in the table
+run_locations), runs stats.detect per configuration with the change points stored before as
+known ones, and
 stores what is new, once: a later run finds the same change again only as a known one. A new
 change that undoes an earlier one (stats.detect says which) resolves both. Each new change
 point queues an EVENT_KIND job for the alerts, in the same transaction.
@@ -40,10 +42,12 @@ WINDOW = 200  # newest baseline runs searched (stats.detect: 100-200 is plenty)
 OPTIMISTIC_TRIES = 3  # another process stored change points of the series meanwhile: again
 
 
-def enqueue_detection(conn: Connection, key: BaselineKey, run_id: str) -> None:
+def enqueue_detection(conn: Connection, key: BaselineKey) -> None:
     """Queue a look for change points of `key`'s history, inside the caller's transaction
-    (the one that makes run `run_id` a baseline of it)."""
-    outbox.enqueue(
+    (the one that makes a run a baseline of it). One look per series waits at a time: a look
+    reads the series' newest runs when it runs, so a waiting one covers every run stored
+    before it starts, and a flood of pushes queues one look, not one per push."""
+    outbox.enqueue_once(
         conn,
         DETECT_KIND,
         {
@@ -51,7 +55,6 @@ def enqueue_detection(conn: Connection, key: BaselineKey, run_id: str) -> None:
             "branch": key.branch,
             "environment_key": key.environment_key,
             "workload": key.workload,
-            "run_id": run_id,
         },
     )
 

@@ -25,7 +25,7 @@ class Services:
     github: GitHubIntegration  # webhook secret, OIDC verifier, GitHub App (each when set)
     dashboard: DashboardState  # session signer and run-summary cache
     # Baseline documents parsed once per process, not on every upload that is gated with them.
-    documents: StoredDocuments = field(default_factory=StoredDocuments)
+    documents: StoredDocuments
     # Which alert channels may be sent to now (one send each at a time, hung ones parked).
     traffic: ChannelTraffic = field(default_factory=ChannelTraffic)
 
@@ -41,6 +41,7 @@ class Services:
                 signer=load_signer(database, settings.receipt_key_pem),
                 github=GitHubIntegration.from_settings(settings),
                 dashboard=DashboardState.load(database),
+                documents=StoredDocuments(settings.document_cache_mb * 1024 * 1024),
             )
         except BaseException:
             database.close()

@@ -44,6 +44,8 @@ _WHOLE_NUMBERS: dict[str, tuple[str, int, int | None]] = {
     # how long a claimed job is its own before another process may take it over.
     "outbox_poll_ms": ("RNX_OUTBOX_POLL_MS", 10, 60_000),
     "outbox_lease_s": ("RNX_OUTBOX_LEASE_S", 1, 86_400),
+    # Parsed baseline documents kept in memory per process (gate_server/stored_documents.py).
+    "document_cache_mb": ("RNX_DOCUMENT_CACHE_MB", 0, None),
 }
 
 
@@ -79,6 +81,7 @@ class ServerSettings:
     github_api_url: str = DEFAULT_API_URL
     outbox_poll_ms: int = 1000
     outbox_lease_s: int = 300
+    document_cache_mb: int = 256  # 0: parse every baseline document on every upload
     # Look for change points in baseline history after every baseline run (gate_server/changes.py).
     detect_changes: bool = True
     # Keys that encrypt stored secrets (gate_server/db/sealed.py), newest first; () keeps them

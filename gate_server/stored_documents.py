@@ -7,6 +7,10 @@ changes which runs are chosen, and that is read from the database on every uploa
 can be kept under the run id and the stored bytes' SHA-256. Each server process keeps its own:
 nothing is shared between processes, so there is nothing to invalidate across them. The
 baseline lookup reads no bytes: only the documents not kept here are fetched (load).
+
+The cache is bounded by the memory its documents take, not by their number: the largest
+document the server accepts takes about 45 MiB once parsed, a small one 400 KiB, so a bound by
+count held anything from a few MiB to gigabytes (RNX_DOCUMENT_CACHE_MB, docs/server.md).
 """
 
 from __future__ import annotations
@@ -18,17 +22,32 @@ from collections.abc import Callable, Mapping, Sequence
 from gate_server.db.runs import BaselineRun
 from rnx.schema import ResultsDocument, parse_results
 
-# A 48-configuration document takes about 320 KiB once parsed and its groups kept for the
-# statistics, an 8-configuration one about 64 KiB (benchmarks/regate_steps.py).
-MAX_DOCUMENTS = 256
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
+# What a parsed document takes in memory, measured with tracemalloc once its samples' groups
+# are worked out (48 configurations: 89 bytes a sample at 10,000 samples a configuration, 74 at
+# 1,000; 8 KiB a configuration besides): rounded up, so the estimate is never below the truth.
+PARSED_BYTES_PER_SAMPLE = 96
+PARSED_BYTES_PER_CONFIGURATION = 8 * 1024
+
+
+def parsed_size(doc: ResultsDocument) -> int:
+    """About how many bytes `doc` takes in memory once parsed and its groups kept."""
+    samples = sum(
+        len(s.ns) for c in doc.configurations for s in (c.samples, c.base_samples) if s is not None
+    )
+    return PARSED_BYTES_PER_SAMPLE * samples + PARSED_BYTES_PER_CONFIGURATION * (
+        1 + len(doc.configurations)
+    )
 
 
 class StoredDocuments:
-    """A bounded, least-recently-used cache of parsed stored documents; safe across threads."""
+    """A least-recently-used cache of parsed stored documents, bounded by the bytes they take
+    (parsed_size); safe across threads. A document larger than the whole bound is not kept."""
 
-    def __init__(self, max_entries: int = MAX_DOCUMENTS):
-        self._entries: OrderedDict[tuple[str, str], ResultsDocument] = OrderedDict()
-        self._max = max_entries
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES):
+        self._entries: OrderedDict[tuple[str, str], tuple[ResultsDocument, int]] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.size = 0  # bytes, the sum of the kept documents' parsed_size
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -57,21 +76,26 @@ class StoredDocuments:
         if found is not None:
             return found
         doc = parse_results(document, source=f"stored run {run_id}")
+        size = parsed_size(doc)
         with self._lock:
             self.misses += 1
-            self._entries[key] = doc
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
+            if size > self.max_bytes or key in self._entries:
+                return doc
+            self._entries[key] = (doc, size)
+            self.size += size
+            while self.size > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.size -= dropped
         return doc
 
     def _kept(self, key: tuple[str, str]) -> ResultsDocument | None:
         with self._lock:
             found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-            return found
+            if found is None:
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return found[0]
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -344,7 +344,7 @@ def _store(
             key = BaselineKey(
                 new.repository_id, new.baseline_branch, new.environment_key, new.workload
             )
-            enqueue_detection(conn, key, new.run_id)
+            enqueue_detection(conn, key)
         audit.record(
             conn,
             actor=actor_of(token),

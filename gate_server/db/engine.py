@@ -81,6 +81,7 @@ class Database:
             ) from None
         self.url = url
         self.dialect = parsed.get_backend_name()
+        self.awaited = awaited and self.dialect == "postgresql"
         self.engine: Engine
         if self.dialect == "sqlite":
             if sqlite3.sqlite_version_info < SQLITE_MIN_VERSION:

@@ -74,6 +74,30 @@ def enqueue(
     return found
 
 
+def enqueue_once(conn: Connection, kind: str, payload: dict[str, Any]) -> bool:
+    """enqueue(), unless a job of `kind` with this very payload waits untried (pending, never
+    claimed): that one will do the same work when it runs. True when a job was added. The
+    waiting job is written in this transaction, so a worker that claims it meanwhile waits for
+    this transaction's end (PostgreSQL's row lock; SQLite's one writer) and its work sees what
+    this transaction stored."""
+    text = json.dumps(payload, sort_keys=True)
+    joined = conn.execute(
+        update(outbox)
+        .where(
+            outbox.c.state == PENDING,
+            outbox.c.kind == kind,
+            outbox.c.attempts == 0,
+            outbox.c.lease_owner.is_(None),
+            outbox.c.payload == text,
+        )
+        .values(payload=text)
+    )
+    if joined.rowcount:
+        return False
+    enqueue(conn, kind, payload)
+    return True
+
+
 def get(conn: Connection, job_id: int) -> OutboxJob | None:
     row = conn.execute(select(outbox).where(outbox.c.id == job_id)).first()
     return None if row is None else _job(row._mapping)

@@ -3,10 +3,18 @@ the baseline runs its upload would be re-gated with, for its repository only."""
 
 from __future__ import annotations
 
+import gc
+import hashlib
+import json
+import tracemalloc
 from typing import Any
 
 from starlette.testclient import TestClient
 
+from gate_server.asgi import create_app
+from gate_server.baseline_reads import read_baseline
+from gate_server.db import tokens
+from gate_server.settings import ServerSettings
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import Token
 
@@ -86,3 +94,51 @@ def test_the_endpoint_is_in_the_openapi_document(client: TestClient) -> None:
         "workload",
     }
     assert "Baseline" in spec["components"]["schemas"]
+
+
+def test_large_baselines_are_sent_as_stored_not_parsed_in_memory(
+    database_url: str, ci_token: Any, sign: Any
+) -> None:
+    # Three baseline documents of 1.6 MB: parsed into Python objects and dumped again (as the
+    # answer once was) they took about ten times their size at once; sent as the stored bytes,
+    # one at a time, the server holds one document (the client here keeps only a digest).
+    # No change detection: its worker thread's memory would count in the peak measured here.
+    settings = ServerSettings(database_url=database_url, detect_changes=False)
+    with TestClient(create_app(settings)) as client:
+        _read_large_baselines(client, ci_token(), sign)
+
+
+def _read_large_baselines(client: TestClient, token: Token, sign: Any) -> None:
+    configs = [
+        (r, d, b)
+        for r in ("pytorch_eager", "onnxruntime")
+        for d in ("float32", "float16", "bfloat16", "float64")
+        for b in (1, 8, 32)
+    ]
+    stored = [body(make_results(seed=s, configs=configs, n=6000, processes=6)) for s in (1, 2, 3)]
+    for data in stored:
+        r = client.post("/api/v1/runs", content=data, headers=sign(token.secret, data))
+        assert r.status_code == 201, r.text
+    # The server's side alone (the test client gathers a whole answer before handing it over).
+    svc = client.app.state.services  # type: ignore[attr-defined]
+    query = {"branch": "main", "environment": ENV, "workload": WORKLOAD}
+    with svc.database.read() as conn:
+        record = tokens.by_id(conn, token.id)
+    assert record is not None
+    digest = hashlib.sha256()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        answer = read_baseline(svc.database, record, query, history=5, gate=svc.settings.gate)
+        for chunk in answer.chunks(svc.database):
+            digest.update(chunk)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    total = sum(map(len, stored))
+    assert peak < 1.5 * total, f"reading {total} bytes of baselines took {peak} bytes at its peak"
+    whole = _read(client, token)
+    assert hashlib.sha256(whole.content).digest() == digest.digest()
+    assert [d["run_id"] for d in whole.json()["documents"]] == [
+        json.loads(d)["run_id"] for d in stored[::-1]
+    ]

@@ -3,12 +3,15 @@ verdicts as parsing them on every upload, and an accepted run becomes the baseli
 
 from __future__ import annotations
 
+import gc
 import threading
+import tracemalloc
 import uuid
 
 import pytest
 
-from gate_server.stored_documents import StoredDocuments
+from gate_server.errors import SettingsError
+from gate_server.stored_documents import StoredDocuments, parsed_size
 from rnx.schema import InvalidDocument, parse_results
 from rnx.verdict import evaluate
 from tests.support.factories import body, make_results
@@ -34,8 +37,8 @@ def test_a_document_is_parsed_once_and_kept_by_run_and_digest() -> None:
 
 
 def test_the_least_recently_used_document_goes_first() -> None:
-    cache = StoredDocuments(max_entries=2)
     a, b, c = (_stored(s) for s in (1, 2, 3))
+    cache = StoredDocuments(max_bytes=2 * parsed_size(parse_results(a[2])))
     kept_a = cache.parsed(*a)
     cache.parsed(*b)
     assert cache.parsed(*a) is kept_a  # a is now the most recently used
@@ -45,6 +48,63 @@ def test_the_least_recently_used_document_goes_first() -> None:
     misses = cache.misses
     cache.parsed(*b)
     assert cache.misses == misses + 1
+
+
+def _large(seed: int, n: int) -> tuple[str, str, bytes]:
+    doc = make_results(seed=seed, run_id=uuid.UUID(int=seed + 1), configs=CONFIGS_48, n=n)
+    return str(doc.run_id), f"{seed:064x}", body(doc)
+
+
+CONFIGS_48 = [
+    (runtime, dtype, bs)
+    for runtime in ("pytorch_eager", "onnxruntime", "torch_compile")
+    for dtype in ("float32", "float16", "bfloat16", "float64")
+    for bs in (1, 8, 32, 64)
+]
+
+
+def test_the_bound_is_bytes_not_documents() -> None:
+    small = [_stored(s) for s in range(1, 11)]
+    large = _large(20, n=3000)
+    one_small = parsed_size(parse_results(small[0][2]))
+    cache = StoredDocuments(max_bytes=10 * one_small)
+    for key in small:
+        cache.parsed(*key)
+    assert len(cache) == 10 and cache.size <= cache.max_bytes
+    # A large document is not kept when it alone exceeds the bound, and evicts nothing.
+    cache.parsed(*large)
+    assert len(cache) == 10 and cache.size == 10 * one_small
+    cache.max_bytes = parsed_size(parse_results(large[2])) + one_small
+    cache.parsed(*large)  # kept now: the small ones make room, oldest first
+    assert cache.size <= cache.max_bytes and len(cache) == 2
+    assert cache.parsed(*small[-1]) is not None and cache.misses == 11 + 1
+
+
+def test_a_parsed_document_takes_no_more_than_its_estimate() -> None:
+    # What the bound counts (parsed_size) against what the document really holds: tracemalloc
+    # after parsing and working out the groups the statistics keep.
+    for n in (30, 2000):
+        data = _large(30 + n, n=n)[2]
+        gc.collect()
+        tracemalloc.start()
+        try:
+            doc = parse_results(data)
+            for c in doc.configurations:
+                if c.samples is not None:
+                    c.samples.process_arrays  # noqa: B018 (kept once worked out)
+            taken = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        assert taken <= parsed_size(doc) <= 2 * taken
+
+
+def test_the_server_bounds_its_cache_by_the_setting() -> None:
+    from gate_server.settings import load_settings
+
+    settings = load_settings({"RNX_DOCUMENT_CACHE_MB": "64"})
+    assert settings.document_cache_mb == 64
+    with pytest.raises(SettingsError, match="RNX_DOCUMENT_CACHE_MB"):
+        load_settings({"RNX_DOCUMENT_CACHE_MB": "lots"})
 
 
 def test_only_documents_not_kept_are_fetched_and_in_one_call() -> None:

@@ -54,9 +54,9 @@ def _kill_while_leased(database: Database, server: LiveServer, run_id: str) -> O
         with database.write() as conn:  # SQLite: BEGIN IMMEDIATE holds every writer off
             if database.dialect == "postgresql":
                 conn.exec_driver_sql("LOCK TABLE outbox IN EXCLUSIVE MODE")
-            [job] = [
-                j for j in outbox.jobs(conn, kind=DETECT_KIND) if j.payload["run_id"] == run_id
-            ]
+            # The newest look of the series: the one queued for run_id, or the untried one
+            # run_id joined.
+            job = outbox.jobs(conn, kind=DETECT_KIND)[-1]
             if job.state == outbox.DONE:
                 return None
             if job.lease_owner is not None:
