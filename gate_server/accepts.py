@@ -16,7 +16,7 @@ from gate_server.changes import enqueue_detection
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, runs
 from gate_server.db.runs import BaselineKey, RunRecord
-from gate_server.db.tokens import CI, TokenRecord
+from gate_server.db.tokens import AGENT, CI, TokenRecord
 from gate_server.runs import check_run_id
 from rnx.branches import branch_matches
 
@@ -30,7 +30,7 @@ def check_accept_scope(database: Database, token: TokenRecord, run_id: str) -> R
     """The run, when a CI token may accept it: a run of its repository that targets one of its
     baseline branches."""
     run_id = check_run_id(run_id)
-    if token.kind != CI:
+    if token.kind not in (CI, AGENT):  # an agent's accept scope is checked at /mcp
         raise ApiError(
             403,
             "viewer_token",

@@ -39,6 +39,7 @@ from sqlalchemy.engine import Connection
 from gate_server.clock import utcnow
 from gate_server.db.engine import MIGRATION_LOCK, Database, advisory_lock
 from gate_server.db.schema import (
+    agent_tokens,
     audit_log,
     branch_renames,
     change_points,
@@ -188,6 +189,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         _create(notify_channels, notify_rules, notify_deliveries),
     ),
     (8, "environment prices (per workspace, per hour)", _create(environment_prices)),
+    (11, "agent tokens: name, user, scopes, expiry", _create(agent_tokens)),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
