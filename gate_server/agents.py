@@ -43,13 +43,12 @@ class Agent:
 
 
 def parse_scopes(text: str) -> list[str]:
-    scopes = sorted({s.strip().lower() for s in text.split(",") if s.strip()}, key=SCOPES.index)
-    unknown = [s for s in scopes if s not in SCOPES]
-    if unknown or not scopes:
+    asked = {s.strip().lower() for s in text.split(",") if s.strip()}
+    if not asked or not asked <= set(SCOPES):
         raise InvalidInput(
             f"--scopes {text[:100]!r}: give some of {', '.join(SCOPES)}, comma-separated"
         )
-    return scopes
+    return [s for s in SCOPES if s in asked]
 
 
 def parse_expiry(text: str, now: datetime) -> datetime:
