@@ -61,7 +61,9 @@ class AgentAuth:
         await self.app(scope, receive, send)
 
 
-def _audited(svc: Services, agent: Agent, tool: str, arguments: dict[str, Any], outcome: str) -> None:
+def _audited(
+    svc: Services, agent: Agent, tool: str, arguments: dict[str, Any], outcome: str
+) -> None:
     shown = {k: v[:200] if isinstance(v, str) else v for k, v in arguments.items()}
     with svc.database.write() as conn:
         audit.record(

@@ -112,7 +112,9 @@ def baselines(svc: Services, agent: Agent, branch: str, environment: str, worklo
         "workload": key.workload,
         "baselines": listed,
     }
-    text = f"{len(listed)} baseline run(s) for {key.workload} on {key.branch} ({key.environment_key})"
+    text = (
+        f"{len(listed)} baseline run(s) for {key.workload} on {key.branch} ({key.environment_key})"
+    )
     return Answer(data, text)
 
 
@@ -193,8 +195,9 @@ def upload(svc: Services, agent: Agent, document: dict[str, Any]) -> Answer:
     body = json.dumps(document).encode("utf-8")
     if len(body) > svc.settings.max_body_bytes:
         raise ApiError(
-            413, "body_too_large", f"the document has {len(body)} bytes; at most "
-            f"{svc.settings.max_body_bytes}"
+            413,
+            "body_too_large",
+            f"the document has {len(body)} bytes; at most {svc.settings.max_body_bytes}",
         )
     timestamp = str(int(time.time()))
     answer = ingest_run(
@@ -224,4 +227,3 @@ def accept(svc: Services, agent: Agent, run_id: str, reason: str) -> Answer:
         token_id=agent.token.id,
     )
     return Answer(data, f"run {run.run_id} is now a baseline of {data['baseline_branch']}")
-

@@ -21,10 +21,10 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from gate_server.clock import utcnow
 from gate_server.agents import issue_agent_token, parse_expiry, parse_scopes
 from gate_server.auth import issue_token, revoke_token
 from gate_server.branches import check_branch_name, rename_branch
+from gate_server.clock import utcnow
 from gate_server.db import Database, audit, open_database, prices, repositories, tokens
 from gate_server.db.engine import shown_url
 from gate_server.db.tokens import TokenRecord
@@ -120,7 +120,9 @@ def token_main(argv: list[str]) -> int:
     create.add_argument("--for", dest="for_user", metavar="USER", help="who the agent acts for")
     create.add_argument("--scopes", default="read", help="agent: read,benchmark,upload,accept")
     create.add_argument("--expires", default="7d", help="agent: 30m, 12h, 7d or an ISO time")
-    create.add_argument("--accept-granted-by", metavar="USER", help="the code owner granting accept")
+    create.add_argument(
+        "--accept-granted-by", metavar="USER", help="the code owner granting accept"
+    )
     listing = sub.add_parser("list", help="list tokens (never their secrets)")
     listing.add_argument("--json", action="store_true")
     revoke = sub.add_parser("revoke", help="revoke a token by id")

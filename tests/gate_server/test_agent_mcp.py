@@ -63,7 +63,9 @@ def agent(world: World, scopes: tuple[str, ...] = ("read",), **kwargs: Any) -> t
 def upload(world_url: str, ci: Token, **kwargs: Any) -> str:
     doc = make_results(**kwargs)
     data = body(doc)
-    r = httpx.post(f"{world_url}/api/v1/runs", content=data, headers=signed_headers(ci.secret, data))
+    r = httpx.post(
+        f"{world_url}/api/v1/runs", content=data, headers=signed_headers(ci.secret, data)
+    )
     assert r.status_code == 201, r.text
     return str(doc.run_id)
 
