@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gate_server import agent_tools
 from gate_server.agent_tools import Answer
-from gate_server.agents import ACCEPT, READ, UPLOAD, Agent, RateLimit, authenticate_agent
+from gate_server.agents import ACCEPT, BENCHMARK, READ, UPLOAD, Agent, RateLimit, authenticate_agent
 from gate_server.agents import require_scope as check_scope
 from gate_server.answers import ApiError, error_response
 from gate_server.db import audit
@@ -219,6 +219,23 @@ def _register_writes(mcp: FastMCP) -> None:
         )
 
 
+def _register_benchmark(mcp: FastMCP) -> None:
+    @mcp.tool(annotations=_WRITE)
+    async def start_benchmark(
+        ctx: Context[Any, Any, Any], workloads: list[str] | None = None
+    ) -> CallToolResult:
+        """Check the benchmark scope and record that a local benchmark starts: `rnx mcp` calls
+        it before its `benchmark` tool measures the agent's working tree."""
+        shown = [w[:200] for w in (workloads or [])[:20]]
+        return await _call(
+            ctx,
+            "start_benchmark",
+            BENCHMARK,
+            {"workloads": shown},
+            lambda s, a: Answer({"allowed": True}, "the benchmark scope is granted"),
+        )
+
+
 def _register_resources(mcp: FastMCP, settings: ServerSettings) -> None:
     @mcp.resource("kernalin://gate", mime_type="application/yaml")
     def gate_in_force() -> str:
@@ -248,6 +265,7 @@ def build(settings: ServerSettings) -> tuple[ASGIApp, StreamableHTTPSessionManag
     )
     _register_reads(mcp)
     _register_writes(mcp)
+    _register_benchmark(mcp)
     _register_resources(mcp, settings)
     mcp.streamable_http_app()  # makes the session manager
     manager = mcp.session_manager

@@ -1,0 +1,171 @@
+"""`rnx mcp` over stdio, started and driven by the `mcp` SDK's own stdio client, forwarding to
+the real gate server on loopback; its `benchmark` tool runs `rnx check` on a git checkout of
+examples/attention.py (a 2x slower edit BLOCKs, the unchanged tree PASSes, the budget holds)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from gate_server.agents import issue_agent_token
+from gate_server.clock import utcnow
+from gate_server.db import audit, open_database
+from gate_server.local import LiveServer
+
+ROOT = Path(__file__).resolve().parents[2]
+# Two sdpa calls where there was one: twice the work, a 2x slower kernel.
+SLOWER = (
+    "        F.scaled_dot_product_attention(q, k, v)\n"
+    "        return F.scaled_dot_product_attention(q, k, v)\n"
+)
+FAST = {"samples": 16, "processes": 2}
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A repository whose main has examples/attention.py, on a branch forked from main."""
+    repo = tmp_path / "repo"
+    (repo / "kernels").mkdir(parents=True)
+    shutil.copy(ROOT / "examples" / "attention.py", repo / "kernels" / "attention.py")
+    (repo / "kernalin.yml").write_text("benchmarks:\n  - workload: kernels/attention.py\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "attention")
+    git(repo, "checkout", "-qb", "agent/try")
+    return repo
+
+
+def agent_token(database_url: str, scopes: tuple[str, ...]) -> str:
+    database = open_database(database_url)
+    try:
+        return issue_agent_token(
+            database,
+            workspace="acme",
+            repository="acme/kernels",
+            branches=["main"],
+            name="claude",
+            for_user="alice",
+            scopes=scopes,
+            expires_at=utcnow() + timedelta(hours=1),
+            accept_granted_by=None,
+            actor="test",
+        )[1]
+    finally:
+        database.close()
+
+
+@pytest.fixture
+def gate(tmp_path: Path, server_factory: Callable[..., LiveServer]) -> Iterator[LiveServer]:
+    yield server_factory(f"sqlite:///{tmp_path / 'gate.db'}")
+
+
+def stdio(
+    server: LiveServer, secret: str, repo: Path, steps: Callable[[ClientSession], Any]
+) -> Any:
+    env = {
+        **os.environ,
+        "KERNALIN_URL": server.url,
+        "KERNALIN_TOKEN": secret,
+        "PYTHONPATH": str(ROOT),
+    }
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "rnx_cli", "mcp", "--root", str(repo)], env=env
+    )
+
+    async def go() -> Any:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            return await steps(s)
+
+    return asyncio.run(go())
+
+
+def test_benchmark_blocks_a_2x_slower_edit_and_passes_the_unchanged_tree(
+    gate: LiveServer, checkout: Path
+) -> None:
+    secret = agent_token(gate.database_url, ("read", "benchmark"))
+    progress: list[str] = []
+
+    async def note(done: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    async def steps(s: ClientSession) -> list[Any]:
+        names = [t.name for t in (await s.list_tools()).tools]
+        target = checkout / "kernels" / "attention.py"
+        unchanged = target.read_text()
+        target.write_text(
+            unchanged.replace("        return F.scaled_dot_product_attention(q, k, v)\n", SLOWER)
+        )
+        slower = await s.call_tool("benchmark", FAST, progress_callback=note)
+        target.write_text(unchanged)
+        same = await s.call_tool("benchmark", FAST)
+        return [names, slower, same]
+
+    names, slower, same = stdio(gate, secret, checkout, steps)
+    assert "benchmark" in names and "run_verdict" in names and "start_benchmark" not in names
+    assert not slower.isError, slower.content
+    assert slower.structuredContent["tier"] == "BLOCK"
+    assert slower.structuredContent["exit_code"] == 1
+    text = slower.content[0].text
+    assert text.startswith("BLOCK") and "slower" in text and "block threshold" in text
+    assert any("round" in p for p in progress)  # the harness's progress, as notifications
+    assert not same.isError, same.content
+    assert same.structuredContent["tier"] == "PASS", same.content[0].text
+
+
+def test_benchmark_honours_its_budget_scope_and_the_repository(
+    gate: LiveServer, checkout: Path
+) -> None:
+    reader = agent_token(gate.database_url, ("read",))
+    benchmarker = agent_token(gate.database_url, ("read", "benchmark"))
+
+    async def refused(s: ClientSession) -> Any:
+        return await s.call_tool("benchmark", FAST)
+
+    async def hostile(s: ClientSession) -> list[Any]:
+        return [
+            await s.call_tool("benchmark", {**FAST, "workloads": ["../../etc/passwd"]}),
+            await s.call_tool("benchmark", {**FAST, "workloads": ["--config=/etc/passwd"]}),
+            await s.call_tool("benchmark", {**FAST, "base": "--upload-pack=x"}),
+            await s.call_tool("benchmark", {**FAST, "budget_s": 1}),
+            await s.call_tool("benchmark", {**FAST, "budget_s": 10**9}),
+        ]
+
+    no_scope = stdio(gate, reader, checkout, refused)
+    assert no_scope.isError and "missing_scope" in no_scope.content[0].text
+    outside, option, base, budget, huge = stdio(gate, benchmarker, checkout, hostile)
+    assert outside.isError and "not a file inside the repository" in outside.content[0].text
+    assert option.isError and "not a file inside the repository" in option.content[0].text
+    assert base.isError and "a branch name" in base.content[0].text
+    assert budget.isError and "budget_exhausted" in budget.content[0].text
+    assert huge.isError and "greater than the maximum of 3600" in huge.content[0].text
+    # The check stopped at the budget removed its worktree of the merge-base.
+    listed = subprocess.run(["git", "worktree", "list"], cwd=checkout, capture_output=True)
+    assert len(listed.stdout.splitlines()) == 1, listed.stdout
+    database = open_database(gate.database_url)
+    try:
+        with database.read() as conn:
+            actions = [e["action"] for e in audit.entries(conn)]
+    finally:
+        database.close()
+    assert "agent.refused" in actions and "agent.start_benchmark" in actions
