@@ -197,6 +197,29 @@ def build(gate: ClientSession, root: Path) -> Server[Any, Any]:
     return server
 
 
+def check_gate(url: str, token: str) -> None:
+    """One request before the session: an unreachable server or a refused token is one line
+    naming the problem, not a stack of the SDK's tasks."""
+    try:
+        answer = httpx.post(
+            f"{url.rstrip('/')}/mcp",
+            json={"jsonrpc": "2.0", "id": 0, "method": "ping"},
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/json, text/event-stream",
+            },
+            timeout=30,
+        )
+    except httpx.HTTPError as e:
+        raise UserError(f"cannot reach the gate server at {url} (KERNALIN_URL): {e}") from None
+    if answer.status_code >= 400:
+        try:
+            message = str(answer.json()["error"]["message"])
+        except (ValueError, KeyError, TypeError):
+            message = f"HTTP {answer.status_code} from {url}/mcp"
+        raise UserError(f"the gate server refused KERNALIN_TOKEN: {message[:300]}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="rnx mcp",
@@ -211,6 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not token.startswith("rnx_agent_"):
         raise UserError("set KERNALIN_TOKEN to an agent token (rnx token create --agent NAME)")
     root = Path(args.root).resolve()
+    check_gate(url, token)
 
     async def serve() -> None:
         async with gate_session(url, token) as gate, stdio_server() as (read, write):

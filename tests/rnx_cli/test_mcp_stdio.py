@@ -169,3 +169,63 @@ def test_benchmark_honours_its_budget_scope_and_the_repository(
     finally:
         database.close()
     assert "agent.refused" in actions and "agent.start_benchmark" in actions
+
+
+def test_the_gates_tools_and_resources_are_forwarded_on_both_databases(
+    database_url: str, server_factory: Callable[..., LiveServer], checkout: Path
+) -> None:
+    server = server_factory(database_url)
+    secret = agent_token(database_url, ("read",))
+
+    async def steps(s: ClientSession) -> list[Any]:
+        return [
+            await s.call_tool("run_verdict", {"branch": "main"}),
+            await s.call_tool("change_points", {}),
+            await s.read_resource("kernalin://gate"),  # type: ignore[arg-type]
+        ]
+
+    missing, changes, gate = stdio(server, secret, checkout, steps)
+    assert missing.isError and "run_not_found: no run on branch 'main'" in missing.content[0].text
+    assert changes.structuredContent == {"change_points": []}
+    assert "block-threshold" in gate.contents[0].text
+    shown = repr([missing, changes, gate])
+    assert secret not in shown
+
+
+def test_a_refused_or_unreachable_gate_is_one_line(
+    gate: LiveServer, checkout: Path, refused_port: int
+) -> None:
+    database = open_database(gate.database_url)
+    try:
+        expired = issue_agent_token(
+            database,
+            workspace="acme",
+            repository="acme/kernels",
+            branches=["main"],
+            name="claude",
+            for_user="alice",
+            scopes=["read"],
+            expires_at=utcnow() - timedelta(seconds=1),
+            accept_granted_by=None,
+            actor="test",
+        )[1]
+    finally:
+        database.close()
+    for url, secret, message in (
+        (gate.url, expired, "the gate server refused KERNALIN_TOKEN: agent token"),
+        (gate.url, "rnx_ci_x", "set KERNALIN_TOKEN to an agent token"),
+        (f"http://127.0.0.1:{refused_port}", expired, "cannot reach the gate server"),
+    ):
+        env = {**os.environ, "KERNALIN_URL": url, "KERNALIN_TOKEN": secret}
+        env["PYTHONPATH"] = str(ROOT)
+        done = subprocess.run(
+            [sys.executable, "-m", "rnx_cli", "mcp"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2
+        assert message in done.stderr and "Traceback" not in done.stderr
+        assert secret not in done.stderr
