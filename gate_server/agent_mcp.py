@@ -104,7 +104,7 @@ async def _call(
     except ApiError as e:
         raise ToolError(f"{e.code}: {e.message}") from None
     except GateServerError as e:
-        raise ToolError(str(e)) from None
+        raise ToolError(f"invalid_argument: {e}") from None
     return CallToolResult(
         content=[TextContent(type="text", text=answer.text)], structuredContent=answer.data
     )
@@ -149,7 +149,7 @@ def _register_reads(mcp: FastMCP) -> None:
         ctx: Context[Any, Any, Any], branch: str, environment: str, workload: str, limit: int = 50
     ) -> CallToolResult:
         """A baseline branch's history for one environment and workload: each run's median
-        per configuration (ns), and the change points found in it (with accepts)."""
+        per configuration (ns), and the change points found in it."""
         args = {"branch": branch, "environment": environment, "workload": workload, "limit": limit}
         return await _call(
             ctx,
@@ -183,6 +183,22 @@ def _register_reads(mcp: FastMCP) -> None:
             READ,
             args,
             lambda s, a: agent_tools.compare_runs(s, a, base_run_id, head_run_id),
+        )
+
+    @mcp.tool(annotations=_READ_ONLY)
+    async def compare_hardware(
+        ctx: Context[Any, Any, Any], branch: str, workload: str, environments: list[str]
+    ) -> CallToolResult:
+        """One workload's newest baseline on 2-6 environments (keys; the first is the
+        baseline): time, throughput, the ratio to the baseline and, where prices are set,
+        cost per million items."""
+        args = {"branch": branch, "workload": workload, "environments": environments[:6]}
+        return await _call(
+            ctx,
+            "compare_hardware",
+            READ,
+            args,
+            lambda s, a: agent_tools.compare_hardware(s, a, branch, workload, environments),
         )
 
     @mcp.tool(annotations=_READ_ONLY)

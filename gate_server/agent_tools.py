@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from gate_server.accepts import accept_run, check_accept_scope
@@ -22,6 +22,8 @@ from gate_server.runs import check_run_id, run_view
 from gate_server.services import Services
 from gate_server.uploads import answered, ingest_run
 from gate_server.workloads import InvalidWorkloadPath, workload_identity
+from rnx.hardware import MAX_ENVIRONMENTS, MIN_ENVIRONMENTS, NotComparable
+from rnx.hardware import compare_hardware as hardware_comparison
 from rnx.schema import parse_results
 from rnx.verdict import evaluate
 
@@ -188,6 +190,57 @@ def environments(svc: Services, agent: Agent) -> Answer:
         for e in found
     ]
     return Answer({"environments": rows}, f"{len(rows)} environment/workload baseline(s)")
+
+
+def compare_hardware(
+    svc: Services, agent: Agent, branch: str, workload: str, environments: list[str]
+) -> Answer:
+    """One workload's newest baseline on 2-6 environments side by side (the first is the
+    baseline): time, throughput and, where prices are set, cost per million items."""
+    keys = [_text("environment", e) for e in environments]
+    if not MIN_ENVIRONMENTS <= len(set(keys)) == len(keys) <= MAX_ENVIRONMENTS:
+        raise ApiError(
+            422,
+            "invalid_argument",
+            f"environments: {MIN_ENVIRONMENTS} to {MAX_ENVIRONMENTS} different keys "
+            "(the environments tool lists them)",
+        )
+    name, path = _text("branch", branch), _workload(workload)
+    documents = []
+    with svc.database.read() as conn:
+        for key in keys:
+            _, chosen = baseline_for_ci(conn, _repository_id(agent), name, key, path, 0)
+            if not chosen:
+                raise ApiError(404, "no_baseline", f"no baseline of {path} on {name} in {key}")
+            documents.append(parse_results(chosen[0][1], source=f"the baseline in {key}"))
+        priced = prices.of_environments(conn, agent.token.workspace_id, keys)
+    try:
+        compared = hardware_comparison(documents, prices=priced)
+    except NotComparable as e:
+        raise ApiError(422, "not_comparable", str(e)) from None
+    data = {
+        "workload": compared.workload,
+        "environments": [
+            {
+                "label": s.label,
+                "key": s.key,
+                "hardware": s.hardware,
+                "price_per_hour": s.price_per_hour,
+            }
+            for s in compared.sides
+        ],
+        "rows": [asdict(r) for r in compared.rows],
+        "software": [asdict(r) for r in compared.software if r.differs],
+        "notes": compared.notes,
+    }
+    lines = [f"{compared.workload}: {len(keys)} environments, baseline {compared.baseline.label}"]
+    for row in compared.rows[:10]:
+        cells = ", ".join(
+            f"{c.environment} {c.verdict}" + (f" {c.ratio:.2f}x" if c.ratio else "")
+            for c in row.cells[1:]
+        )
+        lines.append(f"- {row.id}: {cells}")
+    return Answer(data, "\n".join(lines))
 
 
 def upload(svc: Services, agent: Agent, document: dict[str, Any]) -> Answer:

@@ -27,6 +27,7 @@ from tests.support.factories import body, make_results
 from tests.support.gate_helpers import Token, create_token, signed_headers
 
 Session = Callable[[ClientSession], Awaitable[Any]]
+ENVIRONMENT, OTHER = "linux-x86_64-cpu-test", "linux-x86_64-cpu-other"
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ def upload(world_url: str, ci: Token, **kwargs: Any) -> str:
 def world(database_url: str, server_factory: Callable[..., LiveServer]) -> Iterator[World]:
     ci = create_token(database_url)
     server = server_factory(database_url)
-    base = upload(server.url, ci, seed=1)
+    upload(server.url, ci, seed=11, environment=OTHER, slowdown=2.0)
+    base = upload(server.url, ci, seed=1)  # main's newest run
     pr = upload(
         server.url, ci, branch="feature", event="pull_request", pr_number=7, slowdown=2.0, seed=2
     )
@@ -124,8 +126,7 @@ def stored_runs(world: World) -> int:
 
 def test_every_read_tool_answers_data_and_text_and_no_secret(world: World) -> None:
     _, secret = agent(world)
-    key = {"branch": "main", "environment": "linux-x86_64-cpu-test"}
-    key["workload"] = "kernels/attention.py"
+    key = {"branch": "main", "environment": ENVIRONMENT, "workload": "kernels/attention.py"}
     results = calls(
         world,
         secret,
@@ -137,9 +138,13 @@ def test_every_read_tool_answers_data_and_text_and_no_secret(world: World) -> No
         ("change_points", {}),
         ("compare_runs", {"base_run_id": world.base_run, "head_run_id": world.pr_run}),
         ("environments", {}),
+        (
+            "compare_hardware",
+            {"branch": "main", "workload": key["workload"], "environments": [ENVIRONMENT, OTHER]},
+        ),
     )
     assert not any(r.isError for r in results), [r.content for r in results]
-    by_id, by_pr, by_branch, baselines, history, changes, compared, envs = results
+    by_id, by_pr, by_branch, baselines, history, changes, compared, envs, hardware = results
     data = [r.structuredContent or {} for r in results]
     assert data[0]["tier"] == "BLOCK" and data[0]["run_id"] == world.pr_run
     assert by_id.content[0].text.startswith(f"BLOCK for run {world.pr_run}")
@@ -150,7 +155,11 @@ def test_every_read_tool_answers_data_and_text_and_no_secret(world: World) -> No
     assert data[5] == {"change_points": []}
     assert data[6]["tier"] == "BLOCK"
     assert compared.content[0].text.startswith("BLOCK: run ")
-    assert data[7]["environments"][0]["environment"] == "linux-x86_64-cpu-test"
+    assert {e["environment"] for e in data[7]["environments"]} == {ENVIRONMENT, OTHER}
+    assert [e["key"] for e in data[8]["environments"]] == [ENVIRONMENT, OTHER]
+    [other_cell] = [c for c in data[8]["rows"][0]["cells"] if c["environment"] != ENVIRONMENT]
+    assert other_cell["verdict"] == "slower" and other_cell["ratio"] > 1.8
+    assert "slower" in hardware.content[0].text
     shown = json.dumps([r.model_dump(mode="json") for r in results])
     assert secret not in shown and world.ci.secret not in shown
     assert "receipt" not in data[0]  # the signed receipt is CI's, not the agent's
