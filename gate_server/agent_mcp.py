@@ -144,6 +144,8 @@ def _register_reads(mcp: FastMCP) -> None:
             lambda s, a: agent_tools.baselines(s, a, branch, environment, workload),
         )
 
+
+def _register_history(mcp: FastMCP) -> None:
     @mcp.tool(annotations=_READ_ONLY)
     async def history(
         ctx: Context[Any, Any, Any], branch: str, environment: str, workload: str, limit: int = 50
@@ -280,6 +282,7 @@ def build(settings: ServerSettings) -> tuple[ASGIApp, StreamableHTTPSessionManag
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     _register_reads(mcp)
+    _register_history(mcp)
     _register_writes(mcp)
     _register_benchmark(mcp)
     _register_resources(mcp, settings)
