@@ -25,7 +25,6 @@ import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE = "        return F.scaled_dot_product_attention(q, k, v)\n"
