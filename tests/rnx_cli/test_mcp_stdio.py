@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -22,37 +21,9 @@ from gate_server.agents import issue_agent_token
 from gate_server.clock import utcnow
 from gate_server.db import audit, open_database
 from gate_server.local import LiveServer
+from tests.rnx_cli.conftest import ROOT, slow_down
 
-ROOT = Path(__file__).resolve().parents[2]
-# Two sdpa calls where there was one: twice the work, a 2x slower kernel.
-SLOWER = (
-    "        F.scaled_dot_product_attention(q, k, v)\n"
-    "        return F.scaled_dot_product_attention(q, k, v)\n"
-)
 FAST = {"samples": 16, "processes": 2}
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-    )
-
-
-@pytest.fixture
-def checkout(tmp_path: Path) -> Path:
-    """A repository whose main has examples/attention.py, on a branch forked from main."""
-    repo = tmp_path / "repo"
-    (repo / "kernels").mkdir(parents=True)
-    shutil.copy(ROOT / "examples" / "attention.py", repo / "kernels" / "attention.py")
-    (repo / "kernalin.yml").write_text("benchmarks:\n  - workload: kernels/attention.py\n")
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "attention")
-    git(repo, "checkout", "-qb", "agent/try")
-    return repo
 
 
 def agent_token(database_url: str, scopes: tuple[str, ...]) -> str:
@@ -111,13 +82,9 @@ def test_benchmark_blocks_a_2x_slower_edit_and_passes_the_unchanged_tree(
 
     async def steps(s: ClientSession) -> list[Any]:
         names = [t.name for t in (await s.list_tools()).tools]
-        target = checkout / "kernels" / "attention.py"
-        unchanged = target.read_text()
-        target.write_text(
-            unchanged.replace("        return F.scaled_dot_product_attention(q, k, v)\n", SLOWER)
-        )
+        unchanged = slow_down(checkout)
         slower = await s.call_tool("benchmark", FAST, progress_callback=note)
-        target.write_text(unchanged)
+        (checkout / "kernels" / "attention.py").write_text(unchanged)
         same = await s.call_tool("benchmark", FAST)
         return [names, slower, same]
 
