@@ -17,7 +17,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gate_server import agent_tools
 from gate_server.agent_tools import Answer
@@ -25,6 +25,7 @@ from gate_server.agents import ACCEPT, BENCHMARK, READ, UPLOAD, Agent, RateLimit
 from gate_server.agents import require_scope as check_scope
 from gate_server.answers import ApiError, error_response
 from gate_server.db import audit
+from gate_server.endpoints import parse_json, read_body
 from gate_server.errors import GateServerError
 from gate_server.services import Services, services
 from gate_server.settings import ServerSettings
@@ -40,25 +41,46 @@ GUIDE = "reading-a-verdict.txt"
 
 class AgentAuth:
     """Refuse a request without a valid agent token (the JSON error shape, 401/403/429) before
-    the MCP session manager reads it: /mcp is never anonymous."""
+    the MCP session manager reads it: /mcp is never anonymous. A POST's body is read here,
+    bounded, and refused (400/413) unless it is JSON: the SDK answers 500 to bytes that are
+    not UTF-8."""
 
-    def __init__(self, app: ASGIApp, limit: RateLimit) -> None:
+    def __init__(self, app: ASGIApp, limit: RateLimit, max_body: int) -> None:
         self.app = app
         self.limit = limit
+        self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope)
+        request = Request(scope, receive)
         database = services(request).database
         header = request.headers.get("authorization")
         try:
             agent = await anyio.to_thread.run_sync(authenticate_agent, database, header)
             self.limit.take(agent.token.id)
+            if request.method == "POST":
+                body = await read_body(request, self.max_body)
+                parse_json(body)
+                receive = _replay(body)
         except ApiError as e:
             response = error_response(e.status, e.code, e.message, headers=e.headers)
             await response(scope, receive, send)
             return
         scope[_AGENT] = agent
         await self.app(scope, receive, send)
+
+
+def _replay(body: bytes) -> Receive:
+    """The body, read already, handed to the SDK as the one message it reads."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
 
 
 def _audited(
@@ -276,7 +298,7 @@ def build(settings: ServerSettings) -> tuple[ASGIApp, StreamableHTTPSessionManag
         stateless_http=True,
         log_level="WARNING",  # the SDK logs every request at INFO otherwise
         streamable_http_path="/mcp",
-        max_request_body_size=settings.max_body_bytes * 2,
+        max_request_body_size=settings.max_body_bytes,
         # Requests carry a bearer token, never a cookie: another site cannot make a browser
         # send one, so DNS rebinding gains nothing, and the server answers on any host name.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
@@ -292,4 +314,4 @@ def build(settings: ServerSettings) -> tuple[ASGIApp, StreamableHTTPSessionManag
     async def handle(scope: Scope, receive: Receive, send: Send) -> None:
         await manager.handle_request(scope, receive, send)
 
-    return AgentAuth(handle, RateLimit(CALLS_PER_MINUTE)), manager
+    return AgentAuth(handle, RateLimit(CALLS_PER_MINUTE), settings.max_body_bytes), manager

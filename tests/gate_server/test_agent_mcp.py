@@ -341,3 +341,28 @@ def test_the_cli_makes_agent_tokens_and_refuses_an_ungranted_accept(
         assert message in capsys.readouterr().err
     granted = ["--scopes", "read,accept", "--accept-granted-by", "carol"]
     assert main([*agent_args, *granted]) == 0
+
+
+def test_unparseable_or_oversized_requests_get_a_4xx(
+    database_url: str, server_factory: Callable[..., LiveServer]
+) -> None:
+    server = server_factory(database_url, env={"RNX_MAX_BODY_BYTES": "100000"})
+    world = World(server, create_token(database_url), "", "")
+    _, secret = agent(world)
+    headers = {
+        "Authorization": f"Bearer {secret}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    url = f"{server.url}/mcp"
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    for content in (
+        b"{not json",
+        b"\xff\xfe\x00",
+        b"[" * 100_000,
+        json.dumps({**ping, "params": {"pad": "x" * 300_000}}).encode(),
+    ):
+        r = httpx.post(url, content=content, headers=headers)
+        assert 400 <= r.status_code < 500, (content[:20], r.status_code, r.text[:200])
+    r = httpx.post(url, content=b"{}", headers={**headers, "Content-Type": "text/plain"})
+    assert 400 <= r.status_code < 500
