@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from gate_server.accepts import accept_run, check_accept_scope
@@ -244,7 +244,8 @@ def compare_hardware(
 
 
 def upload(svc: Services, agent: Agent, document: dict[str, Any]) -> Answer:
-    """Store and gate a results document, as a CI upload would be."""
+    """Store and gate a results document, as a CI upload would be, except that it never
+    becomes a baseline: an agent moves a baseline only by `accept`, with a code owner's grant."""
     body = json.dumps(document).encode("utf-8")
     if len(body) > svc.settings.max_body_bytes:
         raise ApiError(
@@ -257,7 +258,7 @@ def upload(svc: Services, agent: Agent, document: dict[str, Any]) -> Answer:
         svc.database,
         svc.settings,
         svc.signer,
-        agent.token,
+        replace(agent.token, branches=[]),  # no baseline branch: gated, never a baseline
         body,
         sign_upload(agent.secret, timestamp, body),
         svc.settings.public_url or "",

@@ -207,6 +207,7 @@ def test_a_missing_scope_is_refused_audited_and_stores_nothing(world: World) -> 
 
 def test_upload_then_accept_with_a_code_owners_grant(world: World) -> None:
     _, secret = agent(world, ("read", "upload", "accept"))
+    push = make_results(seed=12, slowdown=3.0)  # a push to main: CI's would be a baseline
     slower = make_results(branch="fix", event="pull_request", pr_number=8, slowdown=2.0, seed=3)
     unchanged = make_results(branch="fix", event="pull_request", pr_number=9, seed=4)
     done = calls(
@@ -214,12 +215,22 @@ def test_upload_then_accept_with_a_code_owners_grant(world: World) -> None:
         secret,
         ("upload", {"document": json.loads(body(slower))}),
         ("upload", {"document": json.loads(body(unchanged))}),
+        ("upload", {"document": json.loads(body(push))}),
+        ("run_verdict", {"branch": "main"}),
+        (
+            "baselines",
+            {"branch": "main", "environment": ENVIRONMENT, "workload": "kernels/attention.py"},
+        ),
         ("accept", {"run_id": str(slower.run_id), "reason": "the new layout trades speed"}),
     )
     assert not any(r.isError for r in done), [r.content for r in done]
     assert (done[0].structuredContent or {})["tier"] == "BLOCK"
     assert (done[1].structuredContent or {})["tier"] == "PASS"
-    assert (done[2].structuredContent or {})["accepted_by"] == "agent claude for alice"
+    # An agent's upload is gated but never becomes a baseline, a push to main included.
+    assert (done[3].structuredContent or {})["run_id"] == str(push.run_id)
+    assert (done[3].structuredContent or {})["is_baseline"] is False
+    assert [b["run_id"] for b in (done[4].structuredContent or {})["baselines"]] == [world.base_run]
+    assert (done[5].structuredContent or {})["accepted_by"] == "agent claude for alice"
     [accepted] = [e for e in audited(world) if e["action"] == "run.accept"]
     assert accepted["actor"] == "agent claude for alice"
     assert accepted["details"]["via"] == "mcp"
