@@ -60,7 +60,7 @@ class AgentAuth:
             if request.method == "POST":
                 body = await read_body(request, self.max_body)
                 parse_json(body)
-                receive = _replay(body)
+                receive = _replay(body, receive)
         except ApiError as e:
             response = error_response(e.status, e.code, e.message, headers=e.headers)
             await response(scope, receive, send)
@@ -69,18 +69,19 @@ class AgentAuth:
         await self.app(scope, receive, send)
 
 
-def _replay(body: bytes) -> Receive:
-    """The body, read already, handed to the SDK as the one message it reads."""
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body, read already, handed to the SDK as its first message; then the client's own
+    messages (its disconnect, which ends a response stream)."""
     sent = False
 
-    async def receive() -> Message:
+    async def replay() -> Message:
         nonlocal sent
         if sent:
-            return {"type": "http.disconnect"}
+            return await receive()
         sent = True
         return {"type": "http.request", "body": body, "more_body": False}
 
-    return receive
+    return replay
 
 
 def _audited(
