@@ -109,7 +109,18 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--code", type=Path, default=BRANCH_ROOT, help="the checkout to run")
     p.add_argument("--blocks", type=int, default=6, help="BLOCKing uploads (failed sends)")
+    p.add_argument(
+        "--no-secret-key",
+        action="store_true",
+        help="run without RNX_SECRET_KEY (channel secrets then stay plain in the database)",
+    )
     args = p.parse_args(argv)
+    # As docs/security.md tells an operator: stored secrets encrypted with the server's key.
+    keyed: dict[str, str] = {}
+    if not args.no_secret_key:
+        from cryptography.fernet import Fernet
+
+        keyed["RNX_SECRET_KEY"] = Fernet.generate_key().decode()
     root = args.code.resolve()
     echo = HttpReceiver(
         fail=lambda n: True,
@@ -120,18 +131,24 @@ def main(argv: list[str] | None = None) -> int:
     working = HttpReceiver().start()
     with tempfile.TemporaryDirectory(prefix="rnx-secret-sweep-") as tmp, refusing_port() as port:
         url = f"sqlite:///{Path(tmp) / 'sweep.db'}"
+        # The tokens first, in this process (which holds no key): the server, started with
+        # the key, then seals what the database holds.
+        ci = create_token(url)
+        viewer = create_token(url, viewer=True)
         server = start_code_server(
             root,
             url,
             Path(tmp),
-            env={"RNX_GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET, "RNX_OUTBOX_POLL_MS": "100"},
+            env={
+                "RNX_GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
+                "RNX_OUTBOX_POLL_MS": "100",
+                **keyed,
+            },
         )
         env = {**os.environ, "PYTHONPATH": str(root)}
         env = {k: v for k, v in env.items() if not k.startswith("RNX_")}
-        env["RNX_DATABASE_URL"] = url
+        env.update(RNX_DATABASE_URL=url, **keyed)
         try:
-            ci = create_token(url)
-            viewer = create_token(url, viewer=True)
             cli: dict[str, str] = {}
             planted = _planted_urls(echo.url)
             for number, (name, (kind, channel_url)) in enumerate(planted.items()):

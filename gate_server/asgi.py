@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gate_server import api, change_point_api, health
+from gate_server import agent_mcp, api, change_point_api, health
 from gate_server.answers import EXCEPTION_HANDLERS, error_response
 from gate_server.dashboard.acting import routes as acting_routes
 from gate_server.dashboard.routes import routes as dashboard_routes
@@ -113,6 +113,9 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
         return JSONResponse(openapi_document(request.app.routes, version=__version__))
 
     routes.append(Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False))
+    # The MCP endpoint for coding agents (docs/agents.md); its sessions live in the lifespan.
+    mcp_app, mcp_sessions = agent_mcp.build(settings)
+    routes.append(Route("/mcp", mcp_app, include_in_schema=False))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -128,7 +131,8 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
         worker.start()
         app.state.outbox_worker = worker
         try:
-            yield
+            async with mcp_sessions.run():
+                yield
         finally:
             await worker.stop()
             await run_in_event_loop(svc.close)

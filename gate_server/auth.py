@@ -13,12 +13,12 @@ from datetime import timedelta
 from gate_server.answers import ApiError
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, repositories, tokens
-from gate_server.db.tokens import CI, VIEWER, TokenRecord
+from gate_server.db.tokens import AGENT, CI, VIEWER, TokenRecord
 from gate_server.errors import InvalidInput, NotFound
 from gate_server.github.oidc import looks_like_jwt
 from rnx.branches import BRANCH_PATTERN
 
-_PREFIX = {CI: "rnx_ci_", VIEWER: "rnx_view_"}
+_PREFIX = {CI: "rnx_ci_", VIEWER: "rnx_view_", AGENT: "rnx_agent_"}
 # Recording each use as a write would make every read a write; a minute is precise enough.
 _TOUCH_EVERY = timedelta(minutes=1)
 
@@ -144,7 +144,7 @@ def may_act_on(token: TokenRecord, *, repository_id: int, workspace_id: int) -> 
     """Whether a token may act (accept a run, acknowledge a change point) on a repository: a CI
     token on its own, a viewer token made with --can-act on any of its workspace's. Its branch
     patterns are checked apart, against the branch acted on."""
-    if token.kind == CI:
+    if token.kind in (CI, AGENT):  # an agent's accept scope is checked at /mcp
         return token.repository_id == repository_id
     return token.kind == VIEWER and token.can_act and token.workspace_id == workspace_id
 
@@ -195,8 +195,11 @@ def authenticate(
     authorization: str | None,
     *,
     oidc: Callable[[Database, str], TokenRecord] | None = None,
+    agent: bool = False,
 ) -> tuple[TokenRecord, str]:
-    """The token behind an Authorization header, and its secret (it keys the signature)."""
+    """The token behind an Authorization header, and its secret (it keys the signature).
+    An agent token only where `agent` (the MCP endpoint, gate_server/agents.py): its scopes
+    are checked there, so the rest of the API refuses it."""
     secret = bearer_secret(authorization)
     if oidc is not None and looks_like_jwt(secret):
         # A JWT is a GitHub Actions OIDC token (gate_server/github/oidc_login.py): it acts
@@ -220,6 +223,14 @@ def authenticate(
             "revoked_token",
             f"token {token.id} was revoked; create a new one with `rnx token create`",
             headers={"WWW-Authenticate": "Bearer"},
+        )
+    if (token.kind == AGENT) != agent:
+        raise ApiError(
+            403,
+            "agent_token" if token.kind == AGENT else "not_an_agent_token",
+            "an agent token works only at /mcp (docs/agents.md)"
+            if token.kind == AGENT
+            else "/mcp takes an agent token: rnx token create --agent NAME --for USER",
         )
     if token.last_used_at is None or utcnow() - token.last_used_at > _TOUCH_EVERY:
         with database.write() as conn:

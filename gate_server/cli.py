@@ -20,8 +20,10 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from gate_server.agents import issue_agent_token, parse_expiry, parse_scopes
 from gate_server.auth import issue_token, revoke_token
 from gate_server.branches import check_branch_name, rename_branch
+from gate_server.clock import utcnow
 from gate_server.database_args import add_database_arguments, database_url_of
 from gate_server.db import (
     Database,
@@ -137,6 +139,13 @@ def token_main(argv: list[str]) -> int:
         help="a viewer token that may also acknowledge change points and accept runs of the "
         "workspace's repositories on its --branches (dashboard, rnx accept, rnx change-points)",
     )
+    create.add_argument("--agent", metavar="NAME", help="an agent token (MCP, docs/agents.md)")
+    create.add_argument("--for", dest="for_user", metavar="USER", help="who the agent acts for")
+    create.add_argument("--scopes", default="read", help="agent: read,benchmark,upload,accept")
+    create.add_argument("--expires", default="7d", help="agent: 30m, 12h, 7d or an ISO time")
+    create.add_argument(
+        "--accept-granted-by", metavar="USER", help="the code owner granting accept"
+    )
     listing = sub.add_parser("list", help="list tokens (never their secrets)")
     listing.add_argument("--json", action="store_true")
     revoke = sub.add_parser("revoke", help="revoke a token by id")
@@ -147,6 +156,8 @@ def token_main(argv: list[str]) -> int:
 
     database = _database(database_url_of(args))
     try:
+        if args.action == "create" and args.agent:
+            return _create_agent_token(database, args)
         if args.action == "create":
             token_id, secret = issue_token(
                 database,
@@ -171,6 +182,26 @@ def token_main(argv: list[str]) -> int:
         return 0
     finally:
         database.close()
+
+
+def _create_agent_token(database: Database, args: argparse.Namespace) -> int:
+    if args.viewer or not args.repo or not args.for_user:
+        raise UserError("an agent token takes --repo OWNER/NAME and --for USER, not --viewer")
+    token_id, secret = issue_agent_token(
+        database,
+        workspace=args.workspace,
+        repository=args.repo,
+        branches=args.branches.split(",") if args.branches else ["main"],
+        name=args.agent,
+        for_user=args.for_user,
+        scopes=parse_scopes(args.scopes),
+        expires_at=parse_expiry(args.expires, utcnow()),
+        accept_granted_by=args.accept_granted_by,
+        actor=_actor(),
+    )
+    print(f"created agent token {token_id}; it is shown only this once:", file=sys.stderr)
+    print(secret)
+    return 0
 
 
 def _print_tokens(found: list[TokenRecord], *, as_json: bool) -> None:

@@ -21,7 +21,7 @@ from gate_server.changes import enqueue_detection
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, repositories, runs
 from gate_server.db.runs import BaselineKey, BaselineRun, NewRun
-from gate_server.db.tokens import CI, TokenRecord
+from gate_server.db.tokens import AGENT, CI, TokenRecord
 from gate_server.receipts import ReceiptSigner
 from gate_server.settings import ServerSettings
 from gate_server.stored_documents import StoredDocuments
@@ -108,7 +108,7 @@ def count_samples(doc: ResultsDocument) -> int:
 
 def _check_upload_scope(token: TokenRecord, doc: ResultsDocument) -> int:
     """The id of the repository the token may upload this document to."""
-    if token.kind != CI:
+    if token.kind not in (CI, AGENT):  # an agent's upload scope is checked at /mcp
         raise ApiError(
             403,
             "viewer_token",

@@ -20,6 +20,12 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
         "one workload on 2-6 environments: latency, throughput, cost",
     ),
     "gate": ("action.gate:main", None, "benchmark, upload and report (what CI runs)"),
+    "check": (
+        "rnx_cli.check:main",
+        "torch",
+        "the gate's pre-flight: the working tree against the merge-base",
+    ),
+    "mcp": ("rnx_cli.mcp_stdio:main", "mcp", "the MCP server for coding agents, over stdio"),
     "init": ("action.init:main", None, "add a CI gate: write the workflow and kernalin.yml"),
     "serve": ("gate_server.cli:serve_main", "server", "run the gate server"),
     "token": ("gate_server.cli:token_main", "server", "create, list or revoke tokens"),

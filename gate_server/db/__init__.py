@@ -7,6 +7,7 @@
     rows.py          rows as frozen dataclasses (times as UTC)
     repositories.py  workspaces and repositories (by name, by GitHub id)
     tokens.py        tokens (by hash, by id, a repository's CI tokens)
+    agent_tokens.py  what an agent token adds: name, user, scopes, expiry
     runs.py          runs: store, read, baselines, a pull request's runs, accepts
     renames.py       the branch-rename log
     audit.py         the audit log
@@ -29,6 +30,7 @@ run_id)`); what to do with what they find (renames, baselines, scopes) is decide
 from __future__ import annotations
 
 from gate_server.db import (
+    agent_tokens,
     audit,
     change_points,
     dashboard,
@@ -51,6 +53,7 @@ from gate_server.db.migrations import LATEST_VERSION, migrate, open_database
 __all__ = [
     "LATEST_VERSION",
     "Database",
+    "agent_tokens",
     "audit",
     "change_points",
     "dashboard",

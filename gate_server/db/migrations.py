@@ -39,6 +39,7 @@ from sqlalchemy.engine import Connection
 from gate_server.clock import utcnow
 from gate_server.db.engine import MIGRATION_LOCK, Database, advisory_lock
 from gate_server.db.schema import (
+    agent_tokens,
     audit_log,
     branch_renames,
     change_points,
@@ -216,6 +217,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         "tokens.name and tokens.can_act (viewer tokens that may act)",
         _v9_token_names_and_acting_viewers,
     ),
+    (11, "agent tokens: name, user, scopes, expiry", _create(agent_tokens)),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

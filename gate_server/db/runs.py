@@ -238,6 +238,17 @@ def pull_request_runs(
     return [(_record(r._mapping), bytes(r._mapping["document"])) for r in rows]
 
 
+def newest_on_branch(conn: Connection, repository_id: int, branch: str) -> RunRecord | None:
+    """A branch's newest run (ix_runs_repository_received, filtered by branch)."""
+    row = conn.execute(
+        _select()
+        .where(runs.c.repository_id == repository_id, runs.c.branch == branch)
+        .order_by(runs.c.received_at.desc(), runs.c.id.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else _record(row._mapping)
+
+
 def mark_accepted(
     conn: Connection,
     run_id: str,

@@ -64,7 +64,7 @@ tokens = Table(
     "tokens",
     metadata,
     Column("id", Integer, primary_key=True),
-    Column("kind", String(10), nullable=False),  # "ci" | "viewer"
+    Column("kind", String(10), nullable=False),  # "ci" | "viewer" | "agent"
     Column("workspace_id", Integer, ForeignKey("workspaces.id"), nullable=False),
     Column("repository_id", Integer, ForeignKey("repositories.id"), nullable=True),
     Column("branches", Text, nullable=False),  # JSON list of baseline-branch patterns
@@ -77,6 +77,21 @@ tokens = Table(
     Column("name", String(64), nullable=True),
     # A viewer token that may also act: acknowledge change points, accept runs (migration 9).
     Column("can_act", Boolean, nullable=False, server_default=false()),
+)
+
+# What an agent token (tokens.kind "agent") adds: the agent's name, the user it acts for,
+# its scopes and when it expires. A table of its own so the tokens table keeps one shape for
+# every kind; one row per agent token.
+agent_tokens = Table(
+    "agent_tokens",
+    metadata,
+    Column("token_id", Integer, ForeignKey("tokens.id"), primary_key=True),
+    Column("name", String(100), nullable=False),
+    Column("for_user", String(100), nullable=False),
+    Column("scopes", Text, nullable=False),  # JSON list: read, benchmark, upload, accept
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    # The code owner who granted the accept scope (None when the token has no accept scope).
+    Column("accept_granted_by", String(100), nullable=True),
 )
 
 runs = Table(

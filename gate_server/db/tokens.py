@@ -15,7 +15,7 @@ from gate_server.clock import utcnow
 from gate_server.db.rows import as_record
 from gate_server.db.schema import repositories, tokens, workspaces
 
-CI, VIEWER = "ci", "viewer"
+CI, VIEWER, AGENT = "ci", "viewer", "agent"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,198 @@
+"""`rnx mcp` over stdio, started and driven by the `mcp` SDK's own stdio client, forwarding to
+the real gate server on loopback; its `benchmark` tool runs `rnx check` on a git checkout of
+examples/attention.py (a 2x slower edit BLOCKs, the unchanged tree PASSes, the budget holds)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from gate_server.agents import issue_agent_token
+from gate_server.clock import utcnow
+from gate_server.db import audit, open_database
+from gate_server.local import LiveServer
+from tests.rnx_cli.conftest import ROOT, slow_down
+
+FAST = {"samples": 16, "processes": 2}
+
+
+def agent_token(database_url: str, scopes: tuple[str, ...]) -> str:
+    database = open_database(database_url)
+    try:
+        return issue_agent_token(
+            database,
+            workspace="acme",
+            repository="acme/kernels",
+            branches=["main"],
+            name="claude",
+            for_user="alice",
+            scopes=scopes,
+            expires_at=utcnow() + timedelta(hours=1),
+            accept_granted_by=None,
+            actor="test",
+        )[1]
+    finally:
+        database.close()
+
+
+@pytest.fixture
+def gate(tmp_path: Path, server_factory: Callable[..., LiveServer]) -> Iterator[LiveServer]:
+    yield server_factory(f"sqlite:///{tmp_path / 'gate.db'}")
+
+
+def stdio(
+    server: LiveServer, secret: str, repo: Path, steps: Callable[[ClientSession], Any]
+) -> Any:
+    env = {
+        **os.environ,
+        "KERNALIN_URL": server.url,
+        "KERNALIN_TOKEN": secret,
+        "PYTHONPATH": str(ROOT),
+    }
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "rnx_cli", "mcp", "--root", str(repo)], env=env
+    )
+
+    async def go() -> Any:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            return await steps(s)
+
+    return asyncio.run(go())
+
+
+def test_benchmark_blocks_a_2x_slower_edit_and_passes_the_unchanged_tree(
+    gate: LiveServer, checkout: Path
+) -> None:
+    secret = agent_token(gate.database_url, ("read", "benchmark"))
+    progress: list[str] = []
+
+    async def note(done: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    async def steps(s: ClientSession) -> list[Any]:
+        names = [t.name for t in (await s.list_tools()).tools]
+        unchanged = slow_down(checkout)
+        slower = await s.call_tool("benchmark", FAST, progress_callback=note)
+        (checkout / "kernels" / "attention.py").write_text(unchanged)
+        same = await s.call_tool("benchmark", FAST)
+        return [names, slower, same]
+
+    names, slower, same = stdio(gate, secret, checkout, steps)
+    assert "benchmark" in names and "run_verdict" in names and "start_benchmark" not in names
+    assert not slower.isError, slower.content
+    assert slower.structuredContent["tier"] == "BLOCK"
+    assert slower.structuredContent["exit_code"] == 1
+    text = slower.content[0].text
+    assert text.startswith("BLOCK") and "slower" in text and "block threshold" in text
+    assert any("round" in p for p in progress)  # the harness's progress, as notifications
+    assert not same.isError, same.content
+    assert same.structuredContent["tier"] == "PASS", same.content[0].text
+
+
+def test_benchmark_honours_its_budget_scope_and_the_repository(
+    gate: LiveServer, checkout: Path
+) -> None:
+    reader = agent_token(gate.database_url, ("read",))
+    benchmarker = agent_token(gate.database_url, ("read", "benchmark"))
+
+    async def refused(s: ClientSession) -> Any:
+        return await s.call_tool("benchmark", FAST)
+
+    async def hostile(s: ClientSession) -> list[Any]:
+        return [
+            await s.call_tool("benchmark", {**FAST, "workloads": ["../../etc/passwd"]}),
+            await s.call_tool("benchmark", {**FAST, "workloads": ["--config=/etc/passwd"]}),
+            await s.call_tool("benchmark", {**FAST, "base": "--upload-pack=x"}),
+            await s.call_tool("benchmark", {**FAST, "budget_s": 1}),
+            await s.call_tool("benchmark", {**FAST, "budget_s": 10**9}),
+        ]
+
+    no_scope = stdio(gate, reader, checkout, refused)
+    assert no_scope.isError and "missing_scope" in no_scope.content[0].text
+    outside, option, base, budget, huge = stdio(gate, benchmarker, checkout, hostile)
+    assert outside.isError and "not a file inside the repository" in outside.content[0].text
+    assert option.isError and "not a file inside the repository" in option.content[0].text
+    assert base.isError and "a branch name" in base.content[0].text
+    assert budget.isError and "budget_exhausted" in budget.content[0].text
+    assert huge.isError and "greater than the maximum of 3600" in huge.content[0].text
+    # The check stopped at the budget removed its worktree of the merge-base.
+    listed = subprocess.run(["git", "worktree", "list"], cwd=checkout, capture_output=True)
+    assert len(listed.stdout.splitlines()) == 1, listed.stdout
+    database = open_database(gate.database_url)
+    try:
+        with database.read() as conn:
+            actions = [e["action"] for e in audit.entries(conn)]
+    finally:
+        database.close()
+    assert "agent.refused" in actions and "agent.start_benchmark" in actions
+
+
+def test_the_gates_tools_and_resources_are_forwarded_on_both_databases(
+    database_url: str, server_factory: Callable[..., LiveServer], checkout: Path
+) -> None:
+    server = server_factory(database_url)
+    secret = agent_token(database_url, ("read",))
+
+    async def steps(s: ClientSession) -> list[Any]:
+        return [
+            await s.call_tool("run_verdict", {"branch": "main"}),
+            await s.call_tool("change_points", {}),
+            await s.read_resource("kernalin://gate"),  # type: ignore[arg-type]
+        ]
+
+    missing, changes, gate = stdio(server, secret, checkout, steps)
+    assert missing.isError and "run_not_found: no run on branch 'main'" in missing.content[0].text
+    assert changes.structuredContent == {"change_points": []}
+    assert "block-threshold" in gate.contents[0].text
+    shown = repr([missing, changes, gate])
+    assert secret not in shown
+
+
+def test_a_refused_or_unreachable_gate_is_one_line(
+    gate: LiveServer, checkout: Path, refused_port: int
+) -> None:
+    database = open_database(gate.database_url)
+    try:
+        expired = issue_agent_token(
+            database,
+            workspace="acme",
+            repository="acme/kernels",
+            branches=["main"],
+            name="claude",
+            for_user="alice",
+            scopes=["read"],
+            expires_at=utcnow() - timedelta(seconds=1),
+            accept_granted_by=None,
+            actor="test",
+        )[1]
+    finally:
+        database.close()
+    for url, secret, message in (
+        (gate.url, expired, "the gate server refused KERNALIN_TOKEN: agent token"),
+        (gate.url, "rnx_ci_x", "set KERNALIN_TOKEN to an agent token"),
+        (f"http://127.0.0.1:{refused_port}", expired, "cannot reach the gate server"),
+    ):
+        env = {**os.environ, "KERNALIN_URL": url, "KERNALIN_TOKEN": secret}
+        env["PYTHONPATH"] = str(ROOT)
+        done = subprocess.run(
+            [sys.executable, "-m", "rnx_cli", "mcp"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2
+        assert message in done.stderr and "Traceback" not in done.stderr
+        assert secret not in done.stderr
