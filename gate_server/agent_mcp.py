@@ -5,6 +5,7 @@ runs one function of gate_server/agent_tools.py in a worker thread and is audite
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
@@ -292,6 +293,10 @@ def _register_resources(mcp: FastMCP, settings: ServerSettings) -> None:
 
 def build(settings: ServerSettings) -> tuple[ASGIApp, StreamableHTTPSessionManager]:
     """The /mcp ASGI app and its session manager (the app's lifespan runs it)."""
+    # The SDK's constructor sets up logging as if it owned the process (logging.basicConfig
+    # with rich's handler, which wraps lines); here it is a guest: the server's log stays as is.
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     mcp = FastMCP(
         "kernalin",
         instructions="The kernalin performance gate: verdicts, baselines, history, change "
@@ -304,6 +309,8 @@ def build(settings: ServerSettings) -> tuple[ASGIApp, StreamableHTTPSessionManag
         # send one, so DNS rebinding gains nothing, and the server answers on any host name.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
+    root.handlers[:] = handlers
+    root.setLevel(level)
     _register_reads(mcp)
     _register_history(mcp)
     _register_writes(mcp)

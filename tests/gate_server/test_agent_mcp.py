@@ -7,6 +7,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -96,7 +97,10 @@ def session(url: str, secret: str, steps: Session) -> Any:
             await s.initialize()
             return await steps(s)
 
-    return asyncio.run(go())
+    # In a thread of its own: a test run before this one in the same process may have left
+    # an event loop marked running in this thread, where asyncio.run() refuses to start.
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, go()).result()
 
 
 def calls(world: World, secret: str, *called: tuple[str, dict[str, Any]]) -> list[CallToolResult]:
