@@ -4,7 +4,7 @@ Runs the real `rnx gate` (a subprocess, the harness measuring for real on this C
 environment a GitLab job has and nothing of GitHub's, against the real gate server (SQLite,
 loopback):
   1. a merge request before any baseline is stored   -> WARN (nothing to compare with)
-  2. three pushes to main that store baselines        -> WARN (the first), then PASS
+  2. the push to main that stores the baseline       -> WARN (nothing stored before it)
   3. a merge request that changes nothing             -> PASS
   4. a merge request whose kernel is 2x slower        -> BLOCK (exit code 1)
 and prints each log whole, then checks that no log holds the CI token or a workflow command.
