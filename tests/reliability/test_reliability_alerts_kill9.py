@@ -129,6 +129,9 @@ def test_kill_9_during_delivery_loses_nothing(
     for name, ids in received.items():
         assert len(ids) == EVENTS, (name, ids)  # every event arrived: nothing lost
     duplicates = {name: sum(n - 1 for n in ids.values()) for name, ids in received.items()}
-    # The held message was sent again after the restart, under the same delivery id; nothing
-    # else was sent twice, by either of the two processes.
-    assert duplicates == {"slack": 1, "hook": 0, "mail": 0}, duplicates
+    # The held message was sent again after the restart, under the same delivery id. Sends run
+    # in lanes side by side, one per channel at a time, so each other channel may have had one
+    # send in flight when the process was killed: sent again (at least once, never lost), at
+    # most once more. Nothing is sent twice by the two processes that took over.
+    assert duplicates["slack"] == 1, duplicates
+    assert duplicates["hook"] <= 1 and duplicates["mail"] <= 1, duplicates
