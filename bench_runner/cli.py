@@ -25,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
         "--runtimes", help="comma list: pytorch_eager,torch_compile,onnxruntime,tensorrt"
     )
     p.add_argument("--batch-sizes", help="comma list, e.g. 1,8")
-    p.add_argument("--dtypes", help="comma list: float32,float16,bfloat16,float64")
+    p.add_argument("--dtypes", help="comma list: float32,tf32 (GPU),float16,bfloat16,float64")
     p.add_argument("--out", default="results.json", help="results file (default results.json)")
     p.add_argument("--base", help="base version of the workload: paired mode (base vs head)")
     p.add_argument("--config", help="kernalin.yml (default: ./kernalin.yml when present)")

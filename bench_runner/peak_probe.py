@@ -13,12 +13,14 @@ from collections.abc import Callable
 
 import torch
 
+from bench_runner.precision import set_matmul_precision
 from rnx.peaks import Peaks, lookup
 from rnx.roofline import PEAK_KEYS
 
 DTYPES = {
     "float64": torch.float64,
     "float32": torch.float32,
+    "tf32": torch.float32,  # with TF32 math on: set_matmul_precision
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
 }
@@ -101,10 +103,13 @@ def peaks_for(device: torch.device, dtypes: list[str]) -> Peaks:
             return found
     flops = {}
     for dtype in dtypes:
+        set_matmul_precision(dtype)
         try:
             flops[PEAK_KEYS[dtype]] = gemm_flops(device, DTYPES[dtype])
         except RuntimeError:  # no matrix product for this dtype here: no compute bound
             continue
+        finally:
+            set_matmul_precision("float32")
     return Peaks(
         part=f"measured: {name}",
         flops=flops,

@@ -25,6 +25,7 @@ from bench_runner.correctness import check_correctness
 from bench_runner.errors import ConfigFailure, Unsupported
 from bench_runner.gpu_checks import ContentionSigns
 from bench_runner.peak_probe import peaks_for
+from bench_runner.precision import set_matmul_precision, uses_tf32
 from bench_runner.references import ReferenceStore
 from bench_runner.runtimes import Prepared, get_runtime
 from bench_runner.subjects import build_subject
@@ -43,7 +44,8 @@ REFERENCE_BUDGET_GPU_FRACTION = 0.1
 def configure_process(
     threads: int, device: torch.device, cpus: list[int] | None = None
 ) -> dict[str, Any]:
-    """Fixed thread counts, fixed CPUs and no TF32: what the numbers and tolerances assume."""
+    """Fixed thread counts, fixed CPUs and no TF32 (until a tf32 configuration asks for it):
+    what the numbers and tolerances assume."""
     pinned: list[int] = []
     if cpus:
         # A CPU that vanished (hot-unplug, a changed cpuset) leaves the process unpinned.
@@ -143,6 +145,7 @@ def in_process_command(
 class Ready:
     prepared: Prepared
     example_inputs: list[Any]
+    dtype: str
     call: Any = None  # bound after the checks: a runtime may keep one binding (TensorRT)
     timer: Timer | None = None
     loops: int = 1
@@ -239,6 +242,11 @@ class Side:
         if why:
             raise Unsupported(f"unavailable: {why}")
         dtype, batch_size = cmd["dtype"], cmd["batch_size"]
+        if uses_tf32(dtype) and self.device.type != "cuda":
+            raise Unsupported(
+                "tf32 is TensorFloat-32, a matrix-math mode of NVIDIA GPUs; on the CPU use float32"
+            )
+        set_matmul_precision(dtype)
         t_subject = time.perf_counter_ns()
         subject, cases = build_subject(
             self.workload,
@@ -257,7 +265,7 @@ class Side:
         result["details"]["build_wall_ns"] = time.perf_counter_ns() - t_build
         result["build"] = prepared.build
         result["details"].update(prepared.details)
-        self.ready[cmd["id"]] = Ready(prepared=prepared, example_inputs=subject.example_inputs)
+        self.ready[cmd["id"]] = Ready(prepared, subject.example_inputs, dtype)
         if cases is not None:
             self._count_work(cmd, result, subject.example_inputs)
             self._check(cmd, result, prepared, cases)
@@ -319,6 +327,7 @@ class Side:
 
     def _warm(self, cmd: dict[str, Any], result: dict[str, Any]) -> None:
         ready = self.ready[cmd["id"]]
+        set_matmul_precision(ready.dtype)
         ready.call = ready.prepared.bind(ready.example_inputs)
         timer = make_timer(ready.prepared.timer, self.device, self.timer_cache, self.telemetry)
         try:
@@ -368,6 +377,7 @@ class Side:
             self.armed = True
         r = self.ready[cid]
         assert r.timer is not None, f"{cid} was measured before it was warmed up"
+        set_matmul_precision(r.dtype)
         try:
             ns = r.timer.sample(r.call, r.loops)
         except Exception as e:  # noqa: BLE001 - e.g. a recompile during timing

@@ -20,6 +20,7 @@ from bench_runner.errors import Unsupported, WorkloadError
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
+    "tf32": torch.float32,  # float32 tensors, TF32 math (bench_runner/precision.py)
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
     "float64": torch.float64,

@@ -15,10 +15,11 @@ from typing import Literal
 BEYOND_ROOFLINE_TOLERANCE = 1.05
 
 # The harness's dtypes and the row of the peaks table each is held to. float32 is held to the
-# plain FP32 peak, not TF32: the harness turns TF32 off (bench_runner/worker.py).
+# plain FP32 peak: TF32 math runs only for the tf32 dtype (bench_runner/precision.py).
 PEAK_KEYS: dict[str, str] = {
     "float64": "fp64",
     "float32": "fp32",
+    "tf32": "tf32",
     "float16": "fp16",
     "bfloat16": "bf16",
 }

@@ -43,10 +43,10 @@ TimeBudget = Annotated[float, Field(gt=0, le=MAX_TIME_BUDGET_S, allow_inf_nan=Fa
 BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH_SIZE)]
 
 Runtime = Literal["pytorch_eager", "torch_compile", "onnxruntime", "tensorrt"]
-Dtype = Literal["float32", "float16", "bfloat16", "float64"]
+Dtype = Literal["float32", "tf32", "float16", "bfloat16", "float64"]
 Status = Literal["ok", "unsupported", "diverged", "error"]
 RUNTIMES: tuple[str, ...] = ("pytorch_eager", "torch_compile", "onnxruntime", "tensorrt")
-DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64")
+DTYPES: tuple[str, ...] = ("float32", "tf32", "float16", "bfloat16", "float64")
 
 # Names that end up in URLs, SQL parameters, file names and HTML: keep them to what GitHub allows.
 Repository = Annotated[

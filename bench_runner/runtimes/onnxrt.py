@@ -5,7 +5,8 @@ inputs and outputs are torch buffers bound by pointer (no numpy, so bfloat16 wor
 run does not synchronize at its end: the timed call is asynchronous like an eager call, joined
 to the timer's stream by stream waits, so the timer's events bracket ORT's kernels and nothing
 else (the host's time to launch the call is recorded beside, as launch overhead). TF32 is off
-(`use_tf32=0`, ORT's default is on): float32 means float32 here as in every runtime.
+(`use_tf32=0`, ORT's default is on) except for the tf32 dtype: float32 means float32 here as in
+every runtime (bench_runner/precision.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 
 from bench_runner.errors import ConfigFailure, Unsupported
+from bench_runner.precision import uses_tf32
 from bench_runner.runtimes.base import Prepared, Subject
 from bench_runner.runtimes.onnx_export import onnx_bytes
 
@@ -54,12 +56,13 @@ def providers_for(device: torch.device, available: list[str]) -> list[str]:
     return [CUDA, CPU] if device.type == "cuda" and CUDA in available else [CPU]
 
 
-def cuda_options(device: torch.device, stream: int) -> dict[str, str]:
-    """The CUDA provider's options: our stream, and float32 computed in float32."""
+def cuda_options(device: torch.device, stream: int, tf32: bool) -> dict[str, str]:
+    """The CUDA provider's options: our stream, and float32 computed in float32 unless the
+    configuration is tf32."""
     return {
         "device_id": str(device.index or 0),
         "user_compute_stream": str(stream),
-        "use_tf32": "0",
+        "use_tf32": "1" if tf32 else "0",
     }
 
 
@@ -193,19 +196,23 @@ class OnnxRuntime:
         data, details, export_ns = onnx_bytes(subject)
         stream = torch.cuda.Stream(subject.device) if names[0] == CUDA else None
         providers: list[Any] = list(names)
+        tf32 = uses_tf32(subject.dtype)
         if stream is not None:
-            providers[0] = (CUDA, cuda_options(subject.device, stream.cuda_stream))
+            providers[0] = (CUDA, cuda_options(subject.device, stream.cuda_stream, tf32))
         session, session_ns = _session(data, subject, providers)
         provider = session.get_providers()[0]
         if provider == CPU and subject.torch_dtype == torch.bfloat16:  # CUDA provider not loaded
             raise Unsupported("onnxruntime: the CPU provider has no bfloat16 kernels")
-        if provider == CUDA and session.get_provider_options()[CUDA].get("use_tf32") != "0":
-            raise ConfigFailure("onnxruntime's CUDA provider did not take use_tf32=0")
+        if provider == CPU and tf32:  # the CUDA provider did not load
+            raise Unsupported("onnxruntime: tf32 needs the CUDA provider; this run uses the CPU")
+        asked = "1" if tf32 else "0"
+        if provider == CUDA and session.get_provider_options()[CUDA].get("use_tf32") != asked:
+            raise ConfigFailure(f"onnxruntime's CUDA provider did not take use_tf32={asked}")
         details.update(
             {"provider": provider, "intra_op_threads": subject.threads, "inter_op_threads": 1}
         )
         if provider == CUDA:
-            details["use_tf32"] = False
+            details["use_tf32"] = tf32
         calls: _CpuCalls | _CudaCalls = (
             _CudaCalls(session, subject.device, stream)
             if provider == CUDA and stream is not None

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from bench_runner.errors import ConfigFailure, Unsupported
+from bench_runner.precision import uses_tf32
 from bench_runner.runtimes.base import Prepared, Subject
 from bench_runner.runtimes.onnx_export import onnx_bytes
 
@@ -50,6 +51,12 @@ class TensorRT:
             errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
             raise Unsupported(f"TensorRT's ONNX parser refused the graph: {errors[:1500]}")
         config = builder.create_builder_config()
+        # TensorRT allows TF32 by default: float32 means float32 unless the dtype is tf32.
+        if uses_tf32(subject.dtype):
+            config.set_flag(trt.BuilderFlag.TF32)
+        else:
+            config.clear_flag(trt.BuilderFlag.TF32)
+        details["tf32"] = uses_tf32(subject.dtype)
         t0 = time.perf_counter_ns()
         serialized = builder.build_serialized_network(network, config)
         if serialized is None:

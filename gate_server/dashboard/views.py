@@ -33,7 +33,7 @@ from rnx.schema import config_id as _make_config_id
 
 GITHUB = "https://github.com"
 _RUNTIME_ORDER = {"pytorch_eager": 0, "torch_compile": 1, "onnxruntime": 2, "tensorrt": 3}
-_DTYPE_ORDER = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3}
+_DTYPE_ORDER = {"float32": 0, "tf32": 1, "float16": 2, "bfloat16": 3, "float64": 4}
 
 
 def commit_url(repository: str, sha: str) -> str:

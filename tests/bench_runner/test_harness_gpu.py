@@ -141,6 +141,7 @@ NOT_VERIFIED = (
     [
         ("tiny.py", "float32", 2),
         ("gelu_linear", "float32", 32),  # 644 of 4096 elements off with ORT's default TF32
+        ("gelu_linear", "tf32", 32),  # ORT's use_tf32=1, asked for and checked as tf32
         ("gelu_linear", "float16", 8),
         ("gelu_linear", "bfloat16", 8),  # through IOBinding of torch buffers, no numpy
     ],
@@ -155,11 +156,26 @@ def test_onnxruntime_cuda_provider_runs_and_is_checked(cuda_side, workload, dtyp
     r = side.prepare(cmd)
     assert r["status"] == "ok", r.get("reason")
     assert r["details"]["provider"] == "CUDAExecutionProvider"
-    assert r["details"]["use_tf32"] is False
+    assert r["details"]["use_tf32"] is (dtype == "tf32")
     # Timed like eager: events on the stream ORT works on, the host's launch time beside.
     assert r["details"]["timing_method"] == "cuda_events+busy_stream+l2_flush"
     assert side.measure(cmd["id"])["ns"] > 0
     assert side.report(cmd["id"])["launch_overhead_ns"] > 0
+
+
+@pytest.mark.parametrize("runtime", ["pytorch_eager", "torch_compile"])
+def test_tf32_is_its_own_precision_and_float32_stays_float32(cuda_side, runtime):
+    side = cuda_side(EXAMPLES / "gelu_linear.py")
+    errors = {}
+    for dtype in ("float32", "tf32", "float32"):  # the switch goes off again after tf32
+        cmd = prepare_cmd(runtime, dtype, 32)
+        r = side.prepare(cmd)
+        assert r["status"] == "ok", r.get("reason")
+        assert side.measure(cmd["id"])["ns"] > 0
+        errors.setdefault(dtype, []).append(r["correctness"]["max_abs_error"])
+    # float32 is float32 (an H200: ~5e-7); TF32 products keep a 10-bit mantissa (~6e-4).
+    assert max(errors["float32"]) < 1e-5 < errors["tf32"][0] < 1e-2
+    assert not torch.backends.cuda.matmul.allow_tf32
 
 
 def test_tensorrt_engine_runs_and_is_checked(cuda_side):

@@ -110,8 +110,32 @@ def test_onnxruntime_cuda_provider_computes_float32_without_tf32_on_our_stream()
     from bench_runner.runtimes.onnxrt import cuda_options
 
     # ORT's own default is use_tf32=1: float32 matmuls in TF32, 5.6e-4 off on an H200.
-    options = cuda_options(torch.device("cuda", 1), 1234)
+    options = cuda_options(torch.device("cuda", 1), 1234, tf32=False)
     assert options == {"device_id": "1", "user_compute_stream": "1234", "use_tf32": "0"}
+    assert cuda_options(torch.device("cuda", 0), 1, tf32=True)["use_tf32"] == "1"
+
+
+@pytest.mark.parametrize("runtime", ["pytorch_eager", "torch_compile", "onnxruntime"])
+def test_tf32_on_the_cpu_is_unsupported_and_says_to_use_float32(prepare, runtime):
+    r = prepare(WORKLOADS / "tiny.py", runtime=runtime, dtype="tf32", batch_size=2)
+    assert r["status"] == "unsupported"
+    assert "TensorFloat-32" in r["reason"] and "use float32" in r["reason"]
+
+
+def test_tf32_math_is_on_only_while_a_tf32_configuration_runs():
+    from bench_runner.precision import set_matmul_precision
+
+    try:
+        set_matmul_precision("tf32")
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+        assert torch.get_float32_matmul_precision() == "high"
+        for dtype in ("float32", "float16", "bfloat16", "float64"):
+            set_matmul_precision(dtype)
+            assert not torch.backends.cuda.matmul.allow_tf32
+            assert not torch.backends.cudnn.allow_tf32
+            assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        set_matmul_precision("float32")
 
 
 def test_onnxruntime_bfloat16_on_the_cpu_provider_is_unsupported_with_the_reason():
