@@ -8,16 +8,26 @@
    (site-packages/nvidia/*/lib): every step below runs with them on LD_LIBRARY_PATH.
 2. tests: tests/bench_runner/test_harness_gpu.py with pytest (-rs: the skips with reasons).
 3. bench: `rnx bench examples/gelu_linear.py --runtimes pytorch_eager,torch_compile,
-   onnxruntime --dtypes float32,float16,bfloat16 --batch-sizes 1,8,32`: each configuration's
-   status and median.
-4. profile: the same configurations built by the harness (bench_runner.worker.Side) and timed
-   by its own timer, then the same timed call (L2 flush, spin, events, the call) under
-   torch.profiler, whose CUDA activity (CUPTI) sees every kernel of the process, ONNX Runtime's
-   included: the sum of the call's kernels' GPU durations (our flush and spin kernels left out)
-   next to the timer's median.
+   onnxruntime --dtypes float32,tf32,float16,bfloat16 --batch-sizes 1,8,32`: each
+   configuration's status and median.
+4. profile: the same configurations, and batch sizes 4096 and 16384, built by the harness
+   (bench_runner.worker.Side) and timed by its own timer, then the same timed call (L2 flush,
+   spin, events, the call) under torch.profiler, whose CUDA activity (CUPTI) sees every kernel
+   of the process, ONNX Runtime's included. Per call: the sum of its kernels' GPU durations, their
+   span (first start to last end) and count (our flush and spin kernels left out, and splitting
+   the calls), next to the timer's median; the GPU's idle time per boundary between kernels.
+
+Before, on a machine with a package index (the wheels for the GPU machine's Python):
+     pip download --no-deps --only-binary=:all: --python-version 3.12 \
+         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+         --platform manylinux2014_x86_64 --platform any -d SRC onnxruntime-gpu==1.31.1 ...
+     python -m benchmarks.gpu_runtimes --pack SRC --into .whl
+   writes .whl/SHA256SUMS and carry-sized folders .whl/c0, .whl/c1, ... (each under 60 MB, a
+   large wheel cut into NAME.part.NN): carry them one per call into one folder DIR there.
 
 Run: python -m benchmarks.gpu_runtimes --wheels DIR [--out DIR]
-       [--steps install,tests,bench,profile]   (install needs DIR/SHA256SUMS; --out: $OUT)
+       [--steps install,tests,bench,profile] [--runtimes R1,R2]
+       (install needs DIR/SHA256SUMS; --out: $OUT; --runtimes: those the profile step runs)
 Writes gpu_runtimes.json (every figure) under the output folder and prints a summary.
 """
 
@@ -40,8 +50,10 @@ from typing import Any
 from benchmarks.gpu_support import EXAMPLES, ROOT, out_dir, save
 
 RUNTIMES = ["pytorch_eager", "torch_compile", "onnxruntime"]
-DTYPES = ["float32", "float16", "bfloat16"]
+DTYPES = ["float32", "tf32", "float16", "bfloat16"]
 BATCHES = [1, 8, 32]
+# Profiled only: sizes where kernels, not the GPU's gaps between them, take the time.
+PROFILE_ONLY_BATCHES = [4096, 16384]
 # Our own kernels in the timed call (the L2 flush's zero_ and the busy-stream spin), and CUPTI's
 # synchronization records (waits, not work).
 OURS = ("FillFunctor", "spin_kernel", "Sync", "Wait Event")
@@ -110,6 +122,34 @@ def checked_wheels(folder: Path, work: Path) -> list[Path]:
             raise SystemExit(f"{name}: sha256 {got} is not SHA256SUMS' {digest}: a part missing?")
         wheels.append(path)
     return wheels
+
+
+CARRY_BYTES = 60 << 20
+
+
+def pack(src: Path, into: Path) -> None:
+    """SRC's wheels into carry-sized folders into/c0, c1, ... (c0 holds SHA256SUMS)."""
+    wheels = sorted(src.glob("*.whl"), key=lambda p: p.stat().st_size)
+    pieces: list[tuple[str, bytes]] = []
+    for w in wheels:
+        data = w.read_bytes()
+        if len(data) <= CARRY_BYTES:
+            pieces.append((w.name, data))
+            continue
+        for n, at in enumerate(range(0, len(data), CARRY_BYTES)):
+            pieces.append((f"{w.name}.part.{n:02d}", data[at : at + CARRY_BYTES]))
+    sums = "".join(f"{sha256(w)}  {w.name}\n" for w in wheels)
+    folders: list[list[tuple[str, bytes]]] = [[("SHA256SUMS", sums.encode())]]
+    for name, data in pieces:
+        if sum(len(d) for _, d in folders[-1]) + len(data) > CARRY_BYTES:
+            folders.append([])
+        folders[-1].append((name, data))
+    for i, folder in enumerate(folders):
+        target = into / f"c{i}"
+        target.mkdir(parents=True, exist_ok=True)
+        for name, data in folder:
+            (target / name).write_bytes(data)
+        print(f"{target}: {len(folder)} files, {sum(len(d) for _, d in folder) >> 20} MiB")
 
 
 def pip(*args: str) -> None:
@@ -192,27 +232,44 @@ def _us(ns: Any) -> float | None:
     return round(ns / 1e3, 2) if isinstance(ns, int | float) else None
 
 
-def kernel_ns_per_call(prof: Any, calls: int) -> tuple[float, list[str]]:
-    """The GPU duration of the call's kernels (ours left out), per call, and their names."""
-    total, names = 0.0, set()
-    for e in prof.events():
-        if str(e.device_type).endswith("CUDA") and not any(o in e.name for o in OURS):
-            total += e.device_time_total * 1e3  # us -> ns
-            names.add(e.name[:80])
-    return total / calls, sorted(names)
+def kernels_per_call(prof: Any) -> dict[str, Any]:
+    """Per timed call, from the profile: the sum of its kernels' GPU durations, their span (the
+    first kernel's start to the last one's end) and their count. The timer flushes L2 and spins
+    before every call, so our own kernels split the timeline into calls."""
+    events = sorted(
+        (e for e in prof.events() if str(e.device_type).endswith("CUDA")),
+        key=lambda e: e.time_range.start,
+    )
+    calls: list[list[Any]] = [[]]
+    names = set()
+    for e in events:
+        if any(o in e.name for o in OURS):
+            if calls[-1]:
+                calls.append([])
+            continue
+        calls[-1].append(e)
+        names.add(e.name[:80])
+    calls = [c for c in calls if c]
+    if not calls:
+        return {"kernels": []}
+    sums = [sum(e.time_range.elapsed_us() for e in c) for c in calls]
+    spans = [max(e.time_range.end for e in c) - min(e.time_range.start for e in c) for c in calls]
+    counts = [len(c) for c in calls]
+    return {
+        "calls_profiled": len(calls),
+        "kernel_sum_us": round(statistics.median(sums), 3),
+        "kernel_span_us": round(statistics.median(spans), 3),
+        "kernels_per_call": statistics.median(counts),
+        "kernels": sorted(names),
+    }
 
 
-def profile_one(runtime: str, dtype: str, batch: int) -> dict[str, Any]:
+def profile_one(side: Any, runtime: str, dtype: str, batch: int) -> dict[str, Any]:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from bench_runner.worker import Side, configure_process, in_process_command
+    from bench_runner.worker import in_process_command
 
-    configure_process(1, torch.device("cuda"))
-    side = Side(
-        path=str(EXAMPLES / "gelu_linear.py"), device=torch.device("cuda"), threads=1, seed=0
-    )
-    side.load()
     cmd = in_process_command(runtime, dtype, batch)
     r = side.prepare(cmd)
     row: dict[str, Any] = {"id": f"{runtime}/{dtype}/bs{batch}", "status": r["status"]}
@@ -221,52 +278,81 @@ def profile_one(runtime: str, dtype: str, batch: int) -> dict[str, Any]:
     timed = sorted(side.measure(cmd["id"])["ns"] for _ in range(15))
     ready = side.ready[cmd["id"]]
     assert ready.timer is not None
-    loops = ready.loops
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(5):
-            ready.timer.sample(ready.call, loops)
+        for _ in range(10):
+            ready.timer.sample(ready.call, 1)
         torch.cuda.synchronize()
-    kernel_ns, names = kernel_ns_per_call(prof, 5 * loops)
-    median = statistics.median(timed)
-    return {
-        **row,
-        "timed_median_us": round(median / 1e3, 3),
-        "profiled_kernels_us": round(kernel_ns / 1e3, 3),
-        "timed_over_kernels": round(median / kernel_ns, 3) if kernel_ns else None,
-        "kernels": names,
-        "launch_overhead_us": _us(side.report(cmd["id"]).get("launch_overhead_ns")),
-    }
+    per_call = kernels_per_call(prof)
+    side.ready.pop(cmd["id"])  # one configuration's buffers at a time
+    median_us = statistics.median(timed) / 1e3
+    out = {**row, "timed_median_us": round(median_us, 3), **per_call}
+    kernel_sum, span, count = (
+        per_call.get(k) for k in ("kernel_sum_us", "kernel_span_us", "kernels_per_call")
+    )
+    if kernel_sum:
+        out["timed_over_kernel_sum"] = round(median_us / kernel_sum, 3)
+        out["timed_over_span"] = round(median_us / span, 3)
+        # The GPU's idle time between consecutive kernels of one call.
+        out["gap_per_boundary_us"] = (
+            round((span - kernel_sum) / (count - 1), 3) if count > 1 else None
+        )
+    out["launch_overhead_us"] = _us(side.report(cmd["id"]).get("launch_overhead_ns"))
+    return out
 
 
-def run_profiles(env: dict[str, str]) -> list[dict[str, Any]]:
-    """Each configuration in a fresh process (one compile cache, one ORT session each)."""
-    rows = []
-    for runtime in RUNTIMES:
-        for dtype in DTYPES:
-            for batch in BATCHES:
-                code = (
-                    "import json; from benchmarks.gpu_runtimes import profile_one; "
-                    f"print('ROW ' + json.dumps(profile_one({runtime!r}, {dtype!r}, {batch})))"
-                )
-                done = subprocess.run(
-                    [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
-                )
-                found = [ln[4:] for ln in done.stdout.splitlines() if ln.startswith("ROW ")]
-                row = json.loads(found[0]) if found else {
-                    "id": f"{runtime}/{dtype}/bs{batch}", "status": "crashed",
-                    "reason": done.stderr[-1500:],
-                }  # fmt: skip
+def profile_runtime(runtime: str, dtypes: list[str], batches: list[int]) -> None:
+    """Every configuration of one runtime in this process, one ROW line each as it is done."""
+    import torch
+
+    from bench_runner.worker import Side, configure_process
+
+    configure_process(1, torch.device("cuda"))
+    side = Side(
+        path=str(EXAMPLES / "gelu_linear.py"), device=torch.device("cuda"), threads=1, seed=0
+    )
+    side.load()
+    for dtype in dtypes:
+        for batch in batches:
+            print("ROW " + json.dumps(profile_one(side, runtime, dtype, batch)), flush=True)
+
+
+def run_profiles(env: dict[str, str], runtimes: list[str], save_rows: Any) -> list[dict[str, Any]]:
+    """Each runtime in a process of its own; the rows are saved as they come (a call's time
+    limit may end the step)."""
+    rows: list[dict[str, Any]] = []
+    batches = BATCHES + PROFILE_ONLY_BATCHES
+    for runtime in runtimes:
+        code = (
+            "from benchmarks.gpu_runtimes import profile_runtime; "
+            f"profile_runtime({runtime!r}, {DTYPES!r}, {batches!r})"
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("ROW "):
+                row = json.loads(line[4:])
                 print(json.dumps({k: v for k, v in row.items() if k != "kernels"}), flush=True)
                 rows.append(row)
+                save_rows(rows)
+        if proc.wait() != 0:
+            rows.append({"id": runtime, "status": "crashed", "rc": proc.returncode})
     return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wheels", help="folder of wheels and wheel parts, with SHA256SUMS")
+    ap.add_argument("--pack", help="folder of downloaded wheels: split for carrying, then stop")
+    ap.add_argument("--into", default=".whl", help="where --pack writes c0, c1, ...")
     ap.add_argument("--out", help="output folder (default $OUT)")
     ap.add_argument("--steps", default="install,tests,bench,profile")
+    ap.add_argument("--runtimes", default=",".join(RUNTIMES), help="of the profile step")
     args = ap.parse_args()
+    if args.pack:
+        pack(Path(args.pack), Path(args.into))
+        return
     folder = out_dir(args.out) or Path("gpu_runtimes_out")
     folder.mkdir(parents=True, exist_ok=True)
     steps = args.steps.split(",")
@@ -286,7 +372,12 @@ def main() -> None:
             found[step] = fn(env)
             save(folder, "gpu_runtimes.json", found)
     if "profile" in steps:
-        found["profile"] = run_profiles(env)
+
+        def save_rows(rows: list[dict[str, Any]]) -> None:
+            found["profile"] = rows
+            save(folder, "gpu_runtimes.json", found)
+
+        save_rows(run_profiles(env, args.runtimes.split(","), save_rows))
     save(folder, "gpu_runtimes.json", found)
 
 
