@@ -2,9 +2,10 @@
 request sees there.
 
 Run on a GPU machine from the repository root: `python3 -m benchmarks.gpu_aa_runs [--runs 3]
-[--workload examples/attention.py] [--out DIR]`. Each run is `rnx bench` in a process of its
-own with the product's defaults (processes, samples, time budget), on pytorch_eager and
-torch_compile in float32, float16 and bfloat16 at batch sizes 1 and 8 (12 configurations).
+[--workload examples/attention.py] [--batch-sizes 1,8] [--processes N] [--budget-s S] [--out
+DIR]`. Each run is `rnx bench` in a process of its own with the product's defaults (processes,
+samples, time budget) unless --processes says otherwise, on pytorch_eager and torch_compile in
+float32, float16 and bfloat16 at the batch sizes given (12 configurations by default).
 Then every ordered pair (baseline = one run, head = another) is gated by rnx.verdict.evaluate
 with the default gate settings, as the server gates a pull request against one baseline run,
 and each run against all the others as its baseline history. Issue 13 saw every such pair WARN
@@ -27,11 +28,12 @@ from rnx.schema import ResultsDocument
 from rnx.verdict import evaluate
 
 
-def bench(workload: Path, out: Path, device: str, dtypes: str) -> ResultsDocument:
+def bench(workload: Path, out: Path, args: argparse.Namespace) -> ResultsDocument:
+    extra = ["--processes", str(args.processes)] if args.processes else []
     done = subprocess.run(
         [sys.executable, "-m", "rnx_cli", "bench", str(workload), "--out", str(out)]
-        + ["--runtimes", "pytorch_eager,torch_compile", "--dtypes", dtypes]
-        + ["--batch-sizes", "1,8", "--device", device, "--quiet"],
+        + ["--runtimes", "pytorch_eager,torch_compile", "--dtypes", args.dtypes]
+        + ["--batch-sizes", args.batch_sizes, "--device", args.device, "--quiet", *extra],
         capture_output=True,
         text=True,
     )
@@ -62,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="keep the results documents here")
     p.add_argument("--device", default="cuda", help="cuda (cpu only to check this script)")
     p.add_argument("--dtypes", default="float32,float16,bfloat16")
+    p.add_argument("--batch-sizes", default="1,8")
+    p.add_argument("--processes", type=int, help="worker processes a run (default: rnx bench's)")
+    p.add_argument("--budget-s", type=float, help="start no run after this many seconds")
     p.add_argument(
         "--results",
         type=Path,
@@ -84,9 +89,13 @@ def measure(args: argparse.Namespace) -> list[ResultsDocument]:
     out = args.out or Path(tempfile.mkdtemp(prefix="gpu-aa-"))
     out.mkdir(parents=True, exist_ok=True)
     docs = []
+    started = time.monotonic()
     for r in range(args.runs):
         t0 = time.monotonic()
-        docs.append(bench(args.workload, out / f"run{r}.json", args.device, args.dtypes))
+        if args.budget_s and docs and t0 - started + (t0 - started) / len(docs) > args.budget_s:
+            print(f"run {r}: not started, the next run would end past --budget-s", flush=True)
+            break
+        docs.append(bench(args.workload, out / f"run{r}.json", args))
         print(
             f"run {r}: {len(docs[-1].configurations)} configurations in "
             f"{time.monotonic() - t0:.0f} s",
