@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -72,8 +72,8 @@ class Connection:
     """The gate server and the tokens: what both the gate and accept mode need."""
 
     kernalin_url: str | None = None
-    kernalin_token: str | None = None
-    github_token: str | None = None
+    kernalin_token: str | None = field(default=None, repr=False)
+    github_token: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,8 @@ class GateInputs:
     mode: str | None = None
     environment: str | None = None
     kernalin_url: str | None = None
-    kernalin_token: str | None = None
-    github_token: str | None = None
+    kernalin_token: str | None = field(default=None, repr=False)
+    github_token: str | None = field(default=None, repr=False)
     budget_s: float | None = None
 
 

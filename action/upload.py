@@ -76,7 +76,7 @@ OUTAGE_TITLES = {
 @dataclass(frozen=True)
 class Credential:
     kind: str  # "oidc" | "token"
-    secret: str
+    secret: str = field(repr=False)
     # The server spends an OIDC token on first use (a replayed jti is refused), so a retry
     # needs a fresh one: `renew` asks GitHub again. None: the secret is reusable (a CI token).
     renew: Callable[[], str | None] | None = None

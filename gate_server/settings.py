@@ -51,13 +51,15 @@ _WHOLE_NUMBERS: dict[str, tuple[str, int, int | None]] = {
 
 @dataclass(frozen=True)
 class ServerSettings:
-    database_url: str = field(default_factory=default_database_url)
+    # repr=False on every field that can hold a secret (a database password, keys, the webhook
+    # secret): settings end up in tracebacks and logs, secrets never.
+    database_url: str = field(default_factory=default_database_url, repr=False)
     # Where `rnx serve` listens (its --host / --port flags override these).
     host: str = "127.0.0.1"
     port: int = 8000
     # PEM text of an Ed25519 or RSA private key that signs receipts; None: the server generates
     # one on first start and keeps it in the database, so every process signs with the same key.
-    receipt_key_pem: str | None = None
+    receipt_key_pem: str | None = field(default=None, repr=False)
     max_body_bytes: int = 16 * 1024 * 1024
     max_samples: int = 500_000  # all samples of one document, both sides, all configurations
     timestamp_tolerance_s: int = 300
@@ -70,7 +72,7 @@ class ServerSettings:
     seed: int = 0
     # The GitHub webhook answers 503 until a secret is set: an unverifiable delivery is never
     # acted on.
-    github_webhook_secret: str | None = None
+    github_webhook_secret: str | None = field(default=None, repr=False)
     # OIDC uploads: the audience the action asks GitHub for (action/upload.py); None (the
     # variable set to "off") turns OIDC uploads off.
     oidc_issuer: str = DEFAULT_ISSUER
@@ -85,7 +87,7 @@ class ServerSettings:
     # Look for change points in baseline history after every baseline run (gate_server/changes.py).
     detect_changes: bool = True
     # Keys that encrypt stored secrets (gate_server/db/sealed.py), newest first; () keeps them
-    # plain. repr=False: settings are printed in tracebacks and logs, the keys never.
+    # plain.
     secret_keys: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import httpx
@@ -30,7 +30,7 @@ USER_AGENT = "rnx-benchmark-gate-server"
 @dataclass(frozen=True)
 class AppCredentials:
     app_id: str
-    private_key_pem: str
+    private_key_pem: str = field(repr=False)  # never in a traceback or a log line
     api_url: str = DEFAULT_API_URL
 
 

@@ -10,7 +10,7 @@ import re
 import secrets
 import smtplib
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,7 +36,7 @@ class ChannelSpec:
 
     kind: str
     config: dict[str, Any]
-    secret: dict[str, Any]
+    secret: dict[str, Any] = field(repr=False)
     shown: str
 
 

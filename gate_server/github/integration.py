@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gate_server.answers import ApiError
 from gate_server.db import Database
@@ -15,7 +15,7 @@ from rnx_github.app_auth import GitHubApp
 
 @dataclass(frozen=True)
 class GitHubIntegration:
-    webhook_secret: str | None = None  # None: the webhook answers 503
+    webhook_secret: str | None = field(default=None, repr=False)  # None: the webhook answers 503
     app: GitHubApp | None = None  # None: App mode is off
     oidc: OidcVerifier | None = None  # None: OIDC uploads are off
 

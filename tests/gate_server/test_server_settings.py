@@ -84,3 +84,34 @@ def test_rsa_keys_sign_rs256_and_junk_is_refused():
     assert ReceiptSigner(pem).algorithm == "RS256"
     with pytest.raises(SettingsError, match="PEM private key"):
         ReceiptSigner("not a key")
+
+
+def test_no_secret_is_in_the_settings_repr():
+    """Settings end up in tracebacks and log lines: their repr holds no secret."""
+    from cryptography.fernet import Fernet
+
+    from gate_server.github.integration import GitHubIntegration
+
+    secret_key = Fernet.generate_key().decode()
+    app_key = "-----BEGIN PRIVATE KEY-----\nSWEEPappKey\n-----END PRIVATE KEY-----\n"
+    s = load_settings(
+        {
+            "RNX_DATABASE_URL": "postgresql+psycopg://u:SWEEPdbPassword@h/db",
+            "RNX_RECEIPT_KEY": generate_private_key_pem(),
+            "RNX_GITHUB_WEBHOOK_SECRET": "SWEEPwebhook",
+            "RNX_GITHUB_APP_ID": "12",
+            "RNX_GITHUB_APP_PRIVATE_KEY": app_key,
+            "RNX_SECRET_KEY": secret_key,
+        }
+    )
+    shown = repr(s) + str(s) + repr(s.github_app) + repr(GitHubIntegration(webhook_secret="W1"))
+    for secret in (
+        "SWEEPdbPassword",
+        "PRIVATE KEY",
+        "SWEEPwebhook",
+        "SWEEPappKey",
+        secret_key,
+        "W1",
+    ):
+        assert secret not in shown
+    assert "oidc_audience='kernalin'" in shown  # the rest is still there to read
