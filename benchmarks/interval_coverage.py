@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sd-v", type=float, default=SD_V, help="the true per-configuration spread")
     args = p.parse_args(argv)
     print(
-        f"{args.sims} pull requests per setting, {args.configs} configurations, one {args.shift:.0%}"
+        f"{args.sims} pull requests per setting, {args.configs} configurations, one "
+        f"{args.shift:.0%}"
         f" slower; sd_u {args.sd_u}, sd_v {args.sd_v}, sample sd {args.sd_sample}, outliers "
         f"{args.outliers:.0%}; coverage of the 90% interval (target 0.88-0.92)"
     )
