@@ -40,7 +40,7 @@ class Services:
                 uploads=database.in_event_loop(),
                 signer=load_signer(database, settings.receipt_key_pem),
                 github=GitHubIntegration.from_settings(settings),
-                dashboard=DashboardState.load(database),
+                dashboard=DashboardState.load(database, settings.summary_cache_mb << 20),
                 documents=StoredDocuments(settings.document_cache_mb * 1024 * 1024),
             )
         except BaseException:

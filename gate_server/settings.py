@@ -46,6 +46,8 @@ _WHOLE_NUMBERS: dict[str, tuple[str, int, int | None]] = {
     "outbox_lease_s": ("RNX_OUTBOX_LEASE_S", 1, 86_400),
     # Parsed baseline documents kept in memory per process (gate_server/stored_documents.py).
     "document_cache_mb": ("RNX_DOCUMENT_CACHE_MB", 0, None),
+    # The dashboard's run summaries kept in memory per process (gate_server/dashboard/views.py).
+    "summary_cache_mb": ("RNX_SUMMARY_CACHE_MB", 0, None),
 }
 
 
@@ -84,6 +86,7 @@ class ServerSettings:
     outbox_poll_ms: int = 1000
     outbox_lease_s: int = 300
     document_cache_mb: int = 256  # 0: parse every baseline document on every upload
+    summary_cache_mb: int = 64  # 0: read each run's document on every page view
     # Look for change points in baseline history after every baseline run (gate_server/changes.py).
     detect_changes: bool = True
     # Keys that encrypt stored secrets (gate_server/db/sealed.py), newest first; () keeps them

@@ -24,6 +24,6 @@ class DashboardState:
     comparisons: Comparisons = field(default_factory=Comparisons)  # /hardware's, kept
 
     @classmethod
-    def load(cls, database: Database) -> DashboardState:
+    def load(cls, database: Database, summary_cache_bytes: int = 64 << 20) -> DashboardState:
         key = stored_key(database, SESSION_KEY_NAME, lambda: secrets.token_hex(32))
-        return cls(SessionSigner(bytes.fromhex(key)))
+        return cls(SessionSigner(bytes.fromhex(key)), SummaryCache(summary_cache_bytes))

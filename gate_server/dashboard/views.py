@@ -122,24 +122,50 @@ class EnvironmentLabels:
         return found if found is not None and found.key == key else EnvironmentLabel(key=key)
 
 
-class SummaryCache:
-    """Stored runs never change, so each document is read once per process, not per page view."""
+# What a summary takes in memory, from tracemalloc (tests/dashboard/test_summary_cache.py): a
+# dict entry of a configuration id and three floats, one of a flattened environment detail, and
+# the objects around them. An estimate above the truth keeps the bound a bound.
+SUMMARY_BYTES = 6144
+BYTES_PER_MEDIAN = 1024
+BYTES_PER_DETAIL = 256
 
-    def __init__(self, max_entries: int = 50_000):
-        self._entries: OrderedDict[str, RunSummary] = OrderedDict()
-        self._max = max_entries
+
+def summary_size(summary: RunSummary) -> int:
+    """Bytes a summary is counted as: its strings' lengths plus a fixed cost per entry."""
+    medians = sum(BYTES_PER_MEDIAN + len(k) for k in summary.medians)
+    details = sum(BYTES_PER_DETAIL + len(k) + len(v) for k, v in summary.environment.items())
+    return SUMMARY_BYTES + medians + details
+
+
+class SummaryCache:
+    """Stored runs never change, so each document is read once per process, not per page view.
+    Bounded by the bytes its summaries take (RNX_SUMMARY_CACHE_MB), not by their number: a run
+    of 48 configurations costs about 8 times one of one."""
+
+    def __init__(self, max_bytes: int = 64 << 20):
+        self._entries: OrderedDict[str, tuple[RunSummary, int]] = OrderedDict()
+        self._max = max_bytes
+        self.bytes = 0
 
     def get(self, run_id: str) -> RunSummary | None:
         found = self._entries.get(run_id)
-        if found is not None:
-            self._entries.move_to_end(run_id)
-        return found
+        if found is None:
+            return None
+        self._entries.move_to_end(run_id)
+        return found[0]
 
     def put(self, run_id: str, summary: RunSummary) -> None:
-        self._entries[run_id] = summary
-        self._entries.move_to_end(run_id)
-        while len(self._entries) > self._max:
-            self._entries.popitem(last=False)
+        size = summary_size(summary)
+        old = self._entries.pop(run_id, None)
+        if old is not None:
+            self.bytes -= old[1]
+        if size > self._max:  # larger than the whole bound: read again when needed
+            return
+        self._entries[run_id] = (summary, size)
+        self.bytes += size
+        while self.bytes > self._max:
+            _, (_, dropped) = self._entries.popitem(last=False)
+            self.bytes -= dropped
 
 
 @dataclass(frozen=True)
