@@ -85,7 +85,7 @@ def run_verdict(
             what = f"run {run_id.strip()}"
         elif pull_request is not None:
             listed = runs.pull_request_runs(conn, repository_id, pull_request, limit=1)
-            found = listed[0][0] if listed else None
+            found = listed[0] if listed else None
             what = f"run of pull request #{pull_request}"
         else:
             name = _text("branch", branch)

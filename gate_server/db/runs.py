@@ -227,15 +227,16 @@ def documents(conn: Connection, run_ids: Sequence[str]) -> dict[str, bytes]:
 
 def pull_request_runs(
     conn: Connection, repository_id: int, pr_number: int, *, limit: int = 100
-) -> list[tuple[RunRecord, bytes]]:
-    """A pull request's newest `limit` runs, newest first, each with its uploaded document."""
+) -> list[RunRecord]:
+    """A pull request's newest `limit` runs, newest first, without their documents (each may be
+    megabytes: read the few a caller needs with `documents`)."""
     rows = conn.execute(
-        _select(runs.c.document)
+        _select()
         .where(runs.c.repository_id == repository_id, runs.c.pr_number == pr_number)
         .order_by(runs.c.received_at.desc(), runs.c.id.desc())
         .limit(limit)
     )
-    return [(_record(r._mapping), bytes(r._mapping["document"])) for r in rows]
+    return [_record(r._mapping) for r in rows]
 
 
 def newest_on_branch(conn: Connection, repository_id: int, branch: str) -> RunRecord | None:

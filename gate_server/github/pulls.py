@@ -33,7 +33,6 @@ from rnx_github.comment import (
 @dataclass(frozen=True)
 class PullRun:
     record: RunRecord
-    document: bytes
 
     @property
     def workload(self) -> str:
@@ -45,18 +44,18 @@ class PullRun:
         return "PASS" if self.record.accepted_at is not None else self.record.tier
 
 
-def latest_runs(records: Sequence[tuple[RunRecord, bytes]], head_sha: str | None) -> list[PullRun]:
+def latest_runs(records: Sequence[RunRecord], head_sha: str | None) -> list[PullRun]:
     """The newest run per (environment, workload) of the PR's head commit.
 
     `records` come newest first. Without `head_sha`, the commit of the newest run counts."""
     if not records:
         return []
-    sha = (head_sha or records[0][0].sha).lower()
+    sha = (head_sha or records[0].sha).lower()
     chosen: dict[tuple[str, str], PullRun] = {}
-    for record, document in records:
+    for record in records:
         if record.sha.lower() != sha:
             continue
-        chosen.setdefault((record.environment_key, record.workload), PullRun(record, document))
+        chosen.setdefault((record.environment_key, record.workload), PullRun(record))
     return sorted(chosen.values(), key=lambda r: (r.workload, r.record.environment_key))
 
 

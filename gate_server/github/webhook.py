@@ -387,7 +387,13 @@ def _accept(
         return _reply(client, comment, f"not accepted: {decision.why}.", denied=True)
     # The paths judged above come from the uploaded documents: GitHub says whether they are
     # the files measured, at the commit measured.
-    problems = [p for r in head_runs if (p := run_problem(client, r.record, r.document))]
+    with database.read() as conn:
+        documents = runs.documents(conn, [r.record.run_id for r in head_runs])
+    problems = [
+        p
+        for r in head_runs
+        if (p := run_problem(client, r.record, documents.get(r.record.run_id, b"")))
+    ]
     if problems:
         return _reply(client, comment, f"not accepted: {'; '.join(problems)}.", denied=True)
     accepted = accept_runs(
