@@ -21,6 +21,7 @@ class OidcIssuer:
         self.requests: list[str] = []
         self.request_token = "actions-id-token-request-token"
         self.job_claims: dict[str, Any] = {}  # claims of the tokens /actions-token hands out
+        self.issued: list[str] = []  # the tokens /actions-token handed out
         self.rotate()
         issuer = self
 
@@ -39,6 +40,7 @@ class OidcIssuer:
                     query = parse_qs(urlparse(self.path).query)
                     audience = query.get("audience", [""])[0]
                     body = {"value": issuer.token(audience=audience, **issuer.job_claims)}
+                    issuer.issued.append(body["value"])
                 else:
                     self.send_error(404)
                     return
