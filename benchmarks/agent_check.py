@@ -110,8 +110,8 @@ def _budget_overrun(repo: Path, budgets: list[float], work: Path) -> list[tuple[
                 started = time.monotonic()
                 answer = await s.call_tool("benchmark", {"budget_s": budget, "samples": 2000})
                 text = answer.content[0].text  # type: ignore[union-attr]
-                if "budget_exhausted" not in text:
-                    raise RuntimeError(f"budget {budget} s was not exhausted: {text[:200]}")
+                if "budget_exhausted" not in text:  # it finished in time: nothing to say
+                    continue
                 found.append((budget, time.monotonic() - started - budget))
 
     try:
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         overruns = _budget_overrun(repo, budgets, work)
     print(f"rnx check --samples {args.samples} --processes {args.processes}, {args.repeat} repeats")
     print(f"{'tree':<12}  {'PASS':>4}  {'WARN':>4}  {'BLOCK':>5}  median ratio  range")
-    for edit in EDITS:
+    for edit in EDITS if args.repeat else ():
         r = sorted(ratios[edit])
         counts = tiers[edit]
         print(

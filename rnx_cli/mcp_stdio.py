@@ -31,7 +31,9 @@ from rnx.errors import UserError
 
 MAX_BUDGET_S = 3600
 MAX_WORKLOADS = 20
-STOP_GRACE_S = 10  # seconds `rnx check` has to clean up when the budget is spent
+# Seconds of the budget kept for stopping `rnx check` (at most a quarter of the budget): its
+# SIGTERM comes this long before the budget ends, so the answer comes within the budget.
+STOP_GRACE_S = 3.0
 BENCHMARK = types.Tool(
     name="benchmark",
     description=(
@@ -83,6 +85,8 @@ async def run_check(root: Path, arguments: dict[str, Any], report: Any) -> types
     except ValueError as e:
         return _error(str(e))
     started = time.monotonic()
+    grace = min(STOP_GRACE_S, budget / 4)
+    worktrees_before = _base_worktrees(root)
     # A session of its own: the harness's worker processes go with it when the budget is spent.
     process = await anyio.open_process(
         command, cwd=root, stdin=subprocess.DEVNULL, start_new_session=True
@@ -109,13 +113,16 @@ async def run_check(root: Path, arguments: dict[str, Any], report: Any) -> types
                     await report(min(time.monotonic() - started, budget), budget, last)
 
     try:
-        with anyio.move_on_after(budget) as scope:
+        with anyio.move_on_after(budget - grace) as scope:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(read_out)
                 tasks.start_soon(read_progress)
                 await process.wait()
     finally:
-        await _stop(process)
+        killed = await _stop(process, grace)
+        if killed:  # it could not remove its checkout of the merge-base itself
+            for path in _base_worktrees(root) - worktrees_before:
+                _git_quiet(root, "worktree", "remove", "--force", path)
     if scope.cancelled_caught:
         return _error(f"budget_exhausted: the check did not finish within {budget:.0f} s")
     try:
@@ -131,16 +138,32 @@ async def run_check(root: Path, arguments: dict[str, Any], report: Any) -> types
     )
 
 
-async def _stop(process: anyio.abc.Process) -> None:
+async def _stop(process: anyio.abc.Process, grace: float) -> bool:
     """Let `rnx check` remove its worktree and stop its workers (SIGTERM), then kill what is
-    left of its session; its pipes are closed while the event loop still runs."""
+    left of its session; its pipes are closed while the event loop still runs. True when it
+    had to be killed."""
+    killed = False
     if process.returncode is None:
         process.terminate()
-        with anyio.move_on_after(STOP_GRACE_S):
+        with anyio.move_on_after(grace):
             await process.wait()
+        killed = process.returncode is None
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     await process.aclose()
+    return killed
+
+
+def _git_quiet(root: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60)
+    return done.stdout
+
+
+def _base_worktrees(root: Path) -> set[str]:
+    """The checkouts of a merge-base that `rnx check` made (action/paired.py: rnx-base-*)."""
+    listed = _git_quiet(root, "worktree", "list", "--porcelain").splitlines()
+    paths = (line.removeprefix("worktree ") for line in listed if line.startswith("worktree "))
+    return {p for p in paths if Path(p).match("rnx-base-*/base")}
 
 
 def _error(text: str) -> types.CallToolResult:
