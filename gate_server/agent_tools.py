@@ -26,6 +26,9 @@ from rnx.hardware import MAX_ENVIRONMENTS, MIN_ENVIRONMENTS, NotComparable
 from rnx.hardware import compare_hardware as hardware_comparison
 from rnx.schema import parse_results
 from rnx.verdict import evaluate
+from rnx_github.accept_rules import decide_accept
+from rnx_github.app_auth import GitHubApp
+from rnx_github.client import GitHubError
 
 MAX_TEXT = 1000  # characters of a branch, environment key, workload path or reason
 MAX_HISTORY = 200  # runs of a configuration's history
@@ -246,6 +249,52 @@ def compare_hardware(
     return Answer(data, "\n".join(lines))
 
 
+def check_grant(app: GitHubApp | None, agent: Agent, run: RunRecord) -> None:
+    """The accept scope is a code owner's grant: whoever the admin named as its grantor must,
+    today, be allowed to accept this run themselves (write permission, or a code owner of its
+    workload on the base branch: the rules of a "/kernalin accept" comment). Only GitHub can
+    say so: without the App, or where it is not installed, an agent accepts nothing."""
+    grantor = agent.grant.accept_granted_by
+    if grantor is None:  # issue_agent_token refuses the accept scope without one
+        raise ApiError(403, "missing_scope", "this agent token has no accept grant")
+    why_not = "the server has no GitHub App (RNX_GITHUB_APP_ID) to ask GitHub"
+    client = None
+    if app is not None:
+        try:
+            client = app.client(repository=run.repository)
+        except GitHubError as e:
+            why_not = (
+                f"the GitHub App is not installed on {run.repository}"
+                if e.status == 404
+                else f"GitHub could not be asked ({e})"
+            )
+    if client is None:
+        raise ApiError(
+            403,
+            "grant_unverifiable",
+            f"the accept grant of @{grantor} cannot be checked: {why_not}; nothing was accepted "
+            "(a person can accept with a PR comment or `rnx accept`)",
+        )
+    try:
+        decision = decide_accept(
+            client,
+            repository=run.repository,
+            base_ref=run.base_branch or run.branch,
+            user=grantor,
+            workloads=[run.workload],
+        )
+    except GitHubError as e:
+        raise ApiError(
+            502, "github_unavailable", f"GitHub could not confirm the accept grant ({e})"
+        ) from None
+    if not decision.allowed:
+        raise ApiError(
+            403,
+            "grant_refused",
+            f"the accept grant of @{grantor} does not cover run {run.run_id}: {decision.why}",
+        )
+
+
 def upload(svc: Services, agent: Agent, document: dict[str, Any]) -> Answer:
     """Store and gate a results document, as a CI upload would be, except that it never
     becomes a baseline: an agent moves a baseline only by `accept`, with a code owner's grant."""
@@ -274,6 +323,7 @@ def upload(svc: Services, agent: Agent, document: dict[str, Any]) -> Answer:
 
 def accept(svc: Services, agent: Agent, run_id: str, reason: str) -> Answer:
     run = check_accept_scope(svc.database, agent.token, run_id)
+    check_grant(svc.github.app, agent, run)
     check_before_accept(svc.github.app, svc.database, run)
     data = accept_run(
         svc.database,

@@ -209,7 +209,7 @@ def test_a_missing_scope_is_refused_audited_and_stores_nothing(world: World) -> 
     assert {(e["actor"], e["token_id"]) for e in logged} == {("agent claude for alice", token_id)}
 
 
-def test_upload_then_accept_with_a_code_owners_grant(world: World) -> None:
+def test_upload_then_accept_without_the_app_is_refused_as_unverifiable(world: World) -> None:
     _, secret = agent(world, ("read", "upload", "accept"))
     push = make_results(seed=12, slowdown=3.0)  # a push to main: CI's would be a baseline
     slower = make_results(branch="fix", event="pull_request", pr_number=8, slowdown=2.0, seed=3)
@@ -227,16 +227,76 @@ def test_upload_then_accept_with_a_code_owners_grant(world: World) -> None:
         ),
         ("accept", {"run_id": str(slower.run_id), "reason": "the new layout trades speed"}),
     )
-    assert not any(r.isError for r in done), [r.content for r in done]
+    assert not any(r.isError for r in done[:5]), [r.content for r in done]
     assert (done[0].structuredContent or {})["tier"] == "BLOCK"
     assert (done[1].structuredContent or {})["tier"] == "PASS"
     # An agent's upload is gated but never becomes a baseline, a push to main included.
     assert (done[3].structuredContent or {})["run_id"] == str(push.run_id)
     assert (done[3].structuredContent or {})["is_baseline"] is False
     assert [b["run_id"] for b in (done[4].structuredContent or {})["baselines"]] == [world.base_run]
-    assert (done[5].structuredContent or {})["accepted_by"] == "agent claude for alice"
+    # Only GitHub can say whether carol may grant it: without the App, nothing is accepted.
+    refused = done[5]
+    assert refused.isError and "grant_unverifiable" in refused.content[0].text  # type: ignore[union-attr]
+    assert "no GitHub App" in refused.content[0].text  # type: ignore[union-attr]
+    assert not [e for e in audited(world) if e["action"] == "run.accept"]
+    [logged] = [e for e in audited(world) if e["action"] == "agent.accept"]
+    assert logged["details"]["outcome"] == "refused: grant_unverifiable"
+
+
+def test_an_agents_accept_holds_only_while_github_says_its_grantor_may_accept(
+    database_url: str, server_factory: Callable[..., LiveServer]
+) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from tests.support.fakes import fake_github
+    from tests.support.fakes.github_endpoints import FakeApp, add_file, extras
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    with fake_github.serve() as (api, state):
+        extras(state).app = FakeApp("314", public.decode(), installations={"acme/kernels": 77})
+        extras(state).permissions[("acme/kernels", "carol")] = "write"
+        extras(state).permissions[("acme/kernels", "dave")] = "read"
+        sha = "ab" * 20
+        measured = add_file(state, "acme/kernels", sha, "kernels/attention.py", "kernel = 1\n")
+        ci = create_token(database_url)
+        env = {"RNX_GITHUB_APP_ID": "314", "RNX_GITHUB_APP_PRIVATE_KEY": private}
+        server = server_factory(database_url, env={**env, "RNX_GITHUB_API_URL": api})
+        world = World(server, ci, upload(server.url, ci, seed=1), "")
+        runs_of = [
+            upload(
+                server.url, ci, branch="fix", event="pull_request", pr_number=8,
+                base_branch="main", slowdown=2.0, seed=3 + i, sha=sha, workload_sha256=measured,
+            )
+            for i in range(2)
+        ]  # fmt: skip
+        granted = {}
+        for grantor in ("carol", "dave"):
+            database = open_database(database_url)
+            try:
+                granted[grantor] = issue_agent_token(
+                    database, workspace="acme", repository="acme/kernels", branches=["main"],
+                    name="claude", for_user="alice", scopes=("read", "accept"),
+                    expires_at=utcnow() + timedelta(hours=1), accept_granted_by=grantor,
+                    actor="test",
+                )[1]  # fmt: skip
+            finally:
+                database.close()
+        reason = {"reason": "the new layout trades speed"}
+        [by_dave] = calls(world, granted["dave"], ("accept", {"run_id": runs_of[0], **reason}))
+        [by_carol] = calls(world, granted["carol"], ("accept", {"run_id": runs_of[1], **reason}))
+    assert by_dave.isError and "grant_refused" in by_dave.content[0].text  # type: ignore[union-attr]
+    assert "@dave" in by_dave.content[0].text  # type: ignore[union-attr]
+    assert not by_carol.isError, by_carol.content
+    assert (by_carol.structuredContent or {})["accepted_by"] == "agent claude for alice"
     [accepted] = [e for e in audited(world) if e["action"] == "run.accept"]
-    assert accepted["actor"] == "agent claude for alice"
+    assert accepted["actor"] == "agent claude for alice" and runs_of[1] in accepted["subject"]
     assert accepted["details"]["via"] == "mcp"
 
 
