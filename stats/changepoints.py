@@ -51,6 +51,8 @@ EXACT_UP_TO = 20  # the Mann-Whitney test is exact when a side has at most this 
 BLOCK = 256  # a longer segment's candidates are searched in overlapping blocks of this many runs
 NEAR = 250  # a change's shift and test use at most this many runs on each side of it
 LARGEST_LOG = 709.0  # exp of more overflows a float: ratios saturate there
+MAX_RHO = 0.95  # the largest lag-1 autocorrelation assumed: beyond it runs carry no evidence
+MIN_RUNS_FOR_RHO = 5  # fewer runs a side on average: autocorrelation is not estimated (0)
 
 
 @dataclass(frozen=True)
@@ -347,12 +349,28 @@ def _hodges_lehmann(before: np.ndarray, after: np.ndarray) -> tuple[float, float
 
 
 def _p_value(before: np.ndarray, after: np.ndarray) -> float:
+    """Two-sided Mann-Whitney U test, corrected for autocorrelated runs: the rank test's z-score
+    (from its exact or approximate p-value) is divided by the square root of the variance
+    inflation (1 + rho) / (1 - rho) of an AR(1) series, rho estimated from the two sides'
+    residuals (`_autocorrelation`). A runner whose speed wanders (thermal state, a neighbour's
+    load) makes consecutive runs alike: n such runs carry the evidence of about
+    n (1 - rho) / (1 + rho) independent ones, and the uncorrected test calls wander a change."""
+    before, after = _near(before, after)
+    p = _rank_p_value(before, after)
+    inflation = _inflation(before, after)
+    if inflation <= 1.0 or p >= 1.0:
+        return p
+    from scipy.stats import norm
+
+    return float(min(1.0, 2 * norm.sf(norm.isf(p / 2) / math.sqrt(inflation))))
+
+
+def _rank_p_value(before: np.ndarray, after: np.ndarray) -> float:
     """Two-sided Mann-Whitney U test: exact when a side has at most EXACT_UP_TO runs, where the
     normal approximation is far off (3 runs above 197 others: exactly 2 / C(200, 3) = 1.5e-6,
     3e-3 by the approximation), else the normal approximation, which is close there and costs
     nothing to set up (scipy's exact distribution for 300 against 300 runs takes tens of
     seconds to build)."""
-    before, after = _near(before, after)
     if np.ptp(np.concatenate([before, after])) == 0:
         return 1.0
     # Here, not at the top: scipy.stats takes most of a second to import, which every process
@@ -361,6 +379,27 @@ def _p_value(before: np.ndarray, after: np.ndarray) -> float:
 
     method = "exact" if min(len(before), len(after)) <= EXACT_UP_TO else "asymptotic"
     return float(mannwhitneyu(after, before, alternative="two-sided", method=method).pvalue)
+
+
+def _autocorrelation(before: np.ndarray, after: np.ndarray) -> float:
+    """Lag-1 autocorrelation of the runs about their side's median, pairs within one side only
+    (the step between the sides is not noise). Residuals are clipped at 3 robust standard
+    deviations first, so that a few slowed runs do not decide it; clipped to [0, MAX_RHO]."""
+    residuals = [side - np.median(side) for side in (before, after)]
+    pooled = np.concatenate(residuals)
+    spread = 1.4826 * float(np.median(np.abs(pooled)))
+    if spread == 0 or len(pooled) < 2 * MIN_RUNS_FOR_RHO:
+        return 0.0
+    clipped = [np.clip(r, -3 * spread, 3 * spread) for r in residuals]
+    lagged = sum(float(np.dot(r[1:], r[:-1])) for r in clipped)
+    total = sum(float(np.dot(r, r)) for r in clipped)
+    return min(MAX_RHO, max(0.0, lagged / total)) if total > 0 else 0.0
+
+
+def _inflation(before: np.ndarray, after: np.ndarray) -> float:
+    """The variance inflation of a mean of AR(1) runs, (1 + rho) / (1 - rho)."""
+    rho = _autocorrelation(before, after)
+    return (1 + rho) / (1 - rho)
 
 
 def _significance(before: np.ndarray, after: np.ndarray, test: _Test) -> float:
