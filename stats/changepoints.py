@@ -11,15 +11,21 @@ scale (`run_location`). `detect` finds step changes of it:
 2. **Significance.** The candidate is kept when a two-sided Mann-Whitney U test of X against Y
    gives p <= `p_value`, and the shift (the Hodges-Lehmann estimate, the median of all Y - X
    differences) is at least `min_change` and `min_signal` times the run-to-run noise (robust,
-   from consecutive differences). Otava uses Student's t-test here; run locations have
-   a heavy right tail (a run whose processes all met a noisy neighbour), and one such run in a
-   short segment makes a t-test call a change where a rank test does not. A kept split divides
-   its segment and both halves are searched again; then each new split is re-tested between
-   its final neighbours and the weakest failing one dropped until all pass (Otava's merge
-   step).
+   from consecutive differences). Runs are not independent (a runner's speed wanders), so the
+   final test (the merge step) divides the rank test's z-score by sqrt((1 + rho) / (1 - rho)),
+   rho the lag-1 autocorrelation of the two sides' residuals: n such runs carry the evidence of
+   about n (1 - rho) / (1 + rho) independent ones. Otava uses Student's t-test here; run
+   locations have a heavy right tail (a run whose processes all met a noisy neighbour), and one
+   such run in a short segment makes a t-test call a change where a rank test does not. A
+   kept split divides its segment and both halves are searched again; then each new split is
+   re-tested between its final neighbours and the weakest failing one dropped until all pass
+   (Otava's merge step).
 3. **Incremental use.** Change points reported before (`known`) are fixed boundaries and never
-   reported again. Only the runs after the newest known change are searched: earlier segments
-   were searched when they were the newest, and searching them again as old runs leave the
+   reported again. A split fewer than SHORT runs after the change before it is tested against
+   those runs and the segment before that change moved to their level, so that a change soon
+   after another (or its revert) is placed once it has `min_runs` runs after it, as when both
+   are found in one search. Only the runs after the newest known change are searched: earlier
+   segments were searched when they were the newest, and searching them again as old runs leave the
    window only finds what those runs' absence suggests. A new change `undoes` the change just
    before it when it moves the other way and the level after it is within `min_change` of the
    level before that earlier change (the interval of their ratio reaches that band).
@@ -52,6 +58,8 @@ BLOCK = 256  # a longer segment's candidates are searched in overlapping blocks 
 NEAR = 250  # a change's shift and test use at most this many runs on each side of it
 LARGEST_LOG = 709.0  # exp of more overflows a float: ratios saturate there
 MAX_RHO = 0.95  # the largest lag-1 autocorrelation assumed: beyond it runs carry no evidence
+SHORT = 15  # fewer runs since the previous change: the test also uses the runs before it
+RHO_BIAS = 5.0  # rho is taken RHO_BIAS / n below its estimate from n runs
 MIN_RUNS_FOR_RHO = 5  # fewer runs a side on average: autocorrelation is not estimated (0)
 
 
@@ -150,7 +158,7 @@ def detect(
     # the best split alone would report several false changes per 1,000 runs.
     test = _Test(p_value, max(margin, min_signal * _noise(y)))
     inside = sorted({k.after for k in known if 0 < k.after < len(y)})
-    found = _divide(y, inside[-1] if inside else 0, int(min_runs), test)
+    found = _divide(y, [0, *inside], int(min_runs), test)
     found = _merge(y, inside, found, test)
     originals = {id(k): g for k, g in zip(known, given, strict=True)}
     return _expand(_report(y, known, found, margin, scale), present, originals)
@@ -235,23 +243,42 @@ def _check_known(known: Sequence[KnownChange], n: int) -> list[KnownChange]:
 # ---------------------------------------------------------------- the split step
 
 
-def _divide(y: np.ndarray, start: int, min_runs: int, test: _Test) -> list[int]:
-    """Binary segmentation of y[start:]: split a segment at its E-Divisive candidate while the
-    split is significant; returns the new boundaries (indices of a first run after)."""
-    pending = [(start, len(y))]
+def _divide(y: np.ndarray, edges: list[int], min_runs: int, test: _Test) -> list[int]:
+    """Binary segmentation of the runs after the newest of `edges` (known boundaries, with 0):
+    split a segment at its E-Divisive candidate while the split is significant; returns the new
+    boundaries (indices of a first run after)."""
+    start = edges[-1]
+    pending = [(edges[-2] if len(edges) > 1 else start, start, len(y))]
     found: list[int] = []
     while pending:
-        lo, hi = pending.pop()
+        previous, lo, hi = pending.pop()
         candidate = _candidate(y[lo:hi], min_runs)
         if candidate is None:
             continue
         # Test the candidate's own two sides: for a change that is later taken back (a spike),
         # the runs after the end kappa would hide it from a test against the whole segment.
         tau, kappa, _ = candidate
-        if _significance(y[lo : lo + tau], y[lo + tau : lo + kappa], test) <= 1.0:
+        before = _before_side(y[previous:lo], y[lo : lo + tau])
+        # Not corrected for autocorrelation here: a side may still hold another step, which
+        # would look like strong autocorrelation; `_merge` tests each split with the correction
+        # once its neighbours are final (sides without other steps).
+        if _significance(before, y[lo + tau : lo + kappa], test, final=False) <= 1.0:
             found.append(lo + tau)
-            pending += [(lo, lo + tau), (lo + tau, hi)]
+            pending += [(previous, lo, lo + tau), (lo, lo + tau, hi)]
     return sorted(found)
+
+
+def _before_side(earlier: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """The runs a split is tested against: the runs since the change before it, and when those
+    are few (a change soon after another, or its revert), also the segment before that change
+    moved to their level (by the Hodges-Lehmann shift between the two). Without them a second
+    change 5 runs after a first cannot reach the test's level until many runs later; with them
+    it is placed as soon as it has `min_runs` runs, as when both are found in one search."""
+    if len(before) >= SHORT or len(earlier) < SHORT:
+        return before
+    earlier = earlier[-NEAR:]
+    level = float(np.median(before[:, None] - earlier[None, :]))
+    return np.concatenate([earlier + level, before])
 
 
 def _candidate(z: np.ndarray, min_runs: int) -> tuple[int, int, float] | None:
@@ -382,18 +409,30 @@ def _rank_p_value(before: np.ndarray, after: np.ndarray) -> float:
 
 
 def _autocorrelation(before: np.ndarray, after: np.ndarray) -> float:
-    """Lag-1 autocorrelation of the runs about their side's median, pairs within one side only
-    (the step between the sides is not noise). Residuals are clipped at 3 robust standard
-    deviations first, so that a few slowed runs do not decide it; clipped to [0, MAX_RHO]."""
-    residuals = [side - np.median(side) for side in (before, after)]
-    pooled = np.concatenate(residuals)
-    spread = 1.4826 * float(np.median(np.abs(pooled)))
-    if spread == 0 or len(pooled) < 2 * MIN_RUNS_FOR_RHO:
+    """Lag-1 autocorrelation rho of the runs: their residuals about their own side's median,
+    pairs within one side only (the step between the sides is not noise), each clipped at 3
+    robust standard deviations so that a few slowed runs do not decide it. Taken RHO_BIAS / n
+    low (n runs in all): a short history of independent runs often shows a rho of 0.2 by
+    chance, which would cost it its changes. Clipped to [0, MAX_RHO]."""
+    sides = [side for side in (before, after) if len(side) > 2]
+    n = sum(len(side) for side in sides)
+    if n < 2 * MIN_RUNS_FOR_RHO:
         return 0.0
-    clipped = [np.clip(r, -3 * spread, 3 * spread) for r in residuals]
-    lagged = sum(float(np.dot(r[1:], r[:-1])) for r in clipped)
-    total = sum(float(np.dot(r, r)) for r in clipped)
-    return min(MAX_RHO, max(0.0, lagged / total)) if total > 0 else 0.0
+    rho = _lag1([side - np.median(side) for side in sides]) - RHO_BIAS / n
+    return min(MAX_RHO, max(0.0, rho))
+
+
+def _lag1(parts: list[np.ndarray]) -> float:
+    """Lag-1 correlation of zero-centred parts, pairs within a part, each value clipped at 3
+    robust standard deviations (of all parts together)."""
+    pooled = np.concatenate(parts)
+    centre = float(np.median(pooled))
+    spread = 1.4826 * float(np.median(np.abs(pooled - centre)))
+    if spread == 0:
+        return 0.0
+    clipped = [np.clip(p - centre, -3 * spread, 3 * spread) for p in parts]
+    total = sum(float(np.dot(p, p)) for p in clipped)
+    return sum(float(np.dot(p[1:], p[:-1])) for p in clipped) / total if total > 0 else 0.0
 
 
 def _inflation(before: np.ndarray, after: np.ndarray) -> float:
@@ -402,14 +441,17 @@ def _inflation(before: np.ndarray, after: np.ndarray) -> float:
     return (1 + rho) / (1 - rho)
 
 
-def _significance(before: np.ndarray, after: np.ndarray, test: _Test) -> float:
+def _significance(
+    before: np.ndarray, after: np.ndarray, test: _Test, *, final: bool = True
+) -> float:
     """The split's p-value when it passes `test`, else 2.0 for a shift too small (the weakest
-    of all) or the p-value plus 1 (both fail)."""
+    of all) or the p-value plus 1 (both fail). `corrected`: for autocorrelation (`_p_value`),
+    else the plain rank test."""
     before, after = _near(before, after)
     shift = float(np.median(after[:, None] - before[None, :]))
     if abs(shift) < test.floor:
         return 2.0  # too small to matter: no test needed
-    p = _p_value(before, after)
+    p = _p_value(before, after) if final else _rank_p_value(before, after)
     return p if p <= test.p_value else 1.0 + p
 
 
@@ -425,7 +467,9 @@ def _merge(y: np.ndarray, fixed: list[int], found: list[int], test: _Test) -> li
         scores = []
         for cut in found:
             i = edges.index(cut)
-            before, after = y[edges[i - 1] : cut], y[cut : edges[i + 1]]
+            earlier = y[edges[i - 2] : edges[i - 1]] if i >= 2 else y[:0]
+            before = _before_side(earlier, y[edges[i - 1] : cut])
+            after = y[cut : edges[i + 1]]
             scores.append((_significance(before, after, test), cut))
         weakest, cut = max(scores)
         if weakest <= 1.0:
