@@ -59,7 +59,8 @@ NEAR = 250  # a change's shift and test use at most this many runs on each side 
 LARGEST_LOG = 709.0  # exp of more overflows a float: ratios saturate there
 MAX_RHO = 0.95  # the largest lag-1 autocorrelation assumed: beyond it runs carry no evidence
 SHORT = 15  # fewer runs since the previous change: the test also uses the runs before it
-RHO_BIAS = 5.0  # rho is taken RHO_BIAS / n below its estimate from n runs
+SPREAD_LIMIT = 3.0  # a short side's spread beyond this many times the other's is a burst
+RHO_BIAS = 11.0  # rho is taken (RHO_BIAS / n)^2 below its estimate from n runs (0.2 at 25)
 MIN_RUNS_FOR_RHO = 5  # fewer runs a side on average: autocorrelation is not estimated (0)
 
 
@@ -264,16 +265,19 @@ def _divide(y: np.ndarray, edges: list[int], min_runs: int, test: _Test) -> list
         # once its neighbours are final (sides without other steps).
         if _significance(before, y[lo + tau : lo + kappa], test, final=False) <= 1.0:
             found.append(lo + tau)
-            pending += [(previous, lo, lo + tau), (lo, lo + tau, hi)]
+            # A split found in this search is not a known change: the segments around it are
+            # tested on their own runs (`_merge` re-tests them all).
+            pending += [(lo, lo, lo + tau), (lo + tau, lo + tau, hi)]
     return sorted(found)
 
 
 def _before_side(earlier: np.ndarray, before: np.ndarray) -> np.ndarray:
     """The runs a split is tested against: the runs since the change before it, and when those
-    are few (a change soon after another, or its revert), also the segment before that change
-    moved to their level (by the Hodges-Lehmann shift between the two). Without them a second
-    change 5 runs after a first cannot reach the test's level until many runs later; with them
-    it is placed as soon as it has `min_runs` runs, as when both are found in one search."""
+    are few and that change is a known one (a change soon after a reported one, or its revert),
+    also the segment before that change moved to their level (by the Hodges-Lehmann shift
+    between the two). Without them a second change 5 runs after a first cannot reach the
+    test's level until many runs later; with them it is placed as soon as it has `min_runs`
+    runs, as when both are found in one search."""
     if len(before) >= SHORT or len(earlier) < SHORT:
         return before
     earlier = earlier[-NEAR:]
@@ -411,14 +415,14 @@ def _rank_p_value(before: np.ndarray, after: np.ndarray) -> float:
 def _autocorrelation(before: np.ndarray, after: np.ndarray) -> float:
     """Lag-1 autocorrelation rho of the runs: their residuals about their own side's median,
     pairs within one side only (the step between the sides is not noise), each clipped at 3
-    robust standard deviations so that a few slowed runs do not decide it. Taken RHO_BIAS / n
-    low (n runs in all): a short history of independent runs often shows a rho of 0.2 by
-    chance, which would cost it its changes. Clipped to [0, MAX_RHO]."""
+    robust standard deviations so that a few slowed runs do not decide it. Taken
+    (RHO_BIAS / n)^2 low (n runs in all): a short history of independent runs often shows a rho
+    of 0.2 by chance, which would cost it its changes. Clipped to [0, MAX_RHO]."""
     sides = [side for side in (before, after) if len(side) > 2]
     n = sum(len(side) for side in sides)
     if n < 2 * MIN_RUNS_FOR_RHO:
         return 0.0
-    rho = _lag1([side - np.median(side) for side in sides]) - RHO_BIAS / n
+    rho = _lag1([side - np.median(side) for side in sides]) - (RHO_BIAS / n) ** 2
     return min(MAX_RHO, max(0.0, rho))
 
 
@@ -451,8 +455,26 @@ def _significance(
     shift = float(np.median(after[:, None] - before[None, :]))
     if abs(shift) < test.floor:
         return 2.0  # too small to matter: no test needed
+    if not _steady(before, after):
+        return 2.0  # a burst of disturbed runs, not a new level: no test needed
     p = _p_value(before, after) if final else _rank_p_value(before, after)
     return p if p <= test.p_value else 1.0 + p
+
+
+def _steady(before: np.ndarray, after: np.ndarray) -> bool:
+    """Whether the shorter side (when short) is as steady as the longer one: its robust spread
+    at most SPREAD_LIMIT times the longer side's. A new level keeps the run-to-run noise; a burst
+    of runs that each met a different neighbour (slowed by 10-30%, at random) does not, and the
+    rank test alone calls three such runs in a row a step (and then its undo)."""
+    short, long = sorted((before, after), key=len)
+    if len(short) >= SHORT or len(long) < SHORT:
+        return True
+    return _spread(short) <= SPREAD_LIMIT * max(_spread(long), _noise(long))
+
+
+def _spread(z: np.ndarray) -> float:
+    """Normal-consistent median absolute deviation about the median."""
+    return float(1.4826 * np.median(np.abs(z - np.median(z))))
 
 
 # ---------------------------------------------------------------- the merge step
@@ -467,7 +489,8 @@ def _merge(y: np.ndarray, fixed: list[int], found: list[int], test: _Test) -> li
         scores = []
         for cut in found:
             i = edges.index(cut)
-            earlier = y[edges[i - 2] : edges[i - 1]] if i >= 2 else y[:0]
+            known_before = i >= 2 and edges[i - 1] in fixed
+            earlier = y[edges[i - 2] : edges[i - 1]] if known_before else y[:0]
             before = _before_side(earlier, y[edges[i - 1] : cut])
             after = y[cut : edges[i + 1]]
             scores.append((_significance(before, after, test), cut))
