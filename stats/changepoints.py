@@ -462,14 +462,18 @@ def _significance(
 
 
 def _steady(before: np.ndarray, after: np.ndarray) -> bool:
-    """Whether the shorter side (when short) is as steady as the longer one: its robust spread
-    at most SPREAD_LIMIT times the longer side's. A new level keeps the run-to-run noise; a burst
+    """Whether the shorter side (when short) is as steady as the longer one: its spread at most
+    SPREAD_LIMIT times the longer side's. A new level keeps the run-to-run noise; a burst
     of runs that each met a different neighbour (slowed by 10-30%, at random) does not, and the
     rank test alone calls three such runs in a row a step (and then its undo)."""
     short, long = sorted((before, after), key=len)
     if len(short) >= SHORT or len(long) < SHORT:
         return True
-    return _spread(short) <= SPREAD_LIMIT * max(_spread(long), _noise(long))
+    # The short side's plain standard deviation (the outlying runs are what is looked for):
+    # for steady runs its square over the noise's is chi-square / (m - 1), above 3^2 for 3
+    # runs about once in 8,000 (exp(-9)).
+    limit = SPREAD_LIMIT * max(_spread(long), _noise(long))
+    return float(np.std(short, ddof=1)) <= limit
 
 
 def _spread(z: np.ndarray) -> float:
