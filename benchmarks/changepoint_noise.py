@@ -8,8 +8,8 @@ gives them. After every run `stats.detect` is called as the server calls it
 before as known ones.
 
 - False alarms: unchanged histories of `--runs` runs under each noise model (1%, 2% and 3%
-  Gaussian run-to-run noise; AR(1) with rho 0.3 and 1% marginal noise; 1% noise with 5% of
-  runs slowed by 10-30%); every change point reported counts, per 1,000 runs.
+  Gaussian run-to-run noise; AR(1) with rho 0.3, 0.6 and 0.9 and 1% marginal noise; 1% noise
+  with 5% of runs slowed by 10-30%); every change point reported counts, per 1,000 runs.
 - Detection: a change after some unchanged runs at 1% noise; found means a change point the
   right way within 2 runs of it, reported at most `delay` runs after the change (10% step: 3
   runs, 5% step: 10), also with only 10 runs before it and 5 runs after another change. A 10%
@@ -83,6 +83,8 @@ NOISE = {
     "2% noise": gaussian(0.02),
     "3% noise": gaussian(0.03),
     "AR(1) rho 0.3, 1%": ar1(0.01, 0.3),
+    "AR(1) rho 0.6, 1%": ar1(0.01, 0.6),
+    "AR(1) rho 0.9, 1%": ar1(0.01, 0.9),
     "5% of runs slowed 10-30%": slowed(0.01, 0.05),
 }
 

@@ -11,15 +11,21 @@ scale (`run_location`). `detect` finds step changes of it:
 2. **Significance.** The candidate is kept when a two-sided Mann-Whitney U test of X against Y
    gives p <= `p_value`, and the shift (the Hodges-Lehmann estimate, the median of all Y - X
    differences) is at least `min_change` and `min_signal` times the run-to-run noise (robust,
-   from consecutive differences). Otava uses Student's t-test here; run locations have
-   a heavy right tail (a run whose processes all met a noisy neighbour), and one such run in a
-   short segment makes a t-test call a change where a rank test does not. A kept split divides
-   its segment and both halves are searched again; then each new split is re-tested between
-   its final neighbours and the weakest failing one dropped until all pass (Otava's merge
-   step).
+   from consecutive differences). Runs are not independent (a runner's speed wanders), so the
+   final test (the merge step) divides the rank test's z-score by sqrt((1 + rho) / (1 - rho)),
+   rho the lag-1 autocorrelation of the two sides' residuals: n such runs carry the evidence of
+   about n (1 - rho) / (1 + rho) independent ones. Otava uses Student's t-test here; run
+   locations have a heavy right tail (a run whose processes all met a noisy neighbour), and one
+   such run in a short segment makes a t-test call a change where a rank test does not. A
+   kept split divides its segment and both halves are searched again; then each new split is
+   re-tested between its final neighbours and the weakest failing one dropped until all pass
+   (Otava's merge step).
 3. **Incremental use.** Change points reported before (`known`) are fixed boundaries and never
-   reported again. Only the runs after the newest known change are searched: earlier segments
-   were searched when they were the newest, and searching them again as old runs leave the
+   reported again. A split fewer than SHORT runs after the change before it is tested against
+   those runs and the segment before that change moved to their level, so that a change soon
+   after another (or its revert) is placed once it has `min_runs` runs after it, as when both
+   are found in one search. Only the runs after the newest known change are searched: earlier
+   segments were searched when they were the newest, and searching them again as old runs leave the
    window only finds what those runs' absence suggests. A new change `undoes` the change just
    before it when it moves the other way and the level after it is within `min_change` of the
    level before that earlier change (the interval of their ratio reaches that band).
@@ -51,6 +57,11 @@ EXACT_UP_TO = 20  # the Mann-Whitney test is exact when a side has at most this 
 BLOCK = 256  # a longer segment's candidates are searched in overlapping blocks of this many runs
 NEAR = 250  # a change's shift and test use at most this many runs on each side of it
 LARGEST_LOG = 709.0  # exp of more overflows a float: ratios saturate there
+MAX_RHO = 0.95  # the largest lag-1 autocorrelation assumed: beyond it runs carry no evidence
+SHORT = 15  # fewer runs since the previous change: the test also uses the runs before it
+SPREAD_LIMIT = 3.0  # a short side's spread beyond this many times the other's is a burst
+RHO_BIAS = 11.0  # rho is taken (RHO_BIAS / n)^2 below its estimate from n runs (0.2 at 25)
+MIN_RUNS_FOR_RHO = 5  # fewer runs a side on average: autocorrelation is not estimated (0)
 
 
 @dataclass(frozen=True)
@@ -148,7 +159,7 @@ def detect(
     # the best split alone would report several false changes per 1,000 runs.
     test = _Test(p_value, max(margin, min_signal * _noise(y)))
     inside = sorted({k.after for k in known if 0 < k.after < len(y)})
-    found = _divide(y, inside[-1] if inside else 0, int(min_runs), test)
+    found = _divide(y, [0, *inside], int(min_runs), test)
     found = _merge(y, inside, found, test)
     originals = {id(k): g for k, g in zip(known, given, strict=True)}
     return _expand(_report(y, known, found, margin, scale), present, originals)
@@ -233,23 +244,45 @@ def _check_known(known: Sequence[KnownChange], n: int) -> list[KnownChange]:
 # ---------------------------------------------------------------- the split step
 
 
-def _divide(y: np.ndarray, start: int, min_runs: int, test: _Test) -> list[int]:
-    """Binary segmentation of y[start:]: split a segment at its E-Divisive candidate while the
-    split is significant; returns the new boundaries (indices of a first run after)."""
-    pending = [(start, len(y))]
+def _divide(y: np.ndarray, edges: list[int], min_runs: int, test: _Test) -> list[int]:
+    """Binary segmentation of the runs after the newest of `edges` (known boundaries, with 0):
+    split a segment at its E-Divisive candidate while the split is significant; returns the new
+    boundaries (indices of a first run after)."""
+    start = edges[-1]
+    pending = [(edges[-2] if len(edges) > 1 else start, start, len(y))]
     found: list[int] = []
     while pending:
-        lo, hi = pending.pop()
+        previous, lo, hi = pending.pop()
         candidate = _candidate(y[lo:hi], min_runs)
         if candidate is None:
             continue
         # Test the candidate's own two sides: for a change that is later taken back (a spike),
         # the runs after the end kappa would hide it from a test against the whole segment.
         tau, kappa, _ = candidate
-        if _significance(y[lo : lo + tau], y[lo + tau : lo + kappa], test) <= 1.0:
+        before = _before_side(y[previous:lo], y[lo : lo + tau])
+        # Not corrected for autocorrelation here: a side may still hold another step, which
+        # would look like strong autocorrelation; `_merge` tests each split with the correction
+        # once its neighbours are final (sides without other steps).
+        if _significance(before, y[lo + tau : lo + kappa], test, final=False) <= 1.0:
             found.append(lo + tau)
-            pending += [(lo, lo + tau), (lo + tau, hi)]
+            # A split found in this search is not a known change: the segments around it are
+            # tested on their own runs (`_merge` re-tests them all).
+            pending += [(lo, lo, lo + tau), (lo + tau, lo + tau, hi)]
     return sorted(found)
+
+
+def _before_side(earlier: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """The runs a split is tested against: the runs since the change before it, and when those
+    are few and that change is a known one (a change soon after a reported one, or its revert),
+    also the segment before that change moved to their level (by the Hodges-Lehmann shift
+    between the two). Without them a second change 5 runs after a first cannot reach the
+    test's level until many runs later; with them it is placed as soon as it has `min_runs`
+    runs, as when both are found in one search."""
+    if len(before) >= SHORT or len(earlier) < SHORT:
+        return before
+    earlier = earlier[-NEAR:]
+    level = float(np.median(before[:, None] - earlier[None, :]))
+    return np.concatenate([earlier + level, before])
 
 
 def _candidate(z: np.ndarray, min_runs: int) -> tuple[int, int, float] | None:
@@ -347,12 +380,28 @@ def _hodges_lehmann(before: np.ndarray, after: np.ndarray) -> tuple[float, float
 
 
 def _p_value(before: np.ndarray, after: np.ndarray) -> float:
+    """Two-sided Mann-Whitney U test, corrected for autocorrelated runs: the rank test's z-score
+    (from its exact or approximate p-value) is divided by the square root of the variance
+    inflation (1 + rho) / (1 - rho) of an AR(1) series, rho estimated from the two sides'
+    residuals (`_autocorrelation`). A runner whose speed wanders (thermal state, a neighbour's
+    load) makes consecutive runs alike: n such runs carry the evidence of about
+    n (1 - rho) / (1 + rho) independent ones, and the uncorrected test calls wander a change."""
+    before, after = _near(before, after)
+    p = _rank_p_value(before, after)
+    inflation = _inflation(before, after)
+    if inflation <= 1.0 or p >= 1.0:
+        return p
+    from scipy.stats import norm
+
+    return float(min(1.0, 2 * norm.sf(norm.isf(p / 2) / math.sqrt(inflation))))
+
+
+def _rank_p_value(before: np.ndarray, after: np.ndarray) -> float:
     """Two-sided Mann-Whitney U test: exact when a side has at most EXACT_UP_TO runs, where the
     normal approximation is far off (3 runs above 197 others: exactly 2 / C(200, 3) = 1.5e-6,
     3e-3 by the approximation), else the normal approximation, which is close there and costs
     nothing to set up (scipy's exact distribution for 300 against 300 runs takes tens of
     seconds to build)."""
-    before, after = _near(before, after)
     if np.ptp(np.concatenate([before, after])) == 0:
         return 1.0
     # Here, not at the top: scipy.stats takes most of a second to import, which every process
@@ -363,15 +412,73 @@ def _p_value(before: np.ndarray, after: np.ndarray) -> float:
     return float(mannwhitneyu(after, before, alternative="two-sided", method=method).pvalue)
 
 
-def _significance(before: np.ndarray, after: np.ndarray, test: _Test) -> float:
+def _autocorrelation(before: np.ndarray, after: np.ndarray) -> float:
+    """Lag-1 autocorrelation rho of the runs: their residuals about their own side's median,
+    pairs within one side only (the step between the sides is not noise), each clipped at 3
+    robust standard deviations so that a few slowed runs do not decide it. Taken
+    (RHO_BIAS / n)^2 low (n runs in all): a short history of independent runs often shows a rho
+    of 0.2 by chance, which would cost it its changes. Clipped to [0, MAX_RHO]."""
+    sides = [side for side in (before, after) if len(side) > 2]
+    n = sum(len(side) for side in sides)
+    if n < 2 * MIN_RUNS_FOR_RHO:
+        return 0.0
+    rho = _lag1([side - np.median(side) for side in sides]) - (RHO_BIAS / n) ** 2
+    return min(MAX_RHO, max(0.0, rho))
+
+
+def _lag1(parts: list[np.ndarray]) -> float:
+    """Lag-1 correlation of zero-centred parts, pairs within a part, each value clipped at 3
+    robust standard deviations (of all parts together)."""
+    pooled = np.concatenate(parts)
+    centre = float(np.median(pooled))
+    spread = 1.4826 * float(np.median(np.abs(pooled - centre)))
+    if spread == 0:
+        return 0.0
+    clipped = [np.clip(p - centre, -3 * spread, 3 * spread) for p in parts]
+    total = sum(float(np.dot(p, p)) for p in clipped)
+    return sum(float(np.dot(p[1:], p[:-1])) for p in clipped) / total if total > 0 else 0.0
+
+
+def _inflation(before: np.ndarray, after: np.ndarray) -> float:
+    """The variance inflation of a mean of AR(1) runs, (1 + rho) / (1 - rho)."""
+    rho = _autocorrelation(before, after)
+    return (1 + rho) / (1 - rho)
+
+
+def _significance(
+    before: np.ndarray, after: np.ndarray, test: _Test, *, final: bool = True
+) -> float:
     """The split's p-value when it passes `test`, else 2.0 for a shift too small (the weakest
-    of all) or the p-value plus 1 (both fail)."""
+    of all) or the p-value plus 1 (both fail). `corrected`: for autocorrelation (`_p_value`),
+    else the plain rank test."""
     before, after = _near(before, after)
     shift = float(np.median(after[:, None] - before[None, :]))
     if abs(shift) < test.floor:
         return 2.0  # too small to matter: no test needed
-    p = _p_value(before, after)
+    if not _steady(before, after):
+        return 2.0  # a burst of disturbed runs, not a new level: no test needed
+    p = _p_value(before, after) if final else _rank_p_value(before, after)
     return p if p <= test.p_value else 1.0 + p
+
+
+def _steady(before: np.ndarray, after: np.ndarray) -> bool:
+    """Whether the shorter side (when short) is as steady as the longer one: its spread at most
+    SPREAD_LIMIT times the longer side's. A new level keeps the run-to-run noise; a burst
+    of runs that each met a different neighbour (slowed by 10-30%, at random) does not, and the
+    rank test alone calls three such runs in a row a step (and then its undo)."""
+    short, long = sorted((before, after), key=len)
+    if len(short) >= SHORT or len(long) < SHORT:
+        return True
+    # The short side's plain standard deviation (the outlying runs are what is looked for):
+    # for steady runs its square over the noise's is chi-square / (m - 1), above 3^2 for 3
+    # runs about once in 8,000 (exp(-9)).
+    limit = SPREAD_LIMIT * max(_spread(long), _noise(long))
+    return float(np.std(short, ddof=1)) <= limit
+
+
+def _spread(z: np.ndarray) -> float:
+    """Normal-consistent median absolute deviation about the median."""
+    return float(1.4826 * np.median(np.abs(z - np.median(z))))
 
 
 # ---------------------------------------------------------------- the merge step
@@ -386,7 +493,10 @@ def _merge(y: np.ndarray, fixed: list[int], found: list[int], test: _Test) -> li
         scores = []
         for cut in found:
             i = edges.index(cut)
-            before, after = y[edges[i - 1] : cut], y[cut : edges[i + 1]]
+            known_before = i >= 2 and edges[i - 1] in fixed
+            earlier = y[edges[i - 2] : edges[i - 1]] if known_before else y[:0]
+            before = _before_side(earlier, y[edges[i - 1] : cut])
+            after = y[cut : edges[i + 1]]
             scores.append((_significance(before, after, test), cut))
         weakest, cut = max(scores)
         if weakest <= 1.0:

@@ -159,6 +159,53 @@ def test_a_second_step_the_same_way_does_not_undo() -> None:
     assert second.undoes is None
 
 
+def ar1(n: int, rho: float, seed: int, sd: float = 0.01) -> np.ndarray:
+    """An unchanged history whose runs wander: AR(1) with lag-1 correlation rho, marginal sd."""
+    rng = np.random.default_rng(seed)
+    shocks = rng.normal(0.0, sd * math.sqrt(1 - rho**2), n)
+    y = np.empty(n)
+    y[0] = rng.normal(0.0, sd)
+    for i in range(1, n):
+        y[i] = rho * y[i - 1] + shocks[i]
+    return y
+
+
+@pytest.mark.parametrize("rho", [0.6, 0.9])
+def test_runs_that_wander_are_not_a_change(rho: float) -> None:
+    # Uncorrected for autocorrelation, 4 of these 30 histories (seeds 12, 15, 20, 22 at 0.6)
+    # gave 2 change points each.
+    assert [s for s in range(30) if stats.detect(ar1(200, rho, s))] == []
+
+
+def test_the_autocorrelation_is_estimated_from_the_residuals() -> None:
+    from stats.changepoints import _autocorrelation
+
+    for rho in (0.0, 0.3, 0.6, 0.9):
+        y = ar1(400, rho, seed=21)
+        # A 10% step between the sides is not autocorrelation (standard error about 0.05).
+        assert _autocorrelation(y[:200], y[200:] + math.log(1.1)) == pytest.approx(rho, abs=0.15)
+
+
+def test_a_burst_of_slowed_runs_is_not_a_step() -> None:
+    history = noise(120, seed=3)
+    history[100:103] += np.log([1.12, 1.25, 1.18])  # three runs that each met a neighbour
+    assert stats.detect(history[:103]) == ()
+    assert stats.detect(history) == ()
+    # The same three runs slowed alike are a step.
+    history[100:103] = noise(3, seed=4) + math.log(1.18)
+    assert [cp.after for cp in stats.detect(history[:103])] == [100]
+
+
+@pytest.mark.parametrize("second", [1.10, 1 / 1.10])
+def test_a_change_5_runs_after_a_reported_one_is_placed_at_once(second: float) -> None:
+    history = steps((60, 1.0), (5, 1.10), (20, 1.10 * second)) + noise(85, seed=22)
+    reported = [(t, after) for t, after, _ in incremental(history)]
+    # Each reported 3 runs after it (its third run is index after + 2).
+    assert reported == [(62, 60), (67, 65)]
+    undoes = incremental(history)[1][2].undoes
+    assert (undoes is not None) == (second < 1)
+
+
 def test_run_location_sees_through_one_disturbed_process() -> None:
     rng = np.random.default_rng(13)
     clean = [rng.lognormal(math.log(1000.0), 0.01, 10) for _ in range(3)]
