@@ -80,13 +80,13 @@ def _parse(response: httpx.Response, url: str) -> Fetched | NotFetched:
             parse_results(d, source=f"baseline run {i}")
             for i, d in zip(run_ids, data["documents"], strict=True)
         ]
-        gate = _gate(data.get("gate"))
+        gate = server_gate(data.get("gate"))
     except (ValueError, KeyError, TypeError, InvalidDocument, RecursionError) as e:
         return NotFetched(f"malformed baseline answer from {url}: {str(e)[:200]}")
     return Fetched(documents, run_ids, gate)
 
 
-def _gate(found: object) -> GateSettings | None:
+def server_gate(found: object) -> GateSettings | None:
     """The server's thresholds as GateSettings (ValueError when they are not valid ones)."""
     if found is None:
         return None

@@ -155,17 +155,22 @@ def _register_reads(mcp: FastMCP) -> None:
 
     @mcp.tool(annotations=_READ_ONLY)
     async def baselines(
-        ctx: Context[Any, Any, Any], branch: str, environment: str, workload: str
+        ctx: Context[Any, Any, Any],
+        branch: str,
+        environment: str,
+        workload: str,
+        documents: bool = False,
     ) -> CallToolResult:
         """The baseline runs an upload of this branch, environment key and workload path
-        would be compared with now."""
+        would be compared with now; documents=true adds their results documents (samples
+        included) and the server's thresholds, to gate against them locally."""
         args = {"branch": branch, "environment": environment, "workload": workload}
         return await _call(
             ctx,
             "baselines",
             READ,
-            args,
-            lambda s, a: agent_tools.baselines(s, a, branch, environment, workload),
+            {**args, "documents": documents},
+            lambda s, a: agent_tools.baselines(s, a, branch, environment, workload, documents),
         )
 
 

@@ -99,8 +99,17 @@ def run_verdict(
     return Answer(view, _verdict_text(view))
 
 
-def baselines(svc: Services, agent: Agent, branch: str, environment: str, workload: str) -> Answer:
-    """The baseline runs an upload would now be compared with (ids and commits, no samples)."""
+def baselines(
+    svc: Services,
+    agent: Agent,
+    branch: str,
+    environment: str,
+    workload: str,
+    documents: bool = False,
+) -> Answer:
+    """The baseline runs an upload would now be compared with (ids and commits); with
+    `documents`, their stored results documents and the server's thresholds too, so a
+    pre-flight check gates against them exactly as the server would (`rnx check`)."""
     with svc.database.read() as conn:
         key, chosen = baseline_for_ci(
             conn,
@@ -110,13 +119,22 @@ def baselines(svc: Services, agent: Agent, branch: str, environment: str, worklo
             _workload(workload),
             svc.settings.baseline_history,
         )
+        stored = runs.documents(conn, [r.run_id for r in chosen]) if documents else {}
     listed = [{"run_id": r.run_id, "sha": r.sha} for r in chosen]
-    data = {
+    data: dict[str, Any] = {
         "branch": key.branch,
         "environment": key.environment_key,
         "workload": key.workload,
         "baselines": listed,
     }
+    if documents:
+        gate = svc.settings.gate
+        data["documents"] = [json.loads(stored[r.run_id]) for r in chosen if r.run_id in stored]
+        data["gate"] = {
+            "block_threshold": gate.block_threshold,
+            "rope": gate.rope,
+            "probability": gate.probability,
+        }
     text = (
         f"{len(listed)} baseline run(s) for {key.workload} on {key.branch} ({key.environment_key})"
     )

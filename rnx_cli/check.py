@@ -1,11 +1,15 @@
 """`rnx check`: the gate's pre-flight on a developer's (or an agent's) machine: the working
-tree's workloads measured in paired mode against the merge-base with the base branch, checked
-out in a git worktree, and gated as CI would gate them; exit code as in CI."""
+tree's workloads gated as CI would gate them, exit code as in CI. Against the stored baseline
+when the gate server (KERNALIN_URL, KERNALIN_TOKEN) has one for this machine's environment and
+the base branch, as the server would gate an upload; else in paired mode against the
+merge-base with the base branch, checked out in a git worktree. Each workload says which and
+why."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -13,12 +17,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from action.baseline_fetch import Fetched, NotFetched
 from action.gate import exit_code
 from action.paired import base_worktree
 from rnx.config import Benchmark, KernalinConfig, load_config, override
 from rnx.errors import UserError
 from rnx.schema import GateReport, Tier
 from rnx_cli.compare import format_table
+from rnx_cli.stored_baseline import read_stored_baseline
 
 _WORST = {"PASS": 0, "WARN": 1, "BLOCK": 2}
 
@@ -26,9 +32,10 @@ _WORST = {"PASS": 0, "WARN": 1, "BLOCK": 2}
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rnx check",
-        description="Benchmark the working tree against the merge-base with the base branch "
-        "(paired mode, in a git worktree) and print the verdict; exit 1 when the gate would "
-        "BLOCK in enforce mode, as in CI.",
+        description="Benchmark the working tree against the stored baseline of the base "
+        "branch when the gate server (KERNALIN_URL, KERNALIN_TOKEN) has one for this machine, "
+        "else against the merge-base (paired mode, in a git worktree), and print the verdict; "
+        "exit 1 when the gate would BLOCK in enforce mode, as in CI.",
     )
     p.add_argument("workloads", nargs="*", help="workload paths (default: kernalin.yml's)")
     p.add_argument("--base", default="main", help="the branch a PR would merge into (main)")
@@ -38,6 +45,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--time-budget", type=float, help="seconds per configuration (harness)")
     p.add_argument("--batch-sizes", help="comma list, e.g. 1,8")
     p.add_argument("--runtimes", help="comma list, e.g. pytorch_eager")
+    p.add_argument(
+        "--against",
+        choices=("auto", "stored", "paired"),
+        default="auto",
+        help="auto: the stored baseline where the server has one, else paired (default); "
+        "stored: the stored baseline or an error; paired: the merge-base",
+    )
+    p.add_argument(
+        "--repository",
+        help="OWNER/NAME on the gate server (default: GITHUB_REPOSITORY, else the CI token's)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object, not a table")
     return p
 
@@ -80,10 +98,7 @@ def _benchmarks(args: argparse.Namespace, config: KernalinConfig, root: Path) ->
 
 def check(args: argparse.Namespace, root: Path) -> tuple[Tier, str, list[dict[str, Any]]]:
     """Each workload measured and gated: the worst tier, the gate's mode, and per workload
-    the verdict."""
-    from action.measure import local_report
-    from bench_runner import run_benchmark
-
+    the verdict and what it was gated against."""
     config = load_config(
         args.config or (root / "kernalin.yml" if (root / "kernalin.yml").is_file() else None)
     )
@@ -94,12 +109,90 @@ def check(args: argparse.Namespace, root: Path) -> tuple[Tier, str, list[dict[st
         key_prefix="--",
     )
     benchmarks = _benchmarks(args, config, root)
+    results = []
+    paired: list[tuple[Benchmark, str]] = []
+    for bench in benchmarks:
+        stored = _against_stored(args, config, harness, root, bench)
+        if isinstance(stored, dict):
+            results.append(stored)
+        else:
+            paired.append((bench, stored))
+    if paired:
+        results += _against_merge_base(args, config, harness, root, paired)
+    tier = max((r["report"].tier for r in results), key=_WORST.__getitem__)
+    return tier, config.gate.mode, results
+
+
+def _against_stored(
+    args: argparse.Namespace,
+    config: KernalinConfig,
+    harness: Any,
+    root: Path,
+    bench: Benchmark,
+) -> dict[str, Any] | str:
+    """The workload gated against the stored baseline, or why not (then it goes paired)."""
+    if args.against == "paired":
+        return "--against paired"
+    from bench_runner import run_benchmark
+    from bench_runner.environment import collect_environment
+    from rnx.verdict import evaluate
+
+    environment = collect_environment()
+    found = read_stored_baseline(
+        os.environ,
+        repository=args.repository or os.environ.get("GITHUB_REPOSITORY") or None,
+        branch=args.base,
+        environment=environment.key,
+        workload=bench.workload,
+    )
+    why = found.why if isinstance(found, NotFetched) else None
+    if why is None and not found.documents:  # type: ignore[union-attr]
+        why = f"the server has no baseline of {args.base} for this environment yet"
+    if why is not None:
+        if args.against == "stored":
+            raise UserError(f"{bench.workload}: no stored baseline to gate against: {why}")
+        return why
+    assert isinstance(found, Fetched)
+    against = (
+        f"the stored baseline: {len(found.documents)} run(s) of {args.base} in {environment.key}"
+    )
+    print(f"rnx check: {bench.workload} against {against}", file=sys.stderr, flush=True)
+    document = run_benchmark(
+        bench.model_copy(update={"workload": str(root / bench.workload)}),
+        harness,
+        environment=environment,
+        progress=sys.stderr,
+    )
+    gate = config.gate
+    if found.gate is not None:  # the server's thresholds, as it would gate an upload
+        gate = gate.model_copy(
+            update={
+                "block_threshold": found.gate.block_threshold,
+                "rope": found.gate.rope,
+                "probability": found.gate.probability,
+            }
+        )
+    report = evaluate(document, found.documents, gate)
+    return {"workload": bench.workload, "against": against, "report": report}
+
+
+def _against_merge_base(
+    args: argparse.Namespace,
+    config: KernalinConfig,
+    harness: Any,
+    root: Path,
+    paired: list[tuple[Benchmark, str]],
+) -> list[dict[str, Any]]:
+    from action.measure import local_report
+    from bench_runner import run_benchmark
+
     sha = merge_base(root, args.base)
     results: list[dict[str, Any]] = []
     with base_worktree(root, sha) as base_root:
-        for bench in benchmarks:
+        for bench, why in paired:
             base_file = base_root / bench.workload
-            print(f"rnx check: {bench.workload} against {sha[:12]}", file=sys.stderr, flush=True)
+            against = f"the merge-base {sha[:12]} in paired mode ({why})"
+            print(f"rnx check: {bench.workload} against {against}", file=sys.stderr, flush=True)
             document = run_benchmark(
                 bench.model_copy(update={"workload": str(root / bench.workload)}),
                 harness,
@@ -107,9 +200,8 @@ def check(args: argparse.Namespace, root: Path) -> tuple[Tier, str, list[dict[st
                 progress=sys.stderr,
             )
             report = local_report(document, config)
-            results.append({"workload": bench.workload, "report": report})
-    tier = max((r["report"].tier for r in results), key=_WORST.__getitem__)
-    return tier, config.gate.mode, results
+            results.append({"workload": bench.workload, "against": against, "report": report})
+    return results
 
 
 def _shown(report: GateReport) -> str:
@@ -135,7 +227,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "mode": mode,
                     "exit_code": code,
                     "workloads": [
-                        {"workload": r["workload"], **json.loads(r["report"].model_dump_json())}
+                        {
+                            "workload": r["workload"],
+                            "against": r["against"],
+                            **json.loads(r["report"].model_dump_json()),
+                        }
                         for r in results
                     ],
                 }
@@ -143,6 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return code
     for r in results:
-        print(f"{r['workload']}: {r['report'].tier}\n{_shown(r['report'])}\n")
+        print(f"{r['workload']}: {r['report'].tier} (against {r['against']})")
+        print(f"{_shown(r['report'])}\n")
     print(f"rnx check: {tier} (gate.mode {mode}: exit {code}, as CI would)")
     return code

@@ -5,6 +5,7 @@ examples/attention.py (a 2x slower edit BLOCKs, the unchanged tree never does, t
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -203,3 +205,67 @@ def test_a_refused_or_unreachable_gate_is_one_line(
         assert done.returncode == 2
         assert message in done.stderr and "Traceback" not in done.stderr
         assert secret not in done.stderr
+
+
+def _stored_baseline_of_this_machine(server: LiveServer) -> str:
+    """A baseline of main for this machine's environment whose kernel took 1 us: a working
+    tree measured against it is far slower, where against the merge-base it is unchanged."""
+    from bench_runner.environment import collect_environment
+    from tests.support.factories import body, make_results
+    from tests.support.gate_helpers import create_token, signed_headers
+
+    ci = create_token(server.database_url)
+    doc = make_results(
+        environment=collect_environment().key,
+        configs=[("pytorch_eager", "float32", 1)],
+        median_ns=1_000.0,
+        workload="kernels/attention.py",
+    )
+    data = body(doc)
+    r = httpx.post(
+        f"{server.url}/api/v1/runs", content=data, headers=signed_headers(ci.secret, data)
+    )
+    assert r.status_code == 201, r.text
+    return ci.secret
+
+
+def test_benchmark_and_rnx_check_gate_against_the_stored_baseline_where_there_is_one(
+    gate: LiveServer, checkout: Path
+) -> None:
+    ci_secret = _stored_baseline_of_this_machine(gate)
+    secret = agent_token(gate.database_url, ("read", "benchmark"))
+
+    async def steps(s: ClientSession) -> Any:
+        return await s.call_tool("benchmark", FAST)
+
+    stored = stdio(gate, secret, checkout, steps)  # the agent token reads it over MCP
+    assert not stored.isError, stored.content
+    [workload] = stored.structuredContent["workloads"]
+    assert workload["against"].startswith("the stored baseline: 1 run(s) of main in env-")
+    assert workload["tier"] == "BLOCK", workload["reasons"]  # 1 us stored, the kernel far slower
+    # A CI token reads it over HTTP; --against paired measures the merge-base instead.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERNALIN_URL": gate.url}
+    env["KERNALIN_TOKEN"] = ci_secret
+    for against, expected in (("auto", "the stored baseline"), ("paired", "the merge-base")):
+        done = subprocess.run(
+            [sys.executable, "-m", "rnx_cli", "check", "--samples", "16", "--processes", "2"]
+            + ["--against", against, "--json"],
+            cwd=checkout,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        answer = json.loads(done.stdout)
+        assert answer["workloads"][0]["against"].startswith(expected), answer["workloads"][0]
+    # Without a baseline for its environment, --against stored is an error naming why.
+    env["KERNALIN_TOKEN"] = "rnx_ci_not-a-token"
+    done = subprocess.run(
+        [sys.executable, "-m", "rnx_cli", "check", "--against", "stored"],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and "no stored baseline to gate against" in done.stderr
