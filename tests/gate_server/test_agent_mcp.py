@@ -173,6 +173,17 @@ def test_every_read_tool_answers_data_and_text_and_no_secret(world: World) -> No
     assert {e["actor"] for e in entries} == {"agent claude for alice"}
 
 
+def test_baselines_with_documents_are_what_an_upload_is_gated_against(world: World) -> None:
+    _, secret = agent(world)
+    key = {"branch": "main", "environment": ENVIRONMENT, "workload": "kernels/attention.py"}
+    bare, full = calls(world, secret, ("baselines", key), ("baselines", {**key, "documents": True}))
+    assert "documents" not in (bare.structuredContent or {})
+    data = full.structuredContent or {}
+    assert [d["run_id"] for d in data["documents"]] == [world.base_run]
+    assert data["documents"][0]["configurations"][0]["samples"]["ns"]  # samples included
+    assert data["gate"] == {"block_threshold": 0.25, "rope": 0.02, "probability": 0.95}
+
+
 def test_resources_are_the_gate_in_force_and_the_verdict_guide(world: World) -> None:
     _, secret = agent(world)
 
