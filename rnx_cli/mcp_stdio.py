@@ -119,7 +119,8 @@ async def run_check(root: Path, arguments: dict[str, Any], report: Any) -> types
                 tasks.start_soon(read_progress)
                 await process.wait()
     finally:
-        killed = await _stop(process, grace)
+        # Killed, if it has not stopped, with part of the grace left for the answer itself.
+        killed = await _stop(process, grace * 0.6)
         if killed:  # it could not remove its checkout of the merge-base itself
             for path in _base_worktrees(root) - worktrees_before:
                 _git_quiet(root, "worktree", "remove", "--force", path)
