@@ -23,8 +23,8 @@ transaction around each lookup and a ping on every checkout (pool_pre_ping), as 
 compared in one run, alternating, on a machine whose speed changes from minute to minute.
 --variant CODE: this tree's server against the same code with CODE run in the server process
 before it starts (a constant set, a function replaced): an idea tried side by side before it
-is written (`a.UPLOADS_IN_LOOP = False` after `import gate_server.api as a`: uploads in worker
-threads, as before they moved into the event loop). The two servers of a side-by-side mode
+is written (`a.LOOP_BODY_BYTES = 0` after `import gate_server.api as a`: every upload in a
+worker thread, as before they moved into the event loop). The two servers of a side-by-side mode
 each have an empty database of that engine.
 
 Per engine, two databases each behind its own `rnx serve` process: one empty, one holding

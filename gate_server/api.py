@@ -52,14 +52,12 @@ UPLOADS_AT_ONCE = 2
 # only for documents up to LOOP_BODY_BYTES: SQLite's statements block the thread that runs them
 # (another writer's lock, a flush), and parsing and re-gating a large document is seconds of
 # Python; either in the loop stalls every other request, /healthz and /readyz included
-# (benchmarks/health_under_uploads.py; docs/server.md, "Uploads in the event loop"). False: in
-# worker threads always (`benchmarks/server_load.py --variant` compares the two).
-UPLOADS_IN_LOOP = True
+# (benchmarks/health_under_uploads.py; docs/server.md, "Uploads in the event loop").
 LOOP_BODY_BYTES = 1024 * 1024  # larger uploads are ingested in a worker thread on any database
 
 
 def _in_loop(svc: Services, body_bytes: int = 0) -> bool:
-    return UPLOADS_IN_LOOP and svc.uploads.awaited and body_bytes <= LOOP_BODY_BYTES
+    return svc.uploads.awaited and body_bytes <= LOOP_BODY_BYTES
 
 
 def _upload_slots(request: Request) -> anyio.CapacityLimiter:
