@@ -86,6 +86,20 @@ def _parse(response: httpx.Response, url: str) -> Fetched | NotFetched:
     return Fetched(documents, run_ids, gate)
 
 
+def with_server_thresholds(gate: GateSettings, server: GateSettings | None) -> GateSettings:
+    """This run's gate settings judged by the server's thresholds, as the server would judge an
+    upload; its budget and mode stay this run's."""
+    if server is None:
+        return gate
+    return gate.model_copy(
+        update={
+            "block_threshold": server.block_threshold,
+            "rope": server.rope,
+            "probability": server.probability,
+        }
+    )
+
+
 def server_gate(found: object) -> GateSettings | None:
     """The server's thresholds as GateSettings (ValueError when they are not valid ones)."""
     if found is None:

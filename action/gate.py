@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from action.annotations import BROKEN_STATUSES, annotate
-from action.baseline_fetch import NotFetched, fetch_baseline
+from action.baseline_fetch import NotFetched, fetch_baseline, with_server_thresholds
 from action.context import RunContext, read_context
 from action.inputs import GateInputs, read_inputs
 from action.measure import (
@@ -277,16 +277,8 @@ def _adaptive(run: Run, bench: Benchmark) -> AdaptiveSampling | None:
         )
         if isinstance(found, NotFetched):
             return found.why
-        # The server's thresholds judge the interim verdict; budget and mode stay this run's.
-        server = found.gate
-        if server is not None:
-            server = gate.model_copy(
-                update={
-                    "block_threshold": server.block_threshold,
-                    "rope": server.rope,
-                    "probability": server.probability,
-                }
-            )
+        # The server's thresholds judge the interim verdict.
+        server = None if found.gate is None else with_server_thresholds(gate, found.gate)
         return Baseline(found.documents, server)
 
     return AdaptiveSampling(gate, gate.budget, baselines)

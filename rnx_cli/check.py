@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from action.baseline_fetch import Fetched, NotFetched
+from action.baseline_fetch import NotFetched, with_server_thresholds
 from action.gate import exit_code
 from action.paired import base_worktree
 from rnx.config import Benchmark, KernalinConfig, load_config, override
@@ -145,14 +145,15 @@ def _against_stored(
         environment=environment.key,
         workload=bench.workload,
     )
-    why = found.why if isinstance(found, NotFetched) else None
-    if why is None and not found.documents:  # type: ignore[union-attr]
-        why = f"the server has no baseline of {args.base} for this environment yet"
-    if why is not None:
+    if isinstance(found, NotFetched) or not found.documents:
+        why = (
+            found.why
+            if isinstance(found, NotFetched)
+            else f"the server has no baseline of {args.base} for this environment yet"
+        )
         if args.against == "stored":
             raise UserError(f"{bench.workload}: no stored baseline to gate against: {why}")
         return why
-    assert isinstance(found, Fetched)
     against = (
         f"the stored baseline: {len(found.documents)} run(s) of {args.base} in {environment.key}"
     )
@@ -163,16 +164,7 @@ def _against_stored(
         environment=environment,
         progress=sys.stderr,
     )
-    gate = config.gate
-    if found.gate is not None:  # the server's thresholds, as it would gate an upload
-        gate = gate.model_copy(
-            update={
-                "block_threshold": found.gate.block_threshold,
-                "rope": found.gate.rope,
-                "probability": found.gate.probability,
-            }
-        )
-    report = evaluate(document, found.documents, gate)
+    report = evaluate(document, found.documents, with_server_thresholds(config.gate, found.gate))
     return {"workload": bench.workload, "against": against, "report": report}
 
 

@@ -27,8 +27,8 @@ def read_stored_baseline(
 ) -> Fetched | NotFetched:
     url, token = env.get("KERNALIN_URL", "").strip(), env.get("KERNALIN_TOKEN", "").strip()
     if not url or not token:
-        return NotFetched("no gate server to read a stored baseline from (KERNALIN_URL and "
-                          "KERNALIN_TOKEN are not both set)")  # fmt: skip
+        why = "no gate server to read it from (KERNALIN_URL and KERNALIN_TOKEN are not both set)"
+        return NotFetched(why)
     if token.startswith(AGENT_PREFIX):
         return anyio.run(_through_mcp, url, token, branch, environment, workload)
     return fetch_baseline(
