@@ -219,18 +219,12 @@ def as_the_runner_shows(log: str) -> str:
 
 
 def _mcp(url: str, secret: str, pr_number: int) -> str:
-    """An agent's read of the pull request's verdict over MCP (the SDK's own client)."""
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
+    """An agent's read of the pull request's verdict over MCP (the SDK's own client, as
+    `rnx mcp` connects to the server)."""
+    from rnx_cli.mcp_stdio import gate_session
 
     async def go() -> str:
-        headers = {"Authorization": f"Bearer {secret}"}
-        async with (
-            httpx.AsyncClient(headers=headers, timeout=60) as http,
-            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with gate_session(url, secret) as session:
             found = await session.call_tool("run_verdict", {"pull_request": pr_number})
             return found.model_dump_json()
 
