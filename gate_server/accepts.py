@@ -18,6 +18,7 @@ from gate_server.clock import utcnow
 from gate_server.db import Database, audit, runs
 from gate_server.db.runs import BaselineKey, RunRecord
 from gate_server.db.tokens import TokenRecord
+from gate_server.environments import document_label
 from gate_server.runs import check_run_id
 from rnx.branches import branch_matches
 
@@ -142,7 +143,7 @@ def _alert_slowdown(conn: Connection, run: RunRecord, *, actor: str, reason: str
     facts = accepted_slowdown_event(
         repository=run.repository,
         answer=run.answer,
-        run=alert_run(run),
+        run=alert_run(run, document_label(runs.document(conn, run.run_id), run.environment_key)),
         accepted_by=actor,
         reason=reason,
         via=via,

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 
 from gate_server.db import prices, runs
 from gate_server.errors import InvalidInput
+from rnx.environments import EnvironmentLabel, stored_environment_label
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,18 @@ def _name_in(document: bytes) -> str | None:
     env = data.get("environment") if isinstance(data, dict) else None
     name = env.get("name") if isinstance(env, dict) else None
     return name if isinstance(name, str) and name.strip() else None
+
+
+def document_label(document: bytes | None, key: str) -> EnvironmentLabel:
+    """What to call the environment of a stored run, from its document (alerts, which have
+    no page to hover on, show it with the key); the key alone when the document is missing
+    or no longer parses."""
+    try:
+        data: Any = json.loads(document) if document else None
+    except ValueError:
+        data = None
+    raw = data.get("environment") if isinstance(data, dict) else None
+    return stored_environment_label(raw, key=key)
 
 
 def known_environments(conn: Connection, workspace_id: int) -> list[KnownEnvironment]:

@@ -27,6 +27,7 @@ from gate_server.settings import ServerSettings
 from gate_server.stored_documents import StoredDocuments
 from gate_server.workloads import InvalidWorkloadPath, several_workloads, workload_identity
 from rnx.branches import branch_matches
+from rnx.environments import environment_label
 from rnx.schema import GateReport, InvalidDocument, ResultsDocument, parse_results
 
 NO_WORKLOAD_BASELINE = "no baseline yet for this workload in this environment"
@@ -362,7 +363,8 @@ def _store(
         )
         # One alert per regression: later BLOCKs of the same key, until a PASS, are its repeats.
         if alert and not runs.blocked_since_pass(conn, new):
-            facts = block_event(repository=doc.repository, answer=new.answer, run=alert_run(new))
+            run = alert_run(new, environment_label(doc.environment))
+            facts = block_event(repository=doc.repository, answer=new.answer, run=run)
             emit(conn, facts, workspace_id=new.workspace_id, repository_id=new.repository_id)
     return True
 

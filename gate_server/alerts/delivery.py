@@ -32,12 +32,14 @@ from gate_server.alerts.events import (
     channel_failing_event,
     compare_link,
     dashboard_link,
+    environment_facts,
     outbox_kind,
     run_link,
 )
 from gate_server.clock import utcnow
-from gate_server.db import change_points, notify, outbox, repositories
+from gate_server.db import change_points, notify, outbox, repositories, runs
 from gate_server.db.outbox import OutboxJob
+from gate_server.environments import document_label
 from gate_server.outbox import TryLater
 
 if TYPE_CHECKING:
@@ -103,6 +105,12 @@ def fan_out(svc: Services, job: OutboxJob) -> None:
         _fan_out(conn, facts, p["workspace_id"], p.get("repository_id"), skip_channel=skip)
 
 
+def _environment(conn: Connection, found: change_points.NewChangePoint) -> dict[str, Any]:
+    """A change point's environment: its key, and its name from the run after the step."""
+    document = runs.document(conn, found.after_run_id)
+    return environment_facts(document_label(document, found.environment_key))
+
+
 def change_point_facts(conn: Connection, change_id: int) -> tuple[dict[str, Any], int, int] | None:
     """A stored change point's facts, with its workspace and repository ids."""
     found = change_points.by_id(conn, change_id)
@@ -120,7 +128,7 @@ def change_point_facts(conn: Connection, change_id: int) -> tuple[dict[str, Any]
         "sha": found.after_sha,
         "branch": found.branch,
         "workload": found.workload,
-        "environment": found.environment_key,
+        **_environment(conn, found),
         "baseline_sha": found.before_sha,
         "worst": {
             "configuration": found.configuration,
@@ -135,7 +143,7 @@ def change_point_facts(conn: Connection, change_id: int) -> tuple[dict[str, Any]
             {
                 "configuration": other.configuration,
                 "workload": other.workload,
-                "environment": other.environment_key,
+                **_environment(conn, other),
                 "ratio": other.ratio,
             }
             for other in change_points.moved_with(conn, found)

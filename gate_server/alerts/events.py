@@ -8,6 +8,7 @@ from urllib.parse import quote, urlencode
 
 from gate_server.dashboard.views import anchor
 from gate_server.db.runs import RunFacts
+from rnx.environments import EnvironmentLabel
 
 BLOCK = "block"  # a BLOCK on a push to a baseline branch: a regression landed
 CHANGE_POINT = "change_point"  # the change-point detector found a new one
@@ -58,14 +59,21 @@ def compare_link(repository: str, base_sha: str | None, head_sha: str) -> str:
     return f"{GITHUB_WEB}/{repository}/compare/{base_sha}...{head_sha}"
 
 
-def alert_run(run: RunFacts) -> dict[str, Any]:
+def environment_facts(label: EnvironmentLabel) -> dict[str, Any]:
+    """An environment as alerts carry it: `environment` is the key (what webhook consumers
+    filter on, and the dashboard link's filter), `environment_name` what people read: the
+    name and hardware as the pages show them (rnx/environments.py)."""
+    return {"environment": label.key, "environment_name": label.text}
+
+
+def alert_run(run: RunFacts, environment: EnvironmentLabel) -> dict[str, Any]:
     """What an alert says of a stored run (its branch: the baseline branch it is or would be)."""
     return {
         "run_id": run.run_id,
         "sha": run.sha,
         "branch": run.baseline_branch or run.base_branch or run.branch,
         "workload": run.workload,
-        "environment": run.environment_key,
+        **environment_facts(environment),
         "pr_number": run.pr_number,
     }
 
@@ -107,6 +115,7 @@ def _run_facts(repository: str, answer: dict[str, Any], run: dict[str, Any]) -> 
         "branch": run["branch"],
         "workload": run["workload"],
         "environment": run["environment"],
+        "environment_name": run["environment_name"],
         "tier": answer.get("tier"),
         "reasons": list(answer.get("reasons") or [])[:5],
         "worst": worst,

@@ -67,13 +67,26 @@ def _short(sha: str | None) -> str:
     return (sha or "?")[:12]
 
 
+def _environment(p: dict[str, Any]) -> str:
+    """Its name and hardware as the pages show them, then the key (what groups comparable runs;
+    a page shows it on hover, a message has no hover). Events stored before names were
+    carried have the key alone."""
+    key = str(p.get("environment"))
+    name = p.get("environment_name")
+    return f"{name} · key {key}" if name and name != key else key
+
+
+def _environment_title(p: dict[str, Any]) -> str:
+    return str(p.get("environment_name") or p.get("environment"))
+
+
 def _where(p: dict[str, Any]) -> list[tuple[str, str]]:
     where = [
         ("Repository", str(p.get("repository"))),
         ("Branch", str(p.get("branch"))),
         ("Commit", _short(p.get("sha"))),
         ("Workload", str(p.get("workload"))),
-        ("Environment", str(p.get("environment"))),
+        ("Environment", _environment(p)),
     ]
     if p.get("pr_number"):
         where.append(("Pull request", f"#{p['pr_number']}"))
@@ -128,7 +141,8 @@ def _change_point(p: dict[str, Any]) -> Message:
     also = p.get("also_moved") or []
     if also:
         moved = [
-            f"{o['configuration']} ({o['workload']}, {o['environment']}): {float(o['ratio']):.3g}x"
+            f"{o['configuration']} ({o['workload']}, {_environment_title(o)}): "
+            f"{float(o['ratio']):.3g}x"
             for o in also
         ]
         facts.append(("Also moved at this commit", "; ".join(moved)))

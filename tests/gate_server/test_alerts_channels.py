@@ -49,6 +49,7 @@ def _run() -> dict[str, Any]:
         "branch": "main",
         "workload": "bench/matmul.yml",
         "environment": "h200-cuda13",
+        "environment_name": "h200 (NVIDIA H200 · driver 580.95.05 · torch 2.11.0)",
     }
 
 
@@ -328,11 +329,11 @@ def test_urls_must_be_https_except_to_this_machine(url: str) -> None:
 
 
 def test_names_and_reasons_cannot_forge_links_or_mentions(http: HttpReceiver) -> None:
-    """What someone chose (a workload path, an accept reason) reaches Slack and Teams as the
-    characters it is: no Slack link or mention, no Teams Markdown link."""
+    """What someone chose (a workload path, an environment's name, an accept reason) reaches
+    Slack and Teams as the characters it is: no Slack link or mention, no Teams Markdown link."""
     from tests.support.factories import HOSTILE_WORKLOAD
 
-    run = {**_run(), "workload": HOSTILE_WORKLOAD}
+    run = {**_run(), "workload": HOSTILE_WORKLOAD, "environment_name": "<!here> [x](https://e.x)"}
     facts = accepted_slowdown_event(
         repository="acme/kernels",
         answer=_answer(),
@@ -347,6 +348,7 @@ def test_names_and_reasons_cannot_forge_links_or_mentions(http: HttpReceiver) ->
     slack, teams = (json.dumps(r.json()) for r in http.received)
     assert "<https://evil.example|" not in slack and "<!here>" not in slack
     assert "&lt;!here&gt;" in slack and "&lt;img src=x" in slack
+    assert "](https://e.x)" not in teams
     assert "](https://evil.example)" not in teams and "](" not in teams.replace("]\\u200b(", "")
     assert "[the fix]\\u200b(https://evil.example)" in teams
 

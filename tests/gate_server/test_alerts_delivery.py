@@ -25,7 +25,7 @@ from gate_server.outbox import OutboxWorker
 from gate_server.settings import ServerSettings
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import Token, create_token, signed_headers
-from tests.support.receivers import HttpReceiver, SilentReceiver
+from tests.support.receivers import HttpReceiver, SilentReceiver, SmtpReceiver
 
 PUBLIC = "https://gate.example.com"
 UPLOAD = "/api/v1/runs"
@@ -187,6 +187,7 @@ def test_an_accepted_slowdown_says_who_why_and_how_much(
     assert sent["data"]["reason"] == "memory for speed"
     assert 1.2 < sent["data"]["worst"]["ratio"] < 1.4
     assert sent["title"] == f"Slowdown accepted on acme/kernels main by token:{token.id}"
+    assert sent["data"]["environment_name"] == "test runner"  # the document's name
 
 
 def test_fanning_out_twice_sends_each_delivery_once(
@@ -233,6 +234,7 @@ def test_a_step_in_the_history_of_main_is_alerted_as_a_change_point(
     assert f"in {stepped}" in text and "x slower (+" in text
     links = json.dumps(got.json()["blocks"])
     assert f"https://github.com/acme/kernels/compare/{29:040x}...{30:040x}" in links
+    assert "test runner · key linux-x86_64-cpu-test" in json.dumps(got.json(), ensure_ascii=False)
 
 
 def test_a_change_point_is_alerted_with_its_commit_range(
@@ -461,3 +463,68 @@ def test_no_channel_secret_in_logs_outbox_audit_or_pages(
     for secret in (*secrets, "SmtpPasswordSecret"):
         for text in seen:
             assert secret not in text, f"{secret} appears in {text[:300]}"
+
+
+def _on_h200(**kwargs: Any) -> bytes:
+    """A run as the harness records one on an H200: a name, the GPU, its driver, torch."""
+    doc = json.loads(body(make_results(**kwargs)))
+    doc["environment"] = {
+        "key": "env-5bf816ff0a1c2d3e",
+        "name": "h200",
+        "hardware": {
+            "gpus": [{"name": "NVIDIA H200"}],
+            "nvidia_smi": ["580.95.05, NVIDIA H200, 143771 MiB"],
+        },
+        "software": {"torch": "2.11.0+cu130"},
+    }
+    return json.dumps(doc).encode()
+
+
+def test_every_channel_names_the_environment_as_pages_do(
+    app: TestClient,
+    token: Token,
+    storage: Database,
+    settings: ServerSettings,
+    receivers: dict[str, HttpReceiver],
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Slack, Teams, email and the webhook name the environment by its name and hardware, with
+    the key beside (a message has no hover), as the pages do: not by the key alone."""
+    smtp = SmtpReceiver(tmp_path).start()
+    monkeypatch.setenv("SSL_CERT_FILE", str(smtp.ca_file))
+    teams = HttpReceiver().start()
+    _channel(storage, channels.slack_channel(receivers["slack"].url), "slack")
+    _channel(storage, channels.webhook_channel(receivers["hook"].url), "hook")
+    _channel(storage, channels.teams_channel(teams.url + "/workflows/x"), "teams")
+    mail = channels.email_channel(
+        host="127.0.0.1",
+        port=smtp.port,
+        user=smtp.user,
+        password=smtp.password,
+        sender="gate@example.com",
+        to=["perf@example.com"],
+    )
+    _channel(storage, mail, "mail")
+    try:
+        for data in (_on_h200(seed=1), _on_h200(seed=3, slowdown=1.5)):
+            r = app.post(UPLOAD, content=data, headers=signed_headers(token.secret, data))
+            assert r.status_code in (200, 201), r.text
+        assert r.json()["tier"] == "BLOCK"
+        drain(storage, settings)
+    finally:
+        smtp.stop()
+        teams.stop()
+    name = "h200 (NVIDIA H200 · driver 580.95.05 · torch 2.11.0+cu130)"
+    shown = f"{name} · key env-5bf816ff0a1c2d3e"
+    (slack,) = receivers["slack"].received
+    (teams_post,) = teams.received
+    (hook,) = receivers["hook"].received
+    (email,) = smtp.messages
+    assert shown in json.dumps(slack.json()["blocks"], ensure_ascii=False)
+    assert shown in json.dumps(teams_post.json(), ensure_ascii=False)
+    assert shown in email.get_payload(decode=True).decode()
+    data = hook.json()["data"]
+    # The webhook keeps the key where it was (what receivers filter on) and adds the name.
+    assert data["environment"] == "env-5bf816ff0a1c2d3e"
+    assert data["environment_name"] == name
