@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gate_server import agent_mcp, api, change_point_api, health
 from gate_server.answers import EXCEPTION_HANDLERS, error_response
 from gate_server.dashboard.acting import routes as acting_routes
+from gate_server.dashboard.github_sign_in import routes as github_sign_in_routes
 from gate_server.dashboard.routes import routes as dashboard_routes
 from gate_server.db.engine import run_in_event_loop
 from gate_server.github.routes import routes as github_routes
@@ -107,6 +108,7 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
         *github_routes,
         *dashboard_routes,
         *acting_routes,
+        *github_sign_in_routes,
     ]
 
     async def openapi(request: Request) -> Response:

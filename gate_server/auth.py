@@ -133,10 +133,10 @@ def issue_token(
 
 def actor_of(token: TokenRecord) -> str:
     """Who did it, for the audit log and the pages: the GitHub user whose workflow an OIDC
-    token speaks for (GitHub signed the claim), else the stored token, by its name when it
-    has one ("token:8 (alice)")."""
-    if token.github_actor:
-        return f"github:{token.github_actor}"
+    token speaks for (GitHub signed the claim) or who signed in with GitHub, else the stored
+    token, by its name when it has one ("token:8 (alice)")."""
+    if token.github_actor or token.github_login:
+        return f"github:{token.github_actor or token.github_login}"
     return f"token:{token.id} ({token.name})" if token.name else f"token:{token.id}"
 
 

@@ -209,7 +209,9 @@ def _print_tokens(found: list[TokenRecord], *, as_json: bool) -> None:
         {
             "id": t.id,
             "kind": t.kind,
-            "name": t.name,
+            # A person who signed in with GitHub has no token name: their login names it.
+            "name": t.name or (f"github:{t.github_login}" if t.github_login else None),
+            "github_login": t.github_login,
             "can_act": t.can_act,
             "workspace": t.workspace,
             "repository": t.repository,

@@ -7,6 +7,7 @@ a bad value is a SettingsError naming the variable, which `rnx serve` prints as 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -21,6 +22,7 @@ from stats import MIN_RESAMPLES
 
 DEFAULT_DATABASE_FILE = "rnx-gate.db"
 DEFAULT_OIDC_AUDIENCE = "kernalin"
+DEFAULT_WEB_URL = "https://github.com"
 
 
 def default_database_url() -> str:
@@ -83,6 +85,11 @@ class ServerSettings:
     # GitHub App mode: off unless both the App id and its private key are set.
     github_app: AppCredentials | None = None
     github_api_url: str = DEFAULT_API_URL
+    # Signing in to the dashboard with GitHub (gate_server/github/oauth.py): the App's OAuth
+    # client; None: people sign in with viewer tokens only. GitHub's web host, where people
+    # authorize (GitHub Enterprise Server: https://HOST).
+    github_oauth: OAuthClient | None = None
+    github_web_url: str = DEFAULT_WEB_URL
     outbox_poll_ms: int = 1000
     outbox_lease_s: int = 300
     document_cache_mb: int = 256  # 0: parse every baseline document on every upload
@@ -97,6 +104,14 @@ class ServerSettings:
         for f in fields(self):
             if f.name in _WHOLE_NUMBERS:
                 _check_bounds(f.name, getattr(self, f.name))
+        if self.github_oauth is not None and (self.github_app is None or not self.public_url):
+            # The callback GitHub redirects to must be the public URL, and only the App's
+            # installations can say what a person may read.
+            raise SettingsError(
+                "signing in with GitHub (RNX_GITHUB_OAUTH_CLIENT_ID) needs GitHub App mode "
+                "(RNX_GITHUB_APP_ID and RNX_GITHUB_APP_PRIVATE_KEY) and RNX_PUBLIC_URL; set "
+                "them, or unset RNX_GITHUB_OAUTH_CLIENT_ID"
+            )
 
 
 def _check_bounds(name: str, value: int) -> None:
@@ -168,6 +183,28 @@ def _url(env: Mapping[str, str], name: str, default: str | None) -> str | None:
     return value
 
 
+@dataclass(frozen=True)
+class OAuthClient:
+    """The GitHub App's OAuth client (its settings page: "Client ID", "Client secrets")."""
+
+    client_id: str
+    client_secret: str = field(repr=False)
+
+
+def _github_oauth(env: Mapping[str, str]) -> OAuthClient | None:
+    client_id = env.get("RNX_GITHUB_OAUTH_CLIENT_ID", "").strip()
+    secret = (_secret(env, "RNX_GITHUB_OAUTH_CLIENT_SECRET") or "").strip()
+    if bool(client_id) != bool(secret):
+        raise SettingsError(
+            "signing in with GitHub needs both RNX_GITHUB_OAUTH_CLIENT_ID and "
+            "RNX_GITHUB_OAUTH_CLIENT_SECRET (or RNX_GITHUB_OAUTH_CLIENT_SECRET_FILE); set both, "
+            "or neither to turn it off"
+        )
+    if client_id and not re.fullmatch(r"[A-Za-z0-9._-]{1,100}", client_id):
+        raise SettingsError(f"RNX_GITHUB_OAUTH_CLIENT_ID={client_id!r} is not a client id")
+    return OAuthClient(client_id, secret) if client_id else None
+
+
 def _github_app(env: Mapping[str, str], api_url: str) -> AppCredentials | None:
     app_id = env.get("RNX_GITHUB_APP_ID", "").strip()
     key = _secret(env, "RNX_GITHUB_APP_PRIVATE_KEY")
@@ -216,6 +253,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> ServerSettings:
         oidc_audience=_oidc_audience(env),
         github_app=_github_app(env, api_url),
         github_api_url=api_url,
+        github_oauth=_github_oauth(env),
+        github_web_url=_url(env, "RNX_GITHUB_WEB_URL", DEFAULT_WEB_URL) or DEFAULT_WEB_URL,
         detect_changes=_on_off(env, "RNX_DETECT_CHANGES", default=True),
         secret_keys=secret_keys(env),
         **_whole_numbers(env),

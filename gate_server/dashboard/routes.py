@@ -303,6 +303,7 @@ def _login_page(request: Request, status: int, target: str, message: str | None)
         csrf=services(request).dashboard.signer.csrf_token(nonce),
         next=target,
         error=message,
+        github=services(request).settings.github_oauth is not None,
     )
     set_prelogin_cookie(response, nonce, secure=secure_cookies(request))
     return response

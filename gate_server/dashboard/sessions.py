@@ -13,6 +13,10 @@ SESSION_COOKIE = "rnx_session"
 # Set before sign-in so the login form itself is CSRF-protected (double submit, signed).
 PRELOGIN_COOKIE = "rnx_login"
 SESSION_MAX_AGE_S = 12 * 3600
+# Signing in with GitHub: the browser's half of the OAuth `state` (its nonce), and how long
+# the round trip through GitHub may take.
+OAUTH_COOKIE = "rnx_oauth"
+OAUTH_MAX_AGE_S = 600
 
 
 def _b64(data: bytes) -> str:
@@ -41,10 +45,49 @@ class Session:
     nonce: str
 
 
+@dataclass(frozen=True)
+class OAuthState:
+    """What the `state` GitHub hands back carries: where to go after signing in, and which
+    workspace was asked for (None: whichever one the person may see)."""
+
+    next: str
+    workspace: str | None
+
+
 class SessionSigner:
     def __init__(self, master_key: bytes):
         self._session_key = derive_key(master_key, "session")
         self._csrf_key = derive_key(master_key, "csrf")
+        self._oauth_key = derive_key(master_key, "oauth-state")
+
+    def oauth_state(self, wanted: OAuthState, nonce: str, *, now: float) -> str:
+        """The OAuth `state`: signed, expiring, and bound to the browser's nonce (a cookie), so
+        a callback someone else started (login CSRF) or replayed later signs nobody in."""
+        data = {"n": nonce, "e": int(now) + OAUTH_MAX_AGE_S, "x": wanted.next}
+        if wanted.workspace:
+            data["w"] = wanted.workspace
+        body = _b64(json.dumps(data, separators=(",", ":")).encode())
+        return f"{body}.{_b64(hmac.new(self._oauth_key, body.encode(), hashlib.sha256).digest())}"
+
+    def read_oauth_state(
+        self, state: str | None, nonce: str | None, *, now: float
+    ) -> OAuthState | None:
+        """The state GitHub handed back, or None when it is forged, expired, malformed, or was
+        not started by this browser (its nonce cookie differs)."""
+        if not state or not nonce or len(state) > 2048 or state.count(".") != 1:
+            return None
+        body, mac = state.split(".")
+        expected = _b64(hmac.new(self._oauth_key, body.encode(), hashlib.sha256).digest())
+        if not hmac.compare_digest(mac.encode(), expected.encode()):
+            return None
+        try:
+            data = json.loads(_unb64(body))
+            fresh = int(data["e"]) > now
+            mine = hmac.compare_digest(str(data["n"]).encode(), nonce.encode())
+            wanted = OAuthState(str(data["x"]), str(data["w"]) if data.get("w") else None)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return wanted if fresh and mine else None
 
     def issue(self, token_id: str, *, now: float) -> tuple[Session, str]:
         session = Session(str(token_id), int(now) + SESSION_MAX_AGE_S, secrets.token_urlsafe(16))

@@ -175,6 +175,10 @@ def _v9_token_names_and_acting_viewers(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE tokens ADD COLUMN can_act BOOLEAN NOT NULL DEFAULT false")
 
 
+def _v12_github_sign_in(conn: Connection) -> None:
+    conn.exec_driver_sql("ALTER TABLE tokens ADD COLUMN github_login VARCHAR(39)")
+
+
 # (version, name, apply): applied in order, each once.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (
@@ -218,6 +222,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         _v9_token_names_and_acting_viewers,
     ),
     (11, "agent tokens: name, user, scopes, expiry", _create(agent_tokens)),
+    (12, "tokens.github_login (viewers signed in with GitHub)", _v12_github_sign_in),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -72,6 +72,16 @@ def named(conn: Connection, name: str, *, workspace_id: int | None = None) -> li
     return [_repository(r) for r in conn.execute(query.order_by(repositories.c.id))]
 
 
+def by_workspace(conn: Connection) -> dict[str, list[Repository]]:
+    """Every workspace that has repositories, with them, by name."""
+    found: dict[str, list[Repository]] = {}
+    query = _select().order_by(workspaces.c.name, repositories.c.name)
+    for row in conn.execute(query):
+        repo = _repository(row)
+        found.setdefault(repo.workspace, []).append(repo)
+    return found
+
+
 def by_id(conn: Connection, repository_id: int) -> Repository | None:
     row = conn.execute(_select().where(repositories.c.id == repository_id)).first()
     return None if row is None else _repository(row)

@@ -77,6 +77,9 @@ tokens = Table(
     Column("name", String(64), nullable=True),
     # A viewer token that may also act: acknowledge change points, accept runs (migration 9).
     Column("can_act", Boolean, nullable=False, server_default=false()),
+    # A viewer token the dashboard made when this GitHub user signed in (migration 12); its
+    # secret was never kept, so only a session can use it. None: a token someone created.
+    Column("github_login", String(39), nullable=True),
 )
 
 # What an agent token (tokens.kind "agent") adds: the agent's name, the user it acts for,

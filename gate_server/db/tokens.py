@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from gate_server.clock import utcnow
@@ -37,6 +37,9 @@ class TokenRecord:
     # An OIDC token's `actor` claim: the GitHub user whose workflow run it is, as GitHub signed
     # it (gate_server/github/oidc_login.py). None for a stored token.
     github_actor: str | None = None
+    # The GitHub user a viewer token was made for when they signed in to the dashboard with
+    # GitHub (gate_server/github/oauth.py); None for a token someone created.
+    github_login: str | None = None
 
 
 def insert_token(
@@ -50,6 +53,7 @@ def insert_token(
     prefix: str,
     name: str | None = None,
     can_act: bool = False,
+    github_login: str | None = None,
 ) -> int:
     return int(
         conn.execute(
@@ -63,6 +67,7 @@ def insert_token(
                 prefix=prefix,
                 name=name,
                 can_act=can_act,
+                github_login=github_login,
                 created_at=utcnow(),
             )
             .returning(tokens.c.id)
@@ -130,6 +135,37 @@ def revoke(conn: Connection, token_id: int, when: datetime) -> bool:
 
 def touch(conn: Connection, token_id: int, when: datetime) -> None:
     conn.execute(update(tokens).where(tokens.c.id == token_id).values(last_used_at=when))
+
+
+def signed_in_viewer(conn: Connection, workspace_id: int, login: str) -> TokenRecord | None:
+    """The viewer token made for GitHub user `login` in the workspace (the newest, revoked or
+    not: a revoked one means an admin shut that person out)."""
+    query = _select().where(
+        tokens.c.workspace_id == workspace_id,
+        tokens.c.kind == VIEWER,
+        func.lower(tokens.c.github_login) == login.lower(),
+    )
+    row = conn.execute(query.order_by(tokens.c.id.desc())).first()
+    return None if row is None else _token(row._mapping)
+
+
+def set_acting(conn: Connection, token_id: int, can_act: bool, patterns: Sequence[str]) -> None:
+    """What a signed-in person may act on, as GitHub says at their latest sign-in."""
+    values = {"can_act": can_act, "branches": json.dumps(list(patterns))}
+    conn.execute(update(tokens).where(tokens.c.id == token_id).values(**values))
+
+
+def ci_branches(conn: Connection, workspace_id: int) -> list[str]:
+    """The baseline-branch patterns of the workspace's unrevoked CI tokens, in order, once."""
+    query = select(tokens.c.branches).where(
+        tokens.c.workspace_id == workspace_id,
+        tokens.c.kind == CI,
+        tokens.c.revoked_at.is_(None),
+    )
+    found: dict[str, None] = {}
+    for raw in conn.execute(query.order_by(tokens.c.id)).scalars():
+        found.update(dict.fromkeys(json.loads(raw)))
+    return list(found)
 
 
 def set_branches(conn: Connection, token_id: int, patterns: Sequence[str]) -> None:

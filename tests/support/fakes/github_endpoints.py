@@ -9,6 +9,10 @@ the fake's ROUTES table.
   accepted run's workload is the file at its commit), team membership
 - pull requests (GET /repos/{o}/{r}/pulls/{n}) and comment reactions
 - branches (GET /repos/{o}/{r}/branches/{branch}): 200, 301 for a renamed branch, 404
+- signing in with GitHub (the web flow, served from the same host as the API here):
+  GET /login/oauth/authorize answers as GitHub does once the person agrees (a redirect to
+  redirect_uri with a one-time code and the state), POST /login/oauth/access_token exchanges
+  the code for a user token (GitHub answers 200 with {"error": ...} for a bad one)
 
 Answers are shaped like GitHub's (recorded payloads where GitHub sends objects)."""
 
@@ -22,7 +26,7 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlencode
 
 import jwt
 from starlette.requests import Request
@@ -57,6 +61,10 @@ class Extras:
     app: FakeApp | None = None
     reactions: list[tuple[str, int, str, str]] = field(default_factory=list)
     moved_branches: dict[tuple[str, str], str] = field(default_factory=dict)  # (repo, old) -> new
+    oauth_client: tuple[str, str] | None = None  # (client id, client secret) of the App
+    oauth_user: str | None = None  # who agrees on the authorize page (None: they decline)
+    oauth_codes: dict[str, tuple[str, str]] = field(default_factory=dict)  # code -> (login, uri)
+    oauth_exchanges: list[str] = field(default_factory=list)  # the codes exchanged, in order
 
 
 def extras(state: State) -> Extras:
@@ -309,7 +317,47 @@ async def create_reaction(state: State, request: Request) -> tuple[int, Any, dic
     return 201, {"id": next(state.ids), "content": content}, {}
 
 
+async def oauth_authorize(state: State, request: Request) -> tuple[int, Any, dict[str, str]]:
+    """The person's answer on GitHub's authorize page, played by extras(state).oauth_user."""
+    found = extras(state)
+    q = request.query_params
+    if found.oauth_client is None or q.get("client_id") != found.oauth_client[0]:
+        raise Fail(404, "Not Found")
+    uri = q.get("redirect_uri", "")
+    if found.oauth_user is None:
+        query = urlencode({"error": "access_denied", "state": q.get("state", "")})
+        return 302, None, {"Location": f"{uri}?{query}"}
+    code = secrets.token_hex(10)
+    found.oauth_codes[code] = (found.oauth_user, uri)
+    return (
+        302,
+        None,
+        {"Location": f"{uri}?{urlencode({'code': code, 'state': q.get('state', '')})}"},
+    )
+
+
+async def oauth_access_token(state: State, request: Request) -> tuple[int, Any, dict[str, str]]:
+    found = extras(state)
+    form = {k: v[0] for k, v in parse_qs((await request.body()).decode()).items()}
+    if found.oauth_client is None or (form.get("client_id"), form.get("client_secret")) != (
+        found.oauth_client
+    ):
+        return 200, {"error": "incorrect_client_credentials"}, {}
+    code = form.get("code", "")
+    found.oauth_exchanges.append(code)
+    login, uri = found.oauth_codes.pop(code, (None, None))  # a code is good once
+    if login is None:
+        return 200, {"error": "bad_verification_code"}, {}
+    if uri != form.get("redirect_uri"):
+        return 200, {"error": "redirect_uri_mismatch"}, {}
+    token = "ghu_" + secrets.token_urlsafe(24)
+    state.tokens[token] = Token(login=login, can_write=False)
+    return 200, {"access_token": token, "token_type": "bearer", "scope": ""}, {}
+
+
 ROUTES: list[tuple[str, str, Handler]] = [
+    ("GET", "/login/oauth/authorize", oauth_authorize),
+    ("POST", "/login/oauth/access_token", oauth_access_token),
     ("GET", "/app", get_app),
     ("GET", "/repos/{owner}/{repo}/installation", get_installation),
     ("POST", "/app/installations/{installation_id:int}/access_tokens", create_installation_token),
