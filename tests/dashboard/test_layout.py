@@ -132,3 +132,49 @@ def test_no_key_column_is_clipped(
     if overflow > 1:
         widest = page.evaluate(_WIDEST)
         raise AssertionError(f"{name} at {width} is {overflow}px wider than the window: {widest}")
+
+
+# Where each of a form's controls sits against the window: off its right edge, hidden, or
+# squeezed below a usable width is a form nobody can use on a phone.
+_UNUSABLE = """form => [...form.querySelectorAll('input[type=text], button')].filter(e => {
+  const r = e.getBoundingClientRect();
+  return getComputedStyle(e).display === 'none' || r.width < 40 || r.height < 16
+    || r.left < -1 || r.right > window.innerWidth + 1;
+}).map(e => e.tagName + ':' + Math.round(e.getBoundingClientRect().right))"""
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_the_acknowledge_and_accept_forms_are_usable_at_both_widths(
+    browser: Any, site: Site, gpu_pr: str, width: str
+) -> None:
+    """An acting viewer's two forms (the overview's acknowledge, the run page's accept) have
+    their note and button on screen at 1280 and 390 px; screenshots in docs/img."""
+    if site.database != "sqlite":
+        pytest.skip("the layout is the same on PostgreSQL")
+    from tests.support.gate_helpers import create_token
+
+    acting = create_token(
+        site.server.database_url, viewer=True, can_act=True, branches=("main",), name="alice"
+    )
+    context = browser.new_context(viewport=WIDTHS[width], base_url=site.url)
+    p = context.new_page()
+    p.set_default_timeout(60_000)
+    try:
+        p.goto("/")
+        p.fill("#token", acting.secret)
+        p.click("button[type=submit]")
+        p.wait_for_load_state("domcontentloaded")
+        for name, path, action in (
+            ("acknowledge", "/", "/acknowledge"),
+            ("accept", f"/runs/{gpu_pr}", "/accept"),
+        ):
+            p.goto(path)
+            form = p.locator(f"form.act-form[action$='{action}']").first
+            assert form.count() == 1, f"no {name} form at {path}"
+            form.scroll_into_view_if_needed()
+            assert form.evaluate(_UNUSABLE) == [], f"the {name} form at {width}"
+            p.screenshot(path=str(IMAGES / f"{name}-form-{width}.png"), full_page=True)
+            overflow = p.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 1, f"{path} at {width}: {p.evaluate(_WIDEST)}"
+    finally:
+        context.close()
