@@ -33,7 +33,6 @@ import httpx
 
 from gate_server.alerts import channels, manage
 from gate_server.db import notify, open_database
-from gate_server.local import LiveServer, start_server
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import (
     create_token,
@@ -41,6 +40,7 @@ from tests.support.gate_helpers import (
     postgres_base_url,
     signed_headers,
 )
+from tests.support.live_server import LiveServer, start_server
 from tests.support.receivers import HttpReceiver, SmtpReceiver
 
 CONFIGS = [("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8)]

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import httpx
 
-from gate_server.local import LiveServer
 from tests.support.code_sides import sides, start_code_server
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import (
@@ -32,6 +31,7 @@ from tests.support.gate_helpers import (
     postgres_base_url,
     signed_headers,
 )
+from tests.support.live_server import LiveServer
 
 CONFIGS_48 = [
     (runtime, dtype, bs)

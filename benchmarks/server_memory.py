@@ -24,10 +24,10 @@ from pathlib import Path
 
 import httpx
 
-from gate_server.local import LiveServer
 from tests.support.code_sides import sides, start_code_server
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import create_token, signed_headers
+from tests.support.live_server import LiveServer
 from tests.support.webhook_flood import memory_mib
 
 CONFIGS_48 = [

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import gate_server.local as local
+import tests.support.live_server as local
 from benchmarks.regate_speed import _configs
 from benchmarks.server_load import ENV, REPO, Client, prepare
 from tests.support.factories import DEFAULT_CONFIGS, body, make_results

@@ -1,5 +1,6 @@
 """`python -m gate_server serve|token|branch ...`: the server's own commands without the `rnx`
-dispatcher, so the server starts with only its own package (gate_server/local.py uses it)."""
+dispatcher, so the server starts with only its own package (the tests' live_server.py uses
+it)."""
 
 from __future__ import annotations
 

@@ -23,9 +23,9 @@ from gate_server.agents import issue_agent_token
 from gate_server.auth import revoke_token
 from gate_server.clock import utcnow
 from gate_server.db import audit, open_database, runs
-from gate_server.local import LiveServer
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import Token, create_token, signed_headers
+from tests.support.live_server import LiveServer
 
 Session = Callable[[ClientSession], Awaitable[Any]]
 ENVIRONMENT, OTHER = "linux-x86_64-cpu-test", "linux-x86_64-cpu-other"

@@ -16,9 +16,9 @@ import httpx
 
 from gate_server.alerts import channels, manage
 from gate_server.db import notify, open_database
-from gate_server.local import LiveServer
 from tests.support.factories import body, make_results
 from tests.support.gate_helpers import create_token, signed_headers
+from tests.support.live_server import LiveServer
 from tests.support.receivers import HttpReceiver, SmtpReceiver
 
 EVENTS = 4  # BLOCKs uploaded, each one event for each of the 3 channels

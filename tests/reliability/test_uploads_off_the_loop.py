@@ -15,8 +15,8 @@ import httpx
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from gate_server.local import LiveServer
 from tests.support.factories import body, make_results
+from tests.support.live_server import LiveServer
 
 
 @contextmanager

@@ -23,8 +23,8 @@ from mcp.client.stdio import stdio_client
 from gate_server.agents import issue_agent_token
 from gate_server.clock import utcnow
 from gate_server.db import audit, open_database
-from gate_server.local import LiveServer
 from tests.rnx_cli.conftest import ROOT, slow_down
+from tests.support.live_server import LiveServer
 
 FAST = {"samples": 16, "processes": 2}
 

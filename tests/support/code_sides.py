@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate_server.local import LiveServer, start_server
+from tests.support.live_server import LiveServer, start_server
 
 BRANCH_ROOT = Path(__file__).resolve().parents[2]
 MAIN_ROOT = Path("/work/main")

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 # The loopback server lives with the server; tests and benchmarks import it from here.
-from gate_server.local import LiveServer, free_port, start_server  # noqa: F401
+from tests.support.live_server import LiveServer, free_port, start_server  # noqa: F401
 
 
 @contextmanager
