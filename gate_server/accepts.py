@@ -10,7 +10,6 @@ from sqlalchemy.engine import Connection
 
 from gate_server.alerts.delivery import emit
 from gate_server.alerts.events import accepted_slowdown_event, alert_run
-from gate_server.answers import ApiError
 from gate_server.auth import may_act_on, refuse_read_only
 from gate_server.branches import current_name, hold_names
 from gate_server.changes import enqueue_detection
@@ -19,6 +18,7 @@ from gate_server.db import Database, audit, runs
 from gate_server.db.runs import BaselineKey, RunRecord
 from gate_server.db.tokens import TokenRecord
 from gate_server.environments import document_label
+from gate_server.errors import Forbidden, InvalidInput, NotFound
 from gate_server.runs import check_run_id
 from rnx.branches import branch_matches
 
@@ -43,16 +43,15 @@ def check_accept_scope(database: Database, token: TokenRecord, run_id: str) -> R
         if run is None or not may_act_on(
             token, repository_id=run.repository_id, workspace_id=run.workspace_id
         ):
-            raise ApiError(404, "run_not_found", f"no run {run_id} that this token may see")
+            raise NotFound(f"no run {run_id} that this token may see", code="run_not_found")
         # The branch it would become a baseline of, by the name that branch has now.
         target = current_name(conn, run.repository_id, run.base_branch or run.branch)
     if not branch_matches(token.branches, target):
-        raise ApiError(
-            403,
-            "branch_out_of_scope",
+        raise Forbidden(
             f"the run would become a baseline for branch "
             f"{target!r}, which is not among this token's baseline branches "
             f"({', '.join(token.branches)})",
+            code="branch_out_of_scope",
         )
     return run
 
@@ -60,26 +59,23 @@ def check_accept_scope(database: Database, token: TokenRecord, run_id: str) -> R
 def check_reason(reason: str) -> str:
     reason = (reason or "").strip()
     if not reason:
-        raise ApiError(
-            422,
-            "missing_reason",
+        raise InvalidInput(
             'say why this run is accepted: {"reason": "..."}',
-            [{"field": "reason", "problem": "required, non-empty"}],
+            code="missing_reason",
+            details=[{"field": "reason", "problem": "required, non-empty"}],
         )
     bad = sorted({f"U+{ord(c):04X}" for c in reason if _UNSTORABLE.match(c)})
     if bad:
-        raise ApiError(
-            422,
-            "unstorable_reason",
+        raise InvalidInput(
             f"the reason holds control, separator or text-direction characters "
             f"({', '.join(bad)}); write it as plain text (tabs and line breaks are fine)",
-            [{"field": "reason", "problem": "control or text-direction characters"}],
+            code="unstorable_reason",
+            details=[{"field": "reason", "problem": "control or text-direction characters"}],
         )
     if len(reason) > MAX_REASON_CHARS:
-        raise ApiError(
-            422,
-            "reason_too_long",
+        raise InvalidInput(
             f"the reason has {len(reason)} characters; at most {MAX_REASON_CHARS}",
+            code="reason_too_long",
         )
     return reason
 
@@ -104,7 +100,7 @@ def accept_run(
     with database.write() as conn:
         run = runs.by_run_id(conn, run_id)
         if run is None:
-            raise ApiError(404, "run_not_found", f"no run {run_id}")
+            raise NotFound(f"no run {run_id}", code="run_not_found")
         already = run.accepted_at is not None
         if not already:
             # The base branch as it is called now, under the rename lock (see uploads._store).

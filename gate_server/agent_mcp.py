@@ -24,10 +24,10 @@ from gate_server import agent_tools
 from gate_server.agent_tools import Answer
 from gate_server.agents import ACCEPT, BENCHMARK, READ, UPLOAD, Agent, RateLimit, authenticate_agent
 from gate_server.agents import require_scope as check_scope
-from gate_server.answers import ApiError, error_response
+from gate_server.answers import ApiError, error_response, refusal_response
 from gate_server.db import audit
 from gate_server.endpoints import parse_json, read_body
-from gate_server.errors import GateServerError
+from gate_server.errors import GateServerError, Refused
 from gate_server.services import Services, services
 from gate_server.settings import ServerSettings
 
@@ -66,6 +66,9 @@ class AgentAuth:
             response = error_response(e.status, e.code, e.message, headers=e.headers)
             await response(scope, receive, send)
             return
+        except Refused as e:
+            await refusal_response(e)(scope, receive, send)
+            return
         scope[_AGENT] = agent
         await self.app(scope, receive, send)
 
@@ -100,6 +103,13 @@ def _audited(
         )
 
 
+def _tool_code(e: Exception) -> str:
+    """The code a tool's refusal carries: the one the tool gave it, else `invalid_argument`
+    (the core's own checks of a value, a NotFound of a name the agent passed, ...)."""
+    given = vars(e).get("code")  # set on the instance only where a code was given
+    return given if isinstance(given, str) else "invalid_argument"
+
+
 async def _call(
     ctx: Context[Any, Any, Any],
     tool: str,
@@ -118,17 +128,15 @@ async def _call(
         try:
             answer = work(svc, agent)
         except (ApiError, GateServerError) as e:
-            _audited(svc, agent, tool, arguments, f"refused: {getattr(e, 'code', 'invalid')}")
+            _audited(svc, agent, tool, arguments, f"refused: {_tool_code(e)}")
             raise
         _audited(svc, agent, tool, arguments, "done")
         return answer
 
     try:
         answer = await anyio.to_thread.run_sync(run)
-    except ApiError as e:
-        raise ToolError(f"{e.code}: {e.message}") from None
-    except GateServerError as e:
-        raise ToolError(f"invalid_argument: {e}") from None
+    except (ApiError, GateServerError) as e:
+        raise ToolError(f"{_tool_code(e)}: {e}") from None
     return CallToolResult(
         content=[TextContent(type="text", text=answer.text)], structuredContent=answer.data
     )

@@ -10,13 +10,13 @@ from typing import Any
 
 from gate_server.accepts import accept_run, check_accept_scope
 from gate_server.agents import Agent
-from gate_server.answers import ApiError
 from gate_server.auth import sign_upload
 from gate_server.baselines import baseline_for_ci
 from gate_server.changes import change_point_view
 from gate_server.db import change_points, hardware, prices, runs
 from gate_server.db.change_points import STATUSES
 from gate_server.db.runs import BaselineKey, RunRecord
+from gate_server.errors import Forbidden, InvalidInput, NotFound, TooLarge, UpstreamFailed
 from gate_server.github.workload_check import check_before_accept
 from gate_server.runs import check_run_id, run_view
 from gate_server.services import Services
@@ -43,9 +43,11 @@ class Answer:
 def _text(name: str, value: str | None, *, required: bool = True) -> str:
     value = (value or "").strip()
     if required and not value:
-        raise ApiError(422, "missing_argument", f"give {name}")
+        raise InvalidInput(f"give {name}", code="missing_argument")
     if len(value) > MAX_TEXT or "\x00" in value:
-        raise ApiError(422, "invalid_argument", f"{name}: at most {MAX_TEXT} characters, no NUL")
+        raise InvalidInput(
+            f"{name}: at most {MAX_TEXT} characters, no NUL", code="invalid_argument"
+        )
     return value
 
 
@@ -53,18 +55,18 @@ def _workload(path: str) -> str:
     try:
         return workload_identity(_text("workload", path))
     except InvalidWorkloadPath as e:
-        raise ApiError(422, "invalid_workload_path", str(e)) from None
+        raise InvalidInput(str(e), code="invalid_workload_path") from None
 
 
 def _repository_id(agent: Agent) -> int:
     if agent.token.repository_id is None:
-        raise ApiError(403, "repository_out_of_scope", "this agent token has no repository")
+        raise Forbidden("this agent token has no repository", code="repository_out_of_scope")
     return agent.token.repository_id
 
 
 def _own(agent: Agent, run: RunRecord | None, what: str) -> RunRecord:
     if run is None or run.repository_id != agent.token.repository_id:
-        raise ApiError(404, "run_not_found", f"no {what} in {agent.token.repository}")
+        raise NotFound(f"no {what} in {agent.token.repository}", code="run_not_found")
     return run
 
 
@@ -80,7 +82,7 @@ def run_verdict(
     """The verdict of one run: by id, a pull request's newest, or a branch's newest."""
     given = [bool(run_id.strip()), pull_request is not None, bool(branch.strip())]
     if sum(given) != 1:
-        raise ApiError(422, "one_of", "give exactly one of run_id, pull_request, branch")
+        raise InvalidInput("give exactly one of run_id, pull_request, branch", code="one_of")
     repository_id = _repository_id(agent)
     with svc.database.read() as conn:
         if run_id.strip():
@@ -147,7 +149,7 @@ def history(
     """A configuration series' baseline history: each run's location per configuration, and
     the series' change points."""
     if not 1 <= limit <= MAX_HISTORY:
-        raise ApiError(422, "invalid_argument", f"limit: 1 to {MAX_HISTORY}")
+        raise InvalidInput(f"limit: 1 to {MAX_HISTORY}", code="invalid_argument")
     key = BaselineKey(
         _repository_id(agent),
         _text("branch", branch),
@@ -171,7 +173,7 @@ def history(
 
 def open_change_points(svc: Services, agent: Agent, status: str) -> Answer:
     if status not in STATUSES:
-        raise ApiError(422, "invalid_argument", f"status: one of {', '.join(STATUSES)}")
+        raise InvalidInput(f"status: one of {', '.join(STATUSES)}", code="invalid_argument")
     with svc.database.read() as conn:
         found = change_points.listed(conn, _repository_id(agent), status=status, limit=100)
     views = [change_point_view(cp) for cp in found]
@@ -220,11 +222,10 @@ def compare_hardware(
     baseline): time, throughput and, where prices are set, cost per million items."""
     keys = [_text("environment", e) for e in environments]
     if not MIN_ENVIRONMENTS <= len(set(keys)) == len(keys) <= MAX_ENVIRONMENTS:
-        raise ApiError(
-            422,
-            "invalid_argument",
+        raise InvalidInput(
             f"environments: {MIN_ENVIRONMENTS} to {MAX_ENVIRONMENTS} different keys "
             "(the environments tool lists them)",
+            code="invalid_argument",
         )
     name, path = _text("branch", branch), _workload(workload)
     documents = []
@@ -232,16 +233,16 @@ def compare_hardware(
         for key in keys:
             _, chosen = baseline_for_ci(conn, _repository_id(agent), name, key, path, 0)
             if not chosen:
-                raise ApiError(404, "no_baseline", f"no baseline of {path} on {name} in {key}")
+                raise NotFound(f"no baseline of {path} on {name} in {key}", code="no_baseline")
             stored = runs.document(conn, chosen[0].run_id)
             if stored is None:
-                raise ApiError(404, "no_baseline", f"no baseline of {path} on {name} in {key}")
+                raise NotFound(f"no baseline of {path} on {name} in {key}", code="no_baseline")
             documents.append(parse_results(stored, source=f"the baseline in {key}"))
         priced = prices.of_environments(conn, agent.token.workspace_id, keys)
     try:
         compared = hardware_comparison(documents, prices=priced)
     except NotComparable as e:
-        raise ApiError(422, "not_comparable", str(e)) from None
+        raise InvalidInput(str(e), code="not_comparable") from None
     data = {
         "workload": compared.workload,
         "environments": [
@@ -274,7 +275,7 @@ def check_grant(app: GitHubApp | None, agent: Agent, run: RunRecord) -> None:
     say so: without the App, or where it is not installed, an agent accepts nothing."""
     grantor = agent.grant.accept_granted_by
     if grantor is None:  # issue_agent_token refuses the accept scope without one
-        raise ApiError(403, "missing_scope", "this agent token has no accept grant")
+        raise Forbidden("this agent token has no accept grant", code="missing_scope")
     why_not = "the server has no GitHub App (RNX_GITHUB_APP_ID) to ask GitHub"
     client = None
     if app is not None:
@@ -287,11 +288,10 @@ def check_grant(app: GitHubApp | None, agent: Agent, run: RunRecord) -> None:
                 else f"GitHub could not be asked ({e})"
             )
     if client is None:
-        raise ApiError(
-            403,
-            "grant_unverifiable",
+        raise Forbidden(
             f"the accept grant of @{grantor} cannot be checked: {why_not}; nothing was accepted "
             "(a person can accept with a PR comment or `rnx accept`)",
+            code="grant_unverifiable",
         )
     try:
         decision = decide_accept(
@@ -302,14 +302,13 @@ def check_grant(app: GitHubApp | None, agent: Agent, run: RunRecord) -> None:
             workloads=[run.workload],
         )
     except GitHubError as e:
-        raise ApiError(
-            502, "github_unavailable", f"GitHub could not confirm the accept grant ({e})"
+        raise UpstreamFailed(
+            f"GitHub could not confirm the accept grant ({e})", code="github_unavailable"
         ) from None
     if not decision.allowed:
-        raise ApiError(
-            403,
-            "grant_refused",
+        raise Forbidden(
             f"the accept grant of @{grantor} does not cover run {run.run_id}: {decision.why}",
+            code="grant_refused",
         )
 
 
@@ -318,10 +317,9 @@ def upload(svc: Services, agent: Agent, document: dict[str, Any]) -> Answer:
     becomes a baseline: an agent moves a baseline only by `accept`, with a code owner's grant."""
     body = json.dumps(document).encode("utf-8")
     if len(body) > svc.settings.max_body_bytes:
-        raise ApiError(
-            413,
-            "body_too_large",
+        raise TooLarge(
             f"the document has {len(body)} bytes; at most {svc.settings.max_body_bytes}",
+            code="body_too_large",
         )
     timestamp = str(int(time.time()))
     answer = ingest_run(

@@ -12,13 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from gate_server.answers import ApiError
 from gate_server.auth import authenticate, check_branch_patterns, hash_token
 from gate_server.clock import utcnow
 from gate_server.db import Database, agent_tokens, audit, repositories, tokens
 from gate_server.db.agent_tokens import AgentGrant
 from gate_server.db.tokens import AGENT, TokenRecord
-from gate_server.errors import InvalidInput
+from gate_server.errors import Forbidden, InvalidInput, RateLimited, Unauthenticated
 
 READ, BENCHMARK, UPLOAD, ACCEPT = "read", "benchmark", "upload", "accept"
 SCOPES = (READ, BENCHMARK, UPLOAD, ACCEPT)
@@ -151,14 +150,14 @@ def authenticate_agent(database: Database, authorization: str | None) -> Agent:
     with database.lookup() as conn:
         grant = agent_tokens.of_token(conn, token.id)
     if grant is None:
-        raise ApiError(401, "unknown_token", "the agent token has no grant; create a new one")
+        raise Unauthenticated(
+            "the agent token has no grant; create a new one", code="unknown_token"
+        )
     if grant.expires_at <= utcnow():
-        raise ApiError(
-            401,
-            "expired_token",
+        raise Unauthenticated(
             f"agent token {token.id} expired at {grant.expires_at.isoformat(timespec='seconds')}; "
             "ask for a new one (rnx token create --agent)",
-            headers={"WWW-Authenticate": "Bearer"},
+            code="expired_token",
         )
     return Agent(token, grant, secret)
 
@@ -176,11 +175,10 @@ def require_scope(database: Database, agent: Agent, scope: str, what: str) -> No
             subject=f"token:{agent.token.id}",
             details={"tool": what, "missing_scope": scope},
         )
-    raise ApiError(
-        403,
-        "missing_scope",
+    raise Forbidden(
         f"{what} needs the {scope!r} scope; this token has {', '.join(agent.grant.scopes)}"
         + (" (a code owner grants accept: --accept-granted-by)" if scope == ACCEPT else ""),
+        code="missing_scope",
     )
 
 
@@ -201,11 +199,10 @@ class RateLimit:
             tokens_left = min(self.per_minute, tokens_left + (now - then) * self.per_minute / 60)
             if tokens_left < 1:
                 wait = (1 - tokens_left) * 60 / self.per_minute
-                raise ApiError(
-                    429,
-                    "rate_limited",
+                raise RateLimited(
                     f"this agent token made more than {self.per_minute} calls a minute; "
                     f"retry in {wait:.0f} s",
-                    headers={"Retry-After": str(max(1, round(wait)))},
+                    code="rate_limited",
+                    retry_after_s=max(1, round(wait)),
                 )
             self._buckets[token_id] = (tokens_left - 1, now)

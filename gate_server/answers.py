@@ -13,7 +13,18 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gate_server.errors import AmbiguousRepository, InvalidInput, NotFound
+from gate_server.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    Malformed,
+    NotFound,
+    RateLimited,
+    Refused,
+    TooLarge,
+    Unauthenticated,
+    UpstreamFailed,
+)
 
 log = logging.getLogger("gate_server")
 
@@ -75,16 +86,34 @@ async def _api_error(request: Request, exc: ApiError) -> Response:
     return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
 
 
-async def _invalid_input(request: Request, exc: InvalidInput) -> Response:
-    return error_response(422, "invalid_request", str(exc))
+# What each kind of refusal from the core is over HTTP: the one place its errors meet status
+# codes (a subclass answers as its nearest listed kind: AmbiguousRepository as a Conflict).
+REFUSAL_STATUS: dict[type[Refused], int] = {
+    Malformed: 400,
+    Unauthenticated: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    TooLarge: 413,
+    InvalidInput: 422,
+    RateLimited: 429,
+    UpstreamFailed: 502,
+}
 
 
-async def _ambiguous(request: Request, exc: AmbiguousRepository) -> Response:
-    return error_response(409, "ambiguous_repository", str(exc))
+def refusal_response(exc: Refused) -> JSONResponse:
+    """A refusal of the core as the JSON error shape, with the headers its kind calls for."""
+    status = next((REFUSAL_STATUS[k] for k in type(exc).__mro__ if k in REFUSAL_STATUS), 400)
+    headers = None
+    if isinstance(exc, Unauthenticated):
+        headers = {"WWW-Authenticate": "Bearer"}
+    elif isinstance(exc, RateLimited):
+        headers = {"Retry-After": str(exc.retry_after_s)}
+    return error_response(status, exc.code, exc.message, exc.details, headers)
 
 
-async def _not_found(request: Request, exc: NotFound) -> Response:
-    return error_response(404, "not_found", str(exc))
+async def _refused(request: Request, exc: Refused) -> Response:
+    return refusal_response(exc)
 
 
 async def _http_exception(request: Request, exc: HTTPException) -> Response:
@@ -143,9 +172,7 @@ async def _database_error(request: Request, exc: Exception) -> Response:
 
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     ApiError: _api_error,
-    InvalidInput: _invalid_input,
-    NotFound: _not_found,
-    AmbiguousRepository: _ambiguous,
+    Refused: _refused,
     HTTPException: _http_exception,
     OperationalError: _database_unavailable,
     InternalError: _database_error,

@@ -10,11 +10,10 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
-from gate_server.answers import ApiError
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, repositories, tokens
 from gate_server.db.tokens import AGENT, CI, VIEWER, TokenRecord
-from gate_server.errors import InvalidInput, NotFound
+from gate_server.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
 from gate_server.github.oidc import looks_like_jwt
 from rnx.branches import BRANCH_PATTERN
 
@@ -152,11 +151,10 @@ def may_act_on(token: TokenRecord, *, repository_id: int, workspace_id: int) -> 
 def refuse_read_only(token: TokenRecord, what: str) -> None:
     """403 for a viewer token that may only read."""
     if token.kind == VIEWER and not token.can_act:
-        raise ApiError(
-            403,
-            "viewer_token",
+        raise Forbidden(
             f"this viewer token only reads; to {what}, use a viewer token made with "
             "`rnx token create --viewer --can-act --branches ...` or the repository's CI token",
+            code="viewer_token",
         )
 
 
@@ -173,19 +171,14 @@ def revoke_token(database: Database, token_id: int, *, actor: str) -> bool:
 
 def bearer_secret(authorization: str | None) -> str:
     if not authorization:
-        raise ApiError(
-            401,
-            "missing_token",
+        raise Unauthenticated(
             "send the token as 'Authorization: Bearer <token>' (rnx token create makes one)",
-            headers={"WWW-Authenticate": "Bearer"},
+            code="missing_token",
         )
     scheme, _, secret = authorization.partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
-        raise ApiError(
-            401,
-            "bad_authorization",
-            "the Authorization header must be 'Bearer <token>'",
-            headers={"WWW-Authenticate": "Bearer"},
+        raise Unauthenticated(
+            "the Authorization header must be 'Bearer <token>'", code="bad_authorization"
         )
     return secret.strip()
 
@@ -211,26 +204,21 @@ def authenticate(
     # The lookup is by hash of a 256-bit secret; compare_digest keeps the final check
     # constant-time anyway, so no timing difference tells a near-miss from a miss.
     if token is None or not hmac.compare_digest(token.token_hash, digest):
-        raise ApiError(
-            401,
-            "unknown_token",
+        raise Unauthenticated(
             "the token is not known to this server; create one with `rnx token create`",
-            headers={"WWW-Authenticate": "Bearer"},
+            code="unknown_token",
         )
     if token.revoked_at is not None:
-        raise ApiError(
-            401,
-            "revoked_token",
+        raise Unauthenticated(
             f"token {token.id} was revoked; create a new one with `rnx token create`",
-            headers={"WWW-Authenticate": "Bearer"},
+            code="revoked_token",
         )
     if (token.kind == AGENT) != agent:
-        raise ApiError(
-            403,
-            "agent_token" if token.kind == AGENT else "not_an_agent_token",
+        raise Forbidden(
             "an agent token works only at /mcp (docs/agents.md)"
             if token.kind == AGENT
             else "/mcp takes an agent token: rnx token create --agent NAME --for USER",
+            code="agent_token" if token.kind == AGENT else "not_an_agent_token",
         )
     if token.last_used_at is None or utcnow() - token.last_used_at > _TOUCH_EVERY:
         with database.write() as conn:
@@ -250,37 +238,34 @@ def check_signature(
     """Refuse an upload whose timestamp is stale or whose signature does not match the body;
     the signature, as checked."""
     if not timestamp:
-        raise ApiError(
-            401, "missing_timestamp", "send X-Kernalin-Timestamp: the upload's time in Unix seconds"
+        raise Unauthenticated(
+            "send X-Kernalin-Timestamp: the upload's time in Unix seconds", code="missing_timestamp"
         )
     if not signature:
-        raise ApiError(
-            401,
-            "missing_signature",
+        raise Unauthenticated(
             "send X-Kernalin-Signature: sha256=<HMAC-SHA256 "
             "of 'timestamp.body' keyed by the token>",
+            code="missing_signature",
         )
     if not re.fullmatch(r"[0-9]{1,12}", timestamp.strip()):
-        raise ApiError(
-            401, "bad_timestamp", f"X-Kernalin-Timestamp {timestamp[:40]!r} is not Unix seconds"
+        raise Unauthenticated(
+            f"X-Kernalin-Timestamp {timestamp[:40]!r} is not Unix seconds", code="bad_timestamp"
         )
     now = time.time() if now is None else now
     skew = abs(now - int(timestamp))
     if skew > tolerance_s:
-        raise ApiError(
-            401,
-            "stale_timestamp",
+        raise Unauthenticated(
             f"X-Kernalin-Timestamp is {int(skew)} s away from "
             f"the server's clock (at most {tolerance_s} s); sign each upload afresh "
             "and check the runner's clock",
+            code="stale_timestamp",
         )
     expected = sign_upload(secret, timestamp.strip(), body)
     signature = signature.strip()
     if not hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace")):
-        raise ApiError(
-            401,
-            "bad_signature",
+        raise Unauthenticated(
             "X-Kernalin-Signature does not match the body: sign "
             "'timestamp.body' with HMAC-SHA256 keyed by the token, as sha256=<hex>",
+            code="bad_signature",
         )
     return signature

@@ -8,10 +8,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gate_server.answers import ApiError
 from gate_server.baselines import baseline_for_ci
 from gate_server.db import Database, runs
 from gate_server.db.tokens import CI, TokenRecord
+from gate_server.errors import Forbidden, InvalidInput
 from gate_server.workloads import InvalidWorkloadPath, workload_identity
 from rnx.config import GateSettings
 
@@ -22,28 +22,26 @@ MAX_PARAMETER = 1000  # characters: branch names, environment keys and paths are
 def _parameters(query: Mapping[str, str]) -> dict[str, str]:
     missing = [name for name in REQUIRED if not query.get(name, "").strip()]
     if missing:
-        raise ApiError(
-            422,
-            "missing_parameter",
+        raise InvalidInput(
             f"give {', '.join(missing)} as query parameters: the base branch, the environment "
             "key (the results document's environment.key) and the workload's path",
-            [{"field": name, "problem": "required"} for name in missing],
+            code="missing_parameter",
+            details=[{"field": name, "problem": "required"} for name in missing],
         )
     too_long = [
         name for name in (*REQUIRED, "repository") if len(query.get(name, "")) > MAX_PARAMETER
     ]
     if too_long:
-        raise ApiError(
-            422,
-            "parameter_too_long",
+        raise InvalidInput(
             f"{', '.join(too_long)}: at most {MAX_PARAMETER} characters",
-            [{"field": name, "problem": "too long"} for name in too_long],
+            code="parameter_too_long",
+            details=[{"field": name, "problem": "too long"} for name in too_long],
         )
     try:
         workload = workload_identity(query["workload"])
     except InvalidWorkloadPath as e:
-        raise ApiError(
-            422, "invalid_workload_path", str(e), [{"field": "workload", "problem": str(e)}]
+        raise InvalidInput(
+            str(e), code="invalid_workload_path", details=[{"field": "workload", "problem": str(e)}]
         ) from None
     return {
         "branch": query["branch"].strip(),
@@ -54,16 +52,14 @@ def _parameters(query: Mapping[str, str]) -> dict[str, str]:
 
 def _repository_id(token: TokenRecord, repository: str | None) -> int:
     if token.kind != CI or token.repository is None or token.repository_id is None:
-        raise ApiError(
-            403,
-            "viewer_token",
+        raise Forbidden(
             "baselines are read by CI jobs with their repository's CI token, not a viewer token",
+            code="viewer_token",
         )
     if repository and repository.lower() != token.repository.lower():
-        raise ApiError(
-            403,
-            "repository_out_of_scope",
+        raise Forbidden(
             f"this token acts for {token.repository}, not {repository[:200]}",
+            code="repository_out_of_scope",
         )
     return token.repository_id
 

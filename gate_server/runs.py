@@ -6,10 +6,10 @@ import json
 import uuid
 from typing import Any
 
-from gate_server.answers import ApiError
 from gate_server.db import Database, runs
 from gate_server.db.runs import RunRecord
 from gate_server.db.tokens import CI, TokenRecord
+from gate_server.errors import NotFound
 
 
 def check_run_id(run_id: str) -> str:
@@ -17,7 +17,7 @@ def check_run_id(run_id: str) -> str:
     try:
         return str(uuid.UUID(run_id))
     except ValueError:
-        raise ApiError(404, "run_not_found", f"{run_id[:60]!r} is not a run id (a UUID)") from None
+        raise NotFound(f"{run_id[:60]!r} is not a run id (a UUID)", code="run_not_found") from None
 
 
 def _visible(token: TokenRecord, run: RunRecord) -> bool:
@@ -34,7 +34,7 @@ def get_run(
         run = runs.by_run_id(conn, run_id)
         document = runs.document(conn, run_id) if run and with_document else None
     if run is None or not _visible(token, run):
-        raise ApiError(404, "run_not_found", f"no run {run_id} that this token may see")
+        raise NotFound(f"no run {run_id} that this token may see", code="run_not_found")
     view = run_view(run)
     if document is not None:
         view["document"] = json.loads(document)

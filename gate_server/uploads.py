@@ -13,7 +13,7 @@ from typing import Any
 
 from gate_server.alerts.delivery import emit
 from gate_server.alerts.events import alert_run, block_event
-from gate_server.answers import Answer, ApiError
+from gate_server.answers import Answer
 from gate_server.auth import actor_of
 from gate_server.baselines import BaselineCandidates, candidates, choose_baselines
 from gate_server.branches import current_name, hold_names
@@ -22,6 +22,7 @@ from gate_server.clock import utcnow
 from gate_server.db import Database, audit, repositories, runs
 from gate_server.db.runs import BaselineKey, BaselineRun, NewRun
 from gate_server.db.tokens import AGENT, CI, TokenRecord
+from gate_server.errors import Conflict, Forbidden, InvalidInput, Malformed
 from gate_server.receipts import ReceiptSigner
 from gate_server.settings import ServerSettings
 from gate_server.stored_documents import StoredDocuments
@@ -62,24 +63,21 @@ def parse_upload(body: bytes) -> ResultsDocument:
     try:
         raw = json.loads(body, parse_constant=_refuse_constant)
     except RecursionError:
-        raise ApiError(
-            400, "invalid_json", "the body nests too deeply to be a results document"
-        ) from None
+        raise Malformed("the body nests too deeply to be a results document") from None
     except (ValueError, UnicodeDecodeError) as e:
-        raise ApiError(400, "invalid_json", f"the body is not valid JSON: {e}") from None
+        raise Malformed(f"the body is not valid JSON: {e}") from None
     several = several_workloads(raw)
     if several is not None:
-        raise ApiError(
-            422,
-            "several_workloads",
+        raise InvalidInput(
             f"{several}: a run measures one workload, and each workload has its own baseline; "
             "upload one results document per workload, each with its own POST /api/v1/runs "
             "(the action uploads one per workload)",
+            code="several_workloads",
         )
     try:
         return parse_results(raw, source="the uploaded document")
     except InvalidDocument as e:
-        raise ApiError(422, "invalid_document", str(e), e.details) from None
+        raise InvalidInput(str(e), code="invalid_document", details=e.details) from None
 
 
 def upload_workload(doc: ResultsDocument) -> str:
@@ -87,11 +85,10 @@ def upload_workload(doc: ResultsDocument) -> str:
     try:
         return workload_identity(doc.workload.path)
     except InvalidWorkloadPath as e:
-        raise ApiError(
-            422,
-            "invalid_workload_path",
+        raise InvalidInput(
             str(e),
-            [{"field": "workload.path", "problem": str(e)}],
+            code="invalid_workload_path",
+            details=[{"field": "workload.path", "problem": str(e)}],
         ) from None
 
 
@@ -110,22 +107,20 @@ def count_samples(doc: ResultsDocument) -> int:
 def _check_upload_scope(token: TokenRecord, doc: ResultsDocument) -> int:
     """The id of the repository the token may upload this document to."""
     if token.kind not in (CI, AGENT):  # an agent's upload scope is checked at /mcp
-        raise ApiError(
-            403,
-            "viewer_token",
+        raise Forbidden(
             "a viewer token can read runs but not upload them; "
             "use a CI token (rnx token create without --viewer)",
+            code="viewer_token",
         )
     if (
         token.repository is None
         or token.repository_id is None
         or doc.repository.lower() != token.repository.lower()
     ):
-        raise ApiError(
-            403,
-            "repository_out_of_scope",
+        raise Forbidden(
             f"this token acts for {token.repository}, "
             f"not {doc.repository}; create a token for that repository",
+            code="repository_out_of_scope",
         )
     return token.repository_id
 
@@ -133,19 +128,17 @@ def _check_upload_scope(token: TokenRecord, doc: ResultsDocument) -> int:
 def _check_limits(doc: ResultsDocument, settings: ServerSettings) -> None:
     n = count_samples(doc)
     if n > settings.max_samples:
-        raise ApiError(
-            422,
-            "too_many_samples",
+        raise InvalidInput(
             f"the document holds {n} samples; this server "
             f"takes at most {settings.max_samples} per upload (RNX_MAX_SAMPLES)",
+            code="too_many_samples",
         )
     if doc.git.is_pull_request and not doc.git.base_branch:
-        raise ApiError(
-            422,
-            "missing_base_branch",
+        raise InvalidInput(
             "a pull-request run needs git.base_branch (the "
             "branch it merges into) so it can be compared with that branch's baseline",
-            [{"field": "git.base_branch", "problem": "required for pull-request runs"}],
+            code="missing_base_branch",
+            details=[{"field": "git.base_branch", "problem": "required for pull-request runs"}],
         )
 
 
@@ -384,11 +377,10 @@ def _retry(
         if existing is None:  # runs are never deleted: only a broken database gets here
             raise RuntimeError(f"run {run_id} was reported stored but cannot be read")
         if existing.repository_id != token.repository_id or existing.body_sha256 != digest:
-            raise ApiError(
-                409,
-                "run_id_conflict",
+            raise Conflict(
                 f"run_id {run_id} is already stored with a different document; a new run "
                 "needs a new run_id (a retry must send the same bytes)",
+                code="run_id_conflict",
             )
         # A byte-identical signature is a replay of the very request that stored the run; it
         # can only get that request's answer again, so it is logged and answered like a retry.

@@ -9,12 +9,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gate_server.answers import ApiError
 from gate_server.auth import actor_of, authenticate
 from gate_server.dashboard.sessions import PRELOGIN_COOKIE, SESSION_COOKIE, SESSION_MAX_AGE_S
 from gate_server.dashboard.state import DashboardState
 from gate_server.db import Database, audit, tokens
 from gate_server.db.tokens import VIEWER
+from gate_server.errors import Refused
 from gate_server.numbers import whole_number
 from gate_server.services import services
 
@@ -62,7 +62,7 @@ def secure_cookies(request: Request) -> bool:
 def _from_bearer(database: Database, authorization: str) -> Viewer:
     try:
         token, _ = authenticate(database, authorization)
-    except ApiError as e:
+    except Refused as e:
         raise NotAViewer(401, e.message) from None
     if token.kind != VIEWER:
         raise NotAViewer(

@@ -13,13 +13,14 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gate_server.accepts import accept_run, check_accept_scope, check_reason
-from gate_server.answers import ApiError
+from gate_server.answers import ApiError, refusal_response
 from gate_server.auth import actor_of
 from gate_server.change_point_api import MAX_NOTE_CHARS, acknowledge_change_point
 from gate_server.dashboard.access import Viewer, same_origin
 from gate_server.dashboard.routes import _error_page, _secure, _small_form, _viewer_or_response
 from gate_server.db import Database, tokens
 from gate_server.db.tokens import TokenRecord
+from gate_server.errors import Refused
 from gate_server.github.workload_check import check_before_accept
 from gate_server.services import services
 
@@ -64,6 +65,9 @@ async def _act(
         await run_in_threadpool(action, token, form.get(field) or "")
     except ApiError as e:
         return _error_page(request, viewer, e.status, "Not done", e.message)
+    except Refused as e:
+        status = refusal_response(e).status_code
+        return _error_page(request, viewer, status, "Not done", e.message)
     return _secure(RedirectResponse(done_at, status_code=303))
 
 

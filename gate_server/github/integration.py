@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gate_server.answers import ApiError
 from gate_server.db import Database
 from gate_server.db.tokens import TokenRecord
+from gate_server.errors import Unauthenticated
 from gate_server.github.oidc import JwksCache, OidcVerifier
 from gate_server.github.oidc_login import oidc_principal
 from gate_server.settings import ServerSettings
@@ -35,11 +35,9 @@ class GitHubIntegration:
     def oidc_login(self, database: Database, token: str) -> TokenRecord:
         """For gate_server.auth.authenticate: a JWT bearer is an OIDC token."""
         if self.oidc is None:
-            raise ApiError(
-                401,
-                "oidc_disabled",
+            raise Unauthenticated(
                 "this server does not take OIDC tokens (RNX_OIDC_AUDIENCE=off); send a CI token",
-                headers={"WWW-Authenticate": "Bearer"},
+                code="oidc_disabled",
             )
         return oidc_principal(database, self.oidc, token)
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Connection
 
-from gate_server.answers import ApiError
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, oidc_tokens, repositories, tokens
 from gate_server.db.repositories import Repository
 from gate_server.db.tokens import CI, TokenRecord
+from gate_server.errors import Forbidden, Unauthenticated
 from gate_server.github.oidc import OidcClaims, OidcError, OidcVerifier
 from rnx.branches import branch_matches
 
@@ -27,24 +27,21 @@ def oidc_principal(database: Database, verifier: OidcVerifier, token: str) -> To
     try:
         claims = verifier.verify(token)
     except OidcError as e:
-        raise ApiError(401, "bad_oidc_token", str(e), headers=_UNAUTHORIZED) from None
+        raise Unauthenticated(str(e), code="bad_oidc_token") from None
     with database.write() as conn:
         repo = _registered(conn, claims)
         ci_tokens = tokens.active_ci(conn, repo.id)
         if not ci_tokens:
-            raise ApiError(
-                403,
-                "no_ci_token",
+            raise Forbidden(
                 f"{repo.name} has no unrevoked CI token; an OIDC token acts with its scope, "
                 "so create one with `rnx token create`",
+                code="no_ci_token",
             )
         scope = ci_tokens[-1]
         if not oidc_tokens.spend(conn, claims.jti, repo.id, claims.expires_at):
-            raise ApiError(
-                401,
-                "replayed_oidc_token",
+            raise Unauthenticated(
                 "this OIDC token (jti) was used before; request a fresh token for each request",
-                headers=_UNAUTHORIZED,
+                code="replayed_oidc_token",
             )
         trusted = (
             claims.branch is not None
@@ -92,19 +89,17 @@ def _registered(conn: Connection, claims: OidcClaims) -> Repository:
         # delivery) ties the id to the registered repository of that name, once.
         repo = repositories.by_github_id(conn, claims.repository_id)
     if repo is None:
-        raise ApiError(
-            403,
-            "repository_not_registered",
+        raise Forbidden(
             f"{claims.repository} (GitHub id {claims.repository_id}) is not registered "
             "here, or that name is registered with another GitHub id: create its CI token "
             "(`rnx token create --repo OWNER/NAME`) first (docs/accept.md)",
+            code="repository_not_registered",
         )
     if repo.name.lower() != claims.repository.lower():
-        raise ApiError(
-            403,
-            "repository_mismatch",
+        raise Forbidden(
             f"the OIDC token is for {claims.repository}, but GitHub id "
             f"{claims.repository_id} is registered as {repo.name}; a repository webhook "
             "(event 'repository', renamed) updates the name",
+            code="repository_mismatch",
         )
     return repo

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gate_server.answers import ApiError
 from gate_server.db import Database, runs
 from gate_server.db.runs import RunRecord
+from gate_server.errors import Conflict, UpstreamFailed
 from rnx_github.accept_rules import ContentsReader, workload_problem
 from rnx_github.app_auth import GitHubApp
 from rnx_github.client import GitHubError
@@ -60,12 +60,11 @@ def check_before_accept(app: GitHubApp | None, database: Database, run: RunRecor
     except GitHubError as e:
         raise _unavailable(e) from None
     if problem is not None:
-        raise ApiError(409, "workload_mismatch", f"run {run.run_id} was not accepted: {problem}")
+        raise Conflict(f"run {run.run_id} was not accepted: {problem}", code="workload_mismatch")
 
 
-def _unavailable(e: GitHubError) -> ApiError:
-    return ApiError(
-        502,
-        "github_unavailable",
+def _unavailable(e: GitHubError) -> UpstreamFailed:
+    return UpstreamFailed(
         f"GitHub could not confirm the run's workload ({e}); nothing was accepted, try again",
+        code="github_unavailable",
     )

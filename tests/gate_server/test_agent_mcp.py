@@ -391,16 +391,18 @@ def test_another_workspaces_runs_are_not_found(world: World) -> None:
 
 def test_a_token_over_its_rate_is_refused_with_retry_after() -> None:
     from gate_server.agents import RateLimit
-    from gate_server.answers import ApiError
+    from gate_server.answers import refusal_response
+    from gate_server.errors import RateLimited
 
     now = [0.0]
     limit = RateLimit(2, clock=lambda: now[0])
     limit.take(1)
     limit.take(1)
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(RateLimited) as refused:
         limit.take(1)
-    assert (refused.value.status, refused.value.code) == (429, "rate_limited")
-    assert refused.value.headers == {"Retry-After": "30"}
+    answer = refusal_response(refused.value)  # what the edge makes of it
+    assert (answer.status_code, refused.value.code) == (429, "rate_limited")
+    assert answer.headers["Retry-After"] == "30"
     limit.take(2)  # another token has its own allowance
     now[0] = 30.0  # half a minute refills one call of two a minute
     limit.take(1)

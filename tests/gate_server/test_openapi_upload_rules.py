@@ -123,12 +123,12 @@ def test_not_blank_is_what_the_handlers_take() -> None:
 def test_the_accept_reason_pattern_is_check_reason(reason: str) -> None:
     """ACCEPT_REASON (both accept bodies) takes exactly what gate_server/accepts.py takes."""
     from gate_server.accepts import check_reason
-    from gate_server.answers import ApiError
+    from gate_server.errors import InvalidInput
     from gate_server.openapi import ACCEPT_REASON
 
     try:
         check_reason(reason)
         taken = True
-    except ApiError:
+    except InvalidInput:
         taken = False
     assert jsonschema_rs.Draft202012Validator(ACCEPT_REASON).is_valid(reason) == taken
