@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         progress=None if args.quiet else sys.stderr,
         device=args.device,
         threads=args.threads,
+        # harness.keep-traces: results.json's traces go to results.traces/ beside it.
+        trace_dir=Path(args.out).with_suffix(".traces"),
     )
     out = Path(args.out)
     try:

@@ -17,10 +17,12 @@ import random
 import time
 from collections.abc import Collection
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from bench_runner.builds import Builder
 from bench_runner.plan import CORRECTNESS_TRIALS, ConfigSpec, Plan
+from bench_runner.profiling import trace_file_name
 from bench_runner.progress import Progress
 from bench_runner.state import ConfigState, RunStates
 from bench_runner.tolerances import tolerance_for
@@ -155,6 +157,8 @@ class Orchestrator:
         self.states = RunStates(plan)
         self.dispatcher = Dispatcher(pool.get, PREPARE_TIMEOUT_S)
         self.peaks: dict[str, Any] | None = None  # the device's peaks, for speed of light
+        # harness.keep-traces: the folder the profiles' Chrome traces go to (runner.py).
+        self.trace_dir: Path | None = None
         n_units = len(plan.configs) * len(plan.sides)
         budget_ns = plan.harness.time_budget_s * 1e9
         self.warmup_budget_ns = min(max(0.15 * budget_ns / n_units, 5e7), 5e9)
@@ -202,6 +206,7 @@ class Orchestrator:
             Rounds(self, slot).run()
             self.progress.phase("closing workers")
             if slot == 0:
+                self._collect_profiles()
                 self._collect_reports()
             self.pool.close_slot(slot)
 
@@ -294,6 +299,31 @@ class Orchestrator:
             )
             self.plan = self.plan.with_samples(samples)
             self.progress.n_samples = samples
+
+    def _collect_profiles(self) -> None:
+        """Memory and a profile of every configuration from the first process, after its
+        timing (bench_runner/profiling.py); harness.profile: false skips it."""
+        if not self.plan.harness.profile:
+            return
+        self.progress.phase("profiling")
+        for side in self.plan.sides:
+            worker = self.pool.get((0, side))
+            if worker is None:
+                continue
+            for st in self.states.ok(side):
+                trace = None
+                if self.trace_dir is not None:
+                    trace = str(self.trace_dir / trace_file_name(side, st.spec.id))
+                cmd = {"op": "profile", "id": st.spec.id, "trace": trace}
+                try:
+                    st.absorb_profile(
+                        worker.call(cmd, timeout=PREPARE_TIMEOUT_S, doing=f"profiling {st.spec.id}")
+                    )
+                except WorkerDied as e:
+                    # The samples stand; the process is gone, so its other reports are too.
+                    st.details["profile_error"] = str(e)[:2000]
+                    self.pool.drop((0, side))
+                    break
 
     def _collect_reports(self) -> None:
         self._collect_peaks()

@@ -7,7 +7,16 @@ from typing import Any
 
 from bench_runner.state import ConfigState
 from rnx.roofline import PEAK_KEYS, roofline
-from rnx.schema import BuildTime, Configuration, Correctness, Samples, SpeedOfLight, Work
+from rnx.schema import (
+    BuildTime,
+    Configuration,
+    Correctness,
+    Memory,
+    Profile,
+    Samples,
+    SpeedOfLight,
+    Work,
+)
 
 NATIVE_NOTE = (
     "the workload has no batch dimension (neither a get_inputs(batch_size=...) keyword nor a "
@@ -44,6 +53,32 @@ def _work(found: dict[str, Any] | None, details: dict[str, Any]) -> Work | None:
     except ValueError as e:  # pydantic's ValidationError: a figure out of bounds
         details["work_error"] = f"the work counted does not fit the document: {e}"[:2000]
         return None
+
+
+def _profile(
+    st: ConfigState, samples: Samples | None, details: dict[str, Any], key: str
+) -> tuple[Profile | None, Memory | None]:
+    """The worker's profile and memory as the document's models, with the timed median and
+    the host-side share the profile alone cannot know; what does not fit is a detail."""
+    profile = memory = None
+    if st.profile:
+        found = dict(st.profile)
+        kernel_ns = found.get("kernel_ns")
+        if samples is not None and samples.ns:
+            median = float(statistics.median(samples.ns))
+            found["timed_median_ns"] = median
+            if kernel_ns is not None and median > 0:
+                found["host_share"] = min(1.0, max(0.0, 1.0 - kernel_ns / median))
+        try:
+            profile = Profile(**found)
+        except ValueError as e:
+            details[f"{key}_error"] = f"the profile does not fit the document: {e}"[:2000]
+    if st.memory:
+        try:
+            memory = Memory(**st.memory)
+        except ValueError as e:
+            details[f"{key}_memory_error"] = f"the memory figures do not fit: {e}"[:2000]
+    return profile, memory
 
 
 def speed_of_light(
@@ -88,12 +123,15 @@ def configuration(
         status, reason = "error", "no samples were measured (every worker process failed)"
     details = _measurement_details(head, run_pids)
     base_samples = None
+    profile, memory = _profile(head, samples, details, "profile")
+    base_profile = base_memory = None
     if base is not None:
         details["base_status"] = base.status
         if base.status != "ok":
             details["base_reason"] = base.reason
         else:
             base_samples = _samples(base)
+            base_profile, base_memory = _profile(base, base_samples, details, "base_profile")
             base_telemetry = base.telemetry_details()
             if base_telemetry is not None:
                 details["base_gpu_telemetry"] = base_telemetry
@@ -114,6 +152,10 @@ def configuration(
         details=jsonable(details),
         work=work,
         speed_of_light=speed_of_light(work, peaks, head.spec.dtype, samples),
+        profile=profile,
+        memory=memory,
+        base_profile=base_profile,
+        base_memory=base_memory,
     )
 
 

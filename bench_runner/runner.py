@@ -27,6 +27,9 @@ from rnx.config import Benchmark, HarnessSettings
 from rnx.errors import UserError
 from rnx.schema import Environment, GateReport, GitRef, ResultsDocument, Settings, Tool, Workload
 
+# Where kept traces go when the caller names no folder; `rnx bench` names one beside --out.
+TRACE_DIR = "rnx-traces"
+
 
 def file_sha256(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -98,12 +101,14 @@ def run_benchmark(
     environment: Environment | None = None,
     threads: int | None = None,
     adaptive: AdaptiveSampling | None = None,
+    trace_dir: str | Path | None = None,
 ) -> ResultsDocument:
     """Correctness, then interleaved timing, of every configuration of one workload.
 
     base_workload given: paired mode (base and head alternate in random order in every round).
     adaptive given: after the fixed processes, fresh ones for configurations not yet decided
-    (bench_runner/adaptive.py).
+    (bench_runner/adaptive.py). trace_dir: where harness.keep-traces puts the profiles'
+    Chrome traces (default: TRACE_DIR in the working directory).
     """
     started = time.monotonic()
     configs = plan_configurations(benchmark)  # refuses too many before anything starts
@@ -138,6 +143,8 @@ def run_benchmark(
             tracker.note("no batch dimension and no batch sizes: the workload's own shapes")
         env = environment or _environment(pool, environment_name, threads, plan.device)
         orchestrator = Orchestrator(plan, tracker, pool)
+        if harness.keep_traces and harness.profile:
+            orchestrator.trace_dir = Path(trace_dir or TRACE_DIR).resolve()
         against = _adaptive_baselines(adaptive, env, base_workload, tracker)
         orchestrator.run()
         if adaptive is not None and against is not None:

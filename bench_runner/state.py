@@ -28,6 +28,8 @@ class ConfigState:
     estimate_ns: float = 0.0
     timing_wall_ns: int = 0
     work: dict[str, Any] | None = None  # bench_runner/work.py, from the checking build
+    profile: dict[str, Any] | None = None  # bench_runner/profiling.py, after timing
+    memory: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -79,6 +81,13 @@ class ConfigState:
         self.estimate_ns = float(res.get("estimate_ns", self.estimate_ns or 0.0))
         if res["status"] != "ok":
             self._failed(res, slot, first=slot == 0)
+
+    def absorb_profile(self, res: dict[str, Any]) -> None:
+        """The profile step's answer: its failures are details, never the status."""
+        self.profile, self.memory = res.get("profile"), res.get("memory")
+        for key in ("profile_error", "memory_error", "profile_wall_ns"):
+            if key in res:
+                self.details[key] = res[key]
 
     def add_sample(self, answer: dict[str, Any], round_index: int, slot: int) -> None:
         self.ns.append(int(answer["ns"]))

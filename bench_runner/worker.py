@@ -16,6 +16,7 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,6 +27,7 @@ from bench_runner.errors import ConfigFailure, Unsupported
 from bench_runner.gpu_checks import ContentionSigns
 from bench_runner.peak_probe import peaks_for
 from bench_runner.precision import set_matmul_precision, uses_tf32
+from bench_runner.profiling import profile_configuration
 from bench_runner.references import ReferenceStore
 from bench_runner.runtimes import Prepared, get_runtime
 from bench_runner.subjects import build_subject
@@ -149,6 +151,7 @@ class Ready:
     call: Any = None  # bound after the checks: a runtime may keep one binding (TensorRT)
     timer: Timer | None = None
     loops: int = 1
+    per_call_ns: float = 0.0  # the warm-up's estimate: sizes the profile (profiling.py)
 
 
 @dataclass
@@ -346,7 +349,7 @@ class Side:
             target_sample_ns=cmd["target_sample_ns"],
             max_sample_ns=cmd["max_sample_ns"],
         )
-        ready.timer, ready.loops = timer, warm.loops
+        ready.timer, ready.loops, ready.per_call_ns = timer, warm.loops, warm.per_call_ns
         result["details"].update(
             {
                 "timing_method": timer.method,
@@ -386,6 +389,21 @@ class Side:
         if getattr(r.timer, "last", None):
             answer["telemetry"] = r.timer.last  # type: ignore[union-attr]
         return answer
+
+    def profile(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """Memory and a few profiled calls of a configuration once its timing is over
+        (bench_runner/profiling.py); cmd["trace"]: where to keep the Chrome trace, or None."""
+        r = self.ready.get(cmd["id"])
+        if r is None or r.call is None:
+            return {}
+        set_matmul_precision(r.dtype)
+        trace = cmd.get("trace")
+        return profile_configuration(
+            r.call,
+            self.device,
+            per_call_ns=r.per_call_ns,
+            trace_path=None if trace is None else Path(trace),
+        )
 
     def report(self, cid: str) -> dict[str, Any]:
         r = self.ready.get(cid)
@@ -451,6 +469,8 @@ def worker_main(conn: Any, spec: dict[str, Any]) -> None:
             conn.send(handlers[op](cmd))
         elif op == "measure":
             conn.send(side.measure(cmd["id"]))
+        elif op == "profile":
+            conn.send(side.profile(cmd))
         elif op == "report":
             conn.send(side.report(cmd["id"]))
         elif op == "peaks":

@@ -53,6 +53,21 @@ def _fraction(value: Any) -> Any:
 
 Fraction = Annotated[float, BeforeValidator(_fraction), Field(allow_inf_nan=False)]
 
+
+def _fraction_or_off(value: Any) -> Any:
+    """A percentage, or `off` (YAML's false too) for a check that is turned off: None."""
+    if value is False or (isinstance(value, str) and value.strip().lower() == "off"):
+        return None
+    if value is True:
+        raise ValueError("expected a percentage such as 10% or off")
+    return _fraction(value)
+
+
+OptionalFraction = Annotated[
+    Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] | None,
+    BeforeValidator(_fraction_or_off),
+]
+
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
 
 
@@ -109,6 +124,10 @@ class GateSettings(_Strict):
     # Adaptive sampling (docs/harness.md): the most wall time `rnx gate` measures one workload,
     # fixed processes included, adding processes for configurations not yet decided; 0: off.
     budget: Annotated[Duration, Field(ge=0, le=86_400)] = DEFAULT_BUDGET_S
+    # Memory as a gated dimension (rnx/memory_gate.py): peak memory growth over the baseline
+    # beyond these WARNs / BLOCKs; None (`off`) turns one off.
+    memory_threshold: OptionalFraction = Field(0.10, alias="memory-threshold")
+    memory_block_threshold: OptionalFraction = Field(None, alias="memory-block-threshold")
 
 
 def _threads_from_environment() -> int | None:
@@ -140,6 +159,10 @@ class HarnessSettings(_Strict):
         default_factory=_threads_from_environment
     )
     pin_cpus: bool = Field(default_factory=_pin_from_environment, alias="pin-cpus")
+    # A few profiled calls per configuration after its timing (bench_runner/profiling.py), and
+    # whether their Chrome traces are kept beside the results file (docs/profiles.md).
+    profile: bool = True
+    keep_traces: bool = Field(False, alias="keep-traces")
 
 
 class Benchmark(_Strict):

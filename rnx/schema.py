@@ -273,6 +273,91 @@ class SpeedOfLight(_Model):
     beyond_roofline: bool = False
 
 
+# ---- Profiles and memory (bench_runner/profiling.py): what a configuration spent its time
+# and memory on. Names come from the workload's kernels and operators: untrusted text, bounded
+# in count and length, shown as text and never as markup.
+MAX_PROFILE_ROWS = 30
+MAX_PROFILE_NAME = 160
+MAX_OPERATOR_KERNELS = 3
+_NO_CONTROL = r"^[^\x00-\x1f\x7f]+$"
+ProfileName = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_PROFILE_NAME, pattern=_NO_CONTROL)
+]
+TraceName = Annotated[str, StringConstraints(max_length=300, pattern=r"^[A-Za-z0-9_.-]+$")]
+# Per call: a count or nanoseconds; more than a day per call is not a measurement.
+PerCall = Annotated[float, Field(ge=0, le=86_400e9, allow_inf_nan=False)]
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Bytes = Annotated[int, Field(ge=0, le=1 << 50)]
+
+
+class OperatorProfile(_Model):
+    """One operator, per call of the configuration: how often it ran, its self time (device
+    time of the kernels it launched on a GPU, CPU self time on the CPU) and its kernels."""
+
+    name: ProfileName
+    calls: PerCall
+    self_ns: PerCall
+    share: Share
+    launches: PerCall = 0.0
+    kernels: Annotated[list[ProfileName], Field(max_length=MAX_OPERATOR_KERNELS)] = Field(
+        default_factory=list
+    )
+
+
+class KernelProfile(_Model):
+    """One device kernel (or copy), per call: launches and device time."""
+
+    name: ProfileName
+    launches: PerCall
+    ns: PerCall
+    share: Share
+
+
+class Profile(_Model):
+    """A few profiled calls of a configuration after its timing (docs/profiles.md)."""
+
+    source: Literal["torch.profiler", "onnxruntime"]
+    # What self_ns measures: "device" (kernel time on a GPU) or "cpu" (CPU self time).
+    time_basis: Literal["device", "cpu"]
+    calls: Annotated[int, Field(ge=1, le=1000)]
+    total_ns: PerCall  # the operators' self times summed, per call (the shares' whole)
+    launches_per_call: PerCall = 0.0
+    kernel_ns: PerCall | None = None  # the kernels' device time summed, per call (GPU only)
+    # The timed median per call, and 1 - kernel_ns / median: time the GPU was not running a
+    # kernel of this configuration (launch overhead, host work, gaps), GPU only.
+    timed_median_ns: PerCall | None = None
+    host_share: Share | None = None
+    operators: Annotated[list[OperatorProfile], Field(max_length=MAX_PROFILE_ROWS)] = Field(
+        default_factory=list
+    )
+    kernels: Annotated[list[KernelProfile], Field(max_length=MAX_PROFILE_ROWS)] = Field(
+        default_factory=list
+    )
+    # What the row caps left out: rows and their time per call.
+    other_rows: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    other_ns: PerCall = 0.0
+    # The kept Chrome trace's file name (harness.keep-traces), beside the results file.
+    trace: TraceName | None = None
+
+
+class Memory(_Model):
+    """Memory during a few calls after timing (bench_runner/profiling.py, docs/profiles.md).
+
+    peak_allocated_bytes is the gated figure. On a GPU: torch.cuda.max_memory_allocated over
+    the calls (weights and inputs included). On the CPU: the most tensor memory the calls held
+    at once beyond what was allocated before them (the profiler's allocation events), since
+    the process's resident set is mostly the interpreter and torch."""
+
+    device: Literal["cuda", "cpu"]
+    peak_allocated_bytes: Bytes
+    held_bytes: Bytes | None = None  # allocated before the calls (GPU)
+    peak_reserved_bytes: Bytes | None = None  # the caching allocator's peak (GPU)
+    # (peak reserved - peak allocated) / peak reserved: memory the allocator held but no
+    # tensor used at the peak ("stranded" by fragmentation or caching).
+    reserved_unallocated_share: Share | None = None
+    rss_growth_bytes: Bytes | None = None  # CPU: VmHWM growth over the calls, Linux only
+
+
 class Configuration(_Model):
     runtime: Runtime
     dtype: Dtype
@@ -289,6 +374,12 @@ class Configuration(_Model):
     # Optional (documents written before them parse): the work and the speed-of-light score.
     work: Work | None = None
     speed_of_light: SpeedOfLight | None = None
+    # Optional too: the profile and memory of a few calls after timing (head's; base_* in
+    # paired mode, measured in the same process).
+    profile: Profile | None = None
+    memory: Memory | None = None
+    base_profile: Profile | None = None
+    base_memory: Memory | None = None
 
     @property
     def id(self) -> str:
@@ -397,6 +488,30 @@ class ConfigComparison(_Model):
     # configuration): shown next to the verdict, never part of it.
     speed_of_light: SpeedOfLight | None = None
     base_speed_of_light: SpeedOfLight | None = None
+    # What moved in the profile (WARN/BLOCK configurations, or all on request): explains,
+    # never decides. memory: peak memory and launches base -> head, where both sides have them.
+    explanation: list[ProfileChange] = Field(default_factory=list)
+    memory: MemoryChange | None = None
+
+
+class ProfileChange(_Model):
+    """One row of a profile diff (rnx/profile_diff.py): what moved between base and head."""
+
+    kind: Literal["operator", "kernel", "host"]
+    name: Annotated[str, Field(max_length=MAX_PROFILE_NAME)]
+    delta_ns: float
+    text: Annotated[str, Field(max_length=2000)]
+
+
+class MemoryChange(_Model):
+    """Peak memory base -> head (rnx/memory_gate.py); tier: what it asks of the gate."""
+
+    base_bytes: int
+    head_bytes: int
+    growth: float | None  # (head - base) / base; None where base is 0
+    tier: Tier
+    base_launches: float | None = None
+    head_launches: float | None = None
 
 
 class Inconclusive(_Model):

@@ -11,11 +11,15 @@ from typing import Any
 import stats
 from rnx.clocks import explained_by_clock
 from rnx.config import GateSettings
+from rnx.memory_gate import memory_change, worse
+from rnx.profile_diff import diff_profiles
 from rnx.schema import (
     ConfigComparison,
     Configuration,
     GateReport,
     Inconclusive,
+    Memory,
+    Profile,
     ResultsDocument,
     Samples,
     SpeedOfLight,
@@ -87,12 +91,17 @@ def evaluate(
     *,
     resamples: int = 2000,
     seed: int | None = 0,
+    explain_all: bool = False,
 ) -> GateReport:
     """Compare head with its baselines (or, in paired mode, with its own base samples) and gate it.
 
     Configurations are matched by id. Each baseline document is a run and its worker processes
     are groups; stats carries the spread between runs into the interval (the run-level model),
     with the head's processes as one run.
+
+    Then memory (rnx/memory_gate.py) may raise the tier, and each configuration that is
+    slower or grew in memory (every one with explain_all) gets its profile diff
+    (rnx/profile_diff.py) as its explanation: it explains, never decides.
     """
     paired = head.settings.mode == "paired"
     plan = _plan(head, baselines, paired)
@@ -125,6 +134,7 @@ def evaluate(
         probability=gate.probability,
     )
     tier, reasons = _tier(decision, rows, comparisons)
+    tier, reasons = _memory_and_profiles(head, baselines, gate, rows, tier, reasons, explain_all)
     used = sorted(plan.used_baselines)
     compared = [ConfigComparison(**row) for row in rows.values()]  # in head's order
     return GateReport(
@@ -134,6 +144,55 @@ def evaluate(
         baseline_run_ids=[] if paired else [baselines[i].run_id for i in used],
         inconclusive=inconclusive(compared, tier=tier, block_threshold=gate.block_threshold),
     )
+
+
+def _base_profiles(
+    cfg: Configuration, index: Sequence[dict[str, Configuration]], paired: bool
+) -> tuple[Memory | None, Profile | None]:
+    """Paired: the base measured beside the head; else the first baseline run that has them."""
+    if paired:
+        return cfg.base_memory, cfg.base_profile
+    memory = profile = None
+    for by_id in index:
+        found = by_id.get(cfg.id)
+        if found is not None and found.status == "ok":
+            memory = memory or found.memory
+            profile = profile or found.profile
+    return memory, profile
+
+
+def _memory_and_profiles(
+    head: ResultsDocument,
+    baselines: Sequence[ResultsDocument],
+    gate: GateSettings,
+    rows: dict[str, dict[str, Any]],
+    tier: str,
+    reasons: list[str],
+    explain_all: bool,
+) -> tuple[str, list[str]]:
+    """Memory's WARN/BLOCK reasons on top of the statistics' tier, and the explanations."""
+    paired = head.settings.mode == "paired"
+    index = [doc.by_id for doc in baselines]
+    found: list[str] = []
+    memory_tier = "PASS"
+    for cfg in head.configurations:
+        if cfg.status != "ok":
+            continue
+        row = rows[cfg.id]
+        base_memory, base_profile = _base_profiles(cfg, index, paired)
+        change, why = memory_change(
+            cfg.id, base_memory, cfg.memory, base_profile, cfg.profile, gate
+        )
+        row["memory"] = change
+        found.extend(why)
+        if change is not None:
+            memory_tier = worse(memory_tier, change.tier)
+        wanted = explain_all or row["verdict"] == "slower" or bool(why)
+        if wanted and base_profile is not None and cfg.profile is not None:
+            row["explanation"] = diff_profiles(base_profile, cfg.profile)
+    if not found:
+        return tier, reasons
+    return worse(tier, memory_tier), (found if tier == "PASS" else reasons + found)
 
 
 def inconclusive(

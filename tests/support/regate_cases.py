@@ -95,8 +95,17 @@ def report_summary(report: GateReport) -> dict[str, Any]:
         "tier": report.tier,
         "reasons": report.reasons,
         "baseline_run_ids": [str(r) for r in report.baseline_run_ids],
-        "comparisons": [c.model_dump(mode="json") for c in report.comparisons],
+        # The profile diff and memory (issue 30) came after the recording, and its documents
+        # carry no profiles: they must stay empty, and the rest must not move.
+        "comparisons": [_recorded_fields(c) for c in report.comparisons],
     }
+
+
+def _recorded_fields(c: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = c.model_dump(mode="json")
+    if dumped.pop("explanation") or dumped.pop("memory") is not None:
+        raise ValueError(f"{c.id}: a profile diff or memory change from documents without them")
+    return dumped
 
 
 def comparison_summary(c: stats.Comparison) -> dict[str, Any]:
