@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 from gate_server.branches import all_names, follow_renames
 from gate_server.changes import compare_url
 from gate_server.dashboard.charts import ChangeMark
+from gate_server.dashboard.explanations import explained
 from gate_server.dashboard.views import (
     EnvironmentLabels,
     HistoryRun,
@@ -303,6 +304,7 @@ def run_page(database: Database, workspace_id: int, run_id: str) -> dict[str, An
         "doc": doc,
         "reasons": run.answer.get("reasons") or [],
         "comparisons": run.answer.get("comparisons") or [],
+        "explained": explained(run.answer.get("comparisons") or []),
         "baseline": baseline or None,
         "base_ids": base_ids,
         "commit_link": commit_url(run.repository, run.sha),
