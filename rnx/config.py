@@ -27,6 +27,7 @@ from rnx.schema import (
     RUNTIMES,
     BatchSize,
     Dtype,
+    GpuTimer,
     ProcessCount,
     Runtime,
     SampleCount,
@@ -140,6 +141,9 @@ class HarnessSettings(_Strict):
         default_factory=_threads_from_environment
     )
     pin_cpus: bool = Field(default_factory=_pin_from_environment, alias="pin-cpus")
+    # events: CUDA events around each call (what the gate's calibrations were recorded with);
+    # kernels: the sum of the call's own kernels' GPU durations (CUPTI). docs/harness.md.
+    gpu_timer: GpuTimer = Field("events", alias="gpu-timer")
 
 
 class Benchmark(_Strict):
