@@ -99,3 +99,16 @@ def test_launches_on_a_range_boundary_belong_to_it_and_between_ranges_to_none():
 def test_overlapping_call_ranges_are_refused():
     with pytest.raises(ValueError, match="overlap"):
         attribute([], [(0.0, 10.0), (5.0, 20.0)])
+
+
+def test_rnx_bench_takes_the_gpu_timer_and_refuses_others_naming_the_flag():
+    from bench_runner.cli import _harness, _parser
+    from rnx.config import parse_config
+    from rnx.errors import UserError
+
+    config = parse_config({"harness": {"gpu-timer": "kernels"}})
+    assert _harness(_parser().parse_args(["w.py"]), config).gpu_timer == "kernels"
+    flag = _parser().parse_args(["w.py", "--gpu-timer", "events"])
+    assert _harness(flag, config).gpu_timer == "events"  # the flag wins over the file
+    with pytest.raises(UserError, match=r"--gpu-timer: 'cuda' is not allowed"):
+        _harness(_parser().parse_args(["w.py", "--gpu-timer", "cuda"]), config)
