@@ -40,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
         help="CPU threads for torch and onnxruntime "
         "(default: half the CPUs, at most 4; or RNX_THREADS)",
     )
+    p.add_argument(
+        "--gpu-timer",
+        help="events (CUDA events around each call; the default) or kernels (the sum of the "
+        "call's own kernels' GPU durations, under the profiler)",
+    )
     p.add_argument("--device", default="auto", help="auto (CUDA when visible), cpu or cuda[:N]")
     p.add_argument("--environment", help="a name kept in the environment key (e.g. 'h200-pool')")
     p.add_argument("--repository", help="owner/name to record (default: from git, else local/..)")
@@ -73,6 +78,7 @@ def _harness(args: argparse.Namespace, config: KernalinConfig) -> HarnessSetting
         "warmup": args.warmup,
         "time-budget": args.time_budget,
         "seed": args.seed,
+        "gpu-timer": args.gpu_timer,
     }
     return override(config.harness, changes, source="command line", key_prefix="--")
 

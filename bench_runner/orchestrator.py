@@ -187,6 +187,7 @@ class Orchestrator:
             "warmup_budget_ns": self.warmup_budget_ns,
             "target_sample_ns": self.target_sample_ns,
             "max_sample_ns": self.max_sample_ns,
+            "gpu_timer": self.plan.harness.gpu_timer,
         }
 
     def run(self) -> None:

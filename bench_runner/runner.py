@@ -240,6 +240,7 @@ def _document(
             mode="paired" if base_workload else "single",
             seed=plan.harness.seed,
             time_budget_s=plan.harness.time_budget_s,
+            gpu_timer=plan.harness.gpu_timer,
         ),
         configurations=configurations,
         tool=Tool(version=_version()),

@@ -20,7 +20,9 @@ from bench_runner.gpu_checks import (
     SyncRound,
     shows_hidden_work,
 )
+from bench_runner.kernel_time import CALL_RANGE, attribute, from_profile
 from bench_runner.telemetry import GpuTelemetry
+from rnx.schema import CPU_METHOD, EVENTS_METHOD, KERNELS_METHOD
 
 Call = Callable[[], object]
 # The idle round of the stream check spins about as long as the call, at most this long.
@@ -31,7 +33,7 @@ IDLE_SPIN_MAX_NS = 2e6
 class CpuTimer:
     """perf_counter_ns around `loops` back-to-back calls; a sample is the time per call."""
 
-    method: str = "perf_counter_ns"
+    method: str = CPU_METHOD
     details: dict[str, Any] = field(default_factory=dict)
 
     def sample(self, fn: Call, loops: int) -> float:
@@ -101,7 +103,7 @@ class CudaTimer(_Telemetered):
     a sample with a late call is taken again with a longer spin (`next_spin_ns`).
     """
 
-    method = "cuda_events+busy_stream+l2_flush"
+    method = EVENTS_METHOD
 
     def __init__(self, device: torch.device, telemetry: GpuTelemetry):
         self.device = device
@@ -110,19 +112,24 @@ class CudaTimer(_Telemetered):
         l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
         self.flush_buffer = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
         self.cycles_per_ns = self._calibrate_spin()
-        self.spin_ns = SPIN_START_NS
+        self.details: dict[str, Any] = {"l2_bytes": l2, "flush_bytes": 2 * l2}
+        self._fresh_statistics()
+
+    def for_configuration(self, kind: type[CudaTimer] | None = None) -> CudaTimer:
+        """A timer (this class, or `kind`) sharing this one's flush buffer and calibration, with
+        its own statistics."""
+        cls = kind or type(self)
+        timer = cls.__new__(cls)
+        timer.__dict__.update(self.__dict__)
+        timer._fresh_statistics()
+        return timer
+
+    def _fresh_statistics(self) -> None:
         self.launch_ns: list[float] = []
         self.naive_ns: list[float] = []
-        self.details: dict[str, Any] = {"l2_bytes": l2, "flush_bytes": 2 * l2}
+        self.details = dict(self.details)
+        self.spin_ns = SPIN_START_NS
         self.last: dict[str, Any] = {}
-
-    def for_configuration(self) -> CudaTimer:
-        """A timer sharing this one's flush buffer and calibration, with its own statistics."""
-        timer = CudaTimer.__new__(CudaTimer)
-        timer.__dict__.update(self.__dict__)
-        timer.launch_ns, timer.naive_ns, timer.details = [], [], dict(self.details)
-        timer.spin_ns, timer.last = SPIN_START_NS, {}
-        return timer
 
     def _calibrate_spin(self) -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -245,19 +252,98 @@ class CudaTimer(_Telemetered):
         return out
 
 
+class KernelTimer(CudaTimer):
+    """The sum of the GPU durations of the call's own kernels, memcpys and memsets (CUPTI).
+
+    Each sample runs its `loops` calls exactly as CudaTimer does (L2 flush, spin, events), with
+    torch.profiler's CUDA activity on and each call inside a `record_function` range; CUPTI
+    sees every kernel of the process, ONNX Runtime's and Triton's included. A call's time is
+    the sum of the durations of what it launched inside its range (bench_runner/kernel_time.py),
+    so the flush and spin fall out, and so do the GPU's idle gaps between kernels and the
+    events' own few us, which dominate microsecond kernels under the events timer. The
+    profiler's start, stop and parsing happen outside the GPU's kernels: no sample can contain
+    them; their wall time is recorded (`profile_wall_ns`). A sample is the mean per call.
+    """
+
+    method = KERNELS_METHOD
+
+    def _fresh_statistics(self) -> None:
+        super()._fresh_statistics()
+        self.kernel_counts: list[float] = []
+        self.span_ns: list[float] = []
+        self.profile_wall_ns: list[float] = []
+        self.outside = self.unattributed = 0
+
+    def sample(self, fn: Call, loops: int) -> float:
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        def in_range() -> None:
+            with record_function(CALL_RANGE):
+                fn()
+
+        before = self._before()
+        t0 = time.perf_counter_ns()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            span, host, late = self._timed_calls(in_range, loops)
+        found = attribute(*from_profile(prof.events()))
+        self.profile_wall_ns.append(float(time.perf_counter_ns() - t0))
+        self._after(before)
+        self.launch_ns.extend(host)
+        # A late call only widens the event span, never a kernel's duration: no retake, but a
+        # longer spin, so that the span recorded beside stays comparable with the events timer.
+        self.spin_ns = next_spin_ns(self.spin_ns, host, late > 0)
+        if len(found.calls) != loops:
+            raise ConfigFailure(
+                f"the kernels timer found {len(found.calls)} call ranges in the profile of "
+                f"{loops} calls; the profiler lost events: time with harness.gpu-timer: events"
+            )
+        if not any(c.count for c in found.calls):
+            raise ConfigFailure(
+                f"the kernels timer saw no GPU work launched by the call ({loops} calls): a "
+                "call that runs on the host has no kernel time; time it with harness.gpu-timer: "
+                "events"
+            )
+        self.span_ns.append(span)
+        self.kernel_counts.append(found.median_count)
+        self.outside += found.outside
+        self.unattributed += found.unattributed
+        return found.mean_kernel_ns
+
+    def report(self) -> dict[str, Any]:
+        out = super().report()
+        if self.span_ns:
+            # The events' time of the same calls, for comparison with the events timer.
+            out["event_span_ns"] = round(statistics.median(self.span_ns))
+            out["kernels_per_call"] = statistics.median(self.kernel_counts)
+            out["profile_wall_ns"] = round(statistics.median(self.profile_wall_ns))
+        out["activities_outside_calls"] = self.outside
+        out["activities_unattributed"] = self.unattributed
+        return out
+
+
 Timer = CpuTimer | CudaTimer
 
 
 def make_timer(
-    kind: str, device: torch.device, cache: dict[str, Any], telemetry: GpuTelemetry
+    kind: str,
+    device: torch.device,
+    cache: dict[str, Any],
+    telemetry: GpuTelemetry,
+    gpu_timer: str = "events",
 ) -> Timer:
+    """The clock for a configuration; `gpu_timer` (harness.gpu-timer) picks the GPU's."""
     if kind == "cpu":
         return CpuTimer()
+    if gpu_timer not in GPU_TIMERS:
+        raise ValueError(f"gpu_timer {gpu_timer!r}: use one of {', '.join(GPU_TIMERS)}")
     if "cuda" not in cache:
         # One flush buffer and calibration per process; per-config launch statistics.
         cache["cuda"] = CudaTimer(device, telemetry)
     shared: CudaTimer = cache["cuda"]
-    return shared.for_configuration()
+    return shared.for_configuration(GPU_TIMERS[gpu_timer])
+
+
+GPU_TIMERS: dict[str, type[CudaTimer]] = {"events": CudaTimer, "kernels": KernelTimer}
 
 
 @dataclass

@@ -332,7 +332,13 @@ class Side:
         ready = self.ready[cmd["id"]]
         set_matmul_precision(ready.dtype)
         ready.call = ready.prepared.bind(ready.example_inputs)
-        timer = make_timer(ready.prepared.timer, self.device, self.timer_cache, self.telemetry)
+        timer = make_timer(
+            ready.prepared.timer,
+            self.device,
+            self.timer_cache,
+            self.telemetry,
+            cmd.get("gpu_timer", "events"),
+        )
         try:
             stream = timer.check(ready.call)
         except ConfigFailure:

@@ -8,14 +8,16 @@
    (site-packages/nvidia/*/lib): every step below runs with them on LD_LIBRARY_PATH.
 2. tests: tests/bench_runner/test_harness_gpu.py with pytest (-rs: the skips with reasons).
 3. bench: `rnx bench examples/gelu_linear.py --runtimes pytorch_eager,torch_compile,
-   onnxruntime --dtypes float32,tf32,float16,bfloat16 --batch-sizes 1,8,32`: each
-   configuration's status and median.
+   onnxruntime --dtypes float32,tf32,float16,bfloat16 --batch-sizes 1,8,32`, once with each GPU
+   timer (`--gpu-timer events`, then `kernels`): each configuration's status and median, and
+   each run's wall time (what the kernels timer's profiling costs).
 4. profile: the same configurations, and batch sizes 4096 and 16384, built by the harness
-   (bench_runner.worker.Side) and timed by its own timer, then the same timed call (L2 flush,
-   spin, events, the call) under torch.profiler, whose CUDA activity (CUPTI) sees every kernel
-   of the process, ONNX Runtime's included. Per call: the sum of its kernels' GPU durations, their
-   span (first start to last end) and count (our flush and spin kernels left out, and splitting
-   the calls), next to the timer's median; the GPU's idle time per boundary between kernels.
+   (bench_runner.worker.Side) and timed by both timers (15 samples each), then the events
+   timer's timed call (L2 flush, spin, events, the call) under torch.profiler, whose CUDA
+   activity (CUPTI) sees every kernel of the process, ONNX Runtime's included. Per call: the sum
+   of its kernels' GPU durations, their span (first start to last end) and count (our flush and
+   spin kernels left out by name, and splitting the calls), next to both medians; the GPU's idle
+   time per boundary between kernels. A table of both medians against the kernel sum ends it.
 
 Before, on a machine with a package index (the wheels for the GPU machine's Python):
      pip download --no-deps --only-binary=:all: --python-version 3.12 \
@@ -26,8 +28,10 @@ Before, on a machine with a package index (the wheels for the GPU machine's Pyth
    large wheel cut into NAME.part.NN): carry them one per call into one folder DIR there.
 
 Run: python -m benchmarks.gpu_runtimes --wheels DIR [--out DIR]
-       [--steps install,tests,bench,profile] [--runtimes R1,R2]
-       (install needs DIR/SHA256SUMS; --out: $OUT; --runtimes: those the profile step runs)
+       [--steps install,tests,bench,profile] [--runtimes R1,R2] [--dtypes D1,D2]
+       [--profile-batches 1,8,32,4096,16384]
+       (install needs DIR/SHA256SUMS; --out: $OUT; --runtimes: those the profile step runs;
+       --dtypes: of the bench and profile steps)
 Writes gpu_runtimes.json (every figure) under the output folder and prints a summary.
 """
 
@@ -200,12 +204,15 @@ def run_tests(env: dict[str, str]) -> dict[str, Any]:
     return {"rc": done.returncode, "tail": lines[-40:]}
 
 
-def run_bench(env: dict[str, str], folder: Path) -> dict[str, Any]:
-    out = folder / "gelu_linear_results.json"
+def run_bench(
+    env: dict[str, str], folder: Path, dtypes: list[str], gpu_timer: str
+) -> dict[str, Any]:
+    out = folder / f"gelu_linear_{gpu_timer}.json"
     cmd = [
         sys.executable, "-m", "rnx_cli", "bench", str(EXAMPLES / "gelu_linear.py"),
-        "--runtimes", ",".join(RUNTIMES), "--dtypes", ",".join(DTYPES),
+        "--runtimes", ",".join(RUNTIMES), "--dtypes", ",".join(dtypes),
         "--batch-sizes", ",".join(map(str, BATCHES)), "--out", str(out), "--quiet",
+        "--gpu-timer", gpu_timer,
     ]  # fmt: skip
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -221,6 +228,10 @@ def run_bench(env: dict[str, str], folder: Path) -> dict[str, Any]:
                     "reason": c.get("reason"),
                     "median_us": round(statistics.median(ns) / 1e3, 2) if ns else None,
                     "launch_overhead_us": _us(c["details"].get("launch_overhead_ns")),
+                    "timing_method": c["details"].get("timing_method"),
+                    "kernels_per_call": c["details"].get("kernels_per_call"),
+                    "event_span_us": _us(c["details"].get("event_span_ns")),
+                    "profile_wall_ms": _ms(c["details"].get("profile_wall_ns")),
                     "provider": c["details"].get("provider"),
                     "sol": c.get("speed_of_light"),
                 }
@@ -230,6 +241,10 @@ def run_bench(env: dict[str, str], folder: Path) -> dict[str, Any]:
 
 def _us(ns: Any) -> float | None:
     return round(ns / 1e3, 2) if isinstance(ns, int | float) else None
+
+
+def _ms(ns: Any) -> float | None:
+    return round(ns / 1e6, 2) if isinstance(ns, int | float) else None
 
 
 def kernels_per_call(prof: Any) -> dict[str, Any]:
@@ -278,6 +293,7 @@ def profile_one(side: Any, runtime: str, dtype: str, batch: int) -> dict[str, An
     timed = sorted(side.measure(cmd["id"])["ns"] for _ in range(15))
     ready = side.ready[cmd["id"]]
     assert ready.timer is not None
+    kernels = kernels_timer_row(side, ready)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(10):
             ready.timer.sample(ready.call, 1)
@@ -286,12 +302,14 @@ def profile_one(side: Any, runtime: str, dtype: str, batch: int) -> dict[str, An
     launch_ns = side.report(cmd["id"]).get("launch_overhead_ns")
     side.ready.pop(cmd["id"])  # one configuration's buffers at a time
     median_us = statistics.median(timed) / 1e3
-    out = {**row, "timed_median_us": round(median_us, 3), **per_call}
+    out = {**row, "timed_median_us": round(median_us, 3), **kernels, **per_call}
     kernel_sum, span, count = (
         per_call.get(k) for k in ("kernel_sum_us", "kernel_span_us", "kernels_per_call")
     )
     if kernel_sum:
         out["timed_over_kernel_sum"] = round(median_us / kernel_sum, 3)
+        if kernels.get("kernels_median_us"):
+            out["kernels_over_kernel_sum"] = round(kernels["kernels_median_us"] / kernel_sum, 3)
         out["timed_over_span"] = round(median_us / span, 3)
         # The GPU's idle time between consecutive kernels of one call.
         out["gap_per_boundary_us"] = (
@@ -299,6 +317,48 @@ def profile_one(side: Any, runtime: str, dtype: str, batch: int) -> dict[str, An
         )
     out["launch_overhead_us"] = _us(launch_ns)
     return out
+
+
+def kernels_timer_row(side: Any, ready: Any) -> dict[str, Any]:
+    """The kernels timer on the same built call, at the events timer's loops per sample: its
+    median, the event span of the same calls, kernels per call, and its wall time per sample."""
+    from bench_runner.timing import make_timer
+
+    timer = make_timer("cuda", side.device, side.timer_cache, side.telemetry, "kernels")
+    ns, walls = [], []
+    for _ in range(15):
+        t0 = time.perf_counter_ns()
+        ns.append(timer.sample(ready.call, ready.loops))
+        walls.append(time.perf_counter_ns() - t0)
+    rep = timer.report()
+    return {
+        "kernels_median_us": round(statistics.median(ns) / 1e3, 3),
+        "kernels_event_span_us": _us(rep.get("event_span_ns")),
+        "kernels_timer_kernels_per_call": rep.get("kernels_per_call"),
+        "kernels_unattributed": rep.get("activities_unattributed"),
+        "loops_per_sample": ready.loops,
+        "kernels_sample_wall_ms": round(statistics.median(walls) / 1e6, 2),
+    }
+
+
+def summary_table(rows: list[dict[str, Any]]) -> str:
+    """Both timers' medians against the profile's kernel sum, one line per configuration."""
+    head = (
+        f"{'configuration':32} {'events':>9} {'kernels':>9} {'kernel sum':>10} "
+        f"{'ev/sum':>7} {'k/sum':>7} {'within 10%':>10}"
+    )
+    lines = [head]
+    for r in rows:
+        if r.get("status") != "ok" or not r.get("kernel_sum_us"):
+            lines.append(f"{r['id']:32} {r.get('status')}: {str(r.get('reason'))[:60]}")
+            continue
+        k = r.get("kernels_over_kernel_sum")
+        ok = "yes" if k is not None and abs(k - 1) <= 0.10 else "NO"
+        lines.append(
+            f"{r['id']:32} {r['timed_median_us']:9.2f} {r.get('kernels_median_us', 0):9.2f} "
+            f"{r['kernel_sum_us']:10.2f} {r['timed_over_kernel_sum']:7.3f} {k or 0:7.3f} {ok:>10}"
+        )
+    return "\n".join(lines)
 
 
 def profile_runtime(runtime: str, dtypes: list[str], batches: list[int]) -> None:
@@ -317,15 +377,20 @@ def profile_runtime(runtime: str, dtypes: list[str], batches: list[int]) -> None
             print("ROW " + json.dumps(profile_one(side, runtime, dtype, batch)), flush=True)
 
 
-def run_profiles(env: dict[str, str], runtimes: list[str], save_rows: Any) -> list[dict[str, Any]]:
+def run_profiles(
+    env: dict[str, str],
+    runtimes: list[str],
+    dtypes: list[str],
+    batches: list[int],
+    save_rows: Any,
+) -> list[dict[str, Any]]:
     """Each runtime in a process of its own; the rows are saved as they come (a call's time
     limit may end the step)."""
     rows: list[dict[str, Any]] = []
-    batches = BATCHES + PROFILE_ONLY_BATCHES
     for runtime in runtimes:
         code = (
             "from benchmarks.gpu_runtimes import profile_runtime; "
-            f"profile_runtime({runtime!r}, {DTYPES!r}, {batches!r})"
+            f"profile_runtime({runtime!r}, {dtypes!r}, {batches!r})"
         )
         proc = subprocess.Popen(
             [sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
@@ -350,6 +415,12 @@ def main() -> None:
     ap.add_argument("--out", help="output folder (default $OUT)")
     ap.add_argument("--steps", default="install,tests,bench,profile")
     ap.add_argument("--runtimes", default=",".join(RUNTIMES), help="of the profile step")
+    ap.add_argument("--dtypes", default=",".join(DTYPES), help="of the bench and profile steps")
+    ap.add_argument(
+        "--profile-batches",
+        default=",".join(map(str, BATCHES + PROFILE_ONLY_BATCHES)),
+        help="batch sizes of the profile step",
+    )
     args = ap.parse_args()
     if args.pack:
         pack(Path(args.pack), Path(args.into))
@@ -368,17 +439,22 @@ def main() -> None:
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True
     ).stdout.strip()
     print(found["versions"], flush=True)
-    for step, fn in (("tests", run_tests), ("bench", lambda e: run_bench(e, folder))):
-        if step in steps:
-            found[step] = fn(env)
-            save(folder, "gpu_runtimes.json", found)
+    dtypes = args.dtypes.split(",")
+    if "tests" in steps:
+        found["tests"] = run_tests(env)
+        save(folder, "gpu_runtimes.json", found)
+    if "bench" in steps:
+        found["bench"] = {t: run_bench(env, folder, dtypes, t) for t in ("events", "kernels")}
+        save(folder, "gpu_runtimes.json", found)
     if "profile" in steps:
 
         def save_rows(rows: list[dict[str, Any]]) -> None:
             found["profile"] = rows
             save(folder, "gpu_runtimes.json", found)
 
-        save_rows(run_profiles(env, args.runtimes.split(","), save_rows))
+        batches = [int(b) for b in args.profile_batches.split(",")]
+        save_rows(run_profiles(env, args.runtimes.split(","), dtypes, batches, save_rows))
+        print(summary_table(found["profile"]), flush=True)
     save(folder, "gpu_runtimes.json", found)
 
 

@@ -27,6 +27,7 @@ from rnx.schema import (
     RUNTIMES,
     BatchSize,
     Dtype,
+    GpuTimer,
     ProcessCount,
     Runtime,
     SampleCount,
@@ -163,6 +164,9 @@ class HarnessSettings(_Strict):
     # whether their Chrome traces are kept beside the results file (docs/profiles.md).
     profile: bool = True
     keep_traces: bool = Field(False, alias="keep-traces")
+    # events: CUDA events around each call (what the gate's calibrations were recorded with);
+    # kernels: the sum of the call's own kernels' GPU durations (CUPTI). docs/harness.md.
+    gpu_timer: GpuTimer = Field("events", alias="gpu-timer")
 
 
 class Benchmark(_Strict):

@@ -48,6 +48,18 @@ Status = Literal["ok", "unsupported", "diverged", "error"]
 RUNTIMES: tuple[str, ...] = ("pytorch_eager", "torch_compile", "onnxruntime", "tensorrt")
 DTYPES: tuple[str, ...] = ("float32", "tf32", "float16", "bfloat16", "float64")
 
+# How a GPU configuration is timed (kernalin.yml harness.gpu-timer): `events` reads CUDA events
+# around each call (kernels, the GPU's gaps between them, the events' own few us); `kernels`
+# sums the GPU durations of the call's own kernels (CUPTI). They read different things, so the
+# gate never compares one with the other (rnx/verdict.py).
+GpuTimer = Literal["events", "kernels"]
+GPU_TIMERS: tuple[str, ...] = ("events", "kernels")
+# details.timing_method of a configuration: the clock that produced its samples.
+CPU_METHOD = "perf_counter_ns"
+EVENTS_METHOD = "cuda_events+busy_stream+l2_flush"
+KERNELS_METHOD = "cupti_kernel_sum+l2_flush"
+TIMING_METHODS: tuple[str, ...] = (CPU_METHOD, EVENTS_METHOD, KERNELS_METHOD)
+
 # Names that end up in URLs, SQL parameters, file names and HTML: keep them to what GitHub allows.
 Repository = Annotated[
     str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
@@ -156,6 +168,8 @@ class Settings(_Model):
     mode: Literal["single", "paired"] = "single"
     seed: int = 0
     time_budget_s: TimeBudget | None = None
+    # Documents written before the choice existed were timed with events.
+    gpu_timer: GpuTimer = "events"
 
 
 class Correctness(_Model):
@@ -385,10 +399,23 @@ class Configuration(_Model):
     def id(self) -> str:
         return config_id(self.runtime, self.dtype, self.batch_size)
 
+    @property
+    def timing_method(self) -> str | None:
+        """The clock its samples came from (None: not recorded, as for a configuration that was
+        never timed)."""
+        method = self.details.get("timing_method")
+        return method if isinstance(method, str) else None
+
     @model_validator(mode="after")
     def _status_consistent(self) -> Configuration:
         if self.status != "ok" and not self.reason:
             raise ValueError(f"configuration {self.id} has status {self.status!r} but no reason")
+        method = self.details.get("timing_method")
+        if method is not None and method not in TIMING_METHODS:
+            raise ValueError(
+                f"configuration {self.id}: details.timing_method {str(method)[:80]!r} is not "
+                f"one of {', '.join(TIMING_METHODS)}"
+            )
         return self
 
 

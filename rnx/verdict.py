@@ -71,8 +71,13 @@ def _plan(head: ResultsDocument, baselines: Sequence[ResultsDocument], paired: b
                 row.update(verdict="undecided", reason=why)
                 continue
         else:
-            base_groups, why, used = _baseline_groups(cid, index)
+            base_groups, why, used = _baseline_groups(cid, index, cfg.timing_method)
             plan.used_baselines.update(used)
+            if why is not None and why.startswith(OTHER_CLOCK):
+                # Not a missing baseline: one exists, measured in another unit. Undecided, so
+                # the run warns and says why (never compared silently).
+                row.update(verdict="undecided", reason=why)
+                continue
             if why is not None:
                 row.update(verdict="no-baseline", reason=why)
                 if baselines:
@@ -266,20 +271,36 @@ def _groups(samples: Samples | None) -> list[Any]:
     return [] if samples is None else list(samples.process_arrays)
 
 
+def _other_clock(head_method: str | None, base: Configuration) -> str | None:
+    """The baseline's timing method when it is not head's (documents that do not record one
+    are taken as comparable: they predate the choice, when every GPU run used events)."""
+    base_method = base.timing_method
+    if head_method is None or base_method is None or base_method == head_method:
+        return None
+    return base_method
+
+
 def _baseline_groups(
-    cid: str, index: Sequence[dict[str, Configuration]]
+    cid: str, index: Sequence[dict[str, Configuration]], head_method: str | None = None
 ) -> tuple[list[Any], str | None, list[int]]:
-    """One group per (baseline run, worker process) that measured this configuration, and the
-    index of the baseline document (the run) each group came from. index: each baseline
-    document's configurations by id (ids are unique within a document)."""
+    """One group per (baseline run, worker process) that measured this configuration with
+    head's clock, and the index of the baseline document (the run) each group came from.
+    index: each baseline document's configurations by id (ids are unique within a document)."""
     if not index:
         return [], NO_BASELINE, []
     groups: list[Any] = []
     used: list[int] = []
     statuses: list[str] = []
+    other_clocks: set[str] = set()
     for i, by_id in enumerate(index):
         cfg = by_id.get(cid)
         if cfg is None:
+            continue
+        other = _other_clock(head_method, cfg) if cfg.status == "ok" else None
+        if other is not None:
+            # Kernel time and event time differ by the GPU's gaps between kernels (1.2-3x at
+            # microsecond kernels): comparing them would read a timer change as a speed change.
+            other_clocks.add(other)
             continue
         statuses.append(cfg.status)
         found = _groups(cfg.samples) if cfg.status == "ok" else []
@@ -287,10 +308,23 @@ def _baseline_groups(
         used.extend([i] * len(found))
     if groups:
         return groups, None, used
+    if other_clocks:
+        return [], _other_clock_reason(head_method, sorted(other_clocks)), []
     if statuses:
         seen = ", ".join(sorted(set(statuses)))
         return [], f"no usable baseline: the baseline has status {seen} for this configuration", []
     return [], "no baseline for this configuration yet", []
+
+
+OTHER_CLOCK = "not compared: the baseline was timed with"
+
+
+def _other_clock_reason(head_method: str | None, base_methods: list[str]) -> str:
+    return (
+        f"{OTHER_CLOCK} {' and '.join(base_methods)}, this run with {head_method}, and the two "
+        "measure different things; record a baseline with the same harness.gpu-timer "
+        "(kernalin.yml or rnx bench --gpu-timer), or time this run as the baseline was"
+    )
 
 
 def _paired_groups(

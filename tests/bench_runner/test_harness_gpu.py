@@ -183,3 +183,51 @@ def test_tensorrt_engine_runs_and_is_checked(cuda_side):
     r = cuda_side(WORKLOADS / "tiny.py").prepare(prepare_cmd("tensorrt", "float16", 2))
     assert r["status"] == "ok", r.get("reason")
     assert r["details"]["strongly_typed"] is True
+
+
+def profiled_kernel_us(call, calls: int = 20) -> float:
+    """A separate profile's kernel time per call: each call alone on the GPU after an L2 flush
+    and a synchronize, every GPU activity but the flush's (FillFunctor, which gelu_linear never
+    launches) and CUPTI's waits summed, over the calls. No call ranges: independent of the
+    kernels timer's attribution."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from bench_runner.kernel_time import SYNC_RECORDS
+
+    flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size // 4, device="cuda")
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            flush.zero_()
+            torch.cuda.synchronize()
+            call()
+            torch.cuda.synchronize()
+    total = sum(
+        e.time_range.elapsed_us()
+        for e in prof.events()
+        if str(e.device_type).endswith("CUDA")
+        and not getattr(e, "is_user_annotation", False)
+        and "FillFunctor" not in e.name
+        and e.name not in SYNC_RECORDS
+    )
+    return total / calls
+
+
+@pytest.mark.parametrize("runtime", ["pytorch_eager", "torch_compile", "onnxruntime"])
+def test_the_kernels_timer_reads_a_profiles_kernel_sum(cuda_side, runtime):
+    if runtime == "onnxruntime":
+        ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+        if "CUDAExecutionProvider" not in ort.get_available_providers():
+            pytest.skip(NOT_VERIFIED.format(what="ONNX Runtime's CUDA provider"))
+    side = cuda_side(EXAMPLES / "gelu_linear.py")
+    cmd = prepare_cmd(runtime, "float16", 8, gpu_timer="kernels")
+    r = side.prepare(cmd)
+    assert r["status"] == "ok", r.get("reason")
+    assert r["details"]["timing_method"] == "cupti_kernel_sum+l2_flush"
+    samples = sorted(side.measure(cmd["id"])["ns"] for _ in range(9))
+    timed_us = samples[len(samples) // 2] / 1e3
+    reference_us = profiled_kernel_us(side.ready[cmd["id"]].call)
+    report = side.report(cmd["id"])
+    assert abs(timed_us / reference_us - 1) <= 0.10, (timed_us, reference_us, report)
+    assert report["kernels_per_call"] >= 1 and report["activities_unattributed"] == 0
+    # The events' span of the same calls holds the kernels and the gaps between them.
+    assert report["event_span_ns"] / 1e3 >= timed_us

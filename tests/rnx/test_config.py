@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import stats
-from rnx.config import KernalinConfig, load_config, parse_config
+from rnx.config import HarnessSettings, KernalinConfig, load_config, parse_config
 from rnx.errors import UserError
 from rnx.schema import (
     MAX_PROCESSES,
@@ -84,6 +84,10 @@ def test_comma_separated_inputs_are_lists() -> None:
         ({"harness": {"samples": 3}}, r"harness\.samples"),
         ({"gate": {"baseline-branches": ["main", "a b"]}}, r"baseline-branches\.1: 'a b' is not a"),
         ({"version": 2}, r"version 2 is not supported"),
+        (
+            {"harness": {"gpu-timer": "cupti"}},
+            r"harness\.gpu-timer: 'cupti' is not allowed; input should be 'events' or 'kernels'",
+        ),
     ],
 )
 def test_bad_values_name_the_key(data: dict, expected: str) -> None:
@@ -110,10 +114,11 @@ def test_top_level_must_be_a_mapping() -> None:
         ("processes", "processes", [0, 1, MAX_PROCESSES, MAX_PROCESSES + 1]),
         ("warmup", "warmup", [-1, 0, MAX_WARMUP, MAX_WARMUP + 1]),
         ("time-budget", "time_budget_s", [0, 0.5, MAX_TIME_BUDGET_S, MAX_TIME_BUDGET_S + 1]),
+        ("gpu-timer", "gpu_timer", ["events", "kernels", "cupti", "Events"]),
     ],
 )
 def test_a_document_records_exactly_what_kernalin_yml_may_ask_for(
-    key: str, field: str, values: list[float]
+    key: str, field: str, values: list[float | str]
 ) -> None:
     """One set of bounds: what the file may ask for is what a results document may record."""
     golden = json.loads((Path(__file__).parents[1] / "data" / "results-v1-single.json").read_text())
@@ -130,3 +135,18 @@ def test_a_document_records_exactly_what_kernalin_yml_may_ask_for(
             recorded = False
         assert asked == recorded, (key, value, asked, recorded)
     assert MIN_SAMPLES == stats.MIN_SAMPLES  # the statistics' own minimum, not a copy
+
+
+def test_the_gpu_timer_defaults_to_events_and_takes_kernels() -> None:
+    # events: the gate's calibrations were recorded with it.
+    assert KernalinConfig().harness.gpu_timer == "events"
+    assert parse_config({"harness": {"gpu-timer": "kernels"}}).harness.gpu_timer == "kernels"
+
+
+def test_docs_list_every_harness_key() -> None:
+    """docs/configuration.md's example and table name every `harness:` key kernalin.yml takes."""
+    text = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    for name, field in HarnessSettings.model_fields.items():
+        key = field.alias or name
+        assert f"| `harness.{key}` |" in text, key
+        assert f"\n  {key}: " in text, key

@@ -10,7 +10,14 @@ from typing import Any
 import numpy as np
 
 from rnx.config import GateSettings
-from rnx.schema import GateReport, ResultsDocument, load_results, parse_results
+from rnx.schema import (
+    EVENTS_METHOD,
+    KERNELS_METHOD,
+    GateReport,
+    ResultsDocument,
+    load_results,
+    parse_results,
+)
 from rnx.verdict import evaluate
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -151,3 +158,53 @@ def test_only_skipped_configurations_pass_saying_so() -> None:
     )
     assert report.tier == "PASS"
     assert report.reasons == ["nothing to compare: 1 of 1 configurations skipped"]
+
+
+def timed_with(doc: dict[str, Any], methods: dict[str, str]) -> dict[str, Any]:
+    """doc with details.timing_method set per configuration id (default: events)."""
+    out = json.loads(json.dumps(doc))
+    for c in out["configurations"]:
+        key = f"{c['runtime']}/{c['dtype']}/bs{c['batch_size']}"
+        c["details"]["timing_method"] = methods.get(key, EVENTS_METHOD)
+    return out
+
+
+def test_a_head_timed_by_kernels_is_never_compared_with_an_events_baseline() -> None:
+    kernels = "pytorch_eager/float32/bs8"
+    base = parse_results(timed_with(raw("single"), {}))
+    # Kernel time reads less than event time; compared, it would pass as a large speed-up.
+    head = scaled(timed_with(raw("single"), {kernels: KERNELS_METHOD}), {kernels: 0.4})
+    report = evaluate(head, [base], GateSettings())
+    row = {c.id: c for c in report.comparisons}[kernels]
+    assert row.verdict == "undecided" and row.ratio is None
+    assert row.reason is not None and row.reason.startswith(
+        f"not compared: the baseline was timed with {EVENTS_METHOD}, this run with {KERNELS_METHOD}"
+    )
+    assert "harness.gpu-timer" in row.reason
+    assert report.tier == "WARN"
+    assert any(r.startswith(f"{kernels} is undecided: not compared") for r in report.reasons)
+    # The configurations timed alike are compared as before.
+    assert {c.verdict for c in report.comparisons if c.id != kernels} <= {
+        "equivalent",
+        "undecided",
+    }
+    assert all(c.ratio is not None for c in report.comparisons if c.id != kernels)
+
+
+def test_baselines_of_the_other_clock_are_left_out_when_one_matches() -> None:
+    cid = "torch_compile/float32/bs8"
+    alike = scaled(timed_with(raw("single"), {}), {}, seed=1)
+    other = scaled(timed_with(raw("single"), {cid: KERNELS_METHOD}), {cid: 0.3}, seed=2)
+    head = scaled(timed_with(raw("single"), {}), {}, seed=3)
+    report = evaluate(head, [alike, other], GateSettings())
+    row = {c.id: c for c in report.comparisons}[cid]
+    assert row.base_samples == 30  # the events baseline alone, not the kernels one's 30 more
+    assert row.verdict in ("equivalent", "undecided") and row.ratio is not None
+    assert 0.9 < row.ratio < 1.1
+
+
+def test_documents_without_a_timing_method_stay_comparable() -> None:
+    base = load_results(str(DATA / "results-v1-single.json"))  # details.timing absent method
+    head = scaled(timed_with(raw("single"), {}), {})
+    report = evaluate(head, [base], GateSettings())
+    assert all(c.ratio is not None for c in report.comparisons)
