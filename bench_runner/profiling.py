@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import statistics
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -38,8 +37,10 @@ from rnx.schema import MAX_OPERATOR_KERNELS, MAX_PROFILE_NAME, MAX_PROFILE_ROWS
 PROFILE_BUDGET_NS = 5e7
 MAX_PROFILED_CALLS = 7
 # Each profiled call runs inside this record_function, so each operator's time is known per
-# call: its median over the calls resists the one slow call (page faults of a fresh buffer,
-# a preempted thread) that moves a mean of a few calls by more than an extra operator costs.
+# call: its least over the calls resists the slow calls (page faults of a fresh buffer, a
+# preempted thread: noise only ever adds time) that move a mean, or even a median, of a few
+# calls by more than an extra operator costs (a softmax read 0.6 to 1.1 ms from one
+# profile to the next on a 2-core CPU).
 CALL_MARK = "rnx::profiled_call"
 MEMORY_CALLS = 2
 # The device events of the kernels, copies and sets; any other CPU-side event of the CUDA
@@ -208,7 +209,7 @@ def summarise(events: Iterable[Any], *, calls: int, on_gpu: bool) -> dict[str, A
         else:
             op["per_call"][index] += e.self_cpu_time_total * 1e3
     for op in ops.values():
-        op["self_ns"] = statistics.median(op["per_call"]) * calls  # per call below
+        op["self_ns"] = min(op["per_call"]) * calls  # per call below
     kernel_ns = sum(k["ns"] for k in kernels.values())
     total = kernel_ns if on_gpu else sum(o["self_ns"] for o in ops.values())
     op_rows = sorted(ops.items(), key=lambda kv: (-kv[1]["self_ns"], -kv[1]["calls"], kv[0]))
