@@ -35,12 +35,18 @@ from rnx.schema import MAX_OPERATOR_KERNELS, MAX_PROFILE_NAME, MAX_PROFILE_ROWS
 # a structure (which operators and kernels, how many launches) more than a timing, and its
 # cost is paid once per configuration and side (goal: within 10% of a run's wall time).
 PROFILE_BUDGET_NS = 5e7
-MAX_PROFILED_CALLS = 5
+MAX_PROFILED_CALLS = 7
+# Each profiled call runs inside this record_function, so each operator's time is known per
+# call: its least over the calls resists the slow calls (page faults of a fresh buffer, a
+# preempted thread: noise only ever adds time) that move a mean, or even a median, of a few
+# calls by more than an extra operator costs (a softmax read 0.6 to 1.1 ms from one
+# profile to the next on a 2-core CPU).
+CALL_MARK = "rnx::profiled_call"
 MEMORY_CALLS = 2
 # The device events of the kernels, copies and sets; any other CPU-side event of the CUDA
 # runtime or driver (cudaLaunchKernel, cuLaunchKernel...) is host work, not an operator.
 _RUNTIME_API = re.compile(r"^(cuda|cu[A-Z]|hip|nccl|nvtx)")
-_NOT_OPERATORS = ("[memory]", "ProfilerStep", "[OutOfMemory]")
+_NOT_OPERATORS = ("[memory]", "ProfilerStep", "[OutOfMemory]", CALL_MARK)
 
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 # A number standing alone (a template argument, a size): not one inside an identifier, so
@@ -160,11 +166,26 @@ def _is_device_event(event: Any) -> bool:
     return str(getattr(event, "device_type", "")).endswith(("CUDA", "HIP"))
 
 
+def _call_index(event: Any, marks: dict[int, int]) -> int | None:
+    """Which profiled call an operator ran in: the CALL_MARK above it, if any."""
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name == CALL_MARK:
+            return marks.get(id(parent))
+        parent = parent.cpu_parent
+    return None
+
+
 def summarise(events: Iterable[Any], *, calls: int, on_gpu: bool) -> dict[str, Any]:
-    """Per call: each operator's calls, self time and kernels, each kernel's launches and
-    time; top MAX_PROFILE_ROWS rows of each, the rest counted in other_rows/other_ns."""
+    """Per call: each operator's calls, self time (its median over the calls) and kernels,
+    each kernel's launches and time; top MAX_PROFILE_ROWS rows of each, the rest counted in
+    other_rows/other_ns."""
+    events = list(events)
+    starts = sorted((e.time_range.start, id(e)) for e in events if e.name == CALL_MARK)
+    marks = {key: i for i, (_, key) in enumerate(starts)}
+    calls = len(marks) or calls
     ops: dict[str, dict[str, Any]] = defaultdict(
-        lambda: {"calls": 0, "self_ns": 0.0, "launches": 0, "kernels": Counter()}
+        lambda: {"calls": 0, "per_call": [0.0] * calls, "launches": 0, "kernels": Counter()}
     )
     kernels: dict[str, dict[str, float]] = defaultdict(lambda: {"launches": 0, "ns": 0.0})
     for e in events:
@@ -175,15 +196,20 @@ def summarise(events: Iterable[Any], *, calls: int, on_gpu: bool) -> dict[str, A
             continue
         if e.name.startswith(_NOT_OPERATORS) or _RUNTIME_API.match(e.name):
             continue
+        index = _call_index(e, marks) if marks else 0
+        if index is None:
+            continue  # outside the calls: the profiler's own synchronisation
         op = ops[normalise_name(e.name)]
         op["calls"] += 1
         if on_gpu:
             for k in getattr(e, "kernels", []):
-                op["self_ns"] += k.duration * 1e3
+                op["per_call"][index] += k.duration * 1e3
                 op["launches"] += 1
                 op["kernels"][normalise_name(k.name)] += k.duration
         else:
-            op["self_ns"] += e.self_cpu_time_total * 1e3
+            op["per_call"][index] += e.self_cpu_time_total * 1e3
+    for op in ops.values():
+        op["self_ns"] = min(op["per_call"]) * calls  # per call below
     kernel_ns = sum(k["ns"] for k in kernels.values())
     total = kernel_ns if on_gpu else sum(o["self_ns"] for o in ops.values())
     op_rows = sorted(ops.items(), key=lambda kv: (-kv[1]["self_ns"], -kv[1]["calls"], kv[0]))
@@ -244,7 +270,8 @@ def profile_calls(
         profile_memory=not on_gpu,
     ) as prof:
         for _ in range(calls):
-            call()
+            with profiler.record_function(CALL_MARK):
+                call()
         _synchronize(device)
     events = prof.function_events
     summary = summarise(events, calls=calls, on_gpu=on_gpu)

@@ -15,6 +15,7 @@ from rnx.formatting import (
     format_ratio_interval,
     format_speed_of_light,
 )
+from rnx.memory_gate import format_bytes
 from rnx.schema import ConfigComparison, SpeedOfLight
 
 
@@ -50,4 +51,23 @@ def comparison_table(comparisons: Sequence[ConfigComparison]) -> list[str]:
         lines.append("  ".join(cells).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
+def explanation_lines(comparisons: Sequence[ConfigComparison], *, top: int = 3) -> list[str]:
+    """What moved in each explained configuration's profile (rnx/profile_diff.py), its
+    largest `top` changes, and its memory change where it raised the tier. Names are the
+    workload's text, printed as they are."""
+    lines: list[str] = []
+    for c in comparisons:
+        rows = [change.text for change in c.explanation[:top]]
+        if c.memory is not None and c.memory.tier != "PASS":
+            growth = MISSING if c.memory.growth is None else f"{c.memory.growth:+.0%}"
+            rows.append(
+                f"peak memory {format_bytes(c.memory.base_bytes)} -> "
+                f"{format_bytes(c.memory.head_bytes)} ({growth}): {c.memory.tier}"
+            )
+        if rows:
+            lines.append(f"why {c.id} moved (profile diff; it explains, never decides):")
+            lines.extend(f"  {row}" for row in rows)
     return lines

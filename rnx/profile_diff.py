@@ -12,8 +12,12 @@ structure (which operators and kernels, how many calls and launches) does not. S
 
 - a structural change (an operator or kernel new or gone, its calls, launches or kernels
   changed) is shown when it moved at least MIN_DELTA_NS;
-- a change of time alone is shown only when it is at least NOISE_SHARE_OF_TOTAL of the
-  configuration's profiled time and NOISE_SHARE_OF_ROW of the row's own base time.
+- a change of time alone is shown only when it is at least NOISE_SHARE_OF_ROW of the row's
+  own base time and its share of the profiled time moved by NOISE_SHARE_OF_TOTAL: shares,
+  because a busy machine slows every operator of a profile at once (up to 2x between
+  profiles on a shared 2-core runner), which moves times but not shares.
+
+Structural changes rank first (they are certain), then changes of time, largest first.
 
 An unchanged workload has the same structure on both sides, so only a time swing past both
 shares shows (tests/rnx/test_profile_diff.py and benchmarks/profile_diff.py measure how often:
@@ -28,8 +32,8 @@ from rnx.formatting import format_ns
 from rnx.schema import KernelProfile, OperatorProfile, Profile, ProfileChange
 
 MIN_DELTA_NS = 1_000.0
-NOISE_SHARE_OF_TOTAL = 0.05
-NOISE_SHARE_OF_ROW = 0.25
+NOISE_SHARE_OF_TOTAL = 0.20
+NOISE_SHARE_OF_ROW = 0.50
 # Calls and launches are per call of the configuration (averages over the profiled calls).
 COUNT_CHANGE = 0.5
 MAX_CHANGES = 10
@@ -53,8 +57,15 @@ def _hidden_by_cap(missing_side: Profile, ns: float, rows: Sequence[float]) -> b
     return missing_side.other_rows > 0 and (not rows or ns <= min(rows))
 
 
-def _time_only_floor(total: float, base_ns: float) -> float:
-    return max(MIN_DELTA_NS, NOISE_SHARE_OF_TOTAL * total, NOISE_SHARE_OF_ROW * base_ns)
+def _time_only_shown(delta: float, base_ns: float, base_share: float, head_share: float) -> bool:
+    return (
+        abs(delta) >= max(MIN_DELTA_NS, NOISE_SHARE_OF_ROW * base_ns)
+        and abs(head_share - base_share) >= NOISE_SHARE_OF_TOTAL
+    )
+
+
+def _structural(change: ProfileChange) -> bool:
+    return "(" in change.text or change.text.startswith(("new ", "operator ", "kernel "))
 
 
 def _operator_changes(base: Profile, head: Profile, total: float) -> list[ProfileChange]:
@@ -110,8 +121,9 @@ def _changed_operator(
         notes.append(f"calls {_count(bo.calls)} → {_count(ho.calls)}")
     if abs(ho.launches - bo.launches) >= COUNT_CHANGE:
         notes.append(f"{_count(bo.launches)} → {_launches(ho.launches)}")
-    floor = MIN_DELTA_NS if notes else _time_only_floor(total, bo.self_ns)
-    if abs(delta) < floor:
+    if notes and abs(delta) < MIN_DELTA_NS:
+        return None
+    if not notes and not _time_only_shown(delta, bo.self_ns, bo.share, ho.share):
         return None
     extra = f" ({', '.join(notes)})" if notes else ""
     text = f"{_signed(delta)} {ho.name}{extra}"
@@ -155,7 +167,9 @@ def _kernel_change(
         return None
     delta = hk.ns - bk.ns
     launched = abs(hk.launches - bk.launches) >= COUNT_CHANGE
-    if abs(delta) < (MIN_DELTA_NS if launched else _time_only_floor(total, bk.ns)):
+    if launched and abs(delta) < MIN_DELTA_NS:
+        return None
+    if not launched and not _time_only_shown(delta, bk.ns, bk.share, hk.share):
         return None
     extra = f" ({_count(bk.launches)} → {_launches(hk.launches)})" if launched else ""
     text = f"{_signed(delta)} kernel {hk.name}{extra}"
@@ -169,9 +183,12 @@ def _host_change(base: Profile, head: Profile) -> ProfileChange | None:
     base_host = max(0.0, (base.timed_median_ns or 0.0) - (base.kernel_ns or 0.0))
     head_host = max(0.0, (head.timed_median_ns or 0.0) - (head.kernel_ns or 0.0))
     delta = head_host - base_host
-    whole = max(base.timed_median_ns or 0.0, head.timed_median_ns or 0.0)
+    base_share = base_host / (base.timed_median_ns or 1.0)
+    head_share = head_host / (head.timed_median_ns or 1.0)
     launched = abs(head.launches_per_call - base.launches_per_call) >= COUNT_CHANGE
-    if abs(delta) < (MIN_DELTA_NS if launched else _time_only_floor(whole, base_host)):
+    if launched and abs(delta) < MIN_DELTA_NS:
+        return None
+    if not launched and not _time_only_shown(delta, base_host, base_share, head_share):
         return None
     extra = (
         f" (launches {_count(base.launches_per_call)} → {_count(head.launches_per_call)})"
@@ -200,7 +217,7 @@ def diff_profiles(base: Profile, head: Profile, *, limit: int = MAX_CHANGES) -> 
     host = _host_change(base, head)
     if host is not None:
         changes.append(host)
-    changes.sort(key=lambda c: (-abs(c.delta_ns), c.text))
+    changes.sort(key=lambda c: (not _structural(c), -abs(c.delta_ns), c.text))
     return changes[:limit]
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from rnx.config import GateSettings, load_config, override
 from rnx.formatting import SPEED_OF_LIGHT_NOTE, format_peaks, format_ratio
-from rnx.plain_table import comparison_table
+from rnx.plain_table import comparison_table, explanation_lines
 from rnx.schema import GateReport, ResultsDocument, load_results
 from rnx.verdict import evaluate
 
@@ -55,6 +55,9 @@ def format_table(report: GateReport, *, paired: bool = False) -> str:
     lines.append("")
     lines.append(f"tier: {report.tier}")
     lines.extend(f"  - {reason}" for reason in report.reasons)
+    explained = explanation_lines(report.comparisons)
+    if explained:
+        lines += ["", *explained]
     if with_sol:
         lines += ["", *_speed_of_light_notes(report)]
     return "\n".join(lines)
@@ -93,6 +96,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--block-threshold", type=_fraction_arg, help="e.g. 25%% (default from config)")
     p.add_argument("--rope", type=_fraction_arg, help="e.g. 2%% (default from config)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap (0)")
+    p.add_argument(
+        "--explain-all",
+        action="store_true",
+        help="the profile diff of every configuration, not only those slower or grown",
+    )
     return p
 
 
@@ -113,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{head.environment.key}); timings may not be comparable",
             file=sys.stderr,
         )
-    report = evaluate(head, [base], gate, seed=args.seed)
+    report = evaluate(head, [base], gate, seed=args.seed, explain_all=args.explain_all)
     paired = head.settings.mode == "paired"
     print(report.model_dump_json(indent=2) if args.json else format_table(report, paired=paired))
     return 1 if report.tier == "BLOCK" else 0

@@ -227,6 +227,22 @@ def _notes(notes: list[ConfigNote]) -> list[str]:
     return lines
 
 
+EXPLAINED_ROWS = 3
+
+
+def _explanations(comparisons: list[ConfigComparison]) -> list[str]:
+    """The profile diff's top rows of each explained configuration (rnx/profile_diff.py):
+    operator and kernel names are the workload's text, made inert."""
+    explained = [c for c in comparisons if c.explanation][:MAX_ROWS]
+    if not explained:
+        return []
+    lines = ["What moved in the profile (explains, never decides):"]
+    for c in explained:
+        rows = "; ".join(inert_text(ch.text) for ch in c.explanation[:EXPLAINED_ROWS])
+        lines.append(f"- {_code(c.id)}: {rows}")
+    return lines
+
+
 def render_part(part: PartResult) -> str:
     about = [f"job {_code(part.job)}"] if part.job else []
     about.append(f"environment {_code(part.environment)}")
@@ -254,6 +270,8 @@ def render_part(part: PartResult) -> str:
         lines += [f"- {inert_text(r)}" for r in part.reasons] + [""]
     if part.comparisons:
         lines += [*_table(part.comparisons), ""]
+        explained = _explanations(part.comparisons)
+        lines += [*explained, ""] if explained else []
     if part.notes:
         lines += [*_notes(part.notes), ""]
     if part.url:

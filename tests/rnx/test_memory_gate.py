@@ -204,3 +204,16 @@ def test_profile_names_are_bounded_text():
     data["kernels"] = data["kernels"] * 2  # 60 rows: over the cap
     with pytest.raises(ValueError):
         Profile(**data)
+
+
+def test_rnx_compare_prints_what_moved(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from rnx_cli.compare import main
+
+    base, head = _pair(20 * MiB, head_profile=_profile(softmax_calls=2), slowdown=1.5)
+    (tmp_path / "base.json").write_text(base.to_json())
+    (tmp_path / "head.json").write_text(head.to_json())
+    assert main([str(tmp_path / "base.json"), str(tmp_path / "head.json")]) == 1
+    out = capsys.readouterr().out
+    assert f"why {CID} moved (profile diff; it explains, never decides):" in out
+    assert "  +120 µs aten::_softmax (calls 1 → 2)" in out
+    assert "  peak memory 10 MiB -> 20 MiB (+100%): WARN" in out
