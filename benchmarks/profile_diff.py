@@ -136,16 +136,23 @@ def _replays(device: str, n: int) -> dict[str, Any]:
 
 
 def _cost(device: str) -> dict[str, Any]:
-    """The profiling's share of a default run of the CPU example (examples/softmax.py)."""
+    """The profiling's share of a run's wall time with default harness settings: on the CPU
+    the example examples/softmax.py; on a GPU examples/attention.py in 12 configurations
+    (float32, float16, bfloat16 x batch 1, 8, 32, 128), the issue's H200 case."""
     from bench_runner import run_benchmark
     from rnx.config import Benchmark, HarnessSettings
 
-    bench = Benchmark(workload=str(ROOT / "examples" / "softmax.py"))
+    workload = "softmax.py" if device == "cpu" else "attention.py"
+    spec: dict[str, Any] = {"workload": str(ROOT / "examples" / workload)}
+    if device != "cpu":
+        spec.update({"dtypes": ["float32", "float16", "bfloat16"], "batch-sizes": [1, 8, 32, 128]})
+    bench = Benchmark.model_validate(spec)
     t0 = time.perf_counter()
     doc = run_benchmark(bench, HarnessSettings(), progress=None, device=device)
     wall = time.perf_counter() - t0
     profile_s = sum(c.details.get("profile_wall_ns", 0) for c in doc.configurations) / 1e9
     return {
+        "workload": f"examples/{workload}",
         "configurations": len(doc.configurations),
         "run_wall_s": wall,
         "profile_s": profile_s,
@@ -196,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     cost = results["cost"]
     print(
         f"  profiling cost: {cost['profile_s']:.3f} s of a {cost['run_wall_s']:.1f} s run of "
-        f"examples/softmax.py ({cost['configurations']} configuration(s)) = "
+        f"{cost['workload']} ({cost['configurations']} configuration(s)) = "
         f"{cost['share']:.1%}; profile JSON {cost['profile_bytes']} B"
     )
     print(f"  profiling share of the paired runs: median {sorted(shares)[len(shares) // 2]:.1%}")
