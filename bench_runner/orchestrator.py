@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import random
+import re
 import time
 from collections.abc import Collection
 from dataclasses import replace
@@ -22,7 +23,6 @@ from typing import Any
 
 from bench_runner.builds import Builder
 from bench_runner.plan import CORRECTNESS_TRIALS, ConfigSpec, Plan
-from bench_runner.profiling import trace_file_name
 from bench_runner.progress import Progress
 from bench_runner.state import ConfigState, RunStates
 from bench_runner.tolerances import tolerance_for
@@ -36,6 +36,12 @@ ROUND_TRIP_S = 2e-3
 def _range_s(values: list[float]) -> str:
     lo, hi = min(values), max(values)
     return f"{lo:.2f}s" if round(lo, 2) == round(hi, 2) else f"{lo:.2f}-{hi:.2f}s"
+
+
+def trace_file_name(side: str, config_id: str) -> str:
+    """head-pytorch_eager-float32-bs8.json: a kept profile trace's name (harness.keep-traces),
+    safe in any file system. Here, not in profiling.py: this process never imports torch."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{side}-{config_id}") + ".json"
 
 
 class WorkerPool:

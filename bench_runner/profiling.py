@@ -290,11 +290,6 @@ def profile_calls(
     return summary, peak_from_allocations(records)
 
 
-def trace_file_name(side: str, config_id: str) -> str:
-    """head-pytorch_eager-float32-bs8.json: the kept trace's name, safe in any file system."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{side}-{config_id}") + ".json"
-
-
 def profile_configuration(
     call: Callable[[], object],
     device: torch.device,
