@@ -7,7 +7,7 @@ into it: per part, the tier, its reasons, the table and the run page.
 
 from __future__ import annotations
 
-from rnx.plain_table import comparison_table
+from rnx.plain_table import comparison_table, explanation_lines
 from rnx.schema import Tier
 from rnx_github.comment import PartResult
 
@@ -32,6 +32,8 @@ def render(parts: list[PartResult], tier: Tier, mode: str) -> list[str]:
         lines += [f"  - {reason}" for reason in p.reasons]
         if p.comparisons:
             lines += ["", *("  " + row for row in comparison_table(p.comparisons))]
+            explained = explanation_lines(p.comparisons)
+            lines += ["", *("  " + row for row in explained)] if explained else []
         if p.url:
             lines += ["", f"  run: {p.url}"]
     lines += ["", f"rnx-benchmark: {tier} ({mode}): {effect(tier, mode)}"]

@@ -39,8 +39,8 @@ def _range_s(values: list[float]) -> str:
 
 
 def trace_file_name(side: str, config_id: str) -> str:
-    """head-pytorch_eager-float32-bs8.json: a kept trace's name, safe in any file system.
-    Here, not in bench_runner/profiling.py, which imports torch: this process never does."""
+    """head-pytorch_eager-float32-bs8.json: a kept profile trace's name (harness.keep-traces),
+    safe in any file system. Here, not in profiling.py: this process never imports torch."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{side}-{config_id}") + ".json"
 
 
@@ -193,7 +193,6 @@ class Orchestrator:
             "warmup_budget_ns": self.warmup_budget_ns,
             "target_sample_ns": self.target_sample_ns,
             "max_sample_ns": self.max_sample_ns,
-            "gpu_timer": self.plan.harness.gpu_timer,
         }
 
     def run(self) -> None:

@@ -48,3 +48,18 @@ def test_no_explanations_no_section():
         workload="w.py", environment="env", tier="PASS", reasons=[], comparisons=[_row(1, [])]
     )
     assert "What moved" not in render_part(part)
+
+
+def test_the_plain_log_outside_github_prints_the_rows_too():
+    from action.plain_log import render
+
+    rows = [f"+{n} µs op{n}" for n in (180, 95, 40, 12)]
+    part = PartResult(
+        workload="w.py", environment="env", tier="WARN", reasons=[], comparisons=[_row(8, rows)]
+    )
+    lines = render([part], "WARN", "enforce")
+    at = lines.index(
+        "  why pytorch_eager/float32/bs8 moved (profile diff; it explains, never decides):"
+    )
+    assert lines[at + 1 : at + 4] == ["    +180 µs op180", "    +95 µs op95", "    +40 µs op40"]
+    assert "op12" not in "\n".join(lines)
