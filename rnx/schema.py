@@ -357,10 +357,11 @@ class Profile(_Model):
 class Memory(_Model):
     """Memory during a few calls after timing (bench_runner/profiling.py, docs/profiles.md).
 
-    peak_allocated_bytes is the gated figure. On a GPU: torch.cuda.max_memory_allocated over
-    the calls (weights and inputs included). On the CPU: the most tensor memory the calls held
-    at once beyond what was allocated before them (the profiler's allocation events), since
-    the process's resident set is mostly the interpreter and torch."""
+    peak_allocated_bytes is the gated figure: the most memory the calls held at once beyond what
+    was allocated before them. On a GPU: torch.cuda.max_memory_allocated over the calls less
+    held_bytes (weights, inputs and the harness's L2-flush buffer). On the CPU: from the
+    profiler's allocation events, since the process's resident set is mostly the interpreter
+    and torch."""
 
     device: Literal["cuda", "cpu"]
     peak_allocated_bytes: Bytes
