@@ -169,9 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--replays", type=int, default=100)
     p.add_argument("--out", default="profile-diff.json")
+    p.add_argument(
+        "--cases", default="unchanged,extra_softmax,math_sdpa,wide", help="comma-separated"
+    )
     args = p.parse_args(argv)
-    cases = ["unchanged", "extra_softmax", "math_sdpa", "wide"]
-    heads = {"unchanged": "base.py"} | {c: f"{c}.py" for c in cases[1:]}
+    cases = [c for c in args.cases.split(",") if c]
+    heads = {c: "base.py" if c == "unchanged" else f"{c}.py" for c in cases}
     results: dict[str, Any] = {"device": args.device, "runs": {c: [] for c in cases}}
     for r in range(args.runs):
         for case in cases:
