@@ -1,6 +1,8 @@
 """Time and peak memory of one `stats.changepoints.detect` call by history length, cold (the
 first call in the process, which builds the search grid) and warm (issue 29: 10,000 runs in
 <= 1 s and <= 200 MB). Each length runs in a fresh process so that "cold" is really cold.
+The cold call's extra seconds are the rank test's first (lazy) import of scipy.stats
+(cProfile, 2026-12-03: 1.65 of 1.70 s), the same at any length, not the search.
 
     .venv/bin/python -m benchmarks.changepoint_scale [--runs 500 2000 10000]
 """
