@@ -8,6 +8,7 @@ import hmac
 import json
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 SESSION_COOKIE = "rnx_session"
 # Set before sign-in so the login form itself is CSRF-protected (double submit, signed).
@@ -54,6 +55,29 @@ class OAuthState:
     workspace: str | None
 
 
+def _signed(key: bytes, data: dict[str, object]) -> str:
+    """BODY.MAC: the JSON `data` in base64url, and its HMAC-SHA256 under `key`."""
+    body = _b64(json.dumps(data, separators=(",", ":")).encode())
+    return f"{body}.{_b64(hmac.new(key, body.encode(), hashlib.sha256).digest())}"
+
+
+def _verified(key: bytes, token: str | None, max_chars: int) -> dict[str, Any] | None:
+    """The JSON object a BODY.MAC token carries, or None when it is absent, too long, forged
+    or not an object. Bytes, not str, are compared: compare_digest refuses non-ASCII text, and
+    a token is attacker input."""
+    if not token or len(token) > max_chars or token.count(".") != 1:
+        return None
+    body, mac = token.split(".")
+    expected = _b64(hmac.new(key, body.encode(), hashlib.sha256).digest())
+    if not hmac.compare_digest(mac.encode(), expected.encode()):
+        return None
+    try:
+        data = json.loads(_unb64(body))
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 class SessionSigner:
     def __init__(self, master_key: bytes):
         self._session_key = derive_key(master_key, "session")
@@ -63,54 +87,38 @@ class SessionSigner:
     def oauth_state(self, wanted: OAuthState, nonce: str, *, now: float) -> str:
         """The OAuth `state`: signed, expiring, and bound to the browser's nonce (a cookie), so
         a callback someone else started (login CSRF) or replayed later signs nobody in."""
-        data = {"n": nonce, "e": int(now) + OAUTH_MAX_AGE_S, "x": wanted.next}
+        data: dict[str, object] = {"n": nonce, "e": int(now) + OAUTH_MAX_AGE_S, "x": wanted.next}
         if wanted.workspace:
             data["w"] = wanted.workspace
-        body = _b64(json.dumps(data, separators=(",", ":")).encode())
-        return f"{body}.{_b64(hmac.new(self._oauth_key, body.encode(), hashlib.sha256).digest())}"
+        return _signed(self._oauth_key, data)
 
     def read_oauth_state(
         self, state: str | None, nonce: str | None, *, now: float
     ) -> OAuthState | None:
         """The state GitHub handed back, or None when it is forged, expired, malformed, or was
         not started by this browser (its nonce cookie differs)."""
-        if not state or not nonce or len(state) > 2048 or state.count(".") != 1:
-            return None
-        body, mac = state.split(".")
-        expected = _b64(hmac.new(self._oauth_key, body.encode(), hashlib.sha256).digest())
-        if not hmac.compare_digest(mac.encode(), expected.encode()):
+        data = _verified(self._oauth_key, state, 2048)
+        if data is None or not nonce:
             return None
         try:
-            data = json.loads(_unb64(body))
             fresh = int(data["e"]) > now
             mine = hmac.compare_digest(str(data["n"]).encode(), nonce.encode())
             wanted = OAuthState(str(data["x"]), str(data["w"]) if data.get("w") else None)
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError):
             return None
         return wanted if fresh and mine else None
 
     def issue(self, token_id: str, *, now: float) -> tuple[Session, str]:
         session = Session(str(token_id), int(now) + SESSION_MAX_AGE_S, secrets.token_urlsafe(16))
-        body = _b64(
-            json.dumps(
-                {"t": session.token_id, "e": session.expires_at, "n": session.nonce},
-                separators=(",", ":"),
-            ).encode()
-        )
-        mac = _b64(hmac.new(self._session_key, body.encode(), hashlib.sha256).digest())
-        return session, f"{body}.{mac}"
+        data = {"t": session.token_id, "e": session.expires_at, "n": session.nonce}
+        return session, _signed(self._session_key, data)
 
     def read(self, cookie: str | None, *, now: float) -> Session | None:
         """The session in a cookie, or None when it is absent, forged, malformed or expired."""
-        if not cookie or len(cookie) > 1024 or cookie.count(".") != 1:
-            return None
-        body, mac = cookie.split(".")
-        expected = _b64(hmac.new(self._session_key, body.encode(), hashlib.sha256).digest())
-        # Bytes, not str: compare_digest refuses non-ASCII text, and a cookie is attacker input.
-        if not hmac.compare_digest(mac.encode(), expected.encode()):
+        data = _verified(self._session_key, cookie, 1024)
+        if data is None:
             return None
         try:
-            data = json.loads(_unb64(body))
             session = Session(str(data["t"]), int(data["e"]), str(data["n"]))
         except (ValueError, KeyError, TypeError):
             return None
