@@ -17,7 +17,6 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 import uvicorn
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
@@ -26,7 +25,7 @@ from gate_server.errors import SettingsError
 from gate_server.settings import OAuthClient, ServerSettings, load_settings
 from rnx_github.app_auth import AppCredentials
 from tests.support.fakes import fake_github
-from tests.support.fakes.github_endpoints import FakeApp, extras
+from tests.support.fakes.github_endpoints import extras, install_app, private_pem
 from tests.support.gate_helpers import create_token
 
 pytest_plugins = ["tests.dashboard.dashboard_site"]  # the browser fixture
@@ -41,21 +40,11 @@ def app_key() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
-def _pem(key: rsa.RSAPrivateKey) -> str:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-
-
 @pytest.fixture
 def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]]:
     with fake_github.serve() as (url, state):
-        public = app_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-        found = extras(state)
-        found.app = FakeApp("314", public.decode(), installations={KERNELS: 7, OTHER: 8})
-        found.oauth_client = (CLIENT.client_id, CLIENT.client_secret)
+        install_app(state, app_key, {KERNELS: 7, OTHER: 8})
+        extras(state).oauth_client = (CLIENT.client_id, CLIENT.client_secret)
         yield url, state
 
 
@@ -70,7 +59,7 @@ def client(
     settings = ServerSettings(
         database_url=database_url,
         public_url=PUBLIC,
-        github_app=AppCredentials("314", _pem(app_key), url),
+        github_app=AppCredentials("314", private_pem(app_key), url),
         github_api_url=url,
         github_oauth=CLIENT,
         github_web_url=url,
@@ -331,7 +320,7 @@ def test_a_person_signs_in_with_github_in_a_real_browser(
         return ServerSettings(
             database_url=database_url,
             public_url=url,
-            github_app=AppCredentials("314", _pem(app_key), github[0]),
+            github_app=AppCredentials("314", private_pem(app_key), github[0]),
             github_api_url=github[0],
             github_oauth=CLIENT,
             github_web_url=github[0],

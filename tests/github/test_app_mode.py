@@ -10,7 +10,6 @@ from typing import Any
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
@@ -25,7 +24,7 @@ from tests.support.factories import (
     make_results,
 )
 from tests.support.fakes import fake_github
-from tests.support.fakes.github_endpoints import FakeApp, extras
+from tests.support.fakes.github_endpoints import extras, install_app, private_pem
 from tests.support.gate_helpers import Token, signed_headers
 
 REPO = "Codertocat/Hello-World"
@@ -38,19 +37,13 @@ def app_key() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
-def pem(key: rsa.RSAPrivateKey) -> str:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
+pem = private_pem
 
 
 @pytest.fixture
 def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]]:
     with fake_github.serve() as (url, state):
-        public = app_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-        extras(state).app = FakeApp("314", public.decode(), installations={REPO: INSTALLATION})
+        install_app(state, app_key, {REPO: INSTALLATION})
         yield url, state
 
 

@@ -67,6 +67,31 @@ class Extras:
     oauth_exchanges: list[str] = field(default_factory=list)  # the codes exchanged, in order
 
 
+def private_pem(key: Any) -> str:
+    """An RSA private key as the PEM text RNX_GITHUB_APP_PRIVATE_KEY holds."""
+    from cryptography.hazmat.primitives import serialization
+
+    return str(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ).decode()
+    )
+
+
+def install_app(state: State, key: Any, installations: dict[str, int]) -> FakeApp:
+    """GitHub App "314" with `key`'s public half, installed on `installations` (repo -> id)."""
+    from cryptography.hazmat.primitives import serialization
+
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    app = FakeApp("314", public.decode(), installations=dict(installations))
+    extras(state).app = app
+    return app
+
+
 def extras(state: State) -> Extras:
     found = state.__dict__.get("github_extras")
     if found is None:
