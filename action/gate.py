@@ -29,6 +29,7 @@ from action.measure import (
 from action.overlay import effective_config
 from action.plain_log import render
 from action.publish import github_client, publish
+from action.trace_upload import upload_traces
 from action.upload import (
     OUTAGE_TITLES,
     Clock,
@@ -314,7 +315,26 @@ def _upload(
             f"rnx-benchmark {lead}, not failing the build: {answer.cause}",
             title=f"rnx-benchmark: {title}",
         )
+    elif run.config.harness.keep_traces:
+        _upload_traces(m, answer, url, run, wf)
     return answer
+
+
+def _upload_traces(m: Measured, answer: UploadAnswer, url: str, run: Run, wf: Workflow) -> None:
+    """The kept traces to the server beside the run, so its page offers them (failing open)."""
+    from bench_runner.runner import TRACE_DIR  # where the harness kept them (cwd)
+
+    def credential() -> Credential | None:
+        found = _credentials(run.inputs, run.env, wf)
+        return found[0] if found else None
+
+    kept, problems = upload_traces(
+        m.document, answer.run_id, Path(TRACE_DIR).resolve(), url=url, credential=credential
+    )
+    if kept:
+        print(f"rnx-benchmark: kept {kept} profile trace(s) on the gate server", file=sys.stderr)
+    for problem in problems:
+        wf.warning(f"rnx-benchmark did not keep a profile trace on the server: {problem}")
 
 
 def _gate_one(m: Measured, run: Run, wf: Workflow, clock: Clock | None) -> PartResult:

@@ -173,6 +173,13 @@ _BASELINE = {
     ]
 }
 _ANSWERS: dict[str, Any] = {
+    "KeptTrace": _object(
+        ["run_id", "name", "bytes", "stored"],
+        run_id=_STR,
+        name=_STR,
+        bytes={"type": "integer", "description": "the gzip bytes kept"},
+        stored={"type": "boolean", "description": "false: the same bytes were kept before"},
+    ),
     "UploadAnswer": _object(
         ["run_id", "tier", "reasons", "comparisons", "baseline", "is_baseline", "url", "receipt"],
         run_id=_STR,

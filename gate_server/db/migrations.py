@@ -53,6 +53,7 @@ from gate_server.db.schema import (
     outbox,
     repositories,
     run_locations,
+    run_traces,
     runs,
     tokens,
     workspaces,
@@ -223,6 +224,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     ),
     (11, "agent tokens: name, user, scopes, expiry", _create(agent_tokens)),
     (12, "tokens.github_login (viewers signed in with GitHub)", _v12_github_sign_in),
+    (15, "run traces (harness.keep-traces)", _create(run_traces)),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
