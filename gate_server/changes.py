@@ -76,6 +76,7 @@ def change_point_view(cp: ChangePointRecord) -> dict[str, Any]:
         "low": cp.low,
         "high": cp.high,
         "p_value": cp.p_value,
+        "early": cp.early,
         "detected_at": cp.detected_at.isoformat(),
         "status": cp.status,
         "note": cp.note,
@@ -252,6 +253,7 @@ def _find_in(
                 low=cp.low,
                 high=cp.high,
                 p_value=cp.p_value,
+                early=cp.early,
             ),
             undoes,
         )

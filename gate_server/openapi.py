@@ -290,6 +290,11 @@ _ANSWERS: dict[str, Any] = {
         low={"type": "number", "description": "90% interval of the ratio"},
         high={"type": "number"},
         p_value={"type": "number"},
+        early={
+            "type": "boolean",
+            "description": "found in a short history, too few runs for the rank test: "
+            "weaker evidence (docs/statistics.md#change-points)",
+        },
         detected_at=_STR,
         status={"enum": ["open", "acknowledged", "resolved"]},
         note={"type": ["string", "null"]},

@@ -559,9 +559,15 @@ def _report(
             continue
         before, after = y[edges[i - 1] : cut], y[cut : edges[i + 1]]
         shift = _shift(before, after, scale)
-        early = test.early(before, after)
+        # Tested as `_merge` tested it: after a known change, with the segment before it.
+        tested = (
+            _before_side(y[edges[i - 2] : edges[i - 1]], before)
+            if i >= 2 and edges[i - 1] in inside
+            else before
+        )
+        early = test.early(tested, after)
         if early:
-            shift = replace(shift, p_value=_early_p_value(*_near(before, after)))
+            shift = replace(shift, p_value=_early_p_value(*_near(tested, after)))
         # The level before the previous change, when this history holds it.
         level_before = y[edges[i - 2] : edges[i - 1]] if i >= 2 else y[:0]
         undoes = previous is not None and _undoes(

@@ -103,6 +103,7 @@ class ChangeMark:
     low: float
     high: float
     status: str  # open | acknowledged | resolved
+    early: bool = False  # found in a short history, on weaker evidence
 
 
 def history_svg(
@@ -269,7 +270,7 @@ def _change_marks(
         xm = _fmt(f.x(i) - f.plot_w / f.count / 2)
         title = (
             f"change point: {format_ratio(c.ratio)} (90% interval {c.low:.3f}–{c.high:.3f}) "
-            f"from {points[i].sha[:10]}, {c.status}"
+            f"from {points[i].sha[:10]}, {c.status}{', early' if c.early else ''}"
         )
         out.append(
             f'<g class="mark change-point cp-{escape(c.status)}" data-change-point="{c.id}">'

@@ -87,6 +87,7 @@ class NewChangePoint:
     low: float
     high: float
     p_value: float
+    early: bool  # found in a short history, on weaker evidence (stats.ChangePoint)
 
 
 @dataclass(frozen=True)

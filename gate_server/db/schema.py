@@ -201,6 +201,8 @@ change_points = Table(
     Column("low", Float, nullable=False),
     Column("high", Float, nullable=False),
     Column("p_value", Float, nullable=False),
+    # Found in a short history by stats.detect's early test (too few runs for the rank test).
+    Column("early", Boolean, nullable=False, server_default=false()),
     Column("detected_at", DateTime(timezone=True), nullable=False),
     Column("status", String(16), nullable=False),  # open | acknowledged | resolved
     Column("note", Text, nullable=True),  # the acknowledgement's

@@ -105,6 +105,7 @@ def test_a_step_is_found_once_and_a_step_back_resolves_it(
     _drain(app)
     [found] = history.change_points()
     assert found["configuration"] == STEPPED and found["status"] == "open"
+    assert found["early"] is False  # 30 runs before it: the rank test's evidence
     assert found["before_run_id"] == history.runs[29]["run_id"]
     assert found["after_run_id"] == history.runs[30]["run_id"]
     assert (found["before_sha"], found["after_sha"]) == (f"{29:040x}", f"{30:040x}")
@@ -137,6 +138,18 @@ def test_a_step_is_found_once_and_a_step_back_resolves_it(
     assert all(e.state == outbox.DONE and e.attempts == 1 for e in events)
     # One look per drain: the 1st, the 33rd, the 34th-50th and the 51st-54th runs' pushes.
     assert len(detections) == 4 and all(j.state == outbox.DONE for j in detections)
+
+
+def test_a_step_in_a_new_series_is_stored_as_early(app: TestClient, database_url: str) -> None:
+    # 6 runs, then 3 runs 10% slower: no rank test reaches the level with 9 runs (at best
+    # 2 / C(9, 3) = 0.024), stats.detect's early test does, and the label is kept.
+    history = History(app, create_token(database_url))
+    for factor in [1.0] * 6 + [1.1] * 3:
+        history.push(factor)
+        _drain(app)
+    [found] = history.change_points()
+    assert found["configuration"] == STEPPED and found["early"] is True
+    assert found["after_run_id"] == history.runs[6]["run_id"] and found["ratio"] > 1.05
 
 
 def test_only_baseline_runs_queue_a_look(app: TestClient, database_url: str) -> None:
