@@ -295,6 +295,9 @@ _ANSWERS: dict[str, Any] = {
             "description": "found in a short history, too few runs for the rank test: "
             "weaker evidence (docs/statistics.md#change-points)",
         },
+        drift={"type": "boolean", "description": "a gradual change from after_sha to end_sha"},
+        end_run_id={"type": ["string", "null"], "description": "a drift's newest-level run"},
+        end_sha={"type": ["string", "null"]},
         detected_at=_STR,
         status={"enum": ["open", "acknowledged", "resolved"]},
         note={"type": ["string", "null"]},

@@ -62,7 +62,14 @@ SHORT = 15  # fewer runs since the previous change: the test also uses the runs 
 STEADY_FROM = 5  # a longer side of fewer runs cannot tell a burst from a step
 SPREAD_LIMIT = 3.0  # a short side's spread beyond this many times the other's is a burst
 RHO_BIAS = 11.0  # rho is taken (RHO_BIAS / n)^2 below its estimate from n runs (0.2 at 25)
+DRIFT_GAP = 30  # a change this many runs or fewer after the end of one the same way may continue it
+DRIFT_SLACK = 10.0  # ... when one ramp fits within this x the noise variance of the two as reported
+DRIFT_NEAR = 60  # a drift's fits use at most this many runs after the change (twice before it)
+DRIFT_LEVEL_RUNS = 3  # ... and once this many runs hold its new level
+DRIFT_WIDTH = 4  # a change on its own is a drift only over at least this many runs
+DRIFT_PENALTY = 6.0  # ... and when a ramp fits better than a step by this x the noise variance
 EARLY_STRICTNESS = 10.0  # an early p-value is this many times the t-test's (see _early_p_value)
+RAMP_CHECK_RHO = 0.5  # residuals this alike in a row: is it a drift (see _autocorrelation)?
 MIN_RUNS_FOR_RHO = 5  # fewer runs a side on average: autocorrelation is not estimated (0)
 
 
@@ -75,6 +82,7 @@ class KnownChange:
     low: float
     high: float
     key: Any = None  # the caller's own handle (e.g. a database id), for `undoes`
+    end: int | None = None  # a drift's first run at its new level; None for a step
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,12 @@ class ChangePoint:
     runs_after: int  # runs in the segment after (up to the next change or the end)
     undoes: KnownChange | ChangePoint | None  # the earlier change this one takes back
     early: bool = False  # too few runs for the rank test: found by the noise-scaled test
+    # A drift: the level moves over runs `after` to `end - 1` and holds from `end` on; `ratio`
+    # is the total change. None for a step.
+    end: int | None = None
+    # The known change this drift extends (the same drift, reported before and still going):
+    # the caller updates that one instead of storing a new change.
+    continues: KnownChange | None = None
 
 
 def run_location(groups: Any) -> float:
@@ -160,8 +174,9 @@ def detect(
     # The smallest step reported is also `min_signal` times the run-to-run noise: the split is
     # the best of hundreds, and under noise well above `min_change` the rank test's p-value of
     # the best split alone would report several false changes per 1,000 runs.
-    test = _Test(p_value, max(margin, min_signal * _noise(y)), margin)
-    inside = sorted({k.after for k in known if 0 < k.after < len(y)})
+    noise = _noise(y)
+    test = _Test(p_value, max(margin, min_signal * noise), margin, noise)
+    inside = sorted({b for k in known for b in _bounds(k) if 0 < b < len(y)})
     found = _divide(y, [0, *inside], int(min_runs), test)
     found = _merge(y, inside, found, test)
     originals = {id(k): g for k, g in zip(known, given, strict=True)}
@@ -176,6 +191,7 @@ class _Test:
     p_value: float
     floor: float
     margin: float  # min_change on the (scaled) log scale: the band for `undoes`
+    noise: float  # the history's run-to-run noise (`_noise`)
 
     def early(self, before: np.ndarray, after: np.ndarray) -> bool:
         """Whether the sides are too few for the rank test to ever reach p_value."""
@@ -195,7 +211,14 @@ def _noise(y: np.ndarray) -> float:
 
 def _compact(k: KnownChange, present: np.ndarray) -> KnownChange:
     """A known change's place among the runs that have a location."""
-    return replace(k, after=int(np.searchsorted(present, k.after)) if k.after > 0 else k.after)
+    end = None if k.end is None else int(np.searchsorted(present, k.end)) if k.end > 0 else k.end
+    after = int(np.searchsorted(present, k.after)) if k.after > 0 else k.after
+    return replace(k, after=after, end=end)
+
+
+def _bounds(k: KnownChange) -> tuple[int, ...]:
+    """The boundaries a known change fixes: its first run after, and a drift's end."""
+    return (k.after,) if k.end is None else (k.after, k.end)
 
 
 def _expand(
@@ -207,8 +230,17 @@ def _expand(
     placed: dict[int, KnownChange | ChangePoint] = dict(originals)
     for cp in found:
         undoes = placed.get(id(cp.undoes), cp.undoes)
+        continues = originals.get(id(cp.continues), cp.continues)
         after, before = int(present[cp.after]), int(present[cp.before])
-        placed[id(cp)] = replace(cp, before=before, after=after, undoes=undoes)
+        end = None if cp.end is None else int(present[cp.end]) if cp.end < len(present) else None
+        placed[id(cp)] = replace(
+            cp,
+            before=before,
+            after=after,
+            end=end,
+            undoes=undoes,
+            continues=continues,
+        )
     return tuple(placed[id(cp)] for cp in found)  # type: ignore[misc]
 
 
@@ -247,6 +279,10 @@ def _check_known(known: Sequence[KnownChange], n: int) -> list[KnownChange]:
             raise ValueError(f"known[{i}] needs a finite positive ratio, low and high")
         if i and k.after < known[i - 1].after:
             raise ValueError("known must be in run order (non-decreasing after)")
+        if k.end is not None and (
+            isinstance(k.end, bool) or not isinstance(k.end, (int, np.integer)) or k.end <= k.after
+        ):
+            raise ValueError(f"known[{i}].end must be a run index after its `after`, or None")
     return list(known)
 
 
@@ -431,8 +467,31 @@ def _autocorrelation(before: np.ndarray, after: np.ndarray) -> float:
     n = sum(len(side) for side in sides)
     if n < 2 * MIN_RUNS_FOR_RHO:
         return 0.0
-    rho = _lag1([side - np.median(side) for side in sides]) - (RHO_BIAS / n) ** 2
+    # About each side's median, and about each side's straight line: a drift leaves residuals
+    # about a median that are all alike in a row (it would read as wander, rho near 1, and be
+    # dismissed), about a line not. Wander is not a line, so the smaller of the two keeps it.
+    about_median = _lag1([side - np.median(side) for side in sides])
+    about_line = _lag1([_detrended(side) for side in sides])
+    rho = min(about_median, about_line)
+    if rho > RAMP_CHECK_RHO and len(before) > 2 and len(after) > 2:
+        # Residuals alike in a row about both: a drift bent at its start and end, or wander.
+        # About the best ramp through both sides a drift leaves noise, wander mostly not (a
+        # ramp also fits some of it: only residuals near independent count as a drift's).
+        z = np.concatenate([before[-DRIFT_NEAR:], after[:DRIFT_NEAR]])
+        ramp = _best_ramp(z, 2)
+        about_ramp = 1.0 if ramp is None else _lag1([_ramp_residuals(z, ramp)])
+        if about_ramp < RAMP_CHECK_RHO / 2:
+            rho = about_ramp
+    rho -= (RHO_BIAS / n) ** 2
     return min(MAX_RHO, max(0.0, rho))
+
+
+def _detrended(side: np.ndarray) -> np.ndarray:
+    """The side's residuals about its least-squares line."""
+    t = np.arange(len(side), dtype=np.float64)
+    t -= t.mean()
+    slope = float(np.dot(t, side - side.mean()) / np.dot(t, t))
+    return side - side.mean() - slope * t
 
 
 def _lag1(parts: list[np.ndarray]) -> float:
@@ -548,15 +607,18 @@ def _report(
     (ratios are of the caller's values)."""
     margin = test.margin
     inside = {k.after: k for k in known if 0 < k.after < len(y)}
+    ends = {k.end for k in known if k.end is not None and 0 < k.end < len(y)}
     outside = [k for k in known if k.after <= 0]
-    edges = sorted([0, len(y), *inside, *found])
+    edges = sorted({0, len(y), *inside, *ends, *found})
     previous: KnownChange | ChangePoint | None = outside[-1] if outside else None
-    reported = []
+    reported: list[ChangePoint] = []
     for i in range(1, len(edges) - 1):
         cut = edges[i]
         if cut in inside:
             previous = inside[cut]
             continue
+        if cut in ends:
+            continue  # a known drift's end: the drift is still the previous change
         before, after = y[edges[i - 1] : cut], y[cut : edges[i + 1]]
         shift = _shift(before, after, scale)
         # Tested as `_merge` tested it: after a known change, with the segment before it.
@@ -585,9 +647,139 @@ def _report(
             undoes=previous if undoes else None,
             early=early,
         )
+        drift = _as_drift(y, edges, i, change, previous, test, scale)
+        if drift is not None:
+            change, extends = drift
+            if extends and isinstance(previous, ChangePoint):
+                reported.remove(previous)  # one drift, found as steps in one look
         reported.append(change)
         previous = change
     return tuple(reported)
+
+
+# ---------------------------------------------------------------- drifts
+
+
+@dataclass(frozen=True)
+class _Ramp:
+    """The best flat-ramp-flat fit of a stretch of runs: level until `start`, a straight line
+    from there to `end`, the new level from `end` on; `sse` its residual sum of squares."""
+
+    sse: float
+    start: int
+    end: int
+
+
+def _ramp_sse(z: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Residual sum of squares of z on a ramp from each start to each end (end == start: a
+    step), by least squares on the ramp's shape: runs before start 0, from end on 1."""
+    t = np.arange(len(z))[None, :]
+    width = (end - start + 1)[:, None].astype(np.float64)
+    g = np.clip((t - start[:, None] + 1) / width, 0.0, 1.0)
+    g -= g.mean(axis=1, keepdims=True)
+    zc = z - z.mean()
+    sgg = np.einsum("ij,ij->i", g, g)
+    sgz = g @ zc
+    with np.errstate(invalid="ignore", divide="ignore"):
+        explained = np.where(sgg > 0, sgz**2 / sgg, 0.0)
+    return float(np.dot(zc, zc)) - explained
+
+
+def _ramp_residuals(z: np.ndarray, ramp: _Ramp) -> np.ndarray:
+    """z less its least-squares fit on `ramp`'s shape."""
+    t = np.arange(len(z))
+    g = np.clip((t - ramp.start + 1) / (ramp.end - ramp.start + 1), 0.0, 1.0)
+    g -= g.mean()
+    zc = z - z.mean()
+    sgg = float(np.dot(g, g))
+    return zc - (float(np.dot(g, zc)) / sgg * g if sgg > 0 else 0.0)
+
+
+def _best_ramp(z: np.ndarray, min_width: int) -> _Ramp | None:
+    """The best ramp of at least `min_width` runs with at least 2 runs of level before it; it
+    may still be going at the last run (end == len(z): no new level yet)."""
+    m = len(z)
+    start, end = np.meshgrid(np.arange(2, m + 1), np.arange(2, m + 1), indexing="ij")
+    keep = end - start >= min_width
+    start, end = start[keep], end[keep]
+    if not len(start):
+        return None
+    sse = _ramp_sse(z, start, end)
+    best = int(np.argmin(sse))
+    return _Ramp(float(sse[best]), int(start[best]), int(end[best]))
+
+
+def _as_drift(
+    y: np.ndarray,
+    edges: list[int],
+    i: int,
+    step: ChangePoint,
+    previous: KnownChange | ChangePoint | None,
+    test: _Test,
+    scale: float,
+) -> tuple[ChangePoint, bool] | None:
+    """The change at edges[i] as a drift, and whether it extends `previous`; None if a step
+    fits it better.
+
+    A change the same way as the one before it, within DRIFT_GAP runs of its end, continues it
+    when one ramp fits the runs from before that change to after this one about as well as that
+    change as reported plus a step here (within DRIFT_SLACK times the noise's variance: the
+    ramp has two parameters fewer): a drift found as a staircase of steps becomes one drift.
+
+    A change on its own is a drift when a ramp of at least DRIFT_WIDTH runs fits better than
+    the step by DRIFT_PENALTY times the noise's variance (the ramp has one parameter more),
+    and DRIFT_LEVEL_RUNS runs hold its new level or it is twice that wide."""
+    # The fits see at most DRIFT_NEAR runs a side (a grid of starts and ends: cubic in them).
+    hi, cut = min(edges[i + 1], edges[i] + DRIFT_NEAR), edges[i]
+    same_way = previous is not None and (previous.ratio > 1) == (step.ratio > 1)
+    if same_way and previous is not None and previous.after > 0:
+        last = previous.after if previous.end is None else previous.end
+        lo = max([e for e in edges if e < previous.after] + [cut - 2 * DRIFT_NEAR])
+        if cut - last <= DRIFT_GAP:
+            ramp = _best_ramp(y[lo:hi], 2)
+            earlier = previous.after - lo, (previous.end or previous.after) - lo
+            two = float(_ramp_sse(y[lo:cut], np.array([earlier[0]]), np.array([earlier[1]]))[0])
+            two += float(np.sum((y[cut:hi] - y[cut:hi].mean()) ** 2))
+            if ramp is not None and ramp.sse <= two + DRIFT_SLACK * test.noise**2:
+                return _drift(y, lo, hi, ramp, previous, scale), True
+    lo = max(edges[i - 1], cut - DRIFT_NEAR)
+    ramp = _best_ramp(y[lo:hi], DRIFT_WIDTH)
+    if ramp is None or test.noise == 0:
+        return None
+    if hi - lo - ramp.end < DRIFT_LEVEL_RUNS and ramp.end - ramp.start < 2 * DRIFT_WIDTH:
+        return None  # a short ramp into the newest runs: as likely a step's noisy tail
+    as_step = float(_ramp_sse(y[lo:hi], np.array([cut - lo]), np.array([cut - lo]))[0])
+    if as_step - ramp.sse <= DRIFT_PENALTY * test.noise**2:
+        return None
+    return _drift(y, lo, hi, ramp, None, scale), False
+
+
+def _drift(
+    y: np.ndarray,
+    lo: int,
+    hi: int,
+    ramp: _Ramp,
+    previous: KnownChange | ChangePoint | None,
+    scale: float,
+) -> ChangePoint:
+    """The drift of `ramp` in y[lo:hi]: its total change is the shift between the level before
+    it and the level after it (a drift still going: its newest runs; its end is then the
+    last run, moved on as it continues); it continues `previous` when that is a known one."""
+    start, end = lo + ramp.start, min(lo + ramp.end, hi - 1)
+    shift = _shift(y[lo:start], y[min(end, hi - 2) : hi], scale)
+    return ChangePoint(
+        before=start - 1,
+        after=start,
+        ratio=_exp(shift.log_ratio),
+        low=_exp(shift.low),
+        high=_exp(shift.high),
+        p_value=shift.p_value,
+        runs_before=start - lo,
+        runs_after=hi - end,
+        undoes=None,
+        end=end,
+        continues=previous if isinstance(previous, KnownChange) else None,
+    )
 
 
 def _undoes(

@@ -216,11 +216,13 @@ def _v12_github_sign_in(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE tokens ADD COLUMN github_login VARCHAR(39)")
 
 
-def _v13_early_change_points(conn: Connection) -> None:
-    # Change points stored before were all found by the rank test: not early.
+def _v13_early_change_points_and_drifts(conn: Connection) -> None:
+    # Change points stored before were all steps found by the rank test: not early, no end.
     conn.exec_driver_sql(
         "ALTER TABLE change_points ADD COLUMN early BOOLEAN NOT NULL DEFAULT false"
     )
+    conn.exec_driver_sql("ALTER TABLE change_points ADD COLUMN end_run_id VARCHAR(36)")
+    conn.exec_driver_sql("ALTER TABLE change_points ADD COLUMN end_sha VARCHAR(64)")
 
 
 # (version, name, apply): applied in order, each once.
@@ -267,7 +269,11 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     ),
     (11, "agent tokens: name, user, scopes, expiry", _create(agent_tokens)),
     (12, "tokens.github_login (viewers signed in with GitHub)", _v12_github_sign_in),
-    (13, "change_points.early (found in a short history)", _v13_early_change_points),
+    (
+        13,
+        "change_points.early (found in a short history), end_run_id and end_sha (drifts)",
+        _v13_early_change_points_and_drifts,
+    ),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -261,6 +261,8 @@ def test_a_change_point_is_alerted_with_its_commit_range(
                 high=1.25,
                 p_value=0.001,
                 early=True,  # found in a short history: the message says so
+                end_run_id=None,
+                end_sha=None,
             ),
             undoes_id=None,
         )
@@ -283,6 +285,8 @@ def test_a_change_point_is_alerted_with_its_commit_range(
                 high=1.4,
                 p_value=0.001,
                 early=False,
+                end_run_id="55555555-5555-4555-8555-555555555555",
+                end_sha="c" * 40,
             ),
             undoes_id=None,
         )

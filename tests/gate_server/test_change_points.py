@@ -152,6 +152,23 @@ def test_a_step_in_a_new_series_is_stored_as_early(app: TestClient, database_url
     assert found["after_run_id"] == history.runs[6]["run_id"] and found["ratio"] > 1.05
 
 
+def test_a_drift_is_stored_once_and_grows(app: TestClient, database_url: str) -> None:
+    # 20 runs, a 10% drift over 20 runs, 8 runs at the new level, a look after every run: one
+    # change point, a drift, updated as it grows (stats.ChangePoint.continues).
+    history = History(app, create_token(database_url))
+    ramp = [1.0 + 0.1 * (i + 1) / 20 for i in range(20)]
+    for factor in [1.0] * 20 + ramp + [1.1] * 8:
+        history.push(factor)
+        _drain(app)
+    [found] = history.change_points()
+    assert found["configuration"] == STEPPED and found["drift"] is True
+    after = [r["run_id"] for r in history.runs].index(found["after_run_id"])
+    end = [r["run_id"] for r in history.runs].index(found["end_run_id"])
+    assert 18 <= after <= 28 and 34 <= end <= 44, (after, end)
+    assert 1.07 < found["ratio"] < 1.13
+    assert found["compare_url"].endswith(f"...{found['end_sha']}")
+
+
 def test_only_baseline_runs_queue_a_look(app: TestClient, database_url: str) -> None:
     token = create_token(database_url)
     history = History(app, token)
