@@ -68,6 +68,7 @@ DRIFT_NEAR = 60  # a drift's fits use at most this many runs after the change (t
 DRIFT_LEVEL_RUNS = 3  # ... and once this many runs hold its new level
 DRIFT_WIDTH = 4  # a change on its own is a drift only over at least this many runs
 DRIFT_PENALTY = 6.0  # ... and when a ramp fits better than a step by this x the noise variance
+EARLY_BELOW = 16  # runs: a shorter history may be reported early (see _Test.early)
 EARLY_STRICTNESS = 10.0  # an early p-value is this many times the t-test's (see _early_p_value)
 RAMP_CHECK_RHO = 0.5  # residuals this alike in a row: is it a drift (see _autocorrelation)?
 MIN_RUNS_FOR_RHO = 5  # fewer runs a side on average: autocorrelation is not estimated (0)
@@ -194,9 +195,11 @@ class _Test:
     noise: float  # the history's run-to-run noise (`_noise`)
 
     def early(self, before: np.ndarray, after: np.ndarray) -> bool:
-        """Whether the sides are too few for the rank test to ever reach p_value."""
+        """Whether the sides are a short history (fewer than EARLY_BELOW runs) in which the
+        rank test cannot reach p_value. Longer ones wait the run or two the rank test needs
+        (3 runs after 23 cannot reach 5e-4, 4 after 22 can)."""
         n1, n2 = min(len(before), NEAR), min(len(after), NEAR)
-        return 2 / math.comb(n1 + n2, min(n1, n2)) > self.p_value
+        return n1 + n2 < EARLY_BELOW and 2 / math.comb(n1 + n2, min(n1, n2)) > self.p_value
 
 
 def _noise(y: np.ndarray) -> float:
@@ -467,14 +470,10 @@ def _autocorrelation(before: np.ndarray, after: np.ndarray) -> float:
     n = sum(len(side) for side in sides)
     if n < 2 * MIN_RUNS_FOR_RHO:
         return 0.0
-    # About each side's median, and about each side's straight line: a drift leaves residuals
-    # about a median that are all alike in a row (it would read as wander, rho near 1, and be
-    # dismissed), about a line not. Wander is not a line, so the smaller of the two keeps it.
-    about_median = _lag1([side - np.median(side) for side in sides])
-    about_line = _lag1([_detrended(side) for side in sides])
-    rho = min(about_median, about_line)
+    rho = _lag1([side - np.median(side) for side in sides])
     if rho > RAMP_CHECK_RHO and len(before) > 2 and len(after) > 2:
-        # Residuals alike in a row about both: a drift bent at its start and end, or wander.
+        # Residuals alike in a row: wander, or a drift (its runs about each side's median are
+        # alike in a row too, and the correction would dismiss it).
         # About the best ramp through both sides a drift leaves noise, wander mostly not (a
         # ramp also fits some of it: only residuals near independent count as a drift's).
         z = np.concatenate([before[-DRIFT_NEAR:], after[:DRIFT_NEAR]])
@@ -484,14 +483,6 @@ def _autocorrelation(before: np.ndarray, after: np.ndarray) -> float:
             rho = about_ramp
     rho -= (RHO_BIAS / n) ** 2
     return min(MAX_RHO, max(0.0, rho))
-
-
-def _detrended(side: np.ndarray) -> np.ndarray:
-    """The side's residuals about its least-squares line."""
-    t = np.arange(len(side), dtype=np.float64)
-    t -= t.mean()
-    slope = float(np.dot(t, side - side.mean()) / np.dot(t, t))
-    return side - side.mean() - slope * t
 
 
 def _lag1(parts: list[np.ndarray]) -> float:
@@ -538,8 +529,8 @@ def _early_p_value(before: np.ndarray, after: np.ndarray) -> float:
     sides' pooled standard deviation (each about its own median, n - 2 degrees of freedom),
     times EARLY_STRICTNESS. The pooled standard deviation, not the consecutive differences'
     (which correlated runs make small), keeps it from calling a wander a change; a slowed run
-    only makes it larger. Too few runs to estimate a correlation: the strictness pays for it
-    (about one new series in 300 gets a false early report with AR(1) rho 0.3 runs)."""
+    only makes it larger; the score is divided by the AR(1) variance inflation, as in
+    `_p_value`."""
     from scipy.stats import t as student
 
     n1, n2 = len(before), len(after)
@@ -548,7 +539,11 @@ def _early_p_value(before: np.ndarray, after: np.ndarray) -> float:
     shift = float(np.median(after[:, None] - before[None, :]))
     if sd == 0:
         return 0.0 if shift else 1.0
-    score = abs(shift) / (sd * math.sqrt(1 / n1 + 1 / n2))
+    # Correlated runs: the lag-1 autocorrelation of the residuals as measured, without the
+    # long test's allowance for a short history's chance correlation (a false early report
+    # costs more than a real change found a few runs later).
+    rho = min(MAX_RHO, max(0.0, _lag1([before - np.median(before), after - np.median(after)])))
+    score = abs(shift) / (sd * math.sqrt((1 / n1 + 1 / n2) * (1 + rho) / (1 - rho)))
     return float(min(1.0, EARLY_STRICTNESS * 2 * student.sf(score, n1 + n2 - 2)))
 
 
