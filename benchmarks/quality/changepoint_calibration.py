@@ -9,7 +9,8 @@ with the change points reported before as known ones.
 - False alarms (issue 29's cases, each `--histories` x `--runs` runs, 20,000 by default): 1%,
   2% and 3% Gaussian run-to-run noise; AR(1) rho 0.3 at 1% marginal noise; 1% noise with 5% of
   runs slowed by 10-30%. Every change point reported counts; early ones are also counted apart.
-  "series with any" is the share of histories with at least one.
+  "series with any" is the share of histories with at least one. New series: `--new` unchanged
+  histories of 20 runs per case, and how many get a change point (early or not) in them.
 - Detection at 1% noise, `--changes` histories per scenario: found means a change point the
   right way within 2 runs of the change, reported at most 3 runs (10% step) or 10 runs (5%
   step) after it; with 60, 10 or 5 runs before it, and 5 runs after a +10% change.
@@ -33,6 +34,7 @@ from benchmarks.changepoint_noise import incremental
 
 WINDOW = 200  # the server's window (gate_server/changes.py)
 NEAR = 2  # a change point within this many runs of the injected change finds it
+NEW_RUNS = 20  # a new series' first runs, where early reports come
 
 
 def noise(case: str, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -95,6 +97,24 @@ def _ramp(task: tuple[int, int]) -> list[tuple[int, bool]]:
     return [(t, cp.end is not None) for t, cp, after in incremental(y, WINDOW) if after >= 50]
 
 
+def _new_series(task: tuple[str, int, int]) -> tuple[int, int]:
+    """(change points, early ones) in the first NEW_RUNS runs of an unchanged series."""
+    case, seed, history = task
+    y = noise(case, NEW_RUNS, np.random.default_rng([seed, 300 + CASES.index(case), history]))
+    reported = incremental(y, WINDOW)
+    return len(reported), sum(cp.early for _, cp, _ in reported)
+
+
+def new_series_table(args: argparse.Namespace, pool: ProcessPoolExecutor) -> None:
+    print(f"\nnew series: {args.new} unchanged histories of {NEW_RUNS} runs per case")
+    print("| noise | series with a change point | with an early one |")
+    print("|---|---|---|")
+    for case in CASES:
+        tasks = [(case, args.seed, h) for h in range(args.new)]
+        counts = list(pool.map(_new_series, tasks, chunksize=50))
+        print(f"| {case} | {sum(c > 0 for c, _ in counts)} | {sum(e > 0 for _, e in counts)} |")
+
+
 def false_alarm_table(args: argparse.Namespace, pool: ProcessPoolExecutor) -> None:
     print(f"false change points: {args.histories} histories x {args.runs} runs per case")
     print("| noise | runs | change points | early | per 1,000 runs | series with any |")
@@ -143,6 +163,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=500, help="runs per unchanged history")
     parser.add_argument("--histories", type=int, default=40, help="unchanged histories per case")
     parser.add_argument("--changes", type=int, default=100, help="histories per change scenario")
+    parser.add_argument("--new", type=int, default=1000, help="new 20-run series per case")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
     args = parser.parse_args()
@@ -151,6 +172,7 @@ def main() -> None:
         detection_table(args, pool)
         ramp_line(args, pool)
         false_alarm_table(args, pool)
+        new_series_table(args, pool)
     print(f"\n{time.perf_counter() - began:.0f} s, seed {args.seed}")
 
 
