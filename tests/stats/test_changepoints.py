@@ -477,3 +477,15 @@ def test_a_ramp_is_one_drift_and_steps_stay_steps() -> None:
         y[65:] += math.log(1.10)
         reported = changepoint_noise.incremental(y, 200)
         assert [cp.end for _, cp, _ in reported] == [None] * len(reported) and reported
+
+
+def test_otavas_own_short_test_series_are_reported_early() -> None:
+    # Otava's tests expect a change in series of 11 runs; no rank test reaches 5e-4 there
+    # (at best 2 / C(11, 5) = 0.004), the early test does. The 20-run one needs no early test.
+    data = json.loads(
+        (Path(__file__).parents[1] / "data/otava_0.8.0_test_expectations.json").read_text()
+    )
+    for case in data["cases"]:
+        found = stats.detect(np.log(case["series"]))
+        assert [cp.after for cp in found] == case["expected"], case["test"]
+        assert [cp.early for cp in found] == [len(case["series"]) < 16], case["test"]
