@@ -30,6 +30,15 @@ scale (`run_location`). `detect` finds step changes of it:
    before it when it moves the other way and the level after it is within `min_change` of the
    level before that earlier change (the interval of their ratio reaches that band).
 
+4. **Early reports.** In a history of fewer than EARLY_BELOW runs, where no rank test can reach
+   `p_value`, a split is tested by Student's t of its shift on the sides' pooled standard
+   deviation, corrected for their lag-1 autocorrelation and made EARLY_STRICTNESS times
+   stricter; what it finds is reported with `early=True`.
+5. **Drifts.** A change is a drift (with an `end`, the first run at its newest level) when a
+   flat-ramp-flat fit explains its runs better than a step; a change the same way soon after
+   one `continues` it when one ramp fits both, so a gradual change is one report, not a
+   staircase, and the caller updates the change it reported before.
+
 NaN in the history is a gap, skipped and placed back; a long segment is searched in
 overlapping blocks of BLOCK runs, and shifts use at most NEAR runs a side, so time and memory
 grow linearly with the history.
@@ -665,13 +674,19 @@ class _Ramp:
     end: int
 
 
-def _ramp_sse(z: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Residual sum of squares of z on a ramp from each start to each end (end == start: a
-    step), by least squares on the ramp's shape: runs before start 0, from end on 1."""
-    t = np.arange(len(z))[None, :]
+def _ramp_shape(m: int, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Each ramp's shape over m runs, centred: 0 before `start`, rising in a straight line,
+    1 from `end` on (end == start: a step)."""
+    t = np.arange(m)[None, :]
     width = (end - start + 1)[:, None].astype(np.float64)
     g = np.clip((t - start[:, None] + 1) / width, 0.0, 1.0)
-    g -= g.mean(axis=1, keepdims=True)
+    return g - g.mean(axis=1, keepdims=True)
+
+
+def _ramp_sse(z: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Residual sum of squares of z on a ramp from each start to each end, by least squares
+    on the ramp's shape."""
+    g = _ramp_shape(len(z), start, end)
     zc = z - z.mean()
     sgg = np.einsum("ij,ij->i", g, g)
     sgz = g @ zc
@@ -682,9 +697,7 @@ def _ramp_sse(z: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 def _ramp_residuals(z: np.ndarray, ramp: _Ramp) -> np.ndarray:
     """z less its least-squares fit on `ramp`'s shape."""
-    t = np.arange(len(z))
-    g = np.clip((t - ramp.start + 1) / (ramp.end - ramp.start + 1), 0.0, 1.0)
-    g -= g.mean()
+    g = _ramp_shape(len(z), np.array([ramp.start]), np.array([ramp.end]))[0]
     zc = z - z.mean()
     sgg = float(np.dot(g, g))
     return zc - (float(np.dot(g, zc)) / sgg * g if sgg > 0 else 0.0)
