@@ -137,6 +137,8 @@ def change_point_facts(conn: Connection, change_id: int) -> tuple[dict[str, Any]
             "high": found.high,
         },
         "p_value": found.p_value,
+        "early": found.early,  # found in a short history, on weaker evidence
+        "drift_end_sha": found.end_sha,  # a drift: the level moved over the runs up to this one
         "undoes_id": found.undoes_id,  # a step back: it takes back this earlier change point
         # What else moved at this commit (as far as detection has run when this is sent).
         "also_moved": [

@@ -136,6 +136,12 @@ def _change_point(p: dict[str, Any]) -> Message:
     facts = _where(p)
     if p.get("baseline_sha"):
         facts.append(("Before", _short(p.get("baseline_sha"))))
+    if p.get("drift_end_sha"):
+        facts.append(
+            ("Drift", f"a gradual change, over the runs up to {_short(p['drift_end_sha'])}")
+        )
+    if p.get("early"):
+        facts.append(("Early", "found in a short history, on weaker evidence than the rank test's"))
     if p.get("undoes_id"):
         facts.append(("Takes back", f"change point {p['undoes_id']} (a step back)"))
     also = p.get("also_moved") or []

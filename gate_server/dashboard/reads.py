@@ -220,7 +220,16 @@ def _marks(found: list[ChangePointRecord]) -> dict[str, dict[str, list[ChangeMar
     """Change points as chart marks, by workload and configuration."""
     out: dict[str, dict[str, list[ChangeMark]]] = defaultdict(lambda: defaultdict(list))
     for cp in found:
-        mark = ChangeMark(cp.id, cp.after_run_id, cp.ratio, cp.low, cp.high, cp.status)
+        mark = ChangeMark(
+            cp.id,
+            cp.after_run_id,
+            cp.ratio,
+            cp.low,
+            cp.high,
+            cp.status,
+            early=cp.early,
+            drift=cp.end_run_id is not None,
+        )
         out[cp.workload][cp.configuration].append(mark)
     return out
 

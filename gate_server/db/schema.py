@@ -213,6 +213,11 @@ change_points = Table(
     Column("low", Float, nullable=False),
     Column("high", Float, nullable=False),
     Column("p_value", Float, nullable=False),
+    # Found in a short history by stats.detect's early test (too few runs for the rank test).
+    Column("early", Boolean, nullable=False, server_default=false()),
+    # A drift (stats.ChangePoint.end): the first run at its newest level; NULL for a step.
+    Column("end_run_id", String(36), nullable=True),
+    Column("end_sha", String(64), nullable=True),
     Column("detected_at", DateTime(timezone=True), nullable=False),
     Column("status", String(16), nullable=False),  # open | acknowledged | resolved
     Column("note", Text, nullable=True),  # the acknowledgement's
