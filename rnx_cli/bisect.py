@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from action.lfs import fetch_lfs
 from action.paired import base_worktree
 from rnx.config import Benchmark, HarnessSettings, KernalinConfig, load_config, override
 from rnx.errors import UserError
@@ -222,7 +223,10 @@ class PairedMeasure:
 
     def tree(self, sha: str) -> Path:
         if sha not in self.trees:
-            self.trees[sha] = self.stack.enter_context(base_worktree(self.root, sha))
+            tree = self.stack.enter_context(base_worktree(self.root, sha))
+            if (tree / self.bench.workload).is_file():
+                fetch_lfs(tree, self.bench.workload)  # a pointer is fetched, never timed
+            self.trees[sha] = tree
         return self.trees[sha]
 
     def comparisons(self, head: str, base: str, processes: int) -> list[ConfigComparison] | str:
