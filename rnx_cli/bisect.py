@@ -54,6 +54,7 @@ class Step:
     vs_bad: Measured | None = None
     processes: int = 0
     why: str = ""
+    attempts: int = 1  # measurements against both ends (more when undecided at first)
 
 
 @dataclass
@@ -157,15 +158,15 @@ def _step(
         n = processes * 2**attempt
         vs_good = measure(sha, commits[0], n)
         if isinstance(vs_good, str):
-            return Step(sha, "skipped", processes=n, why=vs_good)
+            return Step(sha, "skipped", processes=n, why=vs_good, attempts=attempt + 1)
         vs_bad = measure(sha, commits[-1], n)
         if isinstance(vs_bad, str):
-            return Step(sha, "skipped", processes=n, why=vs_bad)
+            return Step(sha, "skipped", processes=n, why=vs_bad, attempts=attempt + 1)
         side = classify(vs_good, vs_bad, ends_ratio)
         if side is not None:
-            return Step(sha, side, vs_good, vs_bad, n)
+            return Step(sha, side, vs_good, vs_bad, n, attempts=attempt + 1)
         why = f"the midpoint {math.sqrt(ends_ratio):.3f}x lies inside the intervals"
-        last = Step(sha, "undecided", vs_good, vs_bad, n, why)
+        last = Step(sha, "undecided", vs_good, vs_bad, n, why, attempts=attempt + 1)
     return last
 
 
@@ -357,7 +358,7 @@ def _step_line(step: Step, left: int) -> str:
     vs_bad = step.vs_bad.text() if step.vs_bad else "-"
     return (
         f"  {step.sha[:12]}  vs good {vs_good}  vs bad {vs_bad}  "
-        f"-> {step.verdict} ({step.processes} processes; {left} commits left)"
+        f"-> {step.verdict} ({step.processes} processes; commits left: {left})"
     )
 
 

@@ -111,7 +111,8 @@ def one_try(args: argparse.Namespace, culprit: int) -> dict[str, object]:
             "named": "none" if named is None else ("right" if named == planted else "WRONG"),
             "ends": outcome["ends"],
             "steps": len(outcome["steps"]),
-            "runs": 1 + sum(2 for s in outcome["steps"] if s["verdict"] != "skipped"),
+            # The ends, then each attempt's two (a skip's first failing one counted as two).
+            "runs": 1 + sum(2 * s["attempts"] for s in outcome["steps"]),
             "why": outcome["why"],
             "wall": wall,
         }
