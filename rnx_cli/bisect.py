@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -212,13 +213,11 @@ class PairedMeasure:
         harness: HarnessSettings,
         config: KernalinConfig,
     ) -> None:
-        self.root, self.stack, self.bench, self.harness, self.config = (
-            root,
-            stack,
-            bench,
-            harness,
-            config,
-        )
+        self.root = root
+        self.stack = stack  # each worktree is removed when the stack closes
+        self.bench = bench
+        self.harness = harness
+        self.config = config
         self.trees: dict[str, Path] = {}
         self.configuration: str | None = None
 
@@ -364,6 +363,8 @@ def _step_line(step: Step, left: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    # Stopped by a CI's timeout or a supervisor: unwind, so every worktree is removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.retries < 0:
         raise UserError("--retries must be 0 or more")
     root = Path(_git(Path.cwd(), "rev-parse", "--show-toplevel")).resolve()
