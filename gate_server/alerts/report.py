@@ -110,22 +110,29 @@ def report_facts(
     month_ago = runs.baseline_as_of(conn, key, record.received_at - MONTH)
     label = document_label(runs.document(conn, run_id), record.environment_key)
     chart = {**alert_run(record, label), "branch": branch}
-    answer = record.answer
+    against_previous = _moved(conn, record, previous, settings)
+    against_month_ago = _moved(conn, record, month_ago, settings)
+    # The dashboard opens at the chart of the configuration that moved most since last time.
+    moved = [
+        *(against_previous or {}).get("moved", []),
+        *(against_month_ago or {}).get("moved", []),
+    ]
+    shown = {**chart, "configuration": moved[0]["configuration"] if moved else None}
     facts = {
         **report_event(run_id),
         "repository": record.repository,
         **chart,
-        "tier": answer.get("tier"),
-        "configurations": len(answer.get("comparisons") or []),
-        "against_previous": _moved(conn, record, previous, settings),
-        "against_month_ago": _moved(conn, record, month_ago, settings),
+        "tier": record.answer.get("tier"),
+        "configurations": len(record.answer.get("comparisons") or []),
+        "against_previous": against_previous,
+        "against_month_ago": against_month_ago,
         "open_change_points": _open_change_points(conn, key),
         "links": {
             "run": run_link(run_id),
             "commits": compare_link(
                 record.repository, previous.sha if previous else None, record.sha
             ),
-            "dashboard": dashboard_link(record.repository, chart),
+            "dashboard": dashboard_link(record.repository, shown),
         },
     }
     return facts, record.workspace_id, record.repository_id

@@ -162,6 +162,7 @@ def test_every_scheduled_run_sends_its_report_to_the_channels_that_name_it(
     assert links["run"] == f"{PUBLIC}/runs/{scheduled[1]['run_id']}"
     assert links["commits"] == f"https://github.com/acme/kernels/compare/{_sha('c')}...{_sha('d')}"
     assert links["dashboard"].startswith(f"{PUBLIC}/repos/acme/kernels?branch=main")
+    assert links["dashboard"].endswith("--pytorch_eager-float32-bs8")  # the chart that moved
 
     assert len(receivers["slack"].received) == 3 and len(teams.received) == 3
     assert len(smtp.messages) == 3
