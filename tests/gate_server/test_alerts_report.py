@@ -93,6 +93,9 @@ def _open_change_point(storage: Database) -> int:
                 low=1.12,
                 high=1.25,
                 p_value=0.001,
+                early=False,
+                end_run_id=None,
+                end_sha=None,
             ),
             undoes_id=None,
         )
