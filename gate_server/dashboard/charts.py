@@ -368,7 +368,7 @@ def _memory_svg(points: tuple[HistoryPoint, ...], label: str, width: int) -> Mar
     ticks = nice_ticks(f.low_ns / scale, f.high_ns / scale, count=3)
     step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
     out = [
-        f'<svg class="chart history memory" viewBox="0 0 {width} {f.height}" role="img" '
+        f'<svg class="chart memory-history" viewBox="0 0 {width} {f.height}" role="img" '
         f'aria-label="{escape(label)}" data-points="{len(values)}" '
         'xmlns="http://www.w3.org/2000/svg"><g class="grid">'
     ]
