@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
+from gate_server.bisection.jobs import enqueue_start
 from gate_server.db import change_points, outbox, runs
 from gate_server.db.change_points import ChangePointRecord, HistoryRun, NewChangePoint
 from gate_server.db.outbox import OutboxJob
@@ -151,6 +152,8 @@ def _store(conn: Connection, found: list[_Found]) -> None:
         if stored is None:
             continue  # the same change is stored already
         ids[id(f)] = stored
+        if f.new.ratio > 1:  # a slowdown: find the commit that caused it
+            enqueue_start(conn, stored)
         record = change_points.by_id(conn, stored)
         if record is not None:
             outbox.enqueue(

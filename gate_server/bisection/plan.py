@@ -114,9 +114,9 @@ def classify(
 ) -> Evidence:
     """Which end a commit's samples (one sequence per process) are closer to: its interval
     against the before end lies wholly below the half-way point of the change (before), wholly
-    above it (after), or straddles it (undecided); NO_CHANGE when the two ends do not credibly differ
-    (stats.compare's verdict between them is not slower or faster): a range without a change
-    names no culprit."""
+    above it (after), or straddles it (undecided); NO_CHANGE when the two ends do not
+    credibly differ (stats.compare's verdict between them is not slower or faster): a range
+    without a change names no culprit."""
     import stats  # numpy and scipy: loaded with the first bisection step
 
     b, a, s = (stats.frozen_groups(x) for x in (before, after, commit))

@@ -41,6 +41,8 @@ from gate_server.db.engine import MIGRATION_LOCK, Database, advisory_lock
 from gate_server.db.schema import (
     agent_tokens,
     audit_log,
+    bisection_steps,
+    bisections,
     branch_renames,
     change_points,
     environment_prices,
@@ -223,6 +225,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     ),
     (11, "agent tokens: name, user, scopes, expiry", _create(agent_tokens)),
     (12, "tokens.github_login (viewers signed in with GitHub)", _v12_github_sign_in),
+    (13, "bisections of change points and their steps", _create(bisections, bisection_steps)),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
