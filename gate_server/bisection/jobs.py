@@ -48,10 +48,9 @@ def enqueue_start(conn: Connection, change_point_id: int) -> None:
 
 
 def _advance_later(conn: Connection, bisection_id: int, delay: timedelta = timedelta(0)) -> None:
-    if delay:
-        outbox.enqueue(conn, ADVANCE_KIND, {"bisection_id": bisection_id}, delay=delay)
-    else:
-        outbox.enqueue_once(conn, ADVANCE_KIND, {"bisection_id": bisection_id})
+    # Not enqueue_once: that would join the step timeout's look, due only hours from now. An
+    # extra look is harmless (each decides under the bisection's lock from what is stored).
+    outbox.enqueue(conn, ADVANCE_KIND, {"bisection_id": bisection_id}, delay=delay)
 
 
 def _number(payload: dict[str, Any], name: str) -> int:
@@ -116,7 +115,7 @@ def handle_advance(svc: Services, job: OutboxJob) -> None:
         _name_pull_request(svc, b.id, cp.repository, culprit)
     elif step_id is not None:
         sha = str(b.commits[nxt.index or 0]["sha"])
-        _dispatch(svc, b, cp, step_id, sha, nxt.attempt)
+        _dispatch(svc, b, cp, step_id, sha)
 
 
 def _claim_dispatch(
@@ -153,8 +152,10 @@ def _expire_or_wait(conn: Connection, b: BisectionRecord, steps: list[StepRecord
 
 
 def _dispatch(
-    svc: Services, b: BisectionRecord, cp: ChangePointRecord, step_id: int, sha: str, attempt: int
+    svc: Services, b: BisectionRecord, cp: ChangePointRecord, step_id: int, sha: str
 ) -> None:
+    """Run the workflow at `sha` (a repeat's processes are pooled with the earlier runs'
+    by handle_measured: each repeat measures with more processes in all)."""
     client = _client(svc, cp.repository)
     try:
         if client is None:
@@ -163,7 +164,7 @@ def _dispatch(
             cp.repository,
             svc.settings.bisect_workflow,
             ref=cp.branch,
-            inputs={"commit": sha, "bisection": str(b.id), "processes": str(3 * attempt)},
+            inputs={"commit": sha, "bisection": str(b.id)},
         )
     except GitHubError as e:
         # GitHub answered: nothing was dispatched, so the step is withdrawn and tried again.
