@@ -197,12 +197,14 @@ def ingest_run(
         return _retry(database, token, run_id, digest, signature, base_url)
 
     report = _regate(doc, baseline_docs, settings)
-    becomes_baseline = (
+    # On its baseline branch outside a pull request; a bisection's run measures one commit for
+    # the server, and is never a baseline and never alerted.
+    at_home = (
         bisection is None
         and not doc.git.is_pull_request
-        and report.tier != "BLOCK"
         and branch_matches(token.branches, found.home)
     )
+    becomes_baseline = at_home and report.tier != "BLOCK"
     now = utcnow()
     answer = {
         "run_id": run_id,
@@ -230,22 +232,9 @@ def ingest_run(
     detect = becomes_baseline and settings.detect_changes
     # A regression landed: a BLOCK on a baseline branch outside a pull request (a push, or a
     # scheduled run of what was pushed). Alerted in the transaction that stores the run.
-    landed = (
-        bisection is None
-        and not doc.git.is_pull_request
-        and report.tier == "BLOCK"
-        and branch_matches(token.branches, found.home)
-    )
-    stored = _store(
-        database,
-        token,
-        new,
-        doc,
-        becomes_baseline,
-        detect=detect,
-        alert=landed,
-        bisection=bisection,
-    )
+    landed = at_home and report.tier == "BLOCK"
+    flags = {"detect": detect, "alert": landed}
+    stored = _store(database, token, new, doc, becomes_baseline, bisection=bisection, **flags)
     if not stored:
         # Another request stored this run_id between our read and our write.
         return _retry(database, token, run_id, digest, signature, base_url)

@@ -126,9 +126,8 @@ def _claim_dispatch(
     if bisections.in_flight(conn, b.repository_id) >= svc.settings.bisect_in_flight:
         _advance_later(conn, b.id, BUSY_RETRY)
         return None
-    assert nxt.index is not None
-    sha = str(b.commits[nxt.index]["sha"])
-    return bisections.add_step(conn, b.id, nxt.index, nxt.attempt, sha)
+    index = nxt.index or 0  # "measure" always names its commit
+    return bisections.add_step(conn, b.id, index, nxt.attempt, str(b.commits[index]["sha"]))
 
 
 def _expire_or_wait(conn: Connection, b: BisectionRecord, steps: list[StepRecord]) -> bool:
