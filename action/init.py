@@ -64,8 +64,13 @@ jobs:
     runs-on: ubuntu-latest   # GPU kernels: put your GPU runner's labels here
     steps:
       - uses: actions/checkout@v4
-        with:
-          ref: ${{{{ inputs.commit }}}}   # empty (every other event): the event's own commit
+      # A dispatched run (the gate server's bisection) measures the commit it names.
+      - if: inputs.commit != ''
+        env:
+          COMMIT: ${{{{ inputs.commit }}}}
+        run: |
+          git cat-file -e "$COMMIT^{{commit}}" 2>/dev/null || git fetch -q --depth=1 origin "$COMMIT"
+          git checkout -q --detach "$COMMIT"
       - uses: actions/setup-python@v5
         with:
           python-version: "3.11"

@@ -225,7 +225,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     ),
     (11, "agent tokens: name, user, scopes, expiry", _create(agent_tokens)),
     (12, "tokens.github_login (viewers signed in with GitHub)", _v12_github_sign_in),
-    (13, "bisections of change points and their steps", _create(bisections, bisection_steps)),
+    (16, "bisections of change points and their steps", _create(bisections, bisection_steps)),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
