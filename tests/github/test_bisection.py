@@ -18,6 +18,7 @@ from gate_server.bisection import jobs as bisection
 from gate_server.db import bisections, open_database, outbox
 from gate_server.outbox import OutboxWorker
 from gate_server.settings import ServerSettings
+from rnx_cli.acting import bisection_text
 from rnx_github.app_auth import AppCredentials
 from tests.support.factories import body, make_results
 from tests.support.fakes import fake_github
@@ -159,6 +160,15 @@ def test_a_step_in_16_commits_is_pinned_to_its_commit(
         assert s.state == bisections.MEASURED and s.side in ("before", "after")
         assert s.side == ("after" if RANGE.index(s.sha) >= CULPRIT else "before")
         assert s.evidence["low_before"] <= s.evidence["ratio_before"] <= s.evidence["high_before"]
+    # What people see: the API answer, and `rnx change-points show` printing it.
+    auth = {"Authorization": f"Bearer {token.secret}"}
+    shown = app.get("/api/v1/change-points/1/bisection", headers=auth).json()
+    assert shown["state"] == "found" and shown["culprit"]["pull_request"] == 42
+    assert shown["culprit"]["url"].endswith(f"/commit/{RANGE[CULPRIT]}")
+    assert [s["sha"] for s in shown["steps"]] == [s.sha for s in steps]
+    text = bisection_text(shown)
+    assert f"culprit {RANGE[CULPRIT][:12]} by octocat, pull request #42" in text
+    assert text.count("vs before") == text.count("vs after") == len(steps)
     # The bisection's runs are not in the baseline history: no new change point, none later.
     r = app.get(
         "/api/v1/change-points",
@@ -199,3 +209,29 @@ def test_a_redelivered_job_or_a_dispatcher_killed_mid_dispatch_dispatches_nothin
         del stuck
     finally:
         database.close()
+
+
+def test_a_cancelled_bisection_dispatches_nothing_more(
+    app: TestClient, database_url: str, github: tuple[str, fake_github.State]
+) -> None:
+    _, state = github
+    token = create_token(database_url)
+    stepped_history(app, token)
+    viewer = create_token(database_url, viewer=True)
+    auth = {"Authorization": f"Bearer {token.secret}"}
+    refused = app.post(
+        "/api/v1/change-points/1/bisection/cancel",
+        headers={"Authorization": f"Bearer {viewer.secret}"},
+    )
+    assert refused.status_code in (403, 404), refused.text
+    r = app.post("/api/v1/change-points/1/bisection/cancel", headers=auth)
+    assert r.status_code == 200, r.text
+    assert r.json()["state"] == "cancelled" and "cancelled by" in r.json()["reason"]
+    again = app.post("/api/v1/change-points/1/bisection/cancel", headers=auth)
+    assert again.status_code == 409 and again.json()["error"]["code"] == "not_running"
+    # The run in flight still comes back: it is stored, measured for nobody, and nothing more
+    # is dispatched.
+    assert run_dispatches(app, state, token) == 1
+    b, steps = read(database_url)
+    assert b.state == bisections.CANCELLED and [s.state for s in steps] == ["dispatched"]
+    assert app.get("/api/v1/change-points/99/bisection", headers=auth).status_code == 404
