@@ -11,7 +11,9 @@ associated with a commit); the user objects are the recorded ones."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +31,9 @@ class Commits:
     history: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # repo -> oldest first
     pulls: dict[tuple[str, str], int] = field(default_factory=dict)  # (repo, sha) -> PR number
     dispatches: list[dict[str, Any]] = field(default_factory=list)  # repo, workflow, ref, inputs
+    # While set, a dispatch is recorded and then not answered until it is cleared: the caller
+    # sees a request GitHub took but no answer (a test kills the server then).
+    hold: threading.Event = field(default_factory=threading.Event)
 
 
 def commits(state: State) -> Commits:
@@ -128,6 +133,8 @@ async def dispatch(state: State, request: Request) -> tuple[int, Any, dict[str, 
     commits(state).dispatches.append(
         {"repo": _repo_name(request), "workflow": workflow, "ref": ref, "inputs": data["inputs"]}
     )
+    while commits(state).hold.is_set():
+        await asyncio.sleep(0.05)
     return 204, None, {}
 
 
