@@ -18,6 +18,7 @@ HANDLERS: dict[str, Handler] = {
     bisection.START_KIND: bisection.handle_start,
     bisection.ADVANCE_KIND: bisection.handle_advance,
     bisection.MEASURED_KIND: bisection.handle_measured,
+    bisection.CULPRIT_KIND: bisection.handle_culprit,
     # alerts (gate_server/alerts/delivery.py): event.* fan out, alert.deliver sends
     **ALERT_HANDLERS,
 }

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
+from gate_server.alerts.events import CULPRIT, outbox_kind
 from gate_server.bisection import plan
 from gate_server.clock import utcnow
 from gate_server.db import bisections, change_points, outbox, runs
@@ -38,6 +39,7 @@ log = logging.getLogger("gate_server.bisection")
 START_KIND = "bisect.start"
 ADVANCE_KIND = "bisect.advance"
 MEASURED_KIND = "bisect.measured"
+CULPRIT_KIND = "bisect.culprit"
 STEP_TIMEOUT = timedelta(hours=6)  # a dispatched run not back by then: the commit is skipped
 BUSY_RETRY = timedelta(minutes=2)  # the repository has its most dispatches in flight
 
@@ -103,17 +105,15 @@ def handle_advance(svc: Services, job: OutboxJob) -> None:
             bisections.finish(conn, b.id, bisections.STOPPED, reason="its change point is gone")
             return
         steps = bisections.steps(conn, b.id)
-        step_id = None
         if _expire_or_wait(conn, b, steps):
             return
         decided = [plan.Step(s.commit_index, s.side or plan.SKIPPED) for s in steps]
         nxt = plan.next_step(len(b.commits), decided, budget=svc.settings.bisect_budget)
-        culprit = None if nxt.action == "measure" else _end(conn, b, nxt)
-        if nxt.action == "measure":
-            step_id = _claim_dispatch(svc, conn, b, nxt)
-    if culprit is not None:  # after the transaction: a GitHub call holds no lock
-        _name_pull_request(svc, b.id, cp.repository, culprit)
-    elif step_id is not None:
+        if nxt.action != "measure":
+            _end(conn, b, nxt)
+            return
+        step_id = _claim_dispatch(svc, conn, b, nxt)
+    if step_id is not None:
         sha = str(b.commits[nxt.index or 0]["sha"])
         _dispatch(svc, b, cp, step_id, sha)
 
@@ -175,13 +175,14 @@ def _dispatch(
         _advance_later(conn, b.id, STEP_TIMEOUT)
 
 
-def _end(conn: Connection, b: BisectionRecord, nxt: plan.Next) -> str | None:
-    """Store how the bisection ended; the culprit's sha when this call found it."""
+def _end(conn: Connection, b: BisectionRecord, nxt: plan.Next) -> None:
+    """Store how the bisection ended; a culprit found queues CULPRIT_KIND (its pull request,
+    then its alert) in the same transaction."""
     low = None if nxt.low < 0 else str(b.commits[nxt.low]["sha"])
     high = str(b.commits[nxt.high]["sha"])
     if nxt.action == "found":
         author = b.commits[nxt.high].get("author")
-        found = bisections.finish(
+        if bisections.finish(
             conn,
             b.id,
             bisections.FOUND,
@@ -189,23 +190,35 @@ def _end(conn: Connection, b: BisectionRecord, nxt: plan.Next) -> str | None:
             culprit_author=author,
             low_sha=low,
             high_sha=high,
-        )
-        return high if found else None
-    bisections.finish(conn, b.id, bisections.STOPPED, low_sha=low, high_sha=high, reason=nxt.reason)
-    return None
-
-
-def _name_pull_request(svc: Services, bisection_id: int, repository: str, sha: str) -> None:
-    """Add the pull request that merged the culprit (a failure leaves it unnamed: logged)."""
-    try:
-        client = _client(svc, repository)
-        number = None if client is None else client.commit_pull_request(repository, sha)
-    except GitHubError as e:
-        log.warning("the pull request of %s in %s: %s", sha[:12], repository, e)
+        ):
+            outbox.enqueue(conn, CULPRIT_KIND, {"bisection_id": b.id})
         return
-    if number is not None:
-        with svc.database.write() as conn:
-            bisections.set_pull_request(conn, bisection_id, number)
+    bisections.finish(conn, b.id, bisections.STOPPED, low_sha=low, high_sha=high, reason=nxt.reason)
+
+
+def handle_culprit(svc: Services, job: OutboxJob) -> None:
+    """CULPRIT_KIND: name the pull request that merged the culprit (a GitHub failure leaves it
+    unnamed, logged), then queue the culprit's one alert (event.culprit; its deliveries are
+    keyed by the change point, so a second run of this job sends nothing twice)."""
+    bisection_id = _number(job.payload, "bisection_id")
+    with svc.database.read() as conn:
+        b = bisections.get(conn, bisection_id)
+        cp = None if b is None else change_points.by_id(conn, b.change_point_id)
+    if b is None or cp is None or b.culprit_sha is None:
+        return
+    number = b.culprit_pr
+    if number is None:
+        try:
+            client = _client(svc, cp.repository)
+            number = (
+                None if client is None else client.commit_pull_request(cp.repository, b.culprit_sha)
+            )
+        except GitHubError as e:
+            log.warning("the pull request of %s in %s: %s", b.culprit_sha[:12], cp.repository, e)
+    with svc.database.write() as conn:
+        if number is not None:
+            bisections.set_pull_request(conn, b.id, number)
+        outbox.enqueue(conn, outbox_kind(CULPRIT), {"change_point_id": cp.id})
 
 
 def enqueue_measured(

@@ -14,8 +14,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
 from action.init import WORKFLOW
+from gate_server.alerts.delivery import delivery_id
+from gate_server.alerts.message import compose
 from gate_server.bisection import jobs as bisection
-from gate_server.db import bisections, open_database, outbox
+from gate_server.db import bisections, notify, open_database, outbox
 from gate_server.outbox import OutboxWorker
 from gate_server.settings import ServerSettings
 from rnx_cli.acting import bisection_text
@@ -130,6 +132,36 @@ def run_dispatches(app: TestClient, state: fake_github.State, token: Token) -> i
     return done
 
 
+def webhook_channel(database_url: str) -> int:
+    """A webhook channel of the workspace whose rule takes change points."""
+    database = open_database(database_url)
+    try:
+        with database.write() as conn:
+            workspace = notify.workspace_id(conn, "acme")
+            assert workspace is not None
+            channel = notify.add_channel(
+                conn,
+                workspace_id=workspace,
+                name="hook",
+                kind="webhook",
+                config={"url": "http://127.0.0.1:9/hook"},
+                secret={},
+                shown="http://127.0.0.1:9/hook",
+                sealer=database.sealer,
+            )
+            assert channel is not None
+            notify.add_rule(
+                conn,
+                workspace_id=workspace,
+                repository_id=None,
+                channel_id=channel,
+                events=["change_point"],
+            )
+    finally:
+        database.close()
+    return channel
+
+
 def read(database_url: str) -> tuple[Any, list[Any]]:
     database = open_database(database_url)
     try:
@@ -145,6 +177,7 @@ def test_a_step_in_16_commits_is_pinned_to_its_commit(
 ) -> None:
     _, state = github
     token = create_token(database_url)
+    channel = webhook_channel(database_url)
     stepped_history(app, token)
     [first] = commits(state).dispatches
     assert first["workflow"] == "kernalin.yml" and first["ref"] == "main"
@@ -160,6 +193,22 @@ def test_a_step_in_16_commits_is_pinned_to_its_commit(
         assert s.state == bisections.MEASURED and s.side in ("before", "after")
         assert s.side == ("after" if RANGE.index(s.sha) >= CULPRIT else "before")
         assert s.evidence["low_before"] <= s.evidence["ratio_before"] <= s.evidence["high_before"]
+    # One alert of the culprit, to the channel that took the change point's, however often
+    # its job runs.
+    database = open_database(database_url)
+    try:
+        with database.write() as conn:
+            outbox.enqueue(conn, bisection.CULPRIT_KIND, {"bisection_id": 1})
+        drain(app)
+        with database.read() as conn:
+            sent = notify.delivery(conn, delivery_id("culprit:1", channel))
+            first = notify.delivery(conn, delivery_id("change_point:1", channel))
+            culprit_jobs = outbox.jobs(conn, kind="event.culprit")
+    finally:
+        database.close()
+    assert first is not None and sent is not None and len(culprit_jobs) == 2
+    assert sent.payload["sha"] == RANGE[CULPRIT] and sent.payload["pr_number"] == 42
+    assert "Culprit found on acme/kernels main" in compose(sent.payload, None).title
     # What people see: the API answer, and `rnx change-points show` printing it.
     auth = {"Authorization": f"Bearer {token.secret}"}
     shown = app.get("/api/v1/change-points/1/bisection", headers=auth).json()
