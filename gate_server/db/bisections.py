@@ -199,3 +199,30 @@ def set_pull_request(conn: Connection, bisection_id: int, number: int) -> None:
     conn.execute(
         update(bisections).where(bisections.c.id == bisection_id).values(culprit_pr=number)
     )
+
+
+def with_steps(
+    conn: Connection, change_point_ids: list[int]
+) -> dict[int, tuple[BisectionRecord, list[StepRecord]]]:
+    """The bisections of these change points with their steps, by change point (the
+    dashboard's history charts)."""
+    out: dict[int, tuple[BisectionRecord, list[StepRecord]]] = {}
+    for start in range(0, len(change_point_ids), 500):
+        chunk = change_point_ids[start : start + 500]
+        found = [
+            _bisection(r._mapping)
+            for r in conn.execute(select(bisections).where(bisections.c.change_point_id.in_(chunk)))
+        ]
+        by_id = {b.id: b for b in found}
+        steps: dict[int, list[StepRecord]] = {b.id: [] for b in found}
+        if by_id:
+            rows = conn.execute(
+                select(bisection_steps)
+                .where(bisection_steps.c.bisection_id.in_(list(by_id)))
+                .order_by(bisection_steps.c.id)
+            )
+            for r in rows:
+                step = _step(r._mapping)
+                steps[step.bisection_id].append(step)
+        out.update({b.change_point_id: (b, steps[b.id]) for b in found})
+    return out

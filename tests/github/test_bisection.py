@@ -218,6 +218,12 @@ def test_a_step_in_16_commits_is_pinned_to_its_commit(
     text = bisection_text(shown)
     assert f"culprit {RANGE[CULPRIT][:12]} by octocat, pull request #42" in text
     assert text.count("vs before") == text.count("vs after") == len(steps)
+    # The dashboard: the steps on the change point's chart, the culprit in its title.
+    viewer = create_token(database_url, viewer=True)
+    page = app.get(f"/repos/{REPO}", headers={"Authorization": f"Bearer {viewer.secret}"})
+    assert page.status_code == 200, page.text[:500]
+    assert page.text.count('class="bisect-step side-') == len(steps)
+    assert f"culprit {RANGE[CULPRIT][:10]} by octocat (#42)" in page.text
     # The bisection's runs are not in the baseline history: no new change point, none later.
     r = app.get(
         "/api/v1/change-points",
