@@ -80,14 +80,20 @@ def handle_start(svc: Services, job: OutboxJob) -> None:
     client = _client(svc, cp.repository)
     if client is None:
         return
-    commits = client.compare_commits(cp.repository, cp.before_sha, cp.after_sha)
+    try:
+        commits = client.compare_commits(cp.repository, cp.before_sha, cp.after_sha)
+    except GitHubError as e:
+        if e.status != 404:
+            raise  # GitHub down or busy: the outbox tries again later
+        commits = []  # a commit is gone (a force-push): only the after commit is known
+    listed = [{"sha": c.sha, "author": c.author, "message": c.message} for c in commits]
+    if not listed or listed[-1]["sha"] != cp.after_sha:
+        # Nothing listed, or a range longer than GitHub lists (250): the after end is known.
+        listed.append({"sha": cp.after_sha, "author": None, "message": ""})
     with svc.database.write() as conn:
         bisections.hold_change_point(conn, cp_id)
         if bisections.of_change_point(conn, cp_id) is not None:
             return  # another process stored it meanwhile
-        listed = [{"sha": c.sha, "author": c.author, "message": c.message} for c in commits]
-        if not listed:  # GitHub lists nothing (a force-push): the after commit is all we know
-            listed = [{"sha": cp.after_sha, "author": None, "message": ""}]
         new_id = bisections.create(conn, cp_id, cp.repository_id, listed)
         _advance_later(conn, new_id)
 
