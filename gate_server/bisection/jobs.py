@@ -12,9 +12,7 @@ run never comes back within STEP_TIMEOUT counts as skipped (a failed build, a lo
 
 from __future__ import annotations
 
-import json
 import logging
-from collections import defaultdict
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +26,7 @@ from gate_server.db.bisections import BisectionRecord, StepRecord
 from gate_server.db.change_points import ChangePointRecord
 from gate_server.db.outbox import OutboxJob
 from gate_server.outbox import PermanentFailure
-from rnx.schema import config_id
+from gate_server.run_samples import sample_groups
 from rnx_github.client import GitHubClient, GitHubError
 
 if TYPE_CHECKING:
@@ -251,7 +249,7 @@ def handle_measured(svc: Services, job: OutboxJob) -> None:
         earlier = [s.run_id for s in steps if s.sha == sha and s.run_id]
         ids = [cp.before_run_id, cp.after_run_id, run_id, *earlier]
         documents = runs.documents(conn, ids)
-    groups = {i: configuration_groups(documents.get(i), cp.configuration) for i in ids}
+    groups = {i: sample_groups(documents.get(i)).get(cp.configuration) for i in ids}
     before, after = groups[cp.before_run_id], groups[cp.after_run_id]
     pooled = [g for i in [run_id, *earlier] for g in (groups[i] or [])]
     if before is None or after is None:
@@ -267,21 +265,3 @@ def handle_measured(svc: Services, job: OutboxJob) -> None:
             if s.id == open_steps[0].id and s.state != bisections.MEASURED:
                 bisections.record_measurement(conn, s.id, run_id, side, evidence)
                 _advance_later(conn, bisection_id)
-
-
-def configuration_groups(document: bytes | None, configuration: str) -> list[list[float]] | None:
-    """One configuration's sample times in a run document, one list per process; None when
-    the run has no samples of it."""
-    try:
-        configurations = json.loads(document or b"null")["configurations"]
-        for c in configurations:
-            name = config_id(str(c["runtime"]), str(c["dtype"]), c.get("batch_size"))
-            if name != configuration or c.get("status") != "ok" or not c.get("samples"):
-                continue
-            groups: dict[int, list[float]] = defaultdict(list)
-            for t, p in zip(c["samples"]["ns"], c["samples"]["process"], strict=True):
-                groups[int(p)].append(float(t))
-            return [groups[p] for p in sorted(groups)]
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return None
