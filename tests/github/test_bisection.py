@@ -290,3 +290,28 @@ def test_a_cancelled_bisection_dispatches_nothing_more(
     b, steps = read(database_url)
     assert b.state == bisections.CANCELLED and [s.state for s in steps] == ["dispatched"]
     assert app.get("/api/v1/change-points/99/bisection", headers=auth).status_code == 404
+
+
+def test_a_bisection_header_that_is_no_id_is_refused_with_the_fix(
+    app: TestClient, database_url: str
+) -> None:
+    token = create_token(database_url)
+    doc = make_results(configs=CONFIGS, sha=sha(1), event="workflow_dispatch")
+    data = body(doc)
+    headers = {**signed_headers(token.secret, data), "X-Kernalin-Bisection": "1; drop"}
+    r = app.post("/api/v1/runs", content=data, headers=headers)
+    assert r.status_code == 422, r.text
+    assert "X-Kernalin-Bisection".lower() in r.text.lower() and "no header" in r.text
+    # A bisection nobody runs: the run is stored, never a baseline, and measures nothing.
+    answer = upload(
+        app, token, sha(1), 1.0, seed=1, event="workflow_dispatch", **{"X-Kernalin-Bisection": "9"}
+    )
+    assert answer["is_baseline"] is False
+    drain(app)
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            measured = outbox.jobs(conn, kind=bisection.MEASURED_KIND)
+    finally:
+        database.close()
+    assert [j.state for j in measured] == [outbox.DONE]
