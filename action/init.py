@@ -69,7 +69,8 @@ jobs:
         env:
           COMMIT: ${{{{ inputs.commit }}}}
         run: |
-          git cat-file -e "$COMMIT^{{commit}}" 2>/dev/null || git fetch -q --depth=1 origin "$COMMIT"
+          git cat-file -e "$COMMIT^{{commit}}" 2>/dev/null ||
+            git fetch -q --depth=1 origin "$COMMIT"
           git checkout -q --detach "$COMMIT"
       - uses: actions/setup-python@v5
         with:
