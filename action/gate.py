@@ -318,7 +318,8 @@ def _upload(
 ) -> UploadAnswer | Outage:
     # Per upload: the server spends an OIDC token on first use.
     credentials = _credentials(run.inputs, run.env, wf)
-    answer = upload(m.document, url=url, credentials=credentials, clock=clock)
+    bisection = run.env.get("INPUT_BISECTION", "").strip() or None
+    answer = upload(m.document, url=url, credentials=credentials, clock=clock, bisection=bisection)
     if isinstance(answer, Outage):
         title, lead = OUTAGE_TITLES[answer.kind]
         wf.warning(

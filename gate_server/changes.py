@@ -16,7 +16,6 @@ point queues an EVENT_KIND job for the alerts, in the same transaction.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
@@ -24,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
+from gate_server.bisection.jobs import enqueue_start
 from gate_server.db import change_points, outbox, runs
 from gate_server.db.change_points import ChangePointRecord, HistoryRun, NewChangePoint
 from gate_server.db.outbox import OutboxJob
 from gate_server.db.runs import BaselineKey
 from gate_server.outbox import PermanentFailure
-from rnx.schema import config_id
+from gate_server.run_samples import sample_groups
 
 if TYPE_CHECKING:
     from gate_server.services import Services
@@ -161,6 +161,8 @@ def _store(conn: Connection, found: list[_Found]) -> None:
         if stored is None:
             continue  # the same change is stored already
         ids[id(f)] = stored
+        if f.new.ratio > 1:  # a slowdown: find the commit that caused it
+            enqueue_start(conn, stored)
         record = change_points.by_id(conn, stored)
         if record is not None:
             outbox.enqueue(
@@ -179,22 +181,11 @@ def run_locations(document: bytes) -> dict[str, float]:
     configuration that failed or whose samples cannot be summarised has none."""
     import stats  # numpy and scipy: loaded with the first detection
 
-    try:
-        doc = json.loads(document)
-        configurations = doc["configurations"]
-    except (ValueError, KeyError, TypeError):
-        return {}
     out = {}
-    for c in configurations if isinstance(configurations, list) else []:
+    for name, groups in sample_groups(document).items():
         try:
-            if c.get("status") != "ok" or not c.get("samples"):
-                continue
-            groups: dict[int, list[float]] = defaultdict(list)
-            for t, p in zip(c["samples"]["ns"], c["samples"]["process"], strict=True):
-                groups[int(p)].append(float(t))
-            name = config_id(str(c["runtime"]), str(c["dtype"]), c.get("batch_size"))
-            out[name] = stats.run_location([groups[p] for p in sorted(groups)])
-        except (KeyError, TypeError, ValueError, AttributeError):
+            out[name] = stats.run_location(groups)
+        except (TypeError, ValueError):
             continue
     return out
 

@@ -18,6 +18,9 @@ SCHEDULED_REPORT = "scheduled_report"  # a scheduled baseline run's report (aler
 EVENTS = (BLOCK, CHANGE_POINT, ACCEPTED_SLOWDOWN, CHANNEL_FAILING, SCHEDULED_REPORT)
 # A rule that names no events takes the alarms; reports come only to a rule that asks.
 ALARMS = (BLOCK, CHANGE_POINT, ACCEPTED_SLOWDOWN, CHANNEL_FAILING)
+# A change point's culprit, named by its bisection: sent where its change point's alert went
+# (rules name change_point; it is not an event of its own in them).
+CULPRIT = "culprit"
 TEST = "test"  # `rnx notify test`: sent at once to one channel, never through rules
 
 OUTBOX_PREFIX = "event."  # an event's outbox kind: "event.block", "event.change_point", ...

@@ -12,6 +12,7 @@ from gate_server.alerts.events import (
     BLOCK,
     CHANGE_POINT,
     CHANNEL_FAILING,
+    CULPRIT,
     SCHEDULED_REPORT,
     TEST,
 )
@@ -209,6 +210,19 @@ def _scheduled_report(p: dict[str, Any]) -> Message:
     )
 
 
+def _culprit(p: dict[str, Any]) -> Message:
+    who = p.get("author") or "an unknown author"
+    pr = f" (pull request #{p['pr_number']})" if p.get("pr_number") else ""
+    return Message(
+        event=CULPRIT,
+        title=f"Culprit found on {p.get('repository')} {p.get('branch')}: {_short(p.get('sha'))} "
+        f"by {who}{pr}",
+        summary=f"change point {p.get('change_point_id')}: {how_much(p.get('worst'))}",
+        facts=[*_where(p), ("Culprit", f"{p.get('sha')} by {who}{pr}")],
+        links=_links(p),
+    )
+
+
 def _failing(p: dict[str, Any]) -> Message:
     return Message(
         event=CHANNEL_FAILING,
@@ -239,6 +253,7 @@ _BUILDERS = {
     BLOCK: _block,
     ACCEPTED_SLOWDOWN: _accepted,
     CHANGE_POINT: _change_point,
+    CULPRIT: _culprit,
     CHANNEL_FAILING: _failing,
     SCHEDULED_REPORT: _scheduled_report,
 }

@@ -43,6 +43,8 @@ from gate_server.db.engine import MIGRATION_LOCK, Database, advisory_lock
 from gate_server.db.schema import (
     agent_tokens,
     audit_log,
+    bisection_steps,
+    bisections,
     branch_renames,
     environment_prices,
     github_deliveries,
@@ -276,6 +278,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         _v13_early_change_points_and_drifts,
     ),
     (15, "run traces (harness.keep-traces)", _create(run_traces)),
+    (16, "bisections of change points and their steps", _create(bisections, bisection_steps)),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
