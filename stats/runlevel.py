@@ -39,6 +39,21 @@ from functools import cached_property
 import numpy as np
 from scipy.special import digamma, stdtrit
 
+from stats._kernels import (
+    cell_medians,
+    cell_minima,
+    column_medians,
+    median_of_all,
+    nanmax,
+    nanmean,
+    nanmedian,
+    nanvar,
+    row_medians,
+    rows_searchsorted,
+    run_means,
+    table_medians,
+)
+
 # The prior's weight, in runs, for the spread of a run's common shift.
 PRIOR_RUNS_COMMON = 2.0
 UNCHANGED_SHARE = 0.9  # prior share of configurations a change leaves alone
@@ -204,7 +219,7 @@ def fit(
 
     var_v, df_b = _config_shift_variance(run_loc, groups, counts, var_e, config_shift_sd)
 
-    base_level = _nanmean(run_loc, axis=1)
+    base_level = nanmean(run_loc, axis=1)
     diff = head_loc - base_level
     # The head's median is only as sure as its lower processes agree: interference only adds
     # time, so a median far above the fastest process means two of them may have been hit.
@@ -229,7 +244,7 @@ def fit(
     leading = groups[0].members if groups else None
     return RunFit(
         draws=draws,
-        shift=0.0 if leading is None else _median_of_all(_rows(shifts, leading)),
+        shift=0.0 if leading is None else median_of_all(_rows(shifts, leading)),
         shift_sd_prior=math.sqrt(groups[0].var_u * (1 + 1 / k_all)) if groups else 0.0,
         sd=sd,
         runs=k_runs,
@@ -311,14 +326,14 @@ class _Cells:
         """(C, K) each run's location: the median of its processes (one process beside a noisy
         neighbour moves a mean of three by a third of its shift, a median hardly at all)."""
         if self.run_table is not None:
-            return _table_medians(yb[self.run_table]).reshape(self.c_n, self.k_all)
+            return table_medians(yb[self.run_table]).reshape(self.c_n, self.k_all)
         size = self.c_n * self.k_all
-        return _cell_medians(yb, self.cell, size).reshape(self.c_n, self.k_all)
+        return cell_medians(yb, self.cell, size).reshape(self.c_n, self.k_all)
 
     def run_minima(self, yb: np.ndarray) -> np.ndarray:
         if self.run_table is not None:
             return yb[self.run_table].min(axis=1).reshape(self.c_n, self.k_all)
-        return _cell_minima(yb, self.cell, self.c_n * self.k_all).reshape(self.c_n, self.k_all)
+        return cell_minima(yb, self.cell, self.c_n * self.k_all).reshape(self.c_n, self.k_all)
 
 
 @dataclass(frozen=True)
@@ -336,13 +351,13 @@ class _HeadCells:
 
     def medians(self, yh: np.ndarray) -> np.ndarray:
         if self._equal:
-            return _table_medians(yh.reshape(self.c_n, -1))
-        return _cell_medians(yh, self.ch, self.c_n)
+            return table_medians(yh.reshape(self.c_n, -1))
+        return cell_medians(yh, self.ch, self.c_n)
 
     def minima(self, yh: np.ndarray) -> np.ndarray:
         if self._equal:
             return yh.reshape(self.c_n, -1).min(axis=1)
-        return _cell_minima(yh, self.ch, self.c_n)
+        return cell_minima(yh, self.ch, self.c_n)
 
 
 # Variance of the median of n normal values over that of one value, times n: 1 / efficiency.
@@ -367,7 +382,7 @@ def _config_shift_variance(
     moved = run_loc.copy()
     for g in groups:
         moved[g.members] -= g.u[None, :]
-    level = _nanmean(moved, axis=1)
+    level = nanmean(moved, axis=1)
     resid = np.where(present, moved - level[:, None], 0.0)
     df_b = np.maximum(k_runs - 1, 0).astype(float)
     # The variance of a run's median of P processes, in units of one process's variance.
@@ -482,8 +497,8 @@ def _run_spreads(
 
     def spread(x: np.ndarray) -> np.ndarray:
         if full:
-            return ((x - _nanmean(x, axis=1)[:, None]) ** 2).sum(axis=1)
-        level = _nanmean(np.where(present, x, np.nan), axis=1)
+            return ((x - nanmean(x, axis=1)[:, None]) ** 2).sum(axis=1)
+        level = nanmean(np.where(present, x, np.nan), axis=1)
         return np.where(present, (x - level[:, None]) ** 2, 0.0).sum(axis=1)
 
     with np.errstate(invalid="ignore"):
@@ -500,12 +515,12 @@ def _run_shifts(run_loc: np.ndarray, run_shift_sd: float) -> tuple[np.ndarray, f
     finite = bool(np.isfinite(run_loc).all())
     for _ in range(2):
         shifted = run_loc - u[None, :]
-        level = _nanmean(shifted, axis=1)
+        level = nanmean(shifted, axis=1)
         centred = run_loc - level[:, None]
         if k_all == 1:
             u = np.zeros(1)
         else:
-            u = _column_medians(centred, finite=True) if finite else _nanmedian(centred, axis=0)
+            u = column_medians(centred, finite=True) if finite else nanmedian(centred, axis=0)
         u -= np.add.reduce(u) / k_all
     var_u = (PRIOR_RUNS_COMMON * run_shift_sd**2 + float(np.add.reduce(u**2))) / (
         PRIOR_RUNS_COMMON + k_all - 1
@@ -520,35 +535,6 @@ def _median_var(n: np.ndarray) -> np.ndarray:
     # Counts are never negative; where one is 0 it is divided by 1 and the result dropped.
     present = n > 0
     result: np.ndarray = np.where(present, factor / np.where(present, n, 1.0), 0.0)
-    return result
-
-
-def _cell_medians(values: np.ndarray, cell: np.ndarray, size: int) -> np.ndarray:
-    """The median of the values in each cell 0..size-1 (NaN for an empty cell)."""
-    if values.size == 0:
-        return np.full(size, np.nan)
-    order = np.lexsort((values, cell))
-    v, c = values[order], cell[order]
-    counts = np.bincount(c, minlength=size)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    safe = np.maximum(counts, 1)
-    lo = np.minimum(starts + (safe - 1) // 2, len(v) - 1)
-    hi = np.minimum(starts + safe // 2, len(v) - 1)
-    result: np.ndarray = np.where(counts > 0, (v[lo] + v[hi]) / 2, np.nan)
-    return result
-
-
-def _table_medians(table: np.ndarray) -> np.ndarray:
-    """The median of each row: _cell_medians' numbers for cells of equal size."""
-    ordered = np.sort(table, axis=1)
-    n = ordered.shape[1]
-    result: np.ndarray = (ordered[:, (n - 1) // 2] + ordered[:, n // 2]) / 2
-    return result
-
-
-def _cell_minima(values: np.ndarray, cell: np.ndarray, size: int) -> np.ndarray:
-    result = np.full(size, np.inf)
-    np.minimum.at(result, cell, values)
     return result
 
 
@@ -568,7 +554,7 @@ def _spread(
     dev = np.concatenate([yb - run_loc.ravel()[cell], yh - head_loc[ch]])
     cfg = np.concatenate([cb, ch])
     moved = dev != 0
-    mad = _cell_medians(np.abs(dev[moved]), cfg[moved], c_n)
+    mad = cell_medians(np.abs(dev[moved]), cfg[moved], c_n)
     cap = np.where(np.isfinite(mad) & (mad > 0), 3 * 1.4826 * mad, np.inf)[cfg]
     result: np.ndarray = np.bincount(cfg, np.minimum(dev * dev, cap * cap), minlength=c_n)
     return result
@@ -586,13 +572,13 @@ def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.nd
 
     d = np.maximum(df, 1.0)
     raw = where_ok(ss / d, np.nan)
-    top = _nanmax(raw)
+    top = nanmax(raw)
     floor = top * 1e-8 if np.isfinite(top) else 1e-12
     logs = np.log(np.maximum(raw, max(floor, 1e-16)))
     noise = where_ok(2.0 / d, np.inf)
     kept = where_ok(logs, np.nan)
-    mean = float(_nanmean(kept, axis=None))
-    spread = float(_nanvar(kept)) - float(noise.mean() if every else np.mean(noise[ok]))
+    mean = float(nanmean(kept, axis=None))
+    spread = float(nanvar(kept)) - float(noise.mean() if every else np.mean(noise[ok]))
     tau2 = max(spread, 0.05)  # never pool all the way: configurations may differ
     precision = where_ok(1.0 / noise, 0.0) + 1.0 / tau2
     shrunk = (where_ok(logs / noise, 0.0) + mean / tau2) / precision
@@ -621,18 +607,18 @@ def _base_without_process_shifts(
         m = g.members
         members = base[m]
         if blocks is not None and len(members) > 1:
-            w = _column_medians(members - _run_means(members, blocks, run_of, len(labels)))
+            w = column_medians(members - run_means(members, blocks, run_of, len(labels)))
             by_run = w[blocks].reshape(len(labels), -1)
-            w -= _row_medians(by_run)[run_of]
+            w -= row_medians(by_run)[run_of]
         else:
             means = np.zeros_like(members)
             for r in labels:
                 cols = runs == r
                 means[:, cols] = members[:, cols].mean(axis=1, keepdims=True)
-            w = _column_medians(members - means)
+            w = column_medians(members - means)
             for r in labels:
                 cols = runs == r
-                w[cols] -= _median_of_all(w[cols])
+                w[cols] -= median_of_all(w[cols])
         base[m] -= w[None, :]
     return base.ravel()
 
@@ -642,31 +628,9 @@ def _head_without_process_shifts(yh: np.ndarray, c_n: int, groups: list[ShiftGro
     head = yh.reshape(c_n, -1).copy()
     for g in groups:
         m = g.members
-        wh = _column_medians(head[m] - head[m].mean(axis=1, keepdims=True))
-        head[m] -= (wh - _median_of_all(wh))[None, :]
+        wh = column_medians(head[m] - head[m].mean(axis=1, keepdims=True))
+        head[m] -= (wh - median_of_all(wh))[None, :]
     return head.ravel()
-
-
-def _run_means(members: np.ndarray, blocks: np.ndarray, run_of: np.ndarray, k: int) -> np.ndarray:
-    """(M, N) each value's run's mean over its processes, for M > 1 configurations whose runs
-    all have as many processes (blocks: the columns in run order). The same sums as the mean of
-    a run's columns taken out by a mask: that copy is strided along the processes, so numpy adds
-    them one process after another, as this sum over the leading axis does."""
-    by_process = members[:, blocks].reshape(len(members), k, -1).transpose(2, 0, 1)
-    means: np.ndarray = np.add.reduce(np.ascontiguousarray(by_process), axis=0)
-    means /= by_process.shape[0]
-    return means[:, run_of]
-
-
-def _row_medians(x: np.ndarray) -> np.ndarray:
-    """_median_of_all of each row of a 2-D array without NaN, from one partition."""
-    n = x.shape[1]
-    half = n // 2
-    part = np.partition(x, half, axis=1)
-    if n % 2:
-        return 0.0 + part[:, half]
-    result: np.ndarray = (0.0 + part[:, :half].max(axis=1) + part[:, half]) / 2
-    return result
 
 
 def _shift_draws(
@@ -695,79 +659,6 @@ def _shift_draws(
     step = grid[1] - grid[0]
     u = rng.random(resamples)
     jitter = (rng.random(resamples) - 0.5) * step
-    picks = _rows_searchsorted(cdf, u)
+    picks = rows_searchsorted(cdf, u)
     result: np.ndarray = grid[np.minimum(picks, GRID_POINTS - 1)] + jitter[None, :]
     return result
-
-
-def _rows_searchsorted(rows: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """np.searchsorted(row, u) for every sorted row at once: (rows, len(u)) counts of each
-    row's values below each u. The u are sorted once; a row value v lies below the k-th smallest
-    u exactly when fewer than k + 1 of the u are <= v, so counting the row's values by that
-    number and summing them up gives every count with the same comparisons, without a binary
-    search of the row per u (which was most of the model's time with many configurations)."""
-    n_rows, n_u = rows.shape[0], u.size
-    order = np.argsort(u)  # equal u get equal counts, so their order does not matter
-    at_or_below = np.searchsorted(u[order], rows, side="right")  # (rows, points)
-    offsets = (np.arange(n_rows) * (n_u + 1))[:, None]
-    counts = np.bincount((at_or_below + offsets).ravel(), minlength=n_rows * (n_u + 1))
-    below_sorted = np.cumsum(counts.reshape(n_rows, n_u + 1), axis=1)[:, :n_u]
-    result = np.empty((n_rows, n_u), dtype=below_sorted.dtype)
-    result[:, order] = below_sorted
-    return result
-
-
-def _nanmean(x: np.ndarray, axis: int | None) -> np.ndarray:
-    """np.nanmean without its overhead when nothing is missing (the usual case): then it is
-    x.mean, which is this sum over the count (the same numbers, without mean's wrapper). A sum
-    that is not NaN had no NaN in it."""
-    total = np.add.reduce(x, axis=axis)
-    if not np.isnan(total).any():
-        result: np.ndarray = total / (x.size if axis is None else x.shape[axis])
-        return result
-    return np.asarray(np.nanmean(x, axis=axis))
-
-
-def _median_of_all(x: np.ndarray) -> float:
-    """np.median(x), the same number, from a partition at one point instead of two (numpy's
-    two-point partition of an even-sized array costs several times more)."""
-    flat = x.ravel()
-    half = flat.size // 2
-    part = np.partition(flat, half)
-    if np.isnan(part[-1]):  # numpy sorts NaN last; np.median is NaN then
-        return math.nan
-    if flat.size % 2:  # 0.0 + ...: as numpy's mean of the middle values, -0.0 becomes 0.0
-        return float(0.0 + part[half])
-    return float((0.0 + part[:half].max() + part[half]) / 2)
-
-
-def _nanmedian(x: np.ndarray, axis: int) -> np.ndarray:
-    if not np.isnan(x).any():
-        return _column_medians(x) if axis == 0 else np.asarray(np.median(x, axis=axis))
-    return np.asarray(np.nanmedian(x, axis=axis))
-
-
-def _column_medians(x: np.ndarray, *, finite: bool = False) -> np.ndarray:
-    """np.median(x, axis=0) of a 2-D array, the same numbers, from a partition at one point
-    (see _median_of_all): numpy's median costs ten times more on a table of a few rows.
-    finite: the caller knows x holds no NaN."""
-    n = x.shape[0]
-    half = n // 2
-    part = np.partition(x, half, axis=0)
-    # 0.0 + ...: numpy's mean of the middle values starts its sum at +0, so -0.0 becomes 0.0.
-    result = 0.0 + part[half] if n % 2 else (0.0 + part[:half].max(axis=0) + part[half]) / 2
-    if not finite:
-        result[np.isnan(x).any(axis=0)] = np.nan  # np.median is NaN where a NaN is
-    return result
-
-
-def _nanmax(x: np.ndarray) -> float:
-    """np.nanmax(x): the reduction it runs (fmax passes over NaN), without its wrapper."""
-    return float(np.fmax.reduce(x, axis=None))
-
-
-def _nanvar(x: np.ndarray) -> float:
-    """np.nanvar(x) without its overhead when nothing is missing (then it is np.var)."""
-    if not np.isnan(x).any():
-        return float(x.var())
-    return float(np.nanvar(x))
