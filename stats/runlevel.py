@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-from scipy.special import digamma, stdtrit
+from scipy.special import chdtri, digamma, fdtri, polygamma, stdtrit
 
 from stats._kernels import (
     cell_medians,
@@ -60,19 +60,31 @@ UNCHANGED_SHARE = 0.9  # prior share of configurations a change leaves alone
 SLAB_SD = 0.5  # log-ratio sd of a changed configuration
 GRID_POINTS = 401
 GRID_WIDTH = 6.0  # the common shift's grid spans +-6 prior sd
+# The degrees of freedom the draws are widened with lie between these: past 60, t's 95% point
+# is the normal's to 1%; below 2, t's variance is infinite and one draw in a few hundred would
+# decide a run.
 MAX_DF = 60.0
+MIN_DF = 2.0
 MIN_CONFIGS_FOR_PROCESS_SHIFTS = 4
-# A configuration is set apart from the runs' common shift when its run locations agree this
-# many times better (in squared deviations) without it, seen over at least this many runs.
-APART_EVIDENCE = 4.0
+# A configuration is set apart from the runs' common shift when its run locations agree better
+# without it than runs that do move with it would, by chance, in this share of baselines: the
+# ratio of its squared deviations with and without the shift below the F distribution's
+# SET_APART_LEVEL point (k - 1 and k - 1 degrees of freedom for k runs). A fixed ratio of 4
+# set apart 20% of configurations that do move with the runs at 3 runs (F(2, 2) < 1/4), and
+# those lost the shift's correction: 90% intervals covered 0.83 (benchmarks/interval_coverage.py).
+SET_APART_LEVEL = 0.01
+# Configurations' variances are pooled unless they differ beyond what sampling noise gives in
+# this share of cases (_shrunk_variances).
+POOL_EVIDENCE = 0.9
 MIN_RUNS_TO_SET_APART = 3
 # A later group of configurations sharing their runs' shifts has at least this many.
 MIN_GROUP_CONFIGS = 4
 # A Baseline keeps the groups of at most this many patterns of configurations whose process
 # shifts were taken out (each upload has one; hostile ones could make many).
 MAX_TAKE_PATTERNS = 64
-# The normal distribution's 97.5% point, as stdtrit gives it (worked out once).
-_NORMAL_975 = stdtrit(np.inf, 0.975)
+# The quantile the draws are widened to match Student's t at: the gate's default probability.
+WIDEN_AT = 0.95
+_NORMAL_AT = stdtrit(np.inf, WIDEN_AT)  # the normal distribution's, worked out once
 
 
 @dataclass(frozen=True)
@@ -217,7 +229,7 @@ def fit(
     var_e, df_e = _process_variance(ss_w, df_w, process_var_fallback, c_n)
     k_runs = present.sum(axis=1)
 
-    var_v, df_b = _config_shift_variance(run_loc, groups, counts, var_e, config_shift_sd)
+    var_v, df_v = _config_shift_variance(run_loc, groups, counts, var_e, config_shift_sd)
 
     base_level = nanmean(run_loc, axis=1)
     diff = head_loc - base_level
@@ -231,13 +243,16 @@ def fit(
         var_e[:, None] * _median_var(counts), (run_gap / 2) ** 2 * 3 / np.maximum(counts, 1)
     )
     base_var = np.where(present, run_var, 0.0).sum(axis=1) / k_runs**2
-    var_c = var_v * (1 + 1 / k_runs) + head_var + base_var
+    runs_part = var_v * (1 + 1 / k_runs)
+    var_c = runs_part + head_var + base_var
     sd = np.sqrt(np.maximum(var_c, 1e-12))
     shifts = _head_shifts(groups, diff, sd, k_all, resamples, rng)
-    # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the
-    # t distribution's 97.5% point (normal draws cost a third of t draws).
-    # Degrees of freedom: the process variance's (after shrinkage) plus the runs'.
-    widen = stdtrit(np.clip(df_e + df_b, 3.0, MAX_DF), 0.975) / _NORMAL_975
+    # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the t
+    # distribution's point at the gate's probability (0.95 by default: the one-sided point it
+    # decides at, and each end of the 90% interval it shows), with the degrees of freedom of
+    # the sum of the two estimated variances (Welch-Satterthwaite). Normal draws cost a third of
+    # t draws.
+    widen = stdtrit(_sum_df(runs_part, df_v, head_var + base_var, df_e), WIDEN_AT) / _NORMAL_AT
     noise = rng.standard_normal((c_n, resamples), dtype=np.float32)
     draws = diff[:, None] - shifts
     draws += (sd * widen)[:, None] * noise
@@ -249,6 +264,15 @@ def fit(
         sd=sd,
         runs=k_runs,
     )
+
+
+def _sum_df(a: np.ndarray, df_a: np.ndarray, b: np.ndarray, df_b: np.ndarray) -> np.ndarray:
+    """Welch-Satterthwaite degrees of freedom of a + b, two variances estimated with df_a and
+    df_b, between MIN_DF and MAX_DF (past MAX_DF t is the normal to 1%)."""
+    total = a + b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = total**2 / (a**2 / df_a + b**2 / df_b)
+    return np.clip(np.nan_to_num(df, nan=MAX_DF), MIN_DF, MAX_DF)
 
 
 def _head_shifts(
@@ -375,7 +399,7 @@ def _config_shift_variance(
     config_shift_sd: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each configuration's own run-to-run variance (beyond the runs' common shifts u) and its
-    degrees of freedom."""
+    degrees of freedom (after pooling; MAX_DF for the prior)."""
     present = counts > 0
     k_runs = present.sum(axis=1)
     # Residual run means, less their process noise.
@@ -387,27 +411,26 @@ def _config_shift_variance(
     df_b = np.maximum(k_runs - 1, 0).astype(float)
     # The variance of a run's median of P processes, in units of one process's variance.
     inv_p = np.where(present, _median_var(counts), 0.0).sum(axis=1) / k_runs
-    if not (df_b > 0).any():  # one baseline run: the prior is all there is
-        return np.full(len(df_b), config_shift_sd**2), df_b
+    if not (df_b > 0).any():  # one baseline run: the prior is all there is (taken as known)
+        return np.full(len(df_b), config_shift_sd**2), np.full(len(df_b), MAX_DF)
     # How far a configuration's run locations stray (process noise included, so never zero),
     # its log pulled toward the run's other configurations' by empirical Bayes: a long GPU
     # kernel whose runs agree to 0.1% keeps its 0.1%, where a fixed prior would lend it a
     # launch-bound kernel's 1% for as long as the history is short.
-    total = _pooled_log_variances((resid**2).sum(axis=1), df_b)
+    total, df_v = _pooled_log_variances((resid**2).sum(axis=1), df_b)
     var_v = np.maximum(total - var_e * inv_p, 0.0)
-    return np.where(df_b > 0, var_v, config_shift_sd**2), df_b
+    return np.where(df_b > 0, var_v, config_shift_sd**2), np.where(df_b > 0, df_v, MAX_DF)
 
 
-def _pooled_log_variances(ss: np.ndarray, df: np.ndarray) -> np.ndarray:
+def _pooled_log_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """_shrunk_variances for few degrees of freedom: the log of a variance from df degrees of
     freedom is low by -(digamma(df / 2) + log(2 / df)) on average (1.27 with one), which
     pooling many of them would otherwise carry into every configuration. Where df is 0 the
-    pooled value stands in."""
+    pooled value stands in. Returns the variances and their degrees of freedom."""
     ok = df > 0
     d = np.maximum(df, 1.0)
     bias = np.where(ok, digamma(d / 2) + np.log(2 / d), 0.0)
-    var, _ = _shrunk_variances(np.where(ok, ss * np.exp(-bias), 0.0), df)
-    return var
+    return _shrunk_variances(np.where(ok, ss * np.exp(-bias), 0.0), df)
 
 
 def _process_variance(
@@ -461,7 +484,7 @@ def _moves_with(run_loc: np.ndarray, u: np.ndarray, counts: np.ndarray) -> np.nd
     """Configurations whose run locations agree clearly better with the shifts u taken out
     than left alone (the mirror of _moves_apart)."""
     alone, shifted = _run_spreads(run_loc, u, counts)
-    return ((counts > 0).sum(axis=1) >= MIN_RUNS_TO_SET_APART) & (shifted * APART_EVIDENCE < alone)
+    return _clearly_below(shifted, alone, counts)
 
 
 def _common_shifts(
@@ -483,7 +506,19 @@ def _moves_apart(run_loc: np.ndarray, u: np.ndarray, counts: np.ndarray) -> np.n
     run and leaves a long kernel alone, and taking the launch-bound kernels' shift out of the
     long kernel would lend it their noise (a 0.1% kernel measured as a 0.9% one)."""
     alone, shifted = _run_spreads(run_loc, u, counts)
-    return ((counts > 0).sum(axis=1) >= MIN_RUNS_TO_SET_APART) & (alone * APART_EVIDENCE < shifted)
+    return _clearly_below(alone, shifted, counts)
+
+
+def _clearly_below(smaller: np.ndarray, larger: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per configuration: one sum of squared run deviations below the other by more than
+    chance gives in SET_APART_LEVEL of baselines, over at least MIN_RUNS_TO_SET_APART runs."""
+    k = (counts > 0).sum(axis=1)
+    df = np.maximum(k - 1, 1).astype(float)
+    with np.errstate(invalid="ignore"):
+        result: np.ndarray = (k >= MIN_RUNS_TO_SET_APART) & (
+            smaller < larger * fdtri(df, df, SET_APART_LEVEL)
+        )
+    return result
 
 
 def _run_spreads(
@@ -575,14 +610,26 @@ def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.nd
     top = nanmax(raw)
     floor = top * 1e-8 if np.isfinite(top) else 1e-12
     logs = np.log(np.maximum(raw, max(floor, 1e-16)))
-    noise = where_ok(2.0 / d, np.inf)
+    noise = where_ok(polygamma(1, d / 2), np.inf)
     kept = where_ok(logs, np.nan)
     mean = float(nanmean(kept, axis=None))
-    spread = float(nanvar(kept)) - float(noise.mean() if every else np.mean(noise[ok]))
+    # How far the configurations' variances differ beyond their sampling noise: only as far as
+    # the logs' spread exceeds what noise alone gives in POOL_EVIDENCE of cases (the sample
+    # variance of n noisy logs is noise * chi2(n - 1) / (n - 1)). From a plain difference, one
+    # baseline set in five with 3 runs and 8 configurations hardly pooled at all by chance, and
+    # a configuration whose few runs happened to agree got an interval a third as wide as its
+    # error: 90% intervals covered 0.86 (benchmarks/interval_coverage.py).
+    n = int(ok.sum())
+    chance = chdtri(max(n - 1, 1), 1 - POOL_EVIDENCE) / max(n - 1, 1)
+    noise_mean = float(noise.mean() if every else np.mean(noise[ok]))
+    spread = float(nanvar(kept)) - noise_mean * chance
     tau2 = max(spread, 0.05)  # never pool all the way: configurations may differ
     precision = where_ok(1.0 / noise, 0.0) + 1.0 / tau2
     shrunk = (where_ok(logs / noise, 0.0) + mean / tau2) / precision
-    return np.exp(shrunk), 2.0 * precision
+    # Degrees of freedom: no more than all the configurations' logs hold together (the pooled
+    # mean is estimated from them too; a log-variance from d degrees of freedom holds
+    # 2 / trigamma(d / 2) of them: 1.2 of 2 at d = 2).
+    return np.exp(shrunk), np.minimum(2.0 * precision, where_ok(2.0 / noise, 0.0).sum())
 
 
 def _base_without_process_shifts(
