@@ -128,7 +128,7 @@ def cost_figures(repeat: int) -> dict[str, float]:
         head = draw_run(rng, mu, np.zeros(n), *args)
         # The server's base sides: read-only arrays parsed once per baseline set.
         pairs = [
-            (list(stats.frozen_groups([g for run in runs for g in run[c]])), head[c])
+            (list(stats.frozen_groups([g.tolist() for run in runs for g in run[c]])), head[c])
             for c in range(n)
         ]
         labels = [[r for r in range(6) for _ in range(3)]] * n
