@@ -236,12 +236,9 @@ def fit(
     # The head's median is only as sure as its lower processes agree: interference only adds
     # time, so a median far above the fastest process means two of them may have been hit.
     gap = head_loc - heads.minima(yh)
-    # (Scaled to 3 processes: with more, more of them must be hit to move the median.)
-    head_var = np.maximum(var_e * _median_var(h_cnt), (gap / 2) ** 2 * 3 / h_cnt)
+    head_var = _median_var(h_cnt) * np.maximum(var_e, _gap_variance(gap, h_cnt))
     run_gap = np.where(present, run_loc - run_min, 0.0)
-    run_var = np.maximum(
-        var_e[:, None] * _median_var(counts), (run_gap / 2) ** 2 * 3 / np.maximum(counts, 1)
-    )
+    run_var = _median_var(counts) * np.maximum(var_e[:, None], _gap_variance(run_gap, counts))
     base_var = np.where(present, run_var, 0.0).sum(axis=1) / k_runs**2
     runs_part = var_v * (1 + 1 / k_runs)
     var_c = runs_part + head_var + base_var
@@ -391,6 +388,24 @@ _MEDIAN_INEFFICIENCY = {1: 1.0, 2: 1.0, 3: 1.346, 4: 1.193, 5: 1.435, 6: 1.289, 
 _INEFFICIENCY_BY_N = np.array([_MEDIAN_INEFFICIENCY.get(k, math.pi / 2) for k in range(10)])
 
 
+# GAP_LEVEL's point of (median - minimum)^2 of n standard normal values, n = 0..9 (n past 9
+# looked up as 9, where the gap is smaller than theirs: the side of caution), by simulation
+# (tests/stats/test_runlevel.py checks them). 0 and 1 process have no gap.
+GAP_LEVEL = 0.75
+_GAP_SQ_POINT = np.array([np.inf, np.inf, 0.662, 1.489, 1.905, 2.438, 2.69, 3.043, 3.22, 3.473])
+
+
+def _gap_variance(gap: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """A process variance read from how far a median of n processes lies above their fastest:
+    beyond var_e in 1 - GAP_LEVEL of runs of normal processes, and growing with the gap where
+    interference (which only adds time) lifted the median. Before, (gap / 2)^2 * 3 / n stood in
+    for var_e * median_var(n) at any n: it exceeded it on average at 9 processes, so every extra
+    process bought less than it should (90% intervals covered 0.95 at 9 processes spread 5%)."""
+    k = np.minimum(np.asarray(n, dtype=int), len(_GAP_SQ_POINT) - 1)
+    result: np.ndarray = gap**2 / _GAP_SQ_POINT[k]
+    return result
+
+
 def _config_shift_variance(
     run_loc: np.ndarray,
     groups: list[ShiftGroup],
@@ -408,7 +423,15 @@ def _config_shift_variance(
         moved[g.members] -= g.u[None, :]
     level = nanmean(moved, axis=1)
     resid = np.where(present, moved - level[:, None], 0.0)
-    df_b = np.maximum(k_runs - 1, 0).astype(float)
+    # Degrees of freedom: k - 1 runs, less the share of the runs' shifts each configuration of
+    # a group of m helped estimate (a table of runs by configurations has (k - 1)(m - 1) once
+    # its row and column levels are out). Counted as k - 1, var_v came out (m - 1) / m low and
+    # 90% intervals covered 0.86 at 10 runs (benchmarks/interval_coverage.py).
+    share = np.ones(len(run_loc))
+    for g in groups:
+        m = int(g.members.sum())
+        share[g.members] = (m - 1) / m
+    df_b = np.maximum(k_runs - 1, 0) * share
     # The variance of a run's median of P processes, in units of one process's variance.
     inv_p = np.where(present, _median_var(counts), 0.0).sum(axis=1) / k_runs
     if not (df_b > 0).any():  # one baseline run: the prior is all there is (taken as known)
@@ -428,7 +451,7 @@ def _pooled_log_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, n
     pooling many of them would otherwise carry into every configuration. Where df is 0 the
     pooled value stands in. Returns the variances and their degrees of freedom."""
     ok = df > 0
-    d = np.maximum(df, 1.0)
+    d = np.where(df > 0, df, 1.0)
     bias = np.where(ok, digamma(d / 2) + np.log(2 / d), 0.0)
     return _shrunk_variances(np.where(ok, ss * np.exp(-bias), 0.0), df)
 
@@ -605,7 +628,7 @@ def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.nd
     def where_ok(x: np.ndarray, other: float) -> np.ndarray:
         return x if every else np.where(ok, x, other)
 
-    d = np.maximum(df, 1.0)
+    d = np.where(df > 0, df, 1.0)
     raw = where_ok(ss / d, np.nan)
     top = nanmax(raw)
     floor = top * 1e-8 if np.isfinite(top) else 1e-12
