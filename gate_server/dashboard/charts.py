@@ -11,6 +11,7 @@ from functools import lru_cache
 from markupsafe import Markup, escape
 
 from rnx.formatting import format_ns, format_ratio
+from rnx.memory_gate import format_bytes
 
 # Units for times given in nanoseconds, largest first (the axis picks one for all its ticks).
 _UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
@@ -69,6 +70,9 @@ class HistoryPoint:
     environment_note: str | None = None
     # What to call the environment (rnx.environments): its name and hardware; the key if unset.
     environment_label: str = ""
+    # The configuration's peak memory over its profiled calls (rnx.schema.Memory); None: the
+    # run recorded none (profiling off, or a document older than memory).
+    peak_bytes: int | None = None
 
 
 def _point_title(p: HistoryPoint) -> str:
@@ -336,6 +340,67 @@ def _history_points(points: Sequence[HistoryPoint], f: _Frame) -> list[str]:
             )
         out.append(f'<a href="/runs/{escape(p.run_id)}">{shape}</a>')
     return out
+
+
+# Binary units for bytes, largest first: memory is allocated in powers of two.
+_BYTE_UNITS = (("GiB", float(1 << 30)), ("MiB", float(1 << 20)), ("KiB", 1024.0), ("B", 1.0))
+
+
+def memory_svg(points: Sequence[HistoryPoint], *, label: str, width: int = 800) -> Markup | None:
+    """Peak memory per commit, on the time chart's x positions so the two read side by side;
+    None when no point recorded memory."""
+    if all(p.peak_bytes is None for p in points):
+        return None
+    return _memory_svg(tuple(points), label, width)
+
+
+@lru_cache(maxsize=256)
+def _memory_svg(points: tuple[HistoryPoint, ...], label: str, width: int) -> Markup:
+    values = [p.peak_bytes for p in points if p.peak_bytes is not None]
+    lo, hi = min(values), max(values)
+    # Memory is nearly deterministic: a flat series gets a band of +-5% so a change shows as one.
+    pad = (hi - lo) * 0.1 or max(hi * 0.05, 1.0)
+    f = _Frame(width, len(points), max(lo - pad, 0.0), hi + pad, height=150, bottom=16)
+    unit, scale = next(((u, s) for u, s in _BYTE_UNITS if f.high_ns >= s), ("B", 1.0))
+    ticks = nice_ticks(f.low_ns / scale, f.high_ns / scale, count=3)
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
+    out = [
+        f'<svg class="chart history memory" viewBox="0 0 {width} {f.height}" role="img" '
+        f'aria-label="{escape(label)}" data-points="{len(values)}" '
+        'xmlns="http://www.w3.org/2000/svg"><g class="grid">'
+    ]
+    for t in ticks:
+        y = _fmt(f.y(t * scale))
+        text = escape(_tick_label(t, 1.0, unit, step))
+        out.append(
+            f'<line x1="{f.left}" x2="{f.width - f.right}" y1="{y}" y2="{y}"/>'
+            f'<text class="tick" x="{f.left - 8}" y="{_fmt(float(y) + 4)}" text-anchor="end">'
+            f'{text}</text><text class="tick" x="{f.width - f.right + 8}" '
+            f'y="{_fmt(float(y) + 4)}">{text}</text>'
+        )
+    out.append("</g>")
+    segment: list[str] = []
+    for i, p in enumerate(points):  # one line per environment, as the time chart breaks it
+        if p.peak_bytes is None:
+            continue
+        if i > 0 and p.environment != points[i - 1].environment and segment:
+            out.append(f'<polyline class="line" points="{" ".join(segment)}"/>')
+            segment = []
+        segment.append(f"{_fmt(f.x(i))},{_fmt(f.y(p.peak_bytes))}")
+    out.append(f'<polyline class="line" points="{" ".join(segment)}"/>')
+    for i, p in enumerate(points):
+        if p.peak_bytes is None:
+            continue
+        title = f"{p.sha[:10]} · {p.created_at:%Y-%m-%d %H:%M} UTC\npeak memory " + format_bytes(
+            p.peak_bytes
+        )
+        out.append(
+            f'<a href="/runs/{escape(p.run_id)}"><circle class="pt pt-{_point_kind(p)}" '
+            f'data-run-id="{escape(p.run_id)}" data-bytes="{p.peak_bytes}" cx="{_fmt(f.x(i))}" '
+            f'cy="{_fmt(f.y(p.peak_bytes))}" r="3"><title>{escape(title)}</title></circle></a>'
+        )
+    out.append("</svg>")
+    return Markup("".join(out))
 
 
 def _quantile(sorted_values: Sequence[float], q: float) -> float:

@@ -19,6 +19,7 @@ from gate_server.dashboard.charts import (
     distribution_svg,
     history_svg,
     median_interval,
+    memory_svg,
 )
 from gate_server.numbers import whole_number
 from rnx.environments import EnvironmentLabel, stored_environment_label
@@ -87,12 +88,14 @@ def short_reasons(reasons: Sequence[str], limit: int = 140) -> str:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """Per configuration: (median, low, high) of a run's samples; its environment details
-    (flattened to dotted keys, without the key itself) and what to call its environment."""
+    """Per configuration: (median, low, high) of a run's samples and its peak memory in bytes
+    (where the run recorded one); its environment details (flattened to dotted keys, without
+    the key itself) and what to call its environment."""
 
     medians: dict[str, tuple[float, float, float]]
     environment: dict[str, str]
     label: EnvironmentLabel
+    peak_bytes: dict[str, int] = field(default_factory=dict)
 
 
 def summarize_document(document: bytes) -> RunSummary:
@@ -100,14 +103,19 @@ def summarize_document(document: bytes) -> RunSummary:
     # history page reads hundreds of them.
     doc = json.loads(document)
     medians: dict[str, tuple[float, float, float]] = {}
+    peaks: dict[str, int] = {}
     for c in doc.get("configurations", []):
         samples = (c.get("samples") or {}).get("ns") or []
         if c.get("status") == "ok" and samples:
             medians[_config_id(c)] = median_interval(samples)
+            peak = (c.get("memory") or {}).get("peak_allocated_bytes")
+            if isinstance(peak, int) and not isinstance(peak, bool):
+                peaks[_config_id(c)] = peak
     raw = doc.get("environment")
     raw = raw if isinstance(raw, dict) else {}
     env = {k: v for k, v in raw.items() if k != "key"}
-    return RunSummary(medians, flatten(env), stored_environment_label(raw, key=str(raw.get("key"))))
+    label = stored_environment_label(raw, key=str(raw.get("key")))
+    return RunSummary(medians, flatten(env), label, peaks)
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,10 @@ BYTES_PER_DETAIL = 256
 
 def summary_size(summary: RunSummary) -> int:
     """Bytes a summary is counted as: its strings' lengths plus a fixed cost per entry."""
-    medians = sum(BYTES_PER_MEDIAN + len(k) for k in summary.medians)
+    # A configuration's peak shares its id string with its median: one more dict entry.
+    medians = sum(BYTES_PER_MEDIAN + len(k) for k in summary.medians) + BYTES_PER_DETAIL * len(
+        summary.peak_bytes
+    )
     details = sum(BYTES_PER_DETAIL + len(k) + len(v) for k, v in summary.environment.items())
     return SUMMARY_BYTES + medians + details
 
@@ -188,6 +199,7 @@ class ConfigHistory:
     config_id: str
     points: list[HistoryPoint]
     svg: Markup = field(default_factory=lambda: Markup(""))
+    memory_svg: Markup | None = None  # None: no run in the window recorded memory
 
     @property
     def latest(self) -> HistoryPoint:
@@ -263,6 +275,7 @@ def build_history(
                     ratio=run.ratios.get(config_id),
                     accepted_reason=run.accepted_reason,
                     environment_note=environment_note,
+                    peak_bytes=run.summary.peak_bytes.get(config_id),
                 )
             )
         previous = run
@@ -273,6 +286,7 @@ def build_history(
             history_svg(
                 pts, label=f"median time of {cid} per commit", changes=changes.get(cid, ())
             ),
+            memory_svg(pts, label=f"peak memory of {cid} per commit"),
         )
         for cid, pts in sorted(series.items(), key=lambda kv: config_sort_key(kv[0]))
     ]

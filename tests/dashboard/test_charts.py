@@ -14,6 +14,7 @@ from gate_server.dashboard.charts import (
     distribution_svg,
     history_svg,
     median_interval,
+    memory_svg,
     nice_ticks,
 )
 
@@ -129,3 +130,30 @@ def test_history_svg_marks_a_change_point_between_its_runs() -> None:
     assert (
         title == f"change point: 1.100× (90% interval 1.080–1.120) from {points[3].sha[:10]}, open"
     )
+
+
+def test_memory_svg_draws_each_recorded_peak_on_the_time_charts_x_positions() -> None:
+    pts = [point(0, peak_bytes=4 << 20), point(1), point(2, peak_bytes=6 << 20)]
+    svg = memory_svg(pts, label="peak <memory>")
+    assert svg is not None
+    root = ET.fromstring(str(svg))
+    assert root.get("aria-label") == "peak <memory>"
+    dots = {c.get("data-bytes"): c for c in root.iter(f"{SVG}circle")}
+    assert set(dots) == {str(4 << 20), str(6 << 20)}  # the run without memory has no dot
+    small, large = dots[str(4 << 20)], dots[str(6 << 20)]
+    assert float(large.get("cy", 0)) < float(small.get("cy", 0))  # more memory is drawn higher
+    # The same x as the time chart's markers of the same commits, so the two line up.
+    times = {
+        c.get("data-run-id"): c.get("cx")
+        for c in ET.fromstring(str(history_svg(pts, label="t"))).iter(f"{SVG}circle")
+    }
+    assert small.get("cx") == times[pts[0].run_id] and large.get("cx") == times[pts[2].run_id]
+    assert "6 MiB" in "".join(root.itertext())
+    assert "MiB" in "".join(t.text or "" for t in root.iter(f"{SVG}text"))
+
+
+def test_memory_svg_is_absent_without_memory_and_breaks_at_an_environment_change() -> None:
+    assert memory_svg([point(0), point(1)], label="m") is None
+    pts = [point(0, peak_bytes=1000), point(1, peak_bytes=1000, environment="cpu-b")]
+    root = ET.fromstring(str(memory_svg(pts, label="m")))
+    assert len(list(root.iter(f"{SVG}polyline"))) == 2

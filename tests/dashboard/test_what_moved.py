@@ -5,6 +5,7 @@ shown as text; an answer stored without explanations, or with odd values, render
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -104,3 +105,31 @@ def test_answers_without_explanations_or_with_odd_values_render_nothing_or_what_
     assert [m.text for m in found.moved] == ["+2 µs y"]
     assert found.memory is None and found.launches == "kernel launches per call 9 → 14"
     assert found.memory_tier == "WARN"
+
+
+def test_the_history_draws_peak_memory_beside_time(client: TestClient, database_url: str) -> None:
+    ci = create_token(database_url, branches=("main",))
+    for seed, peak in ((1, 4 << 20), (2, 4 << 20), (3, 6 << 20)):
+        _upload(client, ci, _document(seed, BASE_OPS, peak))
+    viewer = create_token(database_url, viewer=True)
+    page = client.get(
+        "/repos/acme/kernels", headers={"Authorization": f"Bearer {viewer.secret}"}
+    ).text
+    assert "Peak memory per commit" in page
+    chart = page[page.index('class="chart history memory"') :]
+    chart = chart[: chart.index("</svg>")]
+    drawn = [int(b) for b in re.findall(r'data-bytes="(\d+)"', chart)]
+    assert drawn == [4 << 20, 4 << 20, 6 << 20]  # oldest first, as the time chart
+    assert "peak memory 6 MiB" in chart
+
+
+def test_a_history_without_memory_draws_no_memory_chart(
+    client: TestClient, database_url: str
+) -> None:
+    ci = create_token(database_url, branches=("main",))
+    _upload(client, ci, body(make_results(seed=1, configs=(("pytorch_eager", "float32", 8),))))
+    viewer = create_token(database_url, viewer=True)
+    page = client.get(
+        "/repos/acme/kernels", headers={"Authorization": f"Bearer {viewer.secret}"}
+    ).text
+    assert 'class="chart history"' in page and "Peak memory per commit" not in page
