@@ -52,24 +52,101 @@ def slowed(doc: Any, cid: str, factor: float) -> Any:
     return doc.model_copy(update={"configurations": configs})
 
 
-def run_figures(
-    docs: list[Any], *, history: int, unchanged: int, per_config: int, seed: int
-) -> dict[str, Any]:
-    from rnx.config import GateSettings
+def first_processes(doc: Any, n: int | dict[str, int]) -> Any:
+    """doc with each configuration's samples of its first n processes (n per id, or for all)."""
+    configs = []
+    for cfg in doc.configurations:
+        keep = n if isinstance(n, int) else n.get(cfg.id, 0)
+        s = cfg.samples
+        if s is not None and max(s.process, default=-1) >= keep:
+            idx = [i for i, p in enumerate(s.process) if p < keep]
+            cut = s.model_copy(
+                update={
+                    "ns": [s.ns[i] for i in idx],
+                    "round": [s.round[i] for i in idx],
+                    "process": [s.process[i] for i in idx],
+                }
+            )
+            cfg = cfg.model_copy(update={"samples": cut})
+        configs.append(cfg)
+    return doc.model_copy(update={"configurations": configs})
+
+
+def processes_of(doc: Any) -> int:
+    return min(max(c.samples.process) + 1 for c in doc.configurations if c.samples)
+
+
+def adaptive_tier(head: Any, base: list[Any], gate: Any, start: int) -> tuple[str, int]:
+    """The tier after the product's adaptive sampling (rnx/adaptive.py), replayed on a head
+    recorded with more processes: from `start` processes, each configuration the rule keeps
+    open gets its next recorded process, until none is open, MAX_ADDED_PROCESSES were added or
+    the recording has no more. Returns the tier and the processes added."""
+    from rnx.adaptive import (
+        MAX_ADDED_PROCESSES,
+        rows_of,
+        still_open,
+        verdicts,
+        with_processes_doubled,
+    )
     from rnx.verdict import evaluate
+
+    recorded = processes_of(head)
+    per = {c.id: start for c in head.configurations}
+    confirmed: set[str] = set()
+    for added in range(MAX_ADDED_PROCESSES + 1):
+        doc = first_processes(head, per)
+        report = evaluate(doc, base, gate)
+        if added == MAX_ADDED_PROCESSES or start + added >= recorded:
+            return report.tier, added
+        rows = rows_of(report)
+        projected = None
+        if any(r.verdict == "undecided" for r in rows):
+            projected = verdicts(evaluate(with_processes_doubled(doc), base, gate))
+        found = still_open(report.tier, rows, confirmed, projected)
+        if not found:
+            return report.tier, added
+        for o in found:
+            per[o.id] += 1
+            if o.confirming:
+                confirmed.add(o.id)
+    return report.tier, MAX_ADDED_PROCESSES
+
+
+def run_figures(
+    docs: list[Any],
+    *,
+    history: int,
+    unchanged: int,
+    per_config: int,
+    seed: int,
+    base_processes: int | None = None,
+    head_processes: int = 3,
+) -> dict[str, Any]:
+    """Per configuration figures on recorded runs. Runs recorded with more processes than
+    head_processes are replayed with adaptive sampling from head_processes; base_processes:
+    the baseline runs' processes (all recorded if None)."""
+    from rnx.config import GateSettings
 
     gate = GateSettings()
     rng = np.random.default_rng(seed)
     history = min(history, len(docs) - 1)
+    recorded = processes_of(docs[0])
+    bases = docs if base_processes is None else [first_processes(d, base_processes) for d in docs]
+    added: list[int] = []
 
     def draw() -> tuple[Any, list[Any]]:
         order = rng.permutation(len(docs))
-        return docs[order[0]], [docs[i] for i in order[1 : history + 1]]
+        return docs[order[0]], [bases[i] for i in order[1 : history + 1]]
+
+    def tier(head: Any, base: list[Any]) -> str:
+        found, more = adaptive_tier(head, base, gate, min(head_processes, recorded))
+        added.append(more)
+        return found
 
     tiers = []
     for _ in range(unchanged):
         head, base = draw()
-        tiers.append(evaluate(head, base, gate).tier)
+        tiers.append(tier(head, base))
     ids = [c.id for c in docs[0].configurations if c.status == "ok"]
     flagged: dict[str, float] = {}
     blocked: dict[str, float] = {}
@@ -77,13 +154,16 @@ def run_figures(
         small = big = 0
         for _ in range(per_config):
             head, base = draw()
-            small += evaluate(slowed(head, cid, 1.05), base, gate).tier != "PASS"
-            big += evaluate(slowed(head, cid, 1.40), base, gate).tier == "BLOCK"
+            small += tier(slowed(head, cid, 1.05), base) != "PASS"
+            big += tier(slowed(head, cid, 1.40), base) == "BLOCK"
         flagged[cid] = small / per_config
         blocked[cid] = big / per_config
     return {
         "runs": len(docs),
         "history": history,
+        "recorded": recorded,
+        "base_processes": base_processes or recorded,
+        "added": float(np.mean(added)),
         "pass": tiers.count("PASS") / len(tiers),
         "block": tiers.count("BLOCK"),
         "replays": len(tiers),
@@ -153,13 +233,20 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
         docs = load_runs(d)
         if len(docs) < 3:
             continue
-        corpora[d.name] = run_figures(
-            docs,
-            history=args.history,
-            unchanged=args.unchanged,
-            per_config=args.per_config,
-            seed=args.seed,
-        )
+        recorded = processes_of(docs[0])
+        # A corpus of more processes a run: its baseline runs cut to each of --base-processes.
+        for n in sorted({min(int(x), recorded) for x in args.base_processes.split(",")}):
+            if n < recorded and recorded <= 3:
+                continue
+            name = d.name if recorded <= 3 else f"{d.name}, baseline runs of {n} processes"
+            corpora[name] = run_figures(
+                docs,
+                history=args.history,
+                unchanged=args.unchanged,
+                per_config=args.per_config,
+                seed=args.seed,
+                base_processes=n,
+            )
     return {
         "corpora": corpora,
         "coverage": coverage_figures(args.sims, args.seed) if args.sims else [],
@@ -176,7 +263,8 @@ def report(name: str, got: dict[str, Any]) -> list[str]:
     lines = [f"[{name}]"]
     for corpus, f in got["corpora"].items():
         lines += [
-            f"{corpus}: {f['runs']} runs, {f['history']} baseline runs a replay",
+            f"{corpus}: {f['runs']} runs, {f['history']} baseline runs a replay; head from 3 "
+            f"of {f['recorded']} recorded processes, {f['added']:.2f} added on average",
             f"  unchanged: PASS {f['pass']:.1%}, BLOCK {f['block']} of {f['replays']}",
             f"  5% slower, flagged per configuration: {_weakest(f['flagged_5'])}",
             f"  40% slower, BLOCK per configuration: {_weakest(f['blocked_40'])}",
@@ -211,6 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sims", type=int, default=300, help="coverage: draws per setting (300)")
     p.add_argument("--repeat", type=int, default=15)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--base-processes",
+        default="3,6,9",
+        help="baseline runs' processes, for corpora recorded with more than 3 (3,6,9)",
+    )
     p.add_argument("--main", type=Path, help="a worktree of main: its figures side by side")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = p.parse_args(argv)
@@ -220,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         rest = ["--history", str(args.history), "--unchanged", str(args.unchanged)]
         rest += ["--per-config", str(args.per_config), "--sims", str(args.sims)]
         rest += ["--repeat", str(args.repeat), "--seed", str(args.seed)]
+        rest += ["--base-processes", args.base_processes]
         for d in args.runs_dir or []:
             rest += ["--runs-dir", str(d.resolve())]
         env = {**os.environ, "PYTHONPATH": str(args.main.resolve())}
