@@ -54,8 +54,8 @@ def format_table(report: GateReport, *, paired: bool = False) -> str:
     lines.extend(ratio_notes(report, paired=paired))
     lines.append("")
     # A PASS that could not have seen a block-sized slowdown says so, as on every surface.
-    blind = report.inconclusive
-    lines.append(f"tier: {format_headline(report.tier, blind and blind.resolution)}")
+    blind = None if report.inconclusive is None else report.inconclusive.resolution
+    lines.append(f"tier: {format_headline(report.tier, blind)}")
     lines.extend(f"  - {reason}" for reason in report.reasons)
     explained = explanation_lines(report.comparisons)
     if explained:
