@@ -65,6 +65,8 @@ GRID_WIDTH = 6.0  # the common shift's grid spans +-6 prior sd
 # decide a run.
 MAX_DF = 60.0
 MIN_DF = 2.0
+# A process's shift shared by its configurations is taken out only over at least this many:
+# over fewer, the median across them is mostly their own noise.
 MIN_CONFIGS_FOR_PROCESS_SHIFTS = 4
 # A configuration is set apart from the runs' common shift when its run locations agree better
 # without it than runs that do move with it would, by chance, in this share of baselines: the
@@ -245,7 +247,7 @@ def fit(
     sd = np.sqrt(np.maximum(var_c, 1e-12))
     shifts = _head_shifts(groups, diff, sd, k_all, resamples, rng)
     # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the t
-    # distribution's point at the gate's probability (0.95 by default: the one-sided point it
+    # distribution's WIDEN_AT point (the gate's default probability: the one-sided point it
     # decides at, and each end of the 90% interval it shows), with the degrees of freedom of
     # the sum of the two estimated variances (Welch-Satterthwaite). Normal draws cost a third of
     # t draws.
@@ -390,7 +392,7 @@ _INEFFICIENCY_BY_N = np.array([_MEDIAN_INEFFICIENCY.get(k, math.pi / 2) for k in
 
 # GAP_LEVEL's point of (median - minimum)^2 of n standard normal values, n = 0..9 (n past 9
 # looked up as 9, where the gap is smaller than theirs: the side of caution), by simulation
-# (tests/stats/test_runlevel.py checks them). 0 and 1 process have no gap.
+# (tests/stats/test_calibration.py checks them). 0 and 1 process have no gap.
 GAP_LEVEL = 0.75
 _GAP_SQ_POINT = np.array([np.inf, np.inf, 0.662, 1.489, 1.905, 2.438, 2.69, 3.043, 3.22, 3.473])
 
