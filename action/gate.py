@@ -19,6 +19,7 @@ from action.annotations import BROKEN_STATUSES, annotate
 from action.baseline_fetch import NotFetched, fetch_baseline, with_server_thresholds
 from action.context import RunContext, read_context
 from action.inputs import GateInputs, read_inputs
+from action.lfs import fetch_lfs
 from action.measure import (
     Measured,
     maybe_base_checkout,
@@ -29,6 +30,7 @@ from action.measure import (
 from action.overlay import effective_config
 from action.plain_log import render
 from action.publish import github_client, publish
+from action.trace_upload import upload_traces
 from action.upload import (
     OUTAGE_TITLES,
     Clock,
@@ -288,6 +290,10 @@ def _measure_all(run: Run) -> list[Measured]:
     if run.args.from_results:
         return [measured_elsewhere(path, run.ctx, run.config) for path in run.args.from_results]
     with maybe_base_checkout(run.root, run.config, run.ctx, run.args.base_sha) as base_root:
+        for b in run.config.benchmarks:  # an LFS pointer is fetched, never measured
+            for root in (run.root, base_root):
+                if root is not None and (root / b.workload).is_file():
+                    _say_fetched(fetch_lfs(root, b.workload))
         return [
             measure(
                 b,
@@ -302,6 +308,11 @@ def _measure_all(run: Run) -> list[Measured]:
         ]
 
 
+def _say_fetched(paths: list[str]) -> None:
+    if paths:
+        print(f"rnx-benchmark: fetched from Git LFS: {', '.join(paths)}", file=sys.stderr)
+
+
 def _upload(
     m: Measured, url: str, run: Run, wf: Workflow, clock: Clock | None
 ) -> UploadAnswer | Outage:
@@ -314,7 +325,26 @@ def _upload(
             f"rnx-benchmark {lead}, not failing the build: {answer.cause}",
             title=f"rnx-benchmark: {title}",
         )
+    elif run.config.harness.keep_traces:
+        _upload_traces(m, answer, url, run, wf)
     return answer
+
+
+def _upload_traces(m: Measured, answer: UploadAnswer, url: str, run: Run, wf: Workflow) -> None:
+    """The kept traces to the server beside the run, so its page offers them (failing open)."""
+    from bench_runner.runner import TRACE_DIR  # where the harness kept them (cwd)
+
+    def credential() -> Credential | None:
+        found = _credentials(run.inputs, run.env, wf)
+        return found[0] if found else None
+
+    kept, problems = upload_traces(
+        m.document, answer.run_id, Path(TRACE_DIR).resolve(), url=url, credential=credential
+    )
+    if kept:
+        print(f"rnx-benchmark: kept {kept} profile trace(s) on the gate server", file=sys.stderr)
+    for problem in problems:
+        wf.warning(f"rnx-benchmark did not keep a profile trace on the server: {problem}")
 
 
 def _gate_one(m: Measured, run: Run, wf: Workflow, clock: Clock | None) -> PartResult:

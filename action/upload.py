@@ -115,7 +115,7 @@ def oidc_token(env: Mapping[str, str], *, timeout: float = 10.0) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _error_message(response: httpx.Response) -> str:
+def error_message(response: httpx.Response) -> str:
     try:
         err = response.json().get("error", {})
         message = err.get("message") or ""
@@ -132,7 +132,7 @@ def _error_message(response: httpx.Response) -> str:
         return response.text[:200]
 
 
-def _describe_transport(err: Exception, url: str) -> str:
+def describe_transport(err: Exception, url: str) -> str:
     text = str(err) or type(err).__name__
     if isinstance(err, httpx.TimeoutException):
         return f"the gate server at {url} did not answer in time ({type(err).__name__})"
@@ -205,7 +205,7 @@ def upload(
                     client, endpoint, body=body, headers=headers, limit_s=min(20.0, remaining)
                 )
             except httpx.HTTPError as e:
-                last = _describe_transport(e, url)
+                last = describe_transport(e, url)
             else:
                 status = response.status_code
                 if status in (200, 201):
@@ -215,14 +215,14 @@ def upload(
                     pending.pop(0)
                     continue
                 if status in _GIVE_UP:
-                    message = f"{_GIVE_UP[status]}: {_error_message(response)}"
+                    message = f"{_GIVE_UP[status]}: {error_message(response)}"
                     return Outage(message, attempts, kind="refused")
                 if status in RETRY_STATUSES or status >= 500:
-                    last = f"the gate server answered {status}: {_error_message(response)}"
+                    last = f"the gate server answered {status}: {error_message(response)}"
                     retry_after = _retry_after(response)
                 else:
                     return Outage(
-                        f"unexpected answer {status} from {endpoint}: {_error_message(response)}",
+                        f"unexpected answer {status} from {endpoint}: {error_message(response)}",
                         attempts,
                         kind="refused",
                     )

@@ -24,6 +24,7 @@ import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,19 @@ MEMORY_CALLS = 2
 # runtime or driver (cudaLaunchKernel, cuLaunchKernel...) is host work, not an operator.
 _RUNTIME_API = re.compile(r"^(cuda|cu[A-Z]|hip|nccl|nvtx)")
 _NOT_OPERATORS = ("[memory]", "ProfilerStep", "[OutOfMemory]", CALL_MARK)
+
+
+@dataclass(frozen=True)
+class OwnProfile:
+    """What a runtime's own profiler saw over `calls` calls, for a runtime whose operators
+    torch.profiler cannot see (ONNX Runtime runs its graph in its own code): each operator
+    event as (name, call index, self ns), and the most memory a call held beyond what was in
+    use before it (None: not known)."""
+
+    source: str
+    events: list[tuple[str, int, float]]
+    peak_bytes: int | None
+
 
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 # A number standing alone (a template argument, a size): not one inside an identifier, so
@@ -212,6 +226,30 @@ def summarise(events: Iterable[Any], *, calls: int, on_gpu: bool) -> dict[str, A
                 op["kernels"][normalise_name(k.name)] += k.duration
         else:
             op["per_call"][index] += e.self_cpu_time_total * 1e3
+    return _summary(ops, kernels, calls=calls, on_gpu=on_gpu, source="torch.profiler")
+
+
+def summarise_own(own: OwnProfile, *, calls: int) -> dict[str, Any]:
+    """The summary of a runtime's own profile: its operators, CPU self time, no kernels."""
+    ops: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"calls": 0, "per_call": [0.0] * calls, "launches": 0, "kernels": Counter()}
+    )
+    for name, index, ns in own.events:
+        op = ops[normalise_name(name)]
+        op["calls"] += 1
+        op["per_call"][index] += ns
+    return _summary(ops, {}, calls=calls, on_gpu=False, source=own.source)
+
+
+def _summary(
+    ops: dict[str, dict[str, Any]],
+    kernels: dict[str, dict[str, float]],
+    *,
+    calls: int,
+    on_gpu: bool,
+    source: str,
+) -> dict[str, Any]:
+    """Rows per call from per-operator and per-kernel totals; top MAX_PROFILE_ROWS of each."""
     for op in ops.values():
         op["self_ns"] = min(op["per_call"]) * calls  # per call below
     kernel_ns = sum(k["ns"] for k in kernels.values())
@@ -224,7 +262,7 @@ def summarise(events: Iterable[Any], *, calls: int, on_gpu: bool) -> dict[str, A
 
     cut = [*op_rows[MAX_PROFILE_ROWS:], *kernel_rows[MAX_PROFILE_ROWS:]]
     return {
-        "source": "torch.profiler",
+        "source": source,
         "time_basis": "device" if on_gpu else "cpu",
         "calls": calls,
         "total_ns": total / calls,
@@ -300,9 +338,12 @@ def profile_configuration(
     *,
     per_call_ns: float,
     trace_path: Path | None = None,
+    own_profiler: Callable[[int, Path | None], OwnProfile] | None = None,
 ) -> dict[str, Any]:
     """{"memory": ..., "profile": ..., "profile_wall_ns": ...} for one bound call; a failure of
-    either pass is its own `*_error` key, never the configuration's."""
+    either pass is its own `*_error` key, never the configuration's. own_profiler(calls,
+    trace_path): the runtime's own profile, on the CPU where a runtime offers one (on a GPU
+    torch.profiler's CUDA activity sees every kernel, the runtime's too)."""
     out: dict[str, Any] = {}
     t0 = time.perf_counter_ns()
     try:
@@ -310,9 +351,14 @@ def profile_configuration(
     except Exception as e:  # noqa: BLE001 - no memory figure costs that figure only
         out["memory_error"] = f"{type(e).__name__}: {e}"[:2000]
     try:
-        profile, cpu_peak = profile_calls(
-            call, device, profiled_calls(per_call_ns), trace_path=trace_path
-        )
+        calls = profiled_calls(per_call_ns)
+        if own_profiler is not None and device.type == "cpu":
+            own = own_profiler(calls, trace_path)
+            profile, cpu_peak = summarise_own(own, calls=calls), own.peak_bytes
+            if trace_path is not None:
+                profile["trace"] = trace_path.name
+        else:
+            profile, cpu_peak = profile_calls(call, device, calls, trace_path=trace_path)
         out["profile"] = profile
         if cpu_peak is not None and "memory" in out:
             out["memory"]["peak_allocated_bytes"] = cpu_peak

@@ -9,6 +9,7 @@ its configurations, never the harness.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -404,11 +405,13 @@ class Side:
             return {}
         set_matmul_precision(r.dtype)
         trace = cmd.get("trace")
+        own = r.prepared.own_profiler
         return profile_configuration(
             r.call,
             self.device,
             per_call_ns=r.per_call_ns,
             trace_path=None if trace is None else Path(trace),
+            own_profiler=None if own is None else functools.partial(own, r.example_inputs),
         )
 
     def report(self, cid: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ profiling's share of a run's wall time on the CPU example (examples/softmax.py, 
 harness settings). Prints a summary; writes everything to --out as JSON.
 
     python -m benchmarks.profile_diff --device cpu --runs 10
+    python -m benchmarks.profile_diff --runtime onnxruntime --cases unchanged,extra_softmax,wide
     python -m benchmarks.profile_diff --device cuda --runs 10 --out profile-diff-cuda.json
 """
 
@@ -41,14 +42,19 @@ def _harness(**over: Any) -> Any:
     return HarnessSettings.model_validate(data)
 
 
-def _paired(head: str, device: str) -> dict[str, Any]:
+def _paired(head: str, device: str, runtime: str) -> dict[str, Any]:
     """One paired run, base.py against `head`, judged with every configuration explained."""
     from bench_runner import run_benchmark
     from rnx.config import Benchmark, GateSettings
     from rnx.verdict import evaluate
 
     bench = Benchmark.model_validate(
-        {"workload": str(VARIANTS / head), "batch-sizes": [BATCH], "dtypes": ["float32"]}
+        {
+            "workload": str(VARIANTS / head),
+            "batch-sizes": [BATCH],
+            "dtypes": ["float32"],
+            "runtimes": [runtime],
+        }
     )
     t0 = time.perf_counter()
     doc = run_benchmark(
@@ -88,7 +94,7 @@ def _judge(case: str, run: dict[str, Any]) -> bool:
     return memory.get("tier") == "WARN" and growth == EXPECTED_GROWTH
 
 
-def _replays(device: str, n: int) -> dict[str, Any]:
+def _replays(device: str, n: int, runtime: str) -> dict[str, Any]:
     """n profiles of one warm configuration against its first: false alarms of an unchanged
     configuration (memory WARNs, diff rows)."""
     import torch
@@ -103,7 +109,7 @@ def _replays(device: str, n: int) -> dict[str, Any]:
     configure_process(1, dev)
     side = Side(path=str(VARIANTS / "base.py"), device=dev, threads=1, seed=0)
     side.load()
-    cmd = in_process_command("pytorch_eager", "float32", BATCH)
+    cmd = in_process_command(runtime, "float32", BATCH)
     ready = side.prepare(cmd)
     if ready["status"] != "ok":
         return {"error": ready.get("reason")}
@@ -169,16 +175,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--replays", type=int, default=100)
     p.add_argument("--out", default="profile-diff.json")
+    p.add_argument("--runtime", default="pytorch_eager", help="onnxruntime: ORT's own profiler")
     p.add_argument(
         "--cases", default="unchanged,extra_softmax,math_sdpa,wide", help="comma-separated"
     )
     args = p.parse_args(argv)
     cases = [c for c in args.cases.split(",") if c]
     heads = {c: "base.py" if c == "unchanged" else f"{c}.py" for c in cases}
-    results: dict[str, Any] = {"device": args.device, "runs": {c: [] for c in cases}}
+    results: dict[str, Any] = {
+        "device": args.device,
+        "runtime": args.runtime,
+        "runs": {c: [] for c in cases},
+    }
     for r in range(args.runs):
         for case in cases:
-            run = _paired(heads[case], args.device)
+            run = _paired(heads[case], args.device, args.runtime)
             run["ok"] = _judge(case, run)
             results["runs"][case].append(run)
             print(
@@ -186,12 +197,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{run['rows'][:2]}",
                 file=sys.stderr,
             )
-    results["replays"] = _replays(args.device, args.replays)
+    results["replays"] = _replays(args.device, args.replays, args.runtime)
     results["cost"] = _cost(args.device)
     summary = {case: sum(r["ok"] for r in runs) for case, runs in results["runs"].items()}
     results["summary"] = summary
     shares = [r["profile_share"] for runs in results["runs"].values() for r in runs]
-    print(f"device {args.device}, {args.runs} paired runs per case:")
+    print(f"device {args.device}, runtime {args.runtime}, {args.runs} paired runs per case:")
     for case, ok in summary.items():
         example = results["runs"][case][0]
         print(f"  {case:14s} {ok}/{args.runs} as expected; first run: {example['rows'][:3]}")

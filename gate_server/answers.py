@@ -178,3 +178,17 @@ EXCEPTION_HANDLERS: dict[Any, Any] = {
     InternalError: _database_error,
     Exception: _server_error,
 }
+
+
+def trace_response(body: bytes, name: str) -> Response:
+    """The stored gzip bytes as the JSON file they hold: a browser inflates them and saves
+    the file under its name (Perfetto and chrome://tracing open it as it is)."""
+    return Response(
+        body,
+        media_type="application/json",
+        headers={
+            "Content-Encoding": "gzip",
+            "Content-Disposition": f'attachment; filename="{name}"',
+            "Cache-Control": "private, max-age=86400",
+        },
+    )

@@ -173,6 +173,13 @@ _BASELINE = {
     ]
 }
 _ANSWERS: dict[str, Any] = {
+    "KeptTrace": _object(
+        ["run_id", "name", "bytes", "stored"],
+        run_id=_STR,
+        name=_STR,
+        bytes={"type": "integer", "description": "the gzip bytes kept"},
+        stored={"type": "boolean", "description": "false: the same bytes were kept before"},
+    ),
     "UploadAnswer": _object(
         ["run_id", "tier", "reasons", "comparisons", "baseline", "is_baseline", "url", "receipt"],
         run_id=_STR,
@@ -290,6 +297,14 @@ _ANSWERS: dict[str, Any] = {
         low={"type": "number", "description": "90% interval of the ratio"},
         high={"type": "number"},
         p_value={"type": "number"},
+        early={
+            "type": "boolean",
+            "description": "found in a short history, too few runs for the rank test: "
+            "weaker evidence (docs/statistics.md#change-points)",
+        },
+        drift={"type": "boolean", "description": "a gradual change from after_sha to end_sha"},
+        end_run_id={"type": ["string", "null"], "description": "a drift's newest-level run"},
+        end_sha={"type": ["string", "null"]},
         detected_at=_STR,
         status={"enum": ["open", "acknowledged", "resolved"]},
         note={"type": ["string", "null"]},

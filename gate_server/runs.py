@@ -20,7 +20,8 @@ def check_run_id(run_id: str) -> str:
         raise NotFound(f"{run_id[:60]!r} is not a run id (a UUID)", code="run_not_found") from None
 
 
-def _visible(token: TokenRecord, run: RunRecord) -> bool:
+def may_see(token: TokenRecord, run: RunRecord) -> bool:
+    """A CI token sees its repository's runs; any other token its workspace's."""
     if token.kind == CI:
         return run.repository_id == token.repository_id
     return run.workspace_id == token.workspace_id
@@ -33,7 +34,7 @@ def get_run(
     with database.read() as conn:
         run = runs.by_run_id(conn, run_id)
         document = runs.document(conn, run_id) if run and with_document else None
-    if run is None or not _visible(token, run):
+    if run is None or not may_see(token, run):
         raise NotFound(f"no run {run_id} that this token may see", code="run_not_found")
     view = run_view(run)
     if document is not None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from gate_server.alerts.delivery import emit
 from gate_server.alerts.events import alert_run, block_event
+from gate_server.alerts.report import SCHEDULE, report_event
 from gate_server.answers import Answer
 from gate_server.auth import actor_of
 from gate_server.baselines import BaselineCandidates, candidates, choose_baselines
@@ -209,12 +210,12 @@ def ingest_run(
     detect = becomes_baseline and settings.detect_changes
     # A regression landed: a BLOCK on a baseline branch outside a pull request (a push, or a
     # scheduled run of what was pushed). Alerted in the transaction that stores the run.
-    landed = (
-        not doc.git.is_pull_request
-        and report.tier == "BLOCK"
-        and branch_matches(token.branches, found.home)
-    )
-    if not _store(database, token, new, doc, becomes_baseline, detect=detect, alert=landed):
+    on_baseline_branch = not doc.git.is_pull_request and branch_matches(token.branches, found.home)
+    landed = on_baseline_branch and report.tier == "BLOCK"
+    scheduled = on_baseline_branch and doc.git.event == SCHEDULE
+    if not _store(
+        database, token, new, doc, becomes_baseline, detect=detect, alert=landed, report=scheduled
+    ):
         # Another request stored this run_id between our read and our write.
         return _retry(database, token, run_id, digest, signature, base_url)
     return Answer(201, answered(answer, base_url))
@@ -325,10 +326,11 @@ def _store(
     *,
     detect: bool,
     alert: bool,
+    report: bool,
 ) -> bool:
     """Store the run and its audit entry, for a baseline queue the look for change points of
-    its history, and with `alert` its BLOCK event for the alerts (all in the same
-    transaction); False when its run_id was stored meanwhile."""
+    its history, with `alert` its BLOCK event for the alerts and with `report` its scheduled
+    run's report (all in the same transaction); False when its run_id was stored meanwhile."""
     with database.write() as conn:
         if baseline:
             # Under the rename lock, so a rename committing meanwhile is seen, not undone.
@@ -360,6 +362,9 @@ def _store(
         if alert and not runs.blocked_since_pass(conn, new):
             run = alert_run(new, environment_label(doc.environment))
             facts = block_event(repository=doc.repository, answer=new.answer, run=run)
+            emit(conn, facts, workspace_id=new.workspace_id, repository_id=new.repository_id)
+        if report:  # a scheduled run's report, whatever its tier (alerts/report.py)
+            facts = report_event(new.run_id)
             emit(conn, facts, workspace_id=new.workspace_id, repository_id=new.repository_id)
     return True
 

@@ -81,6 +81,8 @@ def _print_change_points(found: list[dict[str, Any]]) -> None:
         print(
             f"{cp['id']:>5}  {cp['status']:<12}  {cp['branch']:<16}  "
             f"{cp['ratio']:>5.3f}x  {cp['configuration']} ({cp['workload']})"
+            + ("  drift" if cp.get("drift") else "")
+            + ("  early" if cp.get("early") else "")
         )
 
 

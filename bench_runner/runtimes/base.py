@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
+from bench_runner.profiling import OwnProfile
 from bench_runner.workload import OnnxWorkload, PythonWorkload
 
 
@@ -49,6 +51,10 @@ class Prepared:
     deterministic_fill: bool = True
     # Graph capture is only safe for pure PyTorch work on the current stream.
     graph_capturable: bool = False
+    # A runtime whose operators torch.profiler cannot see offers its own profiler:
+    # own_profiler(inputs, calls, trace_path) profiles `calls` calls of the bound call on these
+    # inputs (bench_runner/profiling.py: OwnProfile), its raw Chrome trace kept at trace_path.
+    own_profiler: Callable[[list[Any], int, Path | None], OwnProfile] | None = None
 
 
 class Runtime(Protocol):

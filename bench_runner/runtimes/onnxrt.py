@@ -11,14 +11,19 @@ every runtime (bench_runner/precision.py).
 
 from __future__ import annotations
 
+import json
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from bench_runner.errors import ConfigFailure, Unsupported
 from bench_runner.precision import uses_tf32
+from bench_runner.profiling import OwnProfile
 from bench_runner.runtimes.base import Prepared, Subject
 from bench_runner.runtimes.onnx_export import onnx_bytes
 
@@ -66,10 +71,15 @@ def cuda_options(device: torch.device, stream: int, tf32: bool) -> dict[str, str
     }
 
 
-def _session(data: bytes, subject: Subject, providers: list[Any]) -> tuple[Any, int]:
+def _session(
+    data: bytes, subject: Subject, providers: list[Any], *, profile_prefix: str | None = None
+) -> tuple[Any, int]:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
+    if profile_prefix is not None:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile_prefix
     opts.intra_op_num_threads = subject.threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
@@ -83,6 +93,59 @@ def _session(data: bytes, subject: Subject, providers: list[Any]) -> tuple[Any, 
             raise Unsupported(f"onnxruntime ({name}) cannot run it: {msg}") from e
         raise ConfigFailure(f"onnxruntime could not load the exported graph: {msg}") from e
     return session, time.perf_counter_ns() - t0
+
+
+def read_ort_profile(events: list[Any], *, skip_runs: int) -> OwnProfile:
+    """ONNX Runtime's profile (a Chrome trace: one "model_run" per run, one "Node" event per
+    operator run) as OwnProfile, the first `skip_runs` runs left out. An operator is keyed by
+    its type (onnx::Softmax), as torch's are by aten op, so layers of one kind add up.
+
+    The peak is the arena's bytes in use at their most during the profiled runs less those in
+    use before the session's first run: ORT plans a run's intermediates into one block that it
+    keeps between runs, so a run's own growth would hide them."""
+    runs = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") == "Session" and e.get("name") == "model_run"
+    )
+    nodes = sorted(
+        (e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")),
+        key=lambda e: e["ts"],
+    )
+    out: list[tuple[str, int, float]] = []
+    in_use: list[int] = []
+    for index, (start, end) in enumerate(runs[skip_runs:]):
+        for e in (e for e in nodes if start <= e["ts"] <= end):
+            out.append((f"onnx::{e['args'].get('op_name', '?')}", index, e["dur"] * 1e3))
+            in_use.append(int(e["args"]["mem_bytes_in_use"]))
+    if not nodes or not in_use:
+        return OwnProfile("onnxruntime", out, None)
+    first = nodes[0]["args"]
+    before = int(first["mem_bytes_in_use"]) - int(first["mem_in_use_delta"])
+    return OwnProfile("onnxruntime", out, max(0, max(in_use) - before))
+
+
+def _own_profiler(
+    data: bytes, subject: Subject
+) -> Callable[[list[Any], int, Path | None], OwnProfile]:
+    """ORT's profiler over a second CPU session of the same graph and options (profiling is a
+    session option, and the timed session must not pay for it): one run to warm it, then the
+    profiled calls; its trace file kept at trace_path where asked."""
+
+    def profile(inputs: list[Any], calls: int, trace_path: Path | None) -> OwnProfile:
+        with tempfile.TemporaryDirectory(prefix="rnx-ort-profile-") as tmp:
+            session, _ = _session(data, subject, [CPU], profile_prefix=f"{tmp}/ort")
+            call = _CpuCalls(session, subject.device).bind(inputs)
+            for _ in range(1 + calls):
+                call()
+            written = Path(session.end_profiling())
+            events = json.loads(written.read_text())
+            if trace_path is not None:
+                trace_path.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(written), trace_path)
+        return read_ort_profile(events, skip_runs=1)
+
+    return profile
 
 
 class _CpuCalls:
@@ -229,4 +292,5 @@ class OnnxRuntime:
             timer="cuda" if provider == CUDA else "cpu",
             build={"export_ns": export_ns, "engine_ns": session_ns},
             details=details,
+            own_profiler=_own_profiler(data, subject) if provider == CPU else None,
         )

@@ -29,6 +29,7 @@ from gate_server.alerts.events import (
     CHANGE_POINT,
     CHANNEL_FAILING,
     EVENTS,
+    SCHEDULED_REPORT,
     channel_failing_event,
     compare_link,
     dashboard_link,
@@ -36,6 +37,7 @@ from gate_server.alerts.events import (
     outbox_kind,
     run_link,
 )
+from gate_server.alerts.report import report_facts
 from gate_server.clock import utcnow
 from gate_server.db import change_points, notify, outbox, repositories, runs
 from gate_server.db.outbox import OutboxJob
@@ -137,6 +139,8 @@ def change_point_facts(conn: Connection, change_id: int) -> tuple[dict[str, Any]
             "high": found.high,
         },
         "p_value": found.p_value,
+        "early": found.early,  # found in a short history, on weaker evidence
+        "drift_end_sha": found.end_sha,  # a drift: the level moved over the runs up to this one
         "undoes_id": found.undoes_id,  # a step back: it takes back this earlier change point
         # What else moved at this commit (as far as detection has run when this is sent).
         "also_moved": [
@@ -232,8 +236,18 @@ def _failed(svc: Services, did: str, channel_id: int, error: str) -> None:
         emit(conn, facts, workspace_id=channel.workspace_id, repository_id=None)
 
 
+def fan_out_report(svc: Services, job: OutboxJob) -> None:
+    """The handler of event.scheduled_report: the report is built now, from what is stored."""
+    with svc.database.write() as conn:
+        found = report_facts(conn, job.payload["facts"]["run_id"], svc.settings)
+        if found is not None:
+            facts, workspace_id, repository_id = found
+            _fan_out(conn, facts, workspace_id, repository_id)
+
+
 HANDLERS = {
-    **{outbox_kind(e): fan_out for e in EVENTS if e != CHANGE_POINT},
+    **{outbox_kind(e): fan_out for e in EVENTS if e not in (CHANGE_POINT, SCHEDULED_REPORT)},
     outbox_kind(CHANGE_POINT): fan_out_change_point,
+    outbox_kind(SCHEDULED_REPORT): fan_out_report,
     DELIVER: deliver,
 }

@@ -107,6 +107,8 @@ class ChangeMark:
     low: float
     high: float
     status: str  # open | acknowledged | resolved
+    early: bool = False  # found in a short history, on weaker evidence
+    drift: bool = False  # a gradual change (from this run over later ones), not a step
 
 
 def history_svg(
@@ -273,7 +275,8 @@ def _change_marks(
         xm = _fmt(f.x(i) - f.plot_w / f.count / 2)
         title = (
             f"change point: {format_ratio(c.ratio)} (90% interval {c.low:.3f}–{c.high:.3f}) "
-            f"from {points[i].sha[:10]}, {c.status}"
+            f"from {points[i].sha[:10]}, {c.status}{', a drift' if c.drift else ''}"
+            f"{', early' if c.early else ''}"
         )
         out.append(
             f'<g class="mark change-point cp-{escape(c.status)}" data-change-point="{c.id}">'

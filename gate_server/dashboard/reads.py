@@ -43,6 +43,7 @@ from gate_server.db import (
     renames,
     repositories,
     runs,
+    traces,
 )
 from gate_server.db.change_points import ChangePointRecord
 from gate_server.db.runs import ListedRun
@@ -219,7 +220,16 @@ def _marks(found: list[ChangePointRecord]) -> dict[str, dict[str, list[ChangeMar
     """Change points as chart marks, by workload and configuration."""
     out: dict[str, dict[str, list[ChangeMark]]] = defaultdict(lambda: defaultdict(list))
     for cp in found:
-        mark = ChangeMark(cp.id, cp.after_run_id, cp.ratio, cp.low, cp.high, cp.status)
+        mark = ChangeMark(
+            cp.id,
+            cp.after_run_id,
+            cp.ratio,
+            cp.low,
+            cp.high,
+            cp.status,
+            early=cp.early,
+            drift=cp.end_run_id is not None,
+        )
         out[cp.workload][cp.configuration].append(mark)
     return out
 
@@ -295,6 +305,7 @@ def run_page(database: Database, workspace_id: int, run_id: str) -> dict[str, An
         baseline = run.answer.get("baseline") or {}
         base_ids = [str(b) for b in baseline.get("run_ids") or []]
         base_docs_raw = runs.documents(conn, base_ids)
+        kept_traces = traces.names(conn, run_id)
     doc = _as_the_schema_reads(document)
     base_docs = [_as_the_schema_reads(base_docs_raw[b]) for b in base_ids if b in base_docs_raw]
     newest_base = base_docs[0] if base_docs else None
@@ -305,6 +316,7 @@ def run_page(database: Database, workspace_id: int, run_id: str) -> dict[str, An
         "reasons": run.answer.get("reasons") or [],
         "comparisons": run.answer.get("comparisons") or [],
         "explained": explained(run.answer.get("comparisons") or []),
+        "traces": kept_traces,
         "baseline": baseline or None,
         "base_ids": base_ids,
         "commit_link": commit_url(run.repository, run.sha),

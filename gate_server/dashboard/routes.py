@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from gate_server.answers import ApiError
+from gate_server.answers import ApiError, trace_response
 from gate_server.clock import utcnow
 from gate_server.dashboard import hardware, reads
 from gate_server.dashboard.access import (
@@ -37,8 +37,10 @@ from gate_server.dashboard.hardware_chart import comparison_svg
 from gate_server.dashboard.reads import AUDIT_PAGE
 from gate_server.dashboard.sessions import PRELOGIN_COOKIE, SESSION_COOKIE, new_nonce
 from gate_server.endpoints import read_body
+from gate_server.errors import NotFound
 from gate_server.numbers import whole_number
 from gate_server.services import services
+from gate_server.traces import read_trace
 from rnx.formatting import (
     format_factor_interval,
     format_money,
@@ -209,6 +211,26 @@ async def run_page(request: Request) -> Response:
     if data is None:
         return _not_found(request, viewer, f"run {request.path_params['run_id'][:40]}")
     return render(request, "run.html", viewer, nav="run", **data)
+
+
+async def run_trace(request: Request) -> Response:
+    """A kept profile trace of a run in the viewer's workspace, as trace_api serves it."""
+    viewer = await _viewer_or_response(request)
+    if isinstance(viewer, Response):
+        return viewer
+    name = request.path_params["name"]
+    try:
+        body = await run_in_threadpool(
+            lambda: read_trace(
+                services(request).database,
+                request.path_params["run_id"],
+                name,
+                visible=lambda run: run.workspace_id == viewer.workspace_id,
+            )
+        )
+    except NotFound:
+        return _not_found(request, viewer, f"trace {name[:80]}")
+    return trace_response(body, name)
 
 
 async def audit(request: Request) -> Response:
@@ -397,6 +419,7 @@ routes: list[BaseRoute] = [
     Route("/", overview, methods=["GET"], include_in_schema=False),
     Route("/repos/{owner}/{name}", history, methods=["GET"], include_in_schema=False),
     Route("/runs/{run_id}", run_page, methods=["GET"], include_in_schema=False),
+    Route("/runs/{run_id}/traces/{name}", run_trace, methods=["GET"], include_in_schema=False),
     Route("/audit", audit, methods=["GET"], include_in_schema=False),
     Route("/hardware", hardware_page, methods=["GET"], include_in_schema=False),
     Route("/hardware.csv", hardware_csv, methods=["GET"], include_in_schema=False),

@@ -9,6 +9,7 @@
     tokens.py        tokens (by hash, by id, a repository's CI tokens)
     agent_tokens.py  what an agent token adds: name, user, scopes, expiry
     runs.py          runs: store, read, baselines, a pull request's runs, accepts
+    traces.py        profile traces kept with their runs (harness.keep-traces)
     renames.py       the branch-rename log
     audit.py         the audit log
     change_points.py change points found in baseline history (stored once, acknowledged)
@@ -46,6 +47,7 @@ from gate_server.db import (
     runs,
     sealed,
     tokens,
+    traces,
 )
 from gate_server.db.engine import Database
 from gate_server.db.migrations import LATEST_VERSION, migrate, open_database
@@ -71,4 +73,5 @@ __all__ = [
     "runs",
     "sealed",
     "tokens",
+    "traces",
 ]

@@ -182,6 +182,18 @@ branch_renames = Table(
     Index("ix_branch_renames_repository", "repository_id", "id"),
 )
 
+# A profile's Chrome trace kept with its run (harness.keep-traces; gate_server/traces.py): the
+# gzip bytes as uploaded, under the file name the run's document gives the trace.
+run_traces = Table(
+    "run_traces",
+    metadata,
+    Column("run_id", String(36), ForeignKey("runs.run_id"), primary_key=True),
+    Column("name", String(300), primary_key=True),  # rnx.schema.TraceName
+    Column("body", LargeBinary, nullable=False),
+    Column("body_sha256", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
 # A step change in a baseline branch's history of one configuration (gate_server/changes.py),
 # stored once: the unique key is the series and the first run after the change.
 change_points = Table(
@@ -201,6 +213,11 @@ change_points = Table(
     Column("low", Float, nullable=False),
     Column("high", Float, nullable=False),
     Column("p_value", Float, nullable=False),
+    # Found in a short history by stats.detect's early test (too few runs for the rank test).
+    Column("early", Boolean, nullable=False, server_default=false()),
+    # A drift (stats.ChangePoint.end): the first run at its newest level; NULL for a step.
+    Column("end_run_id", String(36), nullable=True),
+    Column("end_sha", String(64), nullable=True),
     Column("detected_at", DateTime(timezone=True), nullable=False),
     Column("status", String(16), nullable=False),  # open | acknowledged | resolved
     Column("note", Text, nullable=True),  # the acknowledgement's

@@ -61,14 +61,16 @@ def test_peak_of_allocations_counts_what_is_held_at_once() -> None:
     assert peak_from_allocations([(3, -4096), (1, 4096), (2, 8192), (4, -8192), (5, 2048)]) == 12288
 
 
-def _profiled(cpu_process: None, path: Path) -> tuple[Profile, Memory]:
+def _profiled(
+    cpu_process: None, path: Path, runtime: str = "pytorch_eager", trace: Path | None = None
+) -> tuple[Profile, Memory]:
     side = Side(path=str(path), device=torch.device("cpu"), threads=1, seed=0)
     side.load()
-    cmd = prepare_cmd("pytorch_eager", "float32", 64)
+    cmd = prepare_cmd(runtime, "float32", 64)
     assert side.prepare(cmd)["status"] == "ok"
     for _ in range(20):  # in a run the profile comes after timing: the call is warm
         side.ready[cmd["id"]].call()
-    found = side.profile({"id": cmd["id"], "trace": None})
+    found = side.profile({"id": cmd["id"], "trace": None if trace is None else str(trace)})
     assert "profile_error" not in found and "memory_error" not in found, found
     return Profile(**found["profile"]), Memory(**found["memory"])
 
@@ -118,3 +120,25 @@ def test_profile_false_skips_it(tmp_path: Path) -> None:
     (c,) = doc.configurations
     assert c.profile is None and c.memory is None and "profile_wall_ns" not in c.details
     assert not list(tmp_path.iterdir())
+
+
+def test_onnxruntime_on_the_cpu_is_profiled_by_its_own_profiler(cpu_process, tmp_path: Path):
+    pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
+    trace = tmp_path / "head-onnxruntime.json"
+    base, base_memory = _profiled(cpu_process, VARIANTS / "base.py", "onnxruntime")
+    head, _ = _profiled(cpu_process, VARIANTS / "extra_softmax.py", "onnxruntime", trace)
+    _, wide_memory = _profiled(cpu_process, VARIANTS / "wide.py", "onnxruntime")
+    assert base.source == "onnxruntime" and base.time_basis == "cpu"
+    assert {o.name for o in base.operators} >= {"onnx::Softmax", "onnx::Concat"}
+    changes = diff_profiles(base, head)
+    # SDPA is exported with a Softmax of its own: the extra one is the third.
+    assert changes[0].name == "onnx::Softmax" and "calls 2 → 3" in changes[0].text, changes
+    # ORT's own trace is kept, in the Chrome trace format Perfetto opens.
+    assert head.trace == trace.name
+    assert any(e.get("cat") == "Node" for e in json.loads(trace.read_text()))
+    # The arena's bytes in use: the branch's two buffers of 64 x 1024 x WIDEN float32 each,
+    # doubled, to the byte (ORT plans them into one block); it WARNs as torch's does.
+    growth = wide_memory.peak_allocated_bytes - base_memory.peak_allocated_bytes
+    assert growth == 2 * 64 * 1024 * 4 * 4
+    change, _ = memory_change("c", base_memory, wide_memory, None, None, GateSettings())
+    assert change is not None and change.tier == "WARN"

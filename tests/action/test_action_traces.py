@@ -1,0 +1,91 @@
+"""`rnx gate` with harness.keep-traces: the traces its run kept reach the real server beside
+the run (tests/gate_server/test_traces.py covers the server's refusals); a trace the server
+refuses is a warning, never the build's failure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from action.gate import main
+from tests.support.factories import make_results
+from tests.support.gate_helpers import create_token, start_server
+
+REPO = "acme/kernels"
+TRACE = {"traceEvents": [{"name": "aten::softmax", "ph": "X", "ts": 1, "dur": 9}]}
+
+
+def _results(tmp_path: Path, names: list[str]) -> Path:
+    doc = json.loads(make_results(repository=REPO, seed=1).to_json())
+    for c, name in zip(doc["configurations"], names, strict=False):
+        c["profile"] = {
+            "source": "torch.profiler",
+            "time_basis": "cpu",
+            "calls": 3,
+            "total_ns": 1000.0,
+            "trace": name,
+        }
+    path = tmp_path / "results.in.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_the_kept_traces_reach_the_server_beside_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'gate.db'}"
+    ci = create_token(url, repository=REPO, branches=("main",))
+    viewer = create_token(url, viewer=True)
+    live = start_server(url, tmp_path)
+    try:
+        work = tmp_path / "checkout"
+        (work / "rnx-traces").mkdir(parents=True)
+        monkeypatch.chdir(work)
+        (work / "kernalin.yml").write_text("version: 1\nharness:\n  keep-traces: true\n")
+        kept = "head-pytorch_eager-float32-bs1.json"
+        (work / "rnx-traces" / kept).write_text(json.dumps(TRACE))
+        # The second configuration names a trace the job did not keep: nothing to send.
+        results = _results(tmp_path, [kept, "head-pytorch_eager-float32-bs8.json"])
+        env = {"CI": "true", "KERNALIN_URL": live.url, "KERNALIN_TOKEN": ci.secret}
+        argv = ["--from-results", str(results), "--repository", REPO, "--branch", "main"]
+        assert (
+            main([*argv, "--sha", "a" * 40, "--results-dir", str(tmp_path / "out")], env=env) == 0
+        )
+        log = capsys.readouterr().err
+        assert "kept 1 profile trace(s) on the gate server" in log, log
+        assert ci.secret not in log
+        (answer,) = (tmp_path / "out").glob("*.answer.json")
+        run_id = json.loads(answer.read_text())["run_id"]
+        r = httpx.get(
+            f"{live.url}/api/v1/runs/{run_id}/traces/{kept}",
+            headers={"Authorization": f"Bearer {viewer.secret}"},
+        )
+        assert r.status_code == 200 and r.json() == TRACE
+    finally:
+        live.stop()
+
+
+def test_a_trace_the_server_refuses_is_a_warning_not_a_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'gate.db'}"
+    ci = create_token(url, repository=REPO, branches=("main",))
+    live = start_server(url, tmp_path)
+    try:
+        work = tmp_path / "checkout"
+        (work / "rnx-traces").mkdir(parents=True)
+        monkeypatch.chdir(work)
+        (work / "kernalin.yml").write_text("version: 1\nharness:\n  keep-traces: true\n")
+        kept = "head-pytorch_eager-float32-bs1.json"
+        (work / "rnx-traces" / kept).write_text('{"not": "a trace"}')
+        env = {"CI": "true", "KERNALIN_URL": live.url, "KERNALIN_TOKEN": ci.secret}
+        argv = ["--from-results", str(_results(tmp_path, [kept])), "--repository", REPO]
+        assert main([*argv, "--branch", "main", "--sha", "b" * 40], env=env) == 0
+        out = capsys.readouterr()
+        log = out.out + out.err
+        assert f"did not keep a profile trace on the server: trace {kept}: 422" in log, log
+    finally:
+        live.stop()
