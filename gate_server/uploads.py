@@ -247,16 +247,18 @@ def _regate(
 ) -> GateReport:
     """The verdict from the samples, with the server's thresholds (never the client's tier)."""
     # numpy and the statistics: loaded with the first upload
-    from rnx.verdict import NO_BASELINE, evaluate
+    from rnx.verdict import evaluate
+    from stats.reasons import Code
 
-    report = evaluate(
-        doc, baseline_docs, settings.gate, resamples=settings.resamples, seed=settings.seed
-    )
     # Baselines are kept per workload: say so when this one has none, though others may.
-    if NO_BASELINE not in report.reasons:
-        return report  # the usual case: no copy of the report to make
-    reasons = [NO_WORKLOAD_BASELINE if r == NO_BASELINE else r for r in report.reasons]
-    return report.model_copy(update={"reasons": reasons})
+    return evaluate(
+        doc,
+        baseline_docs,
+        settings.gate,
+        resamples=settings.resamples,
+        seed=settings.seed,
+        wording={Code.NO_BASELINE: lambda _: NO_WORKLOAD_BASELINE},
+    )
 
 
 def _baseline_block(found: BaselineCandidates, chosen: list[BaselineRun]) -> dict[str, Any] | None:
