@@ -191,6 +191,7 @@ def _scheduled_report(p: dict[str, Any]) -> Message:
     ]
     changes = "; ".join(
         f"#{c['id']} {c['configuration']} {float(c['ratio']):.3g}x at {_short(c['after_sha'])}"
+        + _bisection_text(c.get("bisection"))
         for c in opened
     )
     return Message(
@@ -208,6 +209,15 @@ def _scheduled_report(p: dict[str, Any]) -> Message:
         ],
         links=_links(p),
     )
+
+
+def _bisection_text(b: Any) -> str:
+    """A report's word on an open change point's bisection (gate_server/bisection/)."""
+    if not isinstance(b, dict):
+        return ""
+    if b.get("culprit_sha"):
+        return f" (bisected: {_short(b['culprit_sha'])} by {b.get('culprit_author') or '?'})"
+    return f" (bisection {b.get('state')})"
 
 
 def _culprit(p: dict[str, Any]) -> Message:

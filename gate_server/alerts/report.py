@@ -18,7 +18,7 @@ from gate_server.alerts.events import (
     dashboard_link,
     run_link,
 )
-from gate_server.db import change_points, runs
+from gate_server.db import bisections, change_points, runs
 from gate_server.db.runs import BaselineKey, BaselineRun, RunRecord
 from gate_server.environments import document_label
 from gate_server.settings import ServerSettings
@@ -90,9 +90,23 @@ def _open_change_points(conn: Connection, key: BaselineKey) -> list[dict[str, An
             "high": c.high,
             "before_sha": c.before_sha,
             "after_sha": c.after_sha,
+            "bisection": _bisection_state(bisections.of_change_point(conn, c.id)),
         }
         for c in found
     ]
+
+
+def _bisection_state(b: bisections.BisectionRecord | None) -> dict[str, Any] | None:
+    """Where the change point's bisection stands (gate_server/bisection/): None without one."""
+    if b is None:
+        return None
+    return {
+        "state": b.state,
+        "culprit_sha": b.culprit_sha,
+        "culprit_author": b.culprit_author,
+        "culprit_pr": b.culprit_pr,
+        "reason": b.reason,
+    }
 
 
 def report_facts(

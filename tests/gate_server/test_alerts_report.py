@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 from gate_server.alerts import channels
 from gate_server.clock import utcnow
-from gate_server.db import Database, change_points
+from gate_server.db import Database, bisections, change_points
 from gate_server.db.change_points import NewChangePoint
 from gate_server.db.schema import runs
 from gate_server.settings import ServerSettings
@@ -99,7 +99,12 @@ def _open_change_point(storage: Database) -> int:
             ),
             undoes_id=None,
         )
-    assert found is not None
+        assert found is not None
+        # Its bisection found the culprit (gate_server/bisection/): the report says so.
+        bisection = bisections.create(conn, found, 1, [{"sha": _sha("2")}])
+        bisections.finish(
+            conn, bisection, bisections.FOUND, culprit_sha=_sha("2"), culprit_author="octocat"
+        )
     return found
 
 
@@ -161,6 +166,8 @@ def test_every_scheduled_run_sends_its_report_to_the_channels_that_name_it(
     assert blocked["tier"] == "BLOCK" and blocked["against_previous"]["sha"] == _sha("d")
     assert len(blocked["against_month_ago"]["moved"]) == 2
     assert [c["id"] for c in slower["open_change_points"]] == [change_id]
+    bisected = slower["open_change_points"][0]["bisection"]
+    assert bisected["state"] == "found" and bisected["culprit_author"] == "octocat"
     links = slower["links"]
     assert links["run"] == f"{PUBLIC}/runs/{scheduled[1]['run_id']}"
     assert links["commits"] == f"https://github.com/acme/kernels/compare/{_sha('c')}...{_sha('d')}"
@@ -172,7 +179,10 @@ def test_every_scheduled_run_sends_its_report_to_the_channels_that_name_it(
     text = {m["X-Kernalin-Delivery"]: m.get_payload(decode=True).decode() for m in smtp.messages}
     body = next(t for t in text.values() if f"at {_sha('d')[:12]}" in t)
     assert f"Against the previous scheduled run ({_sha('c')[:12]}): {BS8}: 1.1" in body
-    assert f"#{change_id} {BS8} 1.18x at {_sha('2')[:12]}" in body
+    assert (
+        f"#{change_id} {BS8} 1.18x at {_sha('2')[:12]} (bisected: {_sha('2')[:12]} by octocat)"
+        in body
+    )
     subjects = sorted(str(m["Subject"]) for m in smtp.messages)
     assert subjects[0].startswith("[kernalin] Scheduled run on acme/kernels main at ")
     _valid_slack([r.json() for r in receivers["slack"].received])
