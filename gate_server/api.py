@@ -57,7 +57,7 @@ LOOP_BODY_BYTES = 1024 * 1024  # larger uploads are ingested in a worker thread 
 
 
 def _in_loop(svc: Services, body_bytes: int = 0) -> bool:
-    return svc.uploads.awaited and body_bytes <= LOOP_BODY_BYTES
+    return svc.database.awaited and body_bytes <= LOOP_BODY_BYTES
 
 
 def _upload_slots(request: Request) -> anyio.CapacityLimiter:
@@ -110,7 +110,7 @@ async def upload_run(request: Request) -> Response:
     in_loop = _in_loop(svc, len(body))
     ingest = functools.partial(
         ingest_run,
-        svc.uploads if in_loop else svc.database,
+        svc.database,
         svc.settings,
         svc.signer,
         token,
