@@ -52,7 +52,7 @@ UPLOADS_AT_ONCE = 2
 # only for documents up to LOOP_BODY_BYTES: SQLite's statements block the thread that runs them
 # (another writer's lock, a flush), and parsing and re-gating a large document is seconds of
 # Python; either in the loop stalls every other request, /healthz and /readyz included
-# (benchmarks/health_under_uploads.py; docs/server.md, "Uploads in the event loop").
+# (benchmarks/reliability/health_under_uploads.py; docs/server.md, "Uploads in the event loop").
 LOOP_BODY_BYTES = 1024 * 1024  # larger uploads are ingested in a worker thread on any database
 
 

@@ -422,7 +422,7 @@ def _shift_groups(run_loc: np.ndarray, counts: np.ndarray, run_shift_sd: float) 
     """The groups of configurations that share their runs' shifts: first the one most of the
     run moves with, then, among those set apart from it, the next, while at least
     MIN_GROUP_CONFIGS clearly move together. On a GPU runner the launch-bound kernels of a
-    process share a state the long kernels do not have (benchmarks/gpu_placement_noise.py: two
+    process share a state the long kernels do not have (experiments/gpu_placement_noise.py: two
     states 3.6% apart, one per process), so each kind has its own shifts. A configuration in
     no group keeps its own run-to-run variation."""
     groups: list[ShiftGroup] = []

@@ -35,11 +35,11 @@ BRANCH_LOCK = 727_274_002
 CHANGE_LOCK = 727_274_003
 # An acknowledged upload must survive a power loss: in WAL mode NORMAL syncs only at
 # checkpoints, so the last commits before a crash of the machine could vanish. FULL syncs the
-# WAL on every commit (benchmarks/server_load.py --synchronous measures the cost).
+# WAL on every commit (benchmarks/server/server_load.py --synchronous measures the cost).
 SQLITE_SYNCHRONOUS = "FULL"
 # A pooled PostgreSQL connection idle this long is checked with a round trip before it is used
 # (the database may have restarted meanwhile); one used a moment ago is not: checking every
-# checkout (pool_pre_ping) cost each upload three round trips (`benchmarks/server_load.py --db
+# checkout (pool_pre_ping) cost each upload three round trips (`benchmarks/server/server_load.py --db
 # postgresql --round-trips`). Should the database go away under load, a statement fails
 # instead, the pool replaces every connection it holds, and that request is answered 503 with
 # Retry-After (gate_server/answers.py), which the action retries.

@@ -4,7 +4,7 @@ The whole `rnx gate` runs (inputs, upload, report, outputs, exit code) on a resu
 measured elsewhere (--from-results), against a loopback server that fails on purpose. Retry
 sleeps are virtual so the suite stays fast; modes that hold a connection open are run against
 the upload client with a short deadline here, and with the real minute in
-benchmarks/action_faults.py.
+benchmarks/reliability/action_faults.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Valid documents with one field at a boundary value, signed, against the real server on both
 databases (tests/support/document_fuzz.py): every answer below 500, and a normal upload after
-each still gets its verdict. `python -m benchmarks.fuzz_documents` is the long version."""
+each still gets its verdict. `python -m benchmarks.reliability.fuzz_documents` is the long
+version."""
 
 from __future__ import annotations
 

@@ -104,7 +104,8 @@ def test_benchmark_blocks_a_2x_slower_edit_and_passes_the_unchanged_tree(
     assert any("round" in p for p in progress)  # the harness's progress, as notifications
     assert not same.isError, same.content
     # Unchanged code never BLOCKs; on a loaded 2-core runner a short run can read WARN (a few
-    # percent of noise below the threshold), so PASS is measured by benchmarks/agent_check.py.
+    # percent of noise below the threshold), so PASS is measured by
+    # benchmarks/harness/agent_check.py.
     assert same.structuredContent["tier"] in ("PASS", "WARN"), same.content[0].text
     assert same.structuredContent["exit_code"] == 0
 

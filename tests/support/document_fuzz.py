@@ -7,7 +7,7 @@ a document that validates, so it never reaches storage and re-gating; these case
 and change one thing: a date, an integer at a type's limit, unicode (NUL, bidi controls,
 zero-width), a very long string, an empty list, a duplicate configuration. Used by
 tests/reliability/test_reliability_document_fuzz.py (a few hundred cases) and
-`python -m benchmarks.fuzz_documents` (thousands, with the counts printed).
+`python -m benchmarks.reliability.fuzz_documents` (thousands, with the counts printed).
 """
 
 from __future__ import annotations

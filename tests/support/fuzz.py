@@ -7,7 +7,7 @@ bytes sent) and webhook deliveries carry a valid X-Hub-Signature-256, so generat
 past authentication into validation; the unsigned variant ("none") fuzzes the headers too.
 Every answer must be no 5xx and conform to the documented status codes, content type and
 response schema. `run` is used by tests/reliability/test_reliability_schemathesis.py (a few
-cases) and by `python -m benchmarks.fuzz_api` (many, with the counts printed).
+cases) and by `python -m benchmarks.reliability.fuzz_api` (many, with the counts printed).
 """
 
 from __future__ import annotations

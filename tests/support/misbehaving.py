@@ -1,6 +1,7 @@
 """A loopback HTTP server that fails on purpose, one outage mode at a time, at the socket level.
 
-Used by tests/reliability and benchmarks/action_faults.py. Each mode is what a runner can meet
+Used by tests/reliability and benchmarks/reliability/action_faults.py. Each mode is what a runner
+can meet
 when the gate server (or a proxy in front of it) is down or broken: refusals, error statuses,
 garbage, a body cut short, a connection accepted and never answered, an answer that trickles.
 """

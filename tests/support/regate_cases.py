@@ -30,7 +30,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 
 
 def many_configs(n: int) -> list[Config]:
-    """benchmarks/regate_speed.py's configurations: 8 or 48 of them."""
+    """benchmarks/server/regate_speed.py's configurations: 8 or 48 of them."""
     runtimes = ("pytorch_eager", "torch_compile")
     return [(runtimes[i % 2], DTYPES[(i // 2) % 3], 1 << (i // 6)) for i in range(n)]
 

@@ -1,5 +1,5 @@
 """Unsigned webhook deliveries sent at once, and a process's memory from /proc (for
-tests/reliability/test_reliability_holes.py and benchmarks/webhook_memory.py)."""
+tests/reliability/test_reliability_holes.py and benchmarks/server/webhook_memory.py)."""
 
 from __future__ import annotations
 
