@@ -21,7 +21,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check rnx rnx_github rnx_cli stats bench_runner gate_server action tests benchmarks experiments examples
+	$(VENV)/bin/ruff format --check rnx rnx_github rnx_cli stats bench_runner gate_server action tests testbed benchmarks experiments examples
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy rnx rnx_github rnx_cli stats bench_runner gate_server action

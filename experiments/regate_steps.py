@@ -29,7 +29,7 @@ import numpy as np
 
 from benchmarks.server.regate_speed import _configs
 from stats.gate import _lowest_from
-from tests.support.factories import body, make_results
+from testbed.factories import body, make_results
 
 DRAWS = 2000
 

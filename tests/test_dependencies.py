@@ -20,6 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 OURS = ("stats", "rnx", "rnx_github", "rnx_cli", "bench_runner", "gate_server", "action")
 
+# Packages that are not the product: they may import it, it never imports them.
+NOT_SHIPPED = frozenset({"tests", "testbed", "benchmarks", "experiments"})
 # Package -> the packages of ours it may import (itself always).
 MAY_IMPORT: dict[str, frozenset[str]] = {
     "stats": frozenset(),
@@ -135,11 +137,7 @@ def _stdlib(name: str) -> bool:
 
 
 def test_every_product_package_is_known() -> None:
-    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {
-        "tests",
-        "benchmarks",
-        "experiments",
-    }
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - NOT_SHIPPED
     assert packages == set(OURS), "a new package needs its place in MAY_IMPORT (docs/layout.md)"
 
 
@@ -153,6 +151,11 @@ def test_packages_import_only_what_the_layout_allows(graph: dict[str, list[Impor
         and _top(i.target) not in MAY_IMPORT[_top(i.module)]
     ]
     assert not wrong, "imports against docs/layout.md:\n" + "\n".join(wrong)
+
+
+def test_the_product_never_imports_what_is_not_shipped(graph: dict[str, list[Import]]) -> None:
+    wrong = [str(i) for imports in graph.values() for i in imports if _top(i.target) in NOT_SHIPPED]
+    assert not wrong, "the product imports tests, testbed or benchmarks:\n" + "\n".join(wrong)
 
 
 def test_outside_packages_stay_where_they_belong(graph: dict[str, list[Import]]) -> None:

@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.support.fakes.fake_github import State, Token, serve
-from tests.support.gate_helpers import create_token, start_server
+from testbed.fakes.fake_github import State, Token, serve
+from testbed.gate_helpers import create_token, start_server
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

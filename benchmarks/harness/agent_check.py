@@ -84,8 +84,8 @@ def _stored_baseline(
     import httpx
 
     from rnx.schema import ResultsDocument
-    from tests.support.gate_helpers import create_token, signed_headers
-    from tests.support.live_server import start_server
+    from testbed.gate_helpers import create_token, signed_headers
+    from testbed.live_server import start_server
 
     url = f"sqlite:///{work / 'stored.db'}"
     ci = create_token(url)
@@ -123,7 +123,7 @@ def _budget_overrun(repo: Path, budgets: list[float], work: Path) -> list[tuple[
     from gate_server.agents import issue_agent_token
     from gate_server.clock import utcnow
     from gate_server.db import open_database
-    from tests.support.live_server import start_server
+    from testbed.live_server import start_server
 
     url = f"sqlite:///{work / 'gate.db'}"
     database = open_database(url)

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.support.gate_helpers import create_token, start_server
+from testbed.gate_helpers import create_token, start_server
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = "acme/kernels"

@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.factories import make_results
-from tests.support.misbehaving import OUTAGE_MODES, outage
+from testbed.factories import make_results
+from testbed.misbehaving import OUTAGE_MODES, outage
 
 ROOT = Path(__file__).resolve().parents[2]
 

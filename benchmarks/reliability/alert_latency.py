@@ -27,10 +27,10 @@ import httpx
 
 from gate_server.alerts import channels, manage
 from gate_server.db import open_database
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import create_token, signed_headers
-from tests.support.live_server import start_server
-from tests.support.receivers import HttpReceiver, SilentReceiver
+from testbed.factories import body, make_results
+from testbed.gate_helpers import create_token, signed_headers
+from testbed.live_server import start_server
+from testbed.receivers import HttpReceiver, SilentReceiver
 
 CONFIGS = [("pytorch_eager", "float32", 1)]
 

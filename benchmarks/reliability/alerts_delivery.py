@@ -33,15 +33,15 @@ import httpx
 
 from gate_server.alerts import channels, manage
 from gate_server.db import notify, open_database
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import (
+from testbed.factories import body, make_results
+from testbed.gate_helpers import (
     create_token,
     fresh_postgres_schema,
     postgres_base_url,
     signed_headers,
 )
-from tests.support.live_server import LiveServer, start_server
-from tests.support.receivers import HttpReceiver, SmtpReceiver
+from testbed.live_server import LiveServer, start_server
+from testbed.receivers import HttpReceiver, SmtpReceiver
 
 CONFIGS = [("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8)]
 CHANNELS = 4

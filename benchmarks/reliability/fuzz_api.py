@@ -1,6 +1,6 @@
 """Hostile input against the real gate server, at length: schemathesis over every operation in
 /openapi.json with no token, a CI token and a viewer token, valid and invalid data, and signed
-uploads of generated valid documents (tests/support/fuzz.py has how).
+uploads of generated valid documents (testbed/fuzz.py has how).
 
     .venv/bin/python -m benchmarks.reliability.fuzz_api [--examples 40] [--database
     sqlite|postgresql|both]
@@ -16,8 +16,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from tests.support.fuzz import run
-from tests.support.gate_helpers import fresh_postgres_schema, postgres_base_url
+from testbed.fuzz import run
+from testbed.gate_helpers import fresh_postgres_schema, postgres_base_url
 
 
 def fuzz_database(kind: str, work: Path, examples: int, seed: int) -> bool:

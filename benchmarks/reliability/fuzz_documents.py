@@ -1,5 +1,5 @@
 """Valid results documents with one field at a boundary value, signed and uploaded to the real
-server on SQLite and PostgreSQL, at length (tests/support/document_fuzz.py has the cases; the
+server on SQLite and PostgreSQL, at length (testbed/document_fuzz.py has the cases; the
 suite runs a few hundred of them).
 
     .venv/bin/python -m benchmarks.reliability.fuzz_documents [--cases 2500] [--db
@@ -20,8 +20,8 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, seed, settings
 
-from tests.support.document_fuzz import Case, Tally, Uploader, cases, known_cases, seed_baseline
-from tests.support.gate_helpers import (
+from testbed.document_fuzz import Case, Tally, Uploader, cases, known_cases, seed_baseline
+from testbed.gate_helpers import (
     create_token,
     fresh_postgres_schema,
     postgres_base_url,

@@ -23,15 +23,15 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.code_sides import sides, start_code_server
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import (
+from testbed.code_sides import sides, start_code_server
+from testbed.factories import body, make_results
+from testbed.gate_helpers import (
     create_token,
     fresh_postgres_schema,
     postgres_base_url,
     signed_headers,
 )
-from tests.support.live_server import LiveServer
+from testbed.live_server import LiveServer
 
 CONFIGS_48 = [
     (runtime, dtype, bs)

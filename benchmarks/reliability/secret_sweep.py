@@ -47,10 +47,10 @@ from urllib.parse import quote
 import httpx
 from sqlalchemy import MetaData, create_engine, select
 
-from tests.support.code_sides import BRANCH_ROOT, start_code_server
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import create_token, refusing_port, signed_headers
-from tests.support.receivers import HttpReceiver
+from testbed.code_sides import BRANCH_ROOT, start_code_server
+from testbed.factories import body, make_results
+from testbed.gate_helpers import create_token, refusing_port, signed_headers
+from testbed.receivers import HttpReceiver
 
 WEBHOOK_SECRET = "SWEEPgithubWebhookSecret"
 DB_PASSWORD = "SWEEPdbPassword"
@@ -137,7 +137,7 @@ def _database(kind: str, tmp: Path) -> Iterator[str]:
         return
     from sqlalchemy.engine import make_url
 
-    from tests.support.gate_helpers import fresh_postgres_schema, postgres_base_url
+    from testbed.gate_helpers import fresh_postgres_schema, postgres_base_url
 
     base = make_url(postgres_base_url()).set(password=DB_PASSWORD)
     url, drop = fresh_postgres_schema(base.render_as_string(hide_password=False))
@@ -151,8 +151,8 @@ def _database(kind: str, tmp: Path) -> Iterator[str]:
 def _github(app_pem_public: str) -> Iterator[tuple[str, Any]]:
     """The GitHub fake, with the App installed on the repository and the job's token."""
     from rnx_github.client import ACTIONS_BOT
-    from tests.support.fakes import fake_github
-    from tests.support.fakes.github_endpoints import FakeApp, extras
+    from testbed.fakes import fake_github
+    from testbed.fakes.github_endpoints import FakeApp, extras
 
     with fake_github.serve() as (url, state):
         extras(state).app = FakeApp(APP_ID, app_pem_public, installations={REPO: 77})
@@ -239,7 +239,7 @@ def sweep(root: Path, kind: str, blocks: int) -> tuple[dict[str, list[str]], int
     from gate_server.agents import issue_agent_token
     from gate_server.clock import utcnow
     from gate_server.db import open_database, repositories
-    from tests.support.oidc_issuer import OidcIssuer
+    from testbed.oidc_issuer import OidcIssuer
 
     # As docs/security.md tells an operator: stored secrets encrypted with the server's key.
     secret_key = Fernet.generate_key().decode()
@@ -410,7 +410,7 @@ def sweep(root: Path, kind: str, blocks: int) -> tuple[dict[str, list[str]], int
         )
         places["GitHub: PR comments"] = json.dumps(list(github.comments.values()), default=str)
         places["GitHub: commit statuses"] = json.dumps(list(github.statuses.values()), default=str)
-        from tests.support.fakes.github_endpoints import extras
+        from testbed.fakes.github_endpoints import extras
 
         installation_tokens = [t for _, t in extras(github).app.issued]
     secrets = {name: name for name in planted}

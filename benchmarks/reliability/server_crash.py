@@ -43,8 +43,8 @@ from gate_server.db import Database
 from gate_server.db import runs as stored_runs
 from gate_server.db.schema import audit_log, runs
 from rnx.schema import ResultsDocument, parse_results
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import (
+from testbed.factories import body, make_results
+from testbed.gate_helpers import (
     LiveServer,
     create_token,
     fresh_postgres_schema,

@@ -31,8 +31,8 @@ from sqlalchemy import func, select
 
 from gate_server.db import Database
 from gate_server.db.schema import runs
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import (
+from testbed.factories import body, make_results
+from testbed.gate_helpers import (
     create_token,
     fresh_postgres_schema,
     postgres_base_url,

@@ -31,10 +31,10 @@ import numpy as np
 
 from gate_server.changes import DETECT_KIND
 from gate_server.db import open_database, outbox
-from tests.support.code_sides import sides, start_code_server
-from tests.support.factories import DEFAULT_CONFIGS as DEFAULT
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import (
+from testbed.code_sides import sides, start_code_server
+from testbed.factories import DEFAULT_CONFIGS as DEFAULT
+from testbed.factories import body, make_results
+from testbed.gate_helpers import (
     create_token,
     fresh_postgres_schema,
     postgres_base_url,

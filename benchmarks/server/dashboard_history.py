@@ -31,8 +31,8 @@ from sqlalchemy import text
 from gate_server.db import Database, open_database, repositories
 from gate_server.db import runs as stored_runs
 from gate_server.db.runs import NewRun
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import (
+from testbed.factories import body, make_results
+from testbed.gate_helpers import (
     create_token,
     fresh_postgres_schema,
     postgres_base_url,

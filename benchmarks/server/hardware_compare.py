@@ -19,7 +19,7 @@ from collections.abc import Callable
 import stats
 from rnx.hardware import compare_hardware
 from rnx.schema import ResultsDocument
-from tests.support.factories import make_results
+from testbed.factories import make_results
 
 SIZES = {
     "6 configurations x 2 machines": (

@@ -24,9 +24,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import LiveServer, create_token, signed_headers, start_server
-from tests.support.regate_cases import many_configs
+from testbed.factories import body, make_results
+from testbed.gate_helpers import LiveServer, create_token, signed_headers, start_server
+from testbed.regate_cases import many_configs
 
 REPO = "acme/kernels"
 WORKLOAD = "kernels/attention.py"

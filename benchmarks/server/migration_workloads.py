@@ -4,7 +4,7 @@ version-4 database, on SQLite and PostgreSQL.
     .venv/bin/python -m benchmarks.server.migration_workloads [--runs 20000] [--db
     sqlite|postgresql|both]
 
-A version-4 database (tests/gate_server/schema_v4.py) is filled with `--runs` runs whose
+A version-4 database (testbed/schema_v4.py) is filled with `--runs` runs whose
 documents are real results documents of 8 configurations x 30 samples (about 6.4 KB each),
 spread over four workloads (one spelled with a leading ./), every hundredth one unreadable
 bytes; then the time of open_database(), which applies migration 5 in one transaction, is
@@ -28,10 +28,10 @@ from sqlalchemy import create_engine, insert, select
 
 from gate_server.db import open_database
 from gate_server.db.schema import runs as runs_table
-from tests.gate_server import schema_v3 as v3
-from tests.gate_server import schema_v4 as v4
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import fresh_postgres_schema, postgres_base_url
+from testbed import schema_v3 as v3
+from testbed import schema_v4 as v4
+from testbed.factories import body, make_results
+from testbed.gate_helpers import fresh_postgres_schema, postgres_base_url
 
 WORKLOADS = ("kernels/attention.py", "./kernels/other.py", "kernels/norm.py", "models/m.onnx")
 WHEN = datetime(2026, 1, 1, tzinfo=timezone.utc)

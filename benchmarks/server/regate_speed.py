@@ -43,7 +43,7 @@ def measure(configs: int, history: int, repeat: int) -> dict[str, Any]:
     from benchmarks.quality.verdict_runs import old_tier
     from rnx.config import GateSettings
     from rnx.verdict import evaluate
-    from tests.support.factories import make_results
+    from testbed.factories import make_results
 
     cfgs = _configs(configs)
     baselines = [make_results(configs=cfgs, n=30, processes=3, seed=s) for s in range(history)]

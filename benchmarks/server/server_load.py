@@ -64,8 +64,8 @@ from sqlalchemy import text
 from gate_server.api import UPLOADS_AT_ONCE
 from gate_server.db import Database
 from gate_server.db import runs as stored_runs
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import (
+from testbed.factories import body, make_results
+from testbed.gate_helpers import (
     create_token,
     free_port,
     fresh_postgres_schema,

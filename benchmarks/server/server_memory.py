@@ -24,11 +24,11 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.code_sides import sides, start_code_server
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import create_token, signed_headers
-from tests.support.live_server import LiveServer
-from tests.support.webhook_flood import memory_mib
+from testbed.code_sides import sides, start_code_server
+from testbed.factories import body, make_results
+from testbed.gate_helpers import create_token, signed_headers
+from testbed.live_server import LiveServer
+from testbed.webhook_flood import memory_mib
 
 CONFIGS_48 = [
     (runtime, dtype, bs)

@@ -26,11 +26,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import tests.support.live_server as local
+import testbed.live_server as local
 from benchmarks.server.regate_speed import _configs
 from benchmarks.server.server_load import ENV, REPO, Client, prepare
-from tests.support.factories import DEFAULT_CONFIGS, body, make_results
-from tests.support.gate_helpers import fresh_postgres_schema, postgres_base_url
+from testbed.factories import DEFAULT_CONFIGS, body, make_results
+from testbed.gate_helpers import fresh_postgres_schema, postgres_base_url
 
 QUIET_OUTBOX = {"RNX_OUTBOX_POLL_MS": "60000"}
 

@@ -29,7 +29,7 @@ from gate_server.db import open_database, runs, tokens
 from gate_server.receipts import load_signer
 from gate_server.settings import load_settings
 from gate_server.stored_documents import StoredDocuments
-from tests.support.factories import body, make_results
+from testbed.factories import body, make_results
 
 STAGES = {
     uploads: ("parse_upload", "candidates", "_regate", "_store", "_receipt"),

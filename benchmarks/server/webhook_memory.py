@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 
 from gate_server.github.webhook import MAX_UNVERIFIED_READS
-from tests.support.gate_helpers import LiveServer, start_server
-from tests.support.webhook_flood import SECRET, flood, memory_mib
+from testbed.gate_helpers import LiveServer, start_server
+from testbed.webhook_flood import SECRET, flood, memory_mib
 
 UNBOUNDED = "import gate_server.github.webhook as w; w.MAX_UNVERIFIED_READS = 1_000_000"
 

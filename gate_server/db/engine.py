@@ -39,10 +39,11 @@ CHANGE_LOCK = 727_274_003
 SQLITE_SYNCHRONOUS = "FULL"
 # A pooled PostgreSQL connection idle this long is checked with a round trip before it is used
 # (the database may have restarted meanwhile); one used a moment ago is not: checking every
-# checkout (pool_pre_ping) cost each upload three round trips (`benchmarks/server/server_load.py --db
-# postgresql --round-trips`). Should the database go away under load, a statement fails
-# instead, the pool replaces every connection it holds, and that request is answered 503 with
-# Retry-After (gate_server/answers.py), which the action retries.
+# checkout (pool_pre_ping) cost each upload three round trips
+# (`benchmarks/server/server_load.py --db postgresql --round-trips`). Should the database go
+# away under load, a statement fails instead, the pool replaces every connection it holds, and
+# that request is answered 503 with Retry-After (gate_server/answers.py), which the action
+# retries.
 PING_AFTER_IDLE_S = 1.0
 # INSERT ... RETURNING (db/runs.py insert_run) came with SQLite 3.35 (2021); Python uses the
 # system's library, which on older distributions is older.

@@ -17,8 +17,8 @@ import pytest
 
 from action.gate import main
 from action.upload import Clock, Credential, Outage, upload
-from tests.support.factories import make_results
-from tests.support.misbehaving import OUTAGE_MODES, STATUS_MODES, outage
+from testbed.factories import make_results
+from testbed.misbehaving import OUTAGE_MODES, STATUS_MODES, outage
 
 REPO = "acme/kernels"
 # Modes that hold the connection open: real seconds, so they get their own test below.

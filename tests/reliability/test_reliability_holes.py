@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token, signed_headers
 
 
 def _push(client: TestClient, token: Token, **kwargs: Any) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def test_unsigned_webhook_bodies_keep_the_servers_memory_flat(
     """8 concurrent 24 MiB deliveries with a wrong signature: at most MAX_UNVERIFIED_READS are
     read at once, so the server's peak grows by a few bodies, not by 8 (before the bound it grew
     by 200-270 MiB: benchmarks/server/webhook_memory.py measures both side by side)."""
-    from tests.support.webhook_flood import SECRET, flood, memory_mib
+    from testbed.webhook_flood import SECRET, flood, memory_mib
 
     server = server_factory(database_url, env={"RNX_GITHUB_WEBHOOK_SECRET": SECRET})
     before = memory_mib(server.process.pid, "VmRSS")

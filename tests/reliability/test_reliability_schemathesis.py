@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import fuzz
+from testbed import fuzz
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)

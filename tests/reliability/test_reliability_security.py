@@ -16,8 +16,8 @@ from gate_server.asgi import create_app
 from gate_server.db import Database, runs
 from gate_server.db import audit as audit_log
 from gate_server.settings import ServerSettings
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import create_token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import create_token, signed_headers
 
 REPO = "acme/kernels"
 

@@ -8,7 +8,7 @@ from rnx.clocks import explained_by_clock, median_clock
 from rnx.config import GateSettings
 from rnx.schema import ResultsDocument
 from rnx.verdict import evaluate
-from tests.support.factories import make_results
+from testbed.factories import make_results
 
 CONFIG = ("pytorch_eager", "float16", 1024)
 CID = "pytorch_eager/float16/bs1024"

@@ -23,8 +23,8 @@ from mcp.client.stdio import stdio_client
 from gate_server.agents import issue_agent_token
 from gate_server.clock import utcnow
 from gate_server.db import audit, open_database
+from testbed.live_server import LiveServer
 from tests.rnx_cli.conftest import ROOT, slow_down
-from tests.support.live_server import LiveServer
 
 FAST = {"samples": 16, "processes": 2}
 
@@ -212,8 +212,8 @@ def _stored_baseline_of_this_machine(server: LiveServer) -> str:
     """A baseline of main for this machine's environment whose kernel took 1 us: a working
     tree measured against it is far slower, where against the merge-base it is unchanged."""
     from bench_runner.environment import collect_environment
-    from tests.support.factories import body, make_results
-    from tests.support.gate_helpers import create_token, signed_headers
+    from testbed.factories import body, make_results
+    from testbed.gate_helpers import create_token, signed_headers
 
     ci = create_token(server.database_url)
     doc = make_results(

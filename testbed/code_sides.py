@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.live_server import LiveServer, start_server
+from testbed.live_server import LiveServer, start_server
 
 BRANCH_ROOT = Path(__file__).resolve().parents[2]
 MAIN_ROOT = Path("/work/main")

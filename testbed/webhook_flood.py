@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 from gate_server.github.webhook import WEBHOOK_PATH
-from tests.support.live_server import LiveServer
+from testbed.live_server import LiveServer
 
 SECRET = "webhook-memory-secret"
 

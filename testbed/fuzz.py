@@ -33,8 +33,8 @@ from schemathesis.config._checks import POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUS
 from schemathesis.core.failures import FailureGroup
 
 from gate_server.auth import sign_upload
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import (
+from testbed.factories import body, make_results
+from testbed.gate_helpers import (
     create_token,
     signed_headers,
     start_server,

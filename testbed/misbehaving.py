@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from tests.support.gate_helpers import refusing_port
+from testbed.gate_helpers import refusing_port
 
 _ERROR = json.dumps({"error": {"code": "x", "message": "refused on purpose", "details": []}})
 

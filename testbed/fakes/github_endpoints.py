@@ -31,8 +31,8 @@ from urllib.parse import parse_qs, quote, urlencode
 import jwt
 from starlette.requests import Request
 
-from tests.support.fakes import fake_github
-from tests.support.fakes.fake_github import (
+from testbed.fakes import fake_github
+from testbed.fakes.fake_github import (
     DATA,
     Fail,
     Handler,

@@ -1,5 +1,5 @@
 """Helpers for tests and benchmarks of the gate server: databases, tokens, signed uploads and
-the real server on loopback (`from tests.support.gate_helpers import ...`)."""
+the real server on loopback (`from testbed.gate_helpers import ...`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 # The loopback server lives with the server; tests and benchmarks import it from here.
-from tests.support.live_server import LiveServer, free_port, start_server  # noqa: F401
+from testbed.live_server import LiveServer, free_port, start_server  # noqa: F401
 
 
 @contextmanager

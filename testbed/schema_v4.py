@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 from sqlalchemy import create_engine, insert
 
-from tests.gate_server import schema_v3 as v3
+from testbed import schema_v3 as v3
 
 # Version 4 changed no table the tests write rows to: its runs are version 3's.
 runs = v3.runs

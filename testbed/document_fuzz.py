@@ -2,7 +2,7 @@
 real server: every answer must be below 500, and a normal upload afterwards still gets its
 verdict.
 
-schemathesis (tests/support/fuzz.py) generates from the OpenAPI schema and almost never builds
+schemathesis (testbed/fuzz.py) generates from the OpenAPI schema and almost never builds
 a document that validates, so it never reaches storage and re-gating; these cases start valid
 and change one thing: a date, an integer at a type's limit, unicode (NUL, bidi controls,
 zero-width), a very long string, an empty list, a duplicate configuration. Used by
@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 from hypothesis import strategies as st
 
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import signed_headers
 
 CONFIGS = [("pytorch_eager", "float32", 1), ("onnxruntime", "float16", 8)]
 

@@ -191,7 +191,7 @@ class SmtpReceiver:
         from aiosmtpd.controller import Controller
         from aiosmtpd.smtp import AuthResult, LoginPassword
 
-        from tests.support.live_server import free_port
+        from testbed.live_server import free_port
 
         # aiosmtpd warns on every login that an attribute it sets itself is deprecated.
         logging.getLogger("mail.log").setLevel(logging.ERROR)

@@ -3,7 +3,7 @@
 tests/rnx/test_regate_unchanged.py checks that rnx.verdict.evaluate and stats.compare_many give
 today what they gave when tests/data/regate-golden.json was written: the same tiers, reasons,
 verdicts and ratios. Rewrite the file only for a change that is meant to move verdicts:
-`python -m tests.support.regate_cases --write`.
+`python -m testbed.regate_cases --write`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import stats
 from rnx.config import GateSettings
 from rnx.schema import GateReport, ResultsDocument
 from rnx.verdict import evaluate
-from tests.support.factories import DEFAULT_CONFIGS, make_results
+from testbed.factories import DEFAULT_CONFIGS, make_results
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "regate-golden.json"
 
