@@ -7,7 +7,7 @@ from pathlib import Path
 
 from testbed.live_server import LiveServer, start_server
 
-BRANCH_ROOT = Path(__file__).resolve().parents[2]
+BRANCH_ROOT = Path(__file__).resolve().parents[1]
 MAIN_ROOT = Path("/work/main")
 
 

@@ -23,7 +23,7 @@ from rnx.schema import GateReport, ResultsDocument
 from rnx.verdict import evaluate
 from testbed.factories import DEFAULT_CONFIGS, make_results
 
-GOLDEN = Path(__file__).resolve().parents[1] / "data" / "regate-golden.json"
+GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "data" / "regate-golden.json"
 
 Config = tuple[str, str, int]
 DTYPES = ("float32", "float16", "bfloat16")
