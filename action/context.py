@@ -100,7 +100,11 @@ def read_context(
     pr_number = (
         pr or (_dig(pull, "number") if pull else None) or (event.get("number") if pull else None)
     )
-    head_sha = sha or (_dig(pull, "head", "sha") if pull else None) or env.get("GITHUB_SHA")
+    # A dispatched run checks out the commit it was asked for (the server's bisection), not
+    # the branch head GITHUB_SHA names: the checkout is what is measured.
+    dispatched = _git_head(root) if event_name == "workflow_dispatch" else None
+    head_sha = sha or (_dig(pull, "head", "sha") if pull else None) or dispatched
+    head_sha = head_sha or env.get("GITHUB_SHA")
     head_sha = head_sha or _git_head(root)
     if not head_sha:
         raise UserError("cannot tell which commit this is; pass --sha COMMIT (or set GITHUB_SHA)")

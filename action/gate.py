@@ -19,6 +19,7 @@ from action.annotations import BROKEN_STATUSES, annotate
 from action.baseline_fetch import NotFetched, fetch_baseline, with_server_thresholds
 from action.context import RunContext, read_context
 from action.inputs import GateInputs, read_inputs
+from action.lfs import fetch_lfs
 from action.measure import (
     Measured,
     maybe_base_checkout,
@@ -289,6 +290,10 @@ def _measure_all(run: Run) -> list[Measured]:
     if run.args.from_results:
         return [measured_elsewhere(path, run.ctx, run.config) for path in run.args.from_results]
     with maybe_base_checkout(run.root, run.config, run.ctx, run.args.base_sha) as base_root:
+        for b in run.config.benchmarks:  # an LFS pointer is fetched, never measured
+            for root in (run.root, base_root):
+                if root is not None and (root / b.workload).is_file():
+                    _say_fetched(fetch_lfs(root, b.workload))
         return [
             measure(
                 b,
@@ -303,12 +308,18 @@ def _measure_all(run: Run) -> list[Measured]:
         ]
 
 
+def _say_fetched(paths: list[str]) -> None:
+    if paths:
+        print(f"rnx-benchmark: fetched from Git LFS: {', '.join(paths)}", file=sys.stderr)
+
+
 def _upload(
     m: Measured, url: str, run: Run, wf: Workflow, clock: Clock | None
 ) -> UploadAnswer | Outage:
     # Per upload: the server spends an OIDC token on first use.
     credentials = _credentials(run.inputs, run.env, wf)
-    answer = upload(m.document, url=url, credentials=credentials, clock=clock)
+    bisection = run.env.get("INPUT_BISECTION", "").strip() or None
+    answer = upload(m.document, url=url, credentials=credentials, clock=clock, bisection=bisection)
     if isinstance(answer, Outage):
         title, lead = OUTAGE_TITLES[answer.kind]
         wf.warning(

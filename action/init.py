@@ -42,6 +42,18 @@ on:
   pull_request:
   push:
     branches: [{branch}]
+  # The gate server (GitHub App mode) runs this at one commit of {branch} to find the commit
+  # that caused a change point (docs/bisection.md). Its runs never become baselines.
+  workflow_dispatch:
+    inputs:
+      commit:
+        description: "commit to benchmark (bisection); empty: the branch head"
+        required: false
+        default: ""
+      bisection:
+        description: "the gate server's bisection this run measures for"
+        required: false
+        default: ""
 {schedule}permissions:
   contents: read
   pull-requests: write   # the sticky comment
@@ -52,6 +64,14 @@ jobs:
     runs-on: ubuntu-latest   # GPU kernels: put your GPU runner's labels here
     steps:
       - uses: actions/checkout@v4
+      # A dispatched run (the gate server's bisection) measures the commit it names.
+      - if: inputs.commit != ''
+        env:
+          COMMIT: ${{{{ inputs.commit }}}}
+        run: |
+          git cat-file -e "$COMMIT^{{commit}}" 2>/dev/null ||
+            git fetch -q --depth=1 origin "$COMMIT"
+          git checkout -q --detach "$COMMIT"
       - uses: actions/setup-python@v5
         with:
           python-version: "3.11"
@@ -62,6 +82,7 @@ jobs:
         with:
           kernalin-token: ${{{{ secrets.KERNALIN_TOKEN }}}}
           kernalin-url: ${{{{ vars.KERNALIN_URL }}}}
+          bisection: ${{{{ inputs.bisection }}}}
 """
 
 # --schedule: a scheduled run of the default branch is a point of its history, like a push, so

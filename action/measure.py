@@ -13,7 +13,7 @@ from typing import TextIO
 from action.context import RunContext
 from action.paired import base_worktree
 from bench_runner.adaptive import AdaptiveSampling
-from rnx.config import Benchmark, KernalinConfig
+from rnx.config import Benchmark, HarnessSettings, KernalinConfig
 from rnx.errors import UserError
 from rnx.schema import GateReport, ResultsDocument, load_results
 from rnx_github.comment import ConfigNote
@@ -68,7 +68,7 @@ def measure(
         base_workload = str(base_root / bench.workload)
     document = run_benchmark(
         bench,
-        config.harness,
+        harness_for(config, ctx),
         repository=ctx.repository,
         git=ctx.git,
         base_workload=base_workload,
@@ -77,6 +77,17 @@ def measure(
         adaptive=adaptive,
     )
     return Measured(bench, document, local_report(document, config))
+
+
+def harness_for(config: KernalinConfig, ctx: RunContext) -> HarnessSettings:
+    """The harness settings for this run: a push compared by stored baseline (a baseline
+    candidate) gets harness.baseline-processes where that is more than harness.processes."""
+    harness = config.harness
+    more = harness.baseline_processes
+    pushed = config.gate.compare == "baseline" and not ctx.git.is_pull_request
+    if pushed and more is not None and more > harness.processes:
+        return harness.model_copy(update={"processes": more})
+    return harness
 
 
 def measurement_notes(document: ResultsDocument) -> list[ConfigNote]:

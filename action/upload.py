@@ -167,8 +167,11 @@ def upload(
     max_attempts: int = MAX_ATTEMPTS,
     transport: httpx.BaseTransport | None = None,
     user_agent: str = "rnx-benchmark-action",
+    bisection: str | None = None,
 ) -> UploadAnswer | Outage:
-    """POST the document; retry transient failures with jittered backoff within `deadline_s`."""
+    """POST the document; retry transient failures with jittered backoff within `deadline_s`.
+    `bisection`: the gate server's bisection this run was dispatched for (its header tells the
+    server the run measures one commit and is no baseline)."""
     clock = clock or Clock()
     if not credentials:
         return Outage(
@@ -198,6 +201,8 @@ def upload(
                 "X-Kernalin-Timestamp": timestamp,
                 "X-Kernalin-Signature": sign(cred.secret, timestamp, body),
             }
+            if bisection:
+                headers["X-Kernalin-Bisection"] = bisection
             attempts += 1
             retry_after: float | None = None
             try:

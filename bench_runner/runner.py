@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from bench_runner.adaptive import AdaptiveSampling, Baseline, Decider, sample_until_decided
 from bench_runner.environment import collect_environment
 from bench_runner.gitinfo import local_git, local_repository
+from bench_runner.lfs_pointer import refuse_pointer
 from bench_runner.orchestrator import Orchestrator, WorkerPool
 from bench_runner.placement import cpus_for_slot, default_threads
 from bench_runner.plan import Plan, plan_configurations
@@ -120,6 +121,7 @@ def run_benchmark(
             raise UserError(
                 f"workload {path} does not exist (give the path of a .py or .onnx file)"
             )
+        refuse_pointer(Path(path))
     threads = threads or default_threads(harness)
     plan = Plan(
         configs=configs,

@@ -38,7 +38,7 @@ from gate_server.openapi import (
 )
 from gate_server.runs import get_run
 from gate_server.services import Services, services
-from gate_server.uploads import answered, ingest_run
+from gate_server.uploads import BISECTION_HEADER, answered, bisection_header, ingest_run
 
 # Uploads one server process ingests at once. Re-gating is CPU-bound Python, which holds the
 # GIL: uploads ingested side by side only trade it. Two let one compute while the other waits
@@ -118,6 +118,7 @@ async def upload_run(request: Request) -> Response:
         signature,
         base_url(request),
         documents=svc.documents,
+        bisection=bisection_header(request.headers.get(BISECTION_HEADER)),
     )
     if in_loop:
         async with slots:

@@ -16,7 +16,6 @@ point queues an EVENT_KIND job for the alerts, in the same transaction.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
@@ -24,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
+from gate_server.bisection.jobs import enqueue_start
 from gate_server.db import change_points, outbox, runs
 from gate_server.db.change_points import ChangePointRecord, HistoryRun, NewChangePoint
 from gate_server.db.outbox import OutboxJob
 from gate_server.db.runs import BaselineKey
 from gate_server.outbox import PermanentFailure
-from rnx.schema import config_id
+from gate_server.run_samples import sample_groups
 
 if TYPE_CHECKING:
     from gate_server.services import Services
@@ -76,6 +76,11 @@ def change_point_view(cp: ChangePointRecord) -> dict[str, Any]:
         "low": cp.low,
         "high": cp.high,
         "p_value": cp.p_value,
+        "early": cp.early,
+        # A drift: the level moved from after_sha over the runs up to end_sha (its newest level).
+        "drift": cp.end_run_id is not None,
+        "end_run_id": cp.end_run_id,
+        "end_sha": cp.end_sha,
         "detected_at": cp.detected_at.isoformat(),
         "status": cp.status,
         "note": cp.note,
@@ -83,7 +88,7 @@ def change_point_view(cp: ChangePointRecord) -> dict[str, Any]:
         "acknowledged_by": cp.acknowledged_by,
         "resolved_at": None if cp.resolved_at is None else cp.resolved_at.isoformat(),
         "undoes_id": cp.undoes_id,
-        "compare_url": compare_url(cp.repository, cp.before_sha, cp.after_sha),
+        "compare_url": compare_url(cp.repository, cp.before_sha, cp.end_sha or cp.after_sha),
     }
 
 
@@ -141,16 +146,23 @@ def handle_detect(svc: Services, job: OutboxJob) -> None:
 class _Found:
     new: NewChangePoint
     undoes: int | _Found | None  # a stored change point's id, or one found in the same look
+    extends: int | None = None  # a stored change point this drift continues: updated, not new
 
 
 def _store(conn: Connection, found: list[_Found]) -> None:
     ids: dict[int, int] = {}  # id(_Found) -> its stored id
     for f in found:
+        if f.extends is not None:
+            # The same drift, grown: one change point (alerted when it was first found).
+            change_points.extend_drift(conn, f.extends, f.new)
+            continue
         undoes = f.undoes if not isinstance(f.undoes, _Found) else ids.get(id(f.undoes))
         stored = change_points.insert_new(conn, f.new, undoes_id=undoes)
         if stored is None:
             continue  # the same change is stored already
         ids[id(f)] = stored
+        if f.new.ratio > 1:  # a slowdown: find the commit that caused it
+            enqueue_start(conn, stored)
         record = change_points.by_id(conn, stored)
         if record is not None:
             outbox.enqueue(
@@ -169,22 +181,11 @@ def run_locations(document: bytes) -> dict[str, float]:
     configuration that failed or whose samples cannot be summarised has none."""
     import stats  # numpy and scipy: loaded with the first detection
 
-    try:
-        doc = json.loads(document)
-        configurations = doc["configurations"]
-    except (ValueError, KeyError, TypeError):
-        return {}
     out = {}
-    for c in configurations if isinstance(configurations, list) else []:
+    for name, groups in sample_groups(document).items():
         try:
-            if c.get("status") != "ok" or not c.get("samples"):
-                continue
-            groups: dict[int, list[float]] = defaultdict(list)
-            for t, p in zip(c["samples"]["ns"], c["samples"]["process"], strict=True):
-                groups[int(p)].append(float(t))
-            name = config_id(str(c["runtime"]), str(c["dtype"]), c.get("batch_size"))
-            out[name] = stats.run_location([groups[p] for p in sorted(groups)])
-        except (KeyError, TypeError, ValueError, AttributeError):
+            out[name] = stats.run_location(groups)
+        except (TypeError, ValueError):
             continue
     return out
 
@@ -222,7 +223,10 @@ def _find_in(
     inside = sorted((position[k.after_run_id], k.id) for k in known if k.after_run_id in position)
     by_id = {k.id: k for k in known}
     placed = [(0, k) for k in outside] + [(i, by_id[k]) for i, k in inside]
-    given = [stats.KnownChange(i, k.ratio, k.low, k.high, key=k.id) for i, k in placed]
+    given = [
+        stats.KnownChange(i, k.ratio, k.low, k.high, key=k.id, end=_end(k, i, position))
+        for i, k in placed
+    ]
     try:
         changes = stats.detect([loc for _, loc in points], known=given)
     except ValueError as e:  # a history the statistics refuse: say so, and skip it
@@ -232,6 +236,7 @@ def _find_in(
     by_change: dict[int, _Found] = {}
     for cp in changes:
         before, after = points[cp.before][0], points[cp.after][0]
+        end = None if cp.end is None else points[cp.end][0]
         undoes: int | _Found | None = None
         if isinstance(cp.undoes, stats.KnownChange):
             undoes = int(cp.undoes.key)
@@ -252,9 +257,19 @@ def _find_in(
                 low=cp.low,
                 high=cp.high,
                 p_value=cp.p_value,
+                early=cp.early,
+                end_run_id=None if end is None else end.run_id,
+                end_sha=None if end is None else end.sha,
             ),
             undoes,
+            None if cp.continues is None else int(cp.continues.key),
         )
         by_change[id(cp)] = f
         found.append(f)
     return found
+
+
+def _end(known: ChangePointRecord, after: int, position: dict[str, int]) -> int | None:
+    """A stored drift's end as an index into the history, when the window holds it."""
+    end = position.get(known.end_run_id) if known.end_run_id is not None else None
+    return end if end is not None and end > after else None

@@ -9,10 +9,16 @@ from __future__ import annotations
 from gate_server import changes
 from gate_server.alerts.delivery import DELIVER
 from gate_server.alerts.delivery import HANDLERS as ALERT_HANDLERS
+from gate_server.bisection import jobs as bisection
 from gate_server.outbox import Handler
 
 HANDLERS: dict[str, Handler] = {
     changes.DETECT_KIND: changes.handle_detect,
+    # bisection of change points in App mode (gate_server/bisection/jobs.py)
+    bisection.START_KIND: bisection.handle_start,
+    bisection.ADVANCE_KIND: bisection.handle_advance,
+    bisection.MEASURED_KIND: bisection.handle_measured,
+    bisection.CULPRIT_KIND: bisection.handle_culprit,
     # alerts (gate_server/alerts/delivery.py): event.* fan out, alert.deliver sends
     **ALERT_HANDLERS,
 }

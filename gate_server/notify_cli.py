@@ -29,7 +29,7 @@ from gate_server.alerts.channels import (
     teams_channel,
     webhook_channel,
 )
-from gate_server.alerts.events import EVENTS
+from gate_server.alerts.events import ALARMS
 from gate_server.database_args import add_database_arguments, database_url_of
 from gate_server.db import Database
 from gate_server.db.notify import Channel, Rule
@@ -60,8 +60,12 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("kind", nargs="?", choices=KINDS, help="the new channel's kind")
     add.add_argument("--workspace", required=True)
     add.add_argument("--repo", help="OWNER/NAME; default: every repository of the workspace")
-    names = ",".join(e.replace("_", "-") for e in EVENTS)
-    add.add_argument("--events", default="", help=f"default: all of {names}")
+    names = ",".join(e.replace("_", "-") for e in ALARMS)
+    add.add_argument(
+        "--events",
+        default="",
+        help=f"default: {names}; scheduled-report (a scheduled run's report) when named",
+    )
     add.add_argument("--name", help="the channel's name (default: its kind)")
     add.add_argument("--channel", help="add a rule to this existing channel instead")
     add.add_argument("--secret-file", type=Path, help="read the secret from this file")

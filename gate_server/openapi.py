@@ -297,6 +297,14 @@ _ANSWERS: dict[str, Any] = {
         low={"type": "number", "description": "90% interval of the ratio"},
         high={"type": "number"},
         p_value={"type": "number"},
+        early={
+            "type": "boolean",
+            "description": "found in a short history, too few runs for the rank test: "
+            "weaker evidence (docs/statistics.md#change-points)",
+        },
+        drift={"type": "boolean", "description": "a gradual change from after_sha to end_sha"},
+        end_run_id={"type": ["string", "null"], "description": "a drift's newest-level run"},
+        end_sha={"type": ["string", "null"]},
         detected_at=_STR,
         status={"enum": ["open", "acknowledged", "resolved"]},
         note={"type": ["string", "null"]},
@@ -312,6 +320,34 @@ _ANSWERS: dict[str, Any] = {
     "ChangePoints": _object(
         ["change_points"],
         change_points={"type": "array", "items": {"$ref": "#/components/schemas/ChangePoint"}},
+    ),
+    "Bisection": _object(
+        ["change_point_id", "state", "steps"],
+        change_point_id={"type": "integer"},
+        id={"type": "integer"},
+        state={"enum": ["none", "running", "found", "stopped", "cancelled"]},
+        commits={"type": "integer", "description": "commits in the change point's range"},
+        culprit={
+            "type": ["object", "null"],
+            "description": "sha, author, pull_request, url, pull_request_url",
+        },
+        range={"type": "object", "description": "the narrowed range: after (exclusive), to"},
+        reason={"type": ["string", "null"], "description": "why it ended without a culprit"},
+        steps={
+            "type": "array",
+            "items": _object(
+                ["sha", "attempt", "state"],
+                sha=_STR,
+                attempt={"type": "integer"},
+                state={"enum": ["dispatching", "dispatched", "measured"]},
+                side={"type": ["string", "null"]},
+                run_id={"type": ["string", "null"]},
+                evidence={
+                    "type": ["object", "null"],
+                    "description": "ratio and 90% interval against the before and after ends",
+                },
+            ),
+        },
     ),
 }
 

@@ -50,6 +50,10 @@ _WHOLE_NUMBERS: dict[str, tuple[str, int, int | None]] = {
     "document_cache_mb": ("RNX_DOCUMENT_CACHE_MB", 0, None),
     # The dashboard's run summaries kept in memory per process (gate_server/dashboard/views.py).
     "summary_cache_mb": ("RNX_SUMMARY_CACHE_MB", 0, None),
+    # Bisection of change points in App mode (gate_server/bisection/, docs/bisection.md):
+    # workflow runs dispatched at once per repository, and measurements per bisection (0: off).
+    "bisect_in_flight": ("RNX_BISECT_IN_FLIGHT", 1, 100),
+    "bisect_budget": ("RNX_BISECT_BUDGET", 0, 100),
 }
 
 
@@ -96,6 +100,10 @@ class ServerSettings:
     summary_cache_mb: int = 64  # 0: read each run's document on every page view
     # Look for change points in baseline history after every baseline run (gate_server/changes.py).
     detect_changes: bool = True
+    bisect_in_flight: int = 2
+    bisect_budget: int = 8  # 0 turns bisection off
+    # The repository's benchmark workflow file that bisection dispatches (`rnx init` writes it).
+    bisect_workflow: str = "kernalin.yml"
     # Keys that encrypt stored secrets (gate_server/db/sealed.py), newest first; () keeps them
     # plain.
     secret_keys: tuple[str, ...] = field(default=(), repr=False)
@@ -256,6 +264,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> ServerSettings:
         github_oauth=_github_oauth(env),
         github_web_url=_url(env, "RNX_GITHUB_WEB_URL", DEFAULT_WEB_URL) or DEFAULT_WEB_URL,
         detect_changes=_on_off(env, "RNX_DETECT_CHANGES", default=True),
+        bisect_workflow=env.get("RNX_BISECT_WORKFLOW", "").strip() or "kernalin.yml",
         secret_keys=secret_keys(env),
         **_whole_numbers(env),
     )

@@ -13,9 +13,11 @@ from typing import Any
 
 from gate_server.alerts.delivery import emit
 from gate_server.alerts.events import alert_run, block_event
+from gate_server.alerts.report import SCHEDULE, report_event
 from gate_server.answers import Answer
 from gate_server.auth import actor_of
 from gate_server.baselines import BaselineCandidates, candidates, choose_baselines
+from gate_server.bisection.jobs import enqueue_measured
 from gate_server.branches import current_name, hold_names
 from gate_server.changes import enqueue_detection
 from gate_server.clock import utcnow
@@ -23,6 +25,7 @@ from gate_server.db import Database, audit, repositories, runs
 from gate_server.db.runs import BaselineKey, BaselineRun, NewRun
 from gate_server.db.tokens import AGENT, CI, TokenRecord
 from gate_server.errors import Conflict, Forbidden, InvalidInput, Malformed
+from gate_server.numbers import whole_number
 from gate_server.receipts import ReceiptSigner
 from gate_server.settings import ServerSettings
 from gate_server.stored_documents import StoredDocuments
@@ -56,6 +59,22 @@ def answered(answer: dict[str, Any], request_base: str) -> dict[str, Any]:
     if isinstance(url, str) and url.startswith("/"):
         return {**answer, "url": request_base.rstrip("/") + url}
     return answer
+
+
+BISECTION_HEADER = "x-kernalin-bisection"  # the action sends it for a dispatched bisection run
+
+
+def bisection_header(value: str | None) -> int | None:
+    """The bisection an upload measures for (its header), or None without one."""
+    if value is None or not value.strip():
+        return None
+    number = whole_number(value.strip())
+    if number is None or number < 1:
+        raise InvalidInput(
+            f"{BISECTION_HEADER}: {value[:40]!r} is not a bisection id; send the number the "
+            "server's dispatch gave as the workflow's `bisection` input, or no header"
+        )
+    return number
 
 
 def parse_upload(body: bytes) -> ResultsDocument:
@@ -152,11 +171,13 @@ def ingest_run(
     base_url: str,
     *,
     documents: StoredDocuments,
+    bisection: int | None = None,
 ) -> Answer:
     """Validate, scope-check, re-gate and store one upload whose signature the route checked
     (`signature` is stored with the run). `base_url`: where the client reached the server, for
     the answer's run link only; nothing stored or signed depends on it. `documents`: the
-    process's parsed baseline documents."""
+    process's parsed baseline documents. `bisection`: the bisection this run measures a commit
+    for (gate_server/bisection/); such a run is never a baseline and raises no alert."""
     doc = parse_upload(body)
     repository_id = _check_upload_scope(token, doc)
     _check_limits(doc, settings)
@@ -177,11 +198,14 @@ def ingest_run(
         return _retry(database, token, run_id, digest, signature, base_url)
 
     report = _regate(doc, baseline_docs, settings)
-    becomes_baseline = (
-        not doc.git.is_pull_request
-        and report.tier != "BLOCK"
+    # On its baseline branch outside a pull request; a bisection's run measures one commit for
+    # the server, and is never a baseline and never alerted.
+    at_home = (
+        bisection is None
+        and not doc.git.is_pull_request
         and branch_matches(token.branches, found.home)
     )
+    becomes_baseline = at_home and report.tier != "BLOCK"
     now = utcnow()
     answer = {
         "run_id": run_id,
@@ -209,12 +233,10 @@ def ingest_run(
     detect = becomes_baseline and settings.detect_changes
     # A regression landed: a BLOCK on a baseline branch outside a pull request (a push, or a
     # scheduled run of what was pushed). Alerted in the transaction that stores the run.
-    landed = (
-        not doc.git.is_pull_request
-        and report.tier == "BLOCK"
-        and branch_matches(token.branches, found.home)
-    )
-    if not _store(database, token, new, doc, becomes_baseline, detect=detect, alert=landed):
+    landed = at_home and report.tier == "BLOCK"
+    flags = {"detect": detect, "alert": landed, "report": at_home and doc.git.event == SCHEDULE}
+    stored = _store(database, token, new, doc, becomes_baseline, bisection=bisection, **flags)
+    if not stored:
         # Another request stored this run_id between our read and our write.
         return _retry(database, token, run_id, digest, signature, base_url)
     return Answer(201, answered(answer, base_url))
@@ -225,16 +247,18 @@ def _regate(
 ) -> GateReport:
     """The verdict from the samples, with the server's thresholds (never the client's tier)."""
     # numpy and the statistics: loaded with the first upload
-    from rnx.verdict import NO_BASELINE, evaluate
+    from rnx.verdict import evaluate
+    from stats.reasons import Code
 
-    report = evaluate(
-        doc, baseline_docs, settings.gate, resamples=settings.resamples, seed=settings.seed
-    )
     # Baselines are kept per workload: say so when this one has none, though others may.
-    if NO_BASELINE not in report.reasons:
-        return report  # the usual case: no copy of the report to make
-    reasons = [NO_WORKLOAD_BASELINE if r == NO_BASELINE else r for r in report.reasons]
-    return report.model_copy(update={"reasons": reasons})
+    return evaluate(
+        doc,
+        baseline_docs,
+        settings.gate,
+        resamples=settings.resamples,
+        seed=settings.seed,
+        wording={Code.NO_BASELINE: lambda _: NO_WORKLOAD_BASELINE},
+    )
 
 
 def _baseline_block(found: BaselineCandidates, chosen: list[BaselineRun]) -> dict[str, Any] | None:
@@ -323,10 +347,12 @@ def _store(
     *,
     detect: bool,
     alert: bool,
+    report: bool,
+    bisection: int | None = None,
 ) -> bool:
     """Store the run and its audit entry, for a baseline queue the look for change points of
-    its history, and with `alert` its BLOCK event for the alerts (all in the same
-    transaction); False when its run_id was stored meanwhile."""
+    its history, with `alert` its BLOCK event for the alerts and with `report` its scheduled
+    run's report (all in the same transaction); False when its run_id was stored meanwhile."""
     with database.write() as conn:
         if baseline:
             # Under the rename lock, so a rename committing meanwhile is seen, not undone.
@@ -339,6 +365,8 @@ def _store(
                 new.repository_id, new.baseline_branch, new.environment_key, new.workload
             )
             enqueue_detection(conn, key)
+        if bisection is not None:
+            enqueue_measured(conn, bisection, new.repository_id, new.run_id, new.sha)
         audit.record(
             conn,
             actor=actor_of(token),
@@ -358,6 +386,9 @@ def _store(
         if alert and not runs.blocked_since_pass(conn, new):
             run = alert_run(new, environment_label(doc.environment))
             facts = block_event(repository=doc.repository, answer=new.answer, run=run)
+            emit(conn, facts, workspace_id=new.workspace_id, repository_id=new.repository_id)
+        if report:  # a scheduled run's report, whatever its tier (alerts/report.py)
+            facts = report_event(new.run_id)
             emit(conn, facts, workspace_id=new.workspace_id, repository_id=new.repository_id)
     return True
 

@@ -151,6 +151,11 @@ class HarnessSettings(_Strict):
 
     samples: SampleCount = 30
     processes: ProcessCount = 3
+    # A push measured to become a baseline run (`rnx gate` on a push, compare: baseline): its
+    # processes. A baseline run serves every pull request compared with it, and its process
+    # spread is half of what a head's 9 processes cannot narrow (docs/statistics.md, "Baseline
+    # investment"); None: as harness.processes.
+    baseline_processes: ProcessCount | None = Field(9, alias="baseline-processes")
     warmup: WarmupCount = 5
     time_budget_s: TimeBudget = Field(120.0, alias="time-budget")
     seed: int = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +24,9 @@ from rnx.schema import (
     Samples,
     SpeedOfLight,
 )
+from stats.reasons import Code, Reason, Wording, render
 
-NO_BASELINE = "no baseline in this environment yet"
+NO_BASELINE = render(Reason(Code.NO_BASELINE))
 
 
 @dataclass
@@ -97,6 +98,7 @@ def evaluate(
     resamples: int = 2000,
     seed: int | None = 0,
     explain_all: bool = False,
+    wording: Mapping[Code, Wording] | None = None,
 ) -> GateReport:
     """Compare head with its baselines (or, in paired mode, with its own base samples) and gate it.
 
@@ -107,6 +109,9 @@ def evaluate(
     Then memory (rnx/memory_gate.py) may raise the tier, and each configuration that is
     slower or grew in memory (every one with explain_all) gets its profile diff
     (rnx/profile_diff.py) as its explanation: it explains, never decides.
+
+    wording: the caller's sentence for a reason's code (stats/reasons.py), where it says it
+    differently (the server: a workload, not the environment, has no baseline).
     """
     paired = head.settings.mode == "paired"
     plan = _plan(head, baselines, paired)
@@ -138,7 +143,7 @@ def evaluate(
         block_threshold=gate.block_threshold,
         probability=gate.probability,
     )
-    tier, reasons = _tier(decision, rows, comparisons)
+    tier, reasons = _tier(decision, rows, comparisons, wording)
     tier, reasons = _memory_and_profiles(head, baselines, gate, rows, tier, reasons, explain_all)
     used = sorted(plan.used_baselines)
     compared = [ConfigComparison(**row) for row in rows.values()]  # in head's order
@@ -228,11 +233,13 @@ def _tier(
     decision: stats.GateDecision,
     rows: dict[str, dict[str, Any]],
     comparisons: dict[str, stats.Comparison],
+    wording: Mapping[Code, Wording] | None,
 ) -> tuple[str, list[str]]:
-    """The run's tier and reasons: the statistics' decision, plus the configurations left
-    undecided without statistics (no samples, unusable pairs, a clock-explained slowdown)."""
+    """The run's tier and reasons: the statistics' decision, in the caller's wording, plus the
+    configurations left undecided without statistics (no samples, unusable pairs, a
+    clock-explained slowdown)."""
     undecided = [k for k, r in rows.items() if r["verdict"] == "undecided" and k not in comparisons]
-    reasons = list(decision.reasons)
+    reasons = [render(r, wording) for r in decision.findings]
     extra = [f"{k} is undecided: {rows[k]['reason']}" for k in undecided]
     tier: str = decision.tier
     if extra:

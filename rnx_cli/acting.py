@@ -1,7 +1,7 @@
-"""`rnx change-points list|ack` and `rnx accept`: a person acts on the gate server through its
-API, with a token of their own (a viewer token made with --can-act, or a CI token), found in
---token-file or KERNALIN_TOKEN and never taken as an argument (arguments are visible to every
-process on the machine)."""
+"""`rnx change-points list|ack|show|cancel` and `rnx accept`: a person acts on the gate server
+through its API, with a token of their own (a viewer token made with --can-act, or a CI token),
+found in --token-file or KERNALIN_TOKEN and never taken as an argument (arguments are visible to
+every process on the machine)."""
 
 from __future__ import annotations
 
@@ -81,13 +81,42 @@ def _print_change_points(found: list[dict[str, Any]]) -> None:
         print(
             f"{cp['id']:>5}  {cp['status']:<12}  {cp['branch']:<16}  "
             f"{cp['ratio']:>5.3f}x  {cp['configuration']} ({cp['workload']})"
+            + ("  drift" if cp.get("drift") else "")
+            + ("  early" if cp.get("early") else "")
         )
+
+
+def bisection_text(b: dict[str, Any]) -> str:
+    """A change point's bisection as `rnx change-points show` prints it."""
+    lines = [f"change point {b['change_point_id']}: bisection {b['state']}"]
+    culprit = b.get("culprit")
+    if culprit:
+        pr = f", pull request #{culprit['pull_request']}" if culprit.get("pull_request") else ""
+        lines.append(f"culprit {culprit['sha'][:12]} by {culprit.get('author') or '?'}{pr}")
+        lines.append(f"  {culprit['url']}")
+    elif b.get("range"):
+        lines.append(f"narrowed to {b['range']['after'][:12]}..{b['range']['to'][:12]}")
+    if b.get("reason"):
+        lines.append(f"why it ended: {b['reason']}")
+    for s in b.get("steps") or []:
+        e = s.get("evidence") or {}
+        where = f"{s.get('side') or s['state']:<10}"
+        if "ratio_before" in e:
+            ends = [
+                f"vs {end} {e[f'ratio_{end}']:.3f}x [{e[f'low_{end}']:.3f}, {e[f'high_{end}']:.3f}]"
+                for end in ("before", "after")
+            ]
+            lines.append(f"  {s['sha'][:12]} #{s['attempt']} {where} {'  '.join(ends)}")
+        else:
+            lines.append(f"  {s['sha'][:12]} #{s['attempt']} {where} {e.get('reason', '')}")
+    return "\n".join(lines)
 
 
 def change_points_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="rnx change-points",
-        description="List a repository's change points, or acknowledge one with a note.",
+        description="List a repository's change points, acknowledge one with a note, show or "
+        "cancel its bisection.",
     )
     sub = parser.add_subparsers(dest="action", required=True)
     listing = sub.add_parser("list", help="the change points of a repository, newest first")
@@ -98,7 +127,12 @@ def change_points_main(argv: list[str] | None = None) -> int:
     ack = sub.add_parser("ack", help="acknowledge a change point: say what is known of it")
     ack.add_argument("id", help="the change point's id (rnx change-points list)")
     ack.add_argument("--note", required=True, help="what is known of the change")
-    for p in (listing, ack):
+    show = sub.add_parser("show", help="a change point's bisection: culprit and each step")
+    show.add_argument("id", help="the change point's id (rnx change-points list)")
+    show.add_argument("--json", action="store_true", help="print the server's JSON")
+    cancel = sub.add_parser("cancel", help="cancel a change point's running bisection")
+    cancel.add_argument("id", help="the change point's id (rnx change-points list)")
+    for p in (listing, ack, show, cancel):
         _connection_arguments(p)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     url, token = _connection(args)
@@ -116,8 +150,15 @@ def change_points_main(argv: list[str] | None = None) -> int:
         else:
             _print_change_points(list(data.get("change_points") or []))
         return 0
-    path = f"/api/v1/change-points/{quote(args.id, safe='')}/acknowledge"
-    done = _call(url, token, "POST", path, json={"note": args.note})
+    base = f"/api/v1/change-points/{quote(args.id, safe='')}"
+    if args.action in ("show", "cancel"):
+        method, path = (
+            ("GET", "/bisection") if args.action == "show" else ("POST", "/bisection/cancel")
+        )
+        data = _call(url, token, method, base + path)
+        print(json.dumps(data, indent=2) if getattr(args, "json", False) else bisection_text(data))
+        return 0
+    done = _call(url, token, "POST", base + "/acknowledge", json={"note": args.note})
     print(f"change point {done['id']} acknowledged by {done['acknowledged_by']}")
     return 0
 

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from rnx.config import GateSettings, load_config, override
-from rnx.formatting import SPEED_OF_LIGHT_NOTE, format_peaks, format_ratio
+from rnx.formatting import SPEED_OF_LIGHT_NOTE, format_headline, format_peaks, format_ratio
 from rnx.plain_table import comparison_table, explanation_lines
 from rnx.schema import GateReport, ResultsDocument, load_results
 from rnx.verdict import evaluate
@@ -53,7 +53,9 @@ def format_table(report: GateReport, *, paired: bool = False) -> str:
     lines = comparison_table(report.comparisons)
     lines.extend(ratio_notes(report, paired=paired))
     lines.append("")
-    lines.append(f"tier: {report.tier}")
+    # A PASS that could not have seen a block-sized slowdown says so, as on every surface.
+    blind = None if report.inconclusive is None else report.inconclusive.resolution
+    lines.append(f"tier: {format_headline(report.tier, blind)}")
     lines.extend(f"  - {reason}" for reason in report.reasons)
     explained = explanation_lines(report.comparisons)
     if explained:

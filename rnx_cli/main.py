@@ -25,6 +25,11 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
         "torch",
         "the gate's pre-flight: the working tree against the merge-base",
     ),
+    "bisect": (
+        "rnx_cli.bisect:main",
+        "torch",
+        "find the commit that slowed a workload down (local git worktrees)",
+    ),
     "mcp": ("rnx_cli.mcp_stdio:main", "mcp", "the MCP server for coding agents, over stdio"),
     "init": ("action.init:main", None, "add a CI gate: write the workflow and kernalin.yml"),
     "serve": ("gate_server.cli:serve_main", "server", "run the gate server"),

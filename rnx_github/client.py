@@ -82,6 +82,16 @@ class RepositoryPath:
     content: bytes | None = None
 
 
+@dataclass(frozen=True)
+class Commit:
+    """A commit as compare-commits lists it: its sha, author (GitHub login, else the name in
+    the commit) and the first line of its message."""
+
+    sha: str
+    author: str | None
+    message: str
+
+
 def branch_of_location(location: str) -> str | None:
     """The branch a redirect's Location names, or None when it names none."""
     match = _BRANCH_LOCATION.search(urlsplit(location).path)
@@ -292,3 +302,36 @@ class GitHubClient:
         if target_url:
             payload["target_url"] = target_url
         self.request("POST", f"/repos/{repository}/statuses/{sha}", json=payload)
+
+    # ---- bisection: the commits of a range, dispatching the benchmark workflow
+
+    def compare_commits(self, repository: str, base: str, head: str) -> list[Commit]:
+        """GET /repos/{repository}/compare/{base}...{head}: the commits after `base` up to
+        and including `head`, oldest first (GitHub lists at most 250)."""
+        path = f"/repos/{repository}/compare/{quote(base, safe='')}...{quote(head, safe='')}"
+        data = self.request("GET", path).json()
+        found = []
+        for c in data.get("commits") or []:
+            login = (c.get("author") or {}).get("login")
+            name = ((c.get("commit") or {}).get("author") or {}).get("name")
+            message = str((c.get("commit") or {}).get("message") or "")
+            found.append(Commit(str(c["sha"]), login or name, message.splitlines()[0][:200]))
+        return found
+
+    def dispatch_workflow(
+        self, repository: str, workflow: str, *, ref: str, inputs: dict[str, str]
+    ) -> None:
+        """POST /repos/{repository}/actions/workflows/{workflow}/dispatches: run the workflow
+        file `workflow` on branch `ref` with `inputs` (GitHub answers 204)."""
+        self.request(
+            "POST",
+            f"/repos/{repository}/actions/workflows/{quote(workflow, safe='')}/dispatches",
+            json={"ref": ref, "inputs": inputs},
+        )
+
+    def commit_pull_request(self, repository: str, sha: str) -> int | None:
+        """GET /repos/{repository}/commits/{sha}/pulls: the merged pull request that brought
+        the commit, or None."""
+        pulls = self.request("GET", f"/repos/{repository}/commits/{sha}/pulls").json()
+        merged = [p for p in pulls if p.get("merged_at")] or pulls
+        return int(merged[0]["number"]) if merged else None

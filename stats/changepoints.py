@@ -30,6 +30,15 @@ scale (`run_location`). `detect` finds step changes of it:
    before it when it moves the other way and the level after it is within `min_change` of the
    level before that earlier change (the interval of their ratio reaches that band).
 
+4. **Early reports.** In a history of fewer than EARLY_BELOW runs, where no rank test can reach
+   `p_value`, a split is tested by Student's t of its shift on the sides' pooled standard
+   deviation, corrected for their lag-1 autocorrelation and made EARLY_STRICTNESS times
+   stricter; what it finds is reported with `early=True`.
+5. **Drifts.** A change is a drift (with an `end`, the first run at its newest level) when a
+   flat-ramp-flat fit explains its runs better than a step; a change the same way soon after
+   one `continues` it when one ramp fits both, so a gradual change is one report, not a
+   staircase, and the caller updates the change it reported before.
+
 NaN in the history is a gap, skipped and placed back; a long segment is searched in
 overlapping blocks of BLOCK runs, and shifts use at most NEAR runs a side, so time and memory
 grow linearly with the history.
@@ -59,8 +68,18 @@ NEAR = 250  # a change's shift and test use at most this many runs on each side 
 LARGEST_LOG = 709.0  # exp of more overflows a float: ratios saturate there
 MAX_RHO = 0.95  # the largest lag-1 autocorrelation assumed: beyond it runs carry no evidence
 SHORT = 15  # fewer runs since the previous change: the test also uses the runs before it
+STEADY_FROM = 5  # a longer side of fewer runs cannot tell a burst from a step
 SPREAD_LIMIT = 3.0  # a short side's spread beyond this many times the other's is a burst
 RHO_BIAS = 11.0  # rho is taken (RHO_BIAS / n)^2 below its estimate from n runs (0.2 at 25)
+DRIFT_GAP = 30  # a change this many runs or fewer after the end of one the same way may continue it
+DRIFT_SLACK = 10.0  # ... when one ramp fits within this x the noise variance of the two as reported
+DRIFT_NEAR = 60  # a drift's fits use at most this many runs after the change (twice before it)
+DRIFT_LEVEL_RUNS = 3  # ... and once this many runs hold its new level
+DRIFT_WIDTH = 4  # a change on its own is a drift only over at least this many runs
+DRIFT_PENALTY = 6.0  # ... and when a ramp fits better than a step by this x the noise variance
+EARLY_BELOW = 16  # runs: a shorter history may be reported early (see _Test.early)
+EARLY_STRICTNESS = 10.0  # an early p-value is this many times the t-test's (see _early_p_value)
+RAMP_CHECK_RHO = 0.5  # residuals this alike in a row: is it a drift (see _autocorrelation)?
 MIN_RUNS_FOR_RHO = 5  # fewer runs a side on average: autocorrelation is not estimated (0)
 
 
@@ -73,6 +92,7 @@ class KnownChange:
     low: float
     high: float
     key: Any = None  # the caller's own handle (e.g. a database id), for `undoes`
+    end: int | None = None  # a drift's first run at its new level; None for a step
 
 
 @dataclass(frozen=True)
@@ -88,6 +108,13 @@ class ChangePoint:
     runs_before: int  # runs in the segment before (back to the previous change or the start)
     runs_after: int  # runs in the segment after (up to the next change or the end)
     undoes: KnownChange | ChangePoint | None  # the earlier change this one takes back
+    early: bool = False  # too few runs for the rank test: found by the noise-scaled test
+    # A drift: the level moves over runs `after` to `end - 1` and holds from `end` on; `ratio`
+    # is the total change. None for a step.
+    end: int | None = None
+    # The known change this drift extends (the same drift, reported before and still going):
+    # the caller updates that one instead of storing a new change.
+    continues: KnownChange | None = None
 
 
 def run_location(groups: Any) -> float:
@@ -157,21 +184,31 @@ def detect(
     # The smallest step reported is also `min_signal` times the run-to-run noise: the split is
     # the best of hundreds, and under noise well above `min_change` the rank test's p-value of
     # the best split alone would report several false changes per 1,000 runs.
-    test = _Test(p_value, max(margin, min_signal * _noise(y)))
-    inside = sorted({k.after for k in known if 0 < k.after < len(y)})
+    noise = _noise(y)
+    test = _Test(p_value, max(margin, min_signal * noise), margin, noise)
+    inside = sorted({b for k in known for b in _bounds(k) if 0 < b < len(y)})
     found = _divide(y, [0, *inside], int(min_runs), test)
     found = _merge(y, inside, found, test)
     originals = {id(k): g for k, g in zip(known, given, strict=True)}
-    return _expand(_report(y, known, found, margin, scale), present, originals)
+    return _expand(_report(y, known, found, test, scale), present, originals)
 
 
 @dataclass(frozen=True)
 class _Test:
-    """When a split is a change: the rank test's p <= p_value and a shift of at least `floor`
-    (log scale)."""
+    """When a split is a change: the rank test's p <= p_value (the early test's where the rank
+    test cannot reach it) and a shift of at least `floor` (log scale)."""
 
     p_value: float
     floor: float
+    margin: float  # min_change on the (scaled) log scale: the band for `undoes`
+    noise: float  # the history's run-to-run noise (`_noise`)
+
+    def early(self, before: np.ndarray, after: np.ndarray) -> bool:
+        """Whether the sides are a short history (fewer than EARLY_BELOW runs) in which the
+        rank test cannot reach p_value. Longer ones wait the run or two the rank test needs
+        (3 runs after 23 cannot reach 5e-4, 4 after 22 can)."""
+        n1, n2 = min(len(before), NEAR), min(len(after), NEAR)
+        return n1 + n2 < EARLY_BELOW and 2 / math.comb(n1 + n2, min(n1, n2)) > self.p_value
 
 
 def _noise(y: np.ndarray) -> float:
@@ -186,7 +223,14 @@ def _noise(y: np.ndarray) -> float:
 
 def _compact(k: KnownChange, present: np.ndarray) -> KnownChange:
     """A known change's place among the runs that have a location."""
-    return replace(k, after=int(np.searchsorted(present, k.after)) if k.after > 0 else k.after)
+    end = None if k.end is None else int(np.searchsorted(present, k.end)) if k.end > 0 else k.end
+    after = int(np.searchsorted(present, k.after)) if k.after > 0 else k.after
+    return replace(k, after=after, end=end)
+
+
+def _bounds(k: KnownChange) -> tuple[int, ...]:
+    """The boundaries a known change fixes: its first run after, and a drift's end."""
+    return (k.after,) if k.end is None else (k.after, k.end)
 
 
 def _expand(
@@ -198,8 +242,17 @@ def _expand(
     placed: dict[int, KnownChange | ChangePoint] = dict(originals)
     for cp in found:
         undoes = placed.get(id(cp.undoes), cp.undoes)
+        continues = originals.get(id(cp.continues), cp.continues)
         after, before = int(present[cp.after]), int(present[cp.before])
-        placed[id(cp)] = replace(cp, before=before, after=after, undoes=undoes)
+        end = None if cp.end is None else int(present[cp.end]) if cp.end < len(present) else None
+        placed[id(cp)] = replace(
+            cp,
+            before=before,
+            after=after,
+            end=end,
+            undoes=undoes,
+            continues=continues,
+        )
     return tuple(placed[id(cp)] for cp in found)  # type: ignore[misc]
 
 
@@ -238,6 +291,10 @@ def _check_known(known: Sequence[KnownChange], n: int) -> list[KnownChange]:
             raise ValueError(f"known[{i}] needs a finite positive ratio, low and high")
         if i and k.after < known[i - 1].after:
             raise ValueError("known must be in run order (non-decreasing after)")
+        if k.end is not None and (
+            isinstance(k.end, bool) or not isinstance(k.end, (int, np.integer)) or k.end <= k.after
+        ):
+            raise ValueError(f"known[{i}].end must be a run index after its `after`, or None")
     return list(known)
 
 
@@ -422,7 +479,18 @@ def _autocorrelation(before: np.ndarray, after: np.ndarray) -> float:
     n = sum(len(side) for side in sides)
     if n < 2 * MIN_RUNS_FOR_RHO:
         return 0.0
-    rho = _lag1([side - np.median(side) for side in sides]) - (RHO_BIAS / n) ** 2
+    rho = _lag1([side - np.median(side) for side in sides])
+    if rho > RAMP_CHECK_RHO and len(before) > 2 and len(after) > 2:
+        # Residuals alike in a row: wander, or a drift (its runs about each side's median are
+        # alike in a row too, and the correction would dismiss it).
+        # About the best ramp through both sides a drift leaves noise, wander mostly not (a
+        # ramp also fits some of it: only residuals near independent count as a drift's).
+        z = np.concatenate([before[-DRIFT_NEAR:], after[:DRIFT_NEAR]])
+        ramp = _best_ramp(z, 2)
+        about_ramp = 1.0 if ramp is None else _lag1([_ramp_residuals(z, ramp)])
+        if about_ramp < RAMP_CHECK_RHO / 2:
+            rho = about_ramp
+    rho -= (RHO_BIAS / n) ** 2
     return min(MAX_RHO, max(0.0, rho))
 
 
@@ -457,8 +525,35 @@ def _significance(
         return 2.0  # too small to matter: no test needed
     if not _steady(before, after):
         return 2.0  # a burst of disturbed runs, not a new level: no test needed
-    p = _p_value(before, after) if final else _rank_p_value(before, after)
+    if test.early(before, after):
+        p = _early_p_value(before, after)
+    else:
+        p = _p_value(before, after) if final else _rank_p_value(before, after)
     return p if p <= test.p_value else 1.0 + p
+
+
+def _early_p_value(before: np.ndarray, after: np.ndarray) -> float:
+    """The evidence of a short history, where no rank test reaches the level (3 runs above 10
+    are at best p = 2 / C(13, 3) = 0.007): Student's t of the Hodges-Lehmann shift against the
+    sides' pooled standard deviation (each about its own median, n - 2 degrees of freedom),
+    times EARLY_STRICTNESS. The pooled standard deviation, not the consecutive differences'
+    (which correlated runs make small), keeps it from calling a wander a change; a slowed run
+    only makes it larger; the score is divided by the AR(1) variance inflation, as in
+    `_p_value`."""
+    from scipy.stats import t as student
+
+    n1, n2 = len(before), len(after)
+    residuals = np.concatenate([before - np.median(before), after - np.median(after)])
+    sd = math.sqrt(float(np.dot(residuals, residuals)) / max(1, n1 + n2 - 2))
+    shift = float(np.median(after[:, None] - before[None, :]))
+    if sd == 0:
+        return 0.0 if shift else 1.0
+    # Correlated runs: the lag-1 autocorrelation of the residuals as measured, without the
+    # long test's allowance for a short history's chance correlation (a false early report
+    # costs more than a real change found a few runs later).
+    rho = min(MAX_RHO, max(0.0, _lag1([before - np.median(before), after - np.median(after)])))
+    score = abs(shift) / (sd * math.sqrt((1 / n1 + 1 / n2) * (1 + rho) / (1 - rho)))
+    return float(min(1.0, EARLY_STRICTNESS * 2 * student.sf(score, n1 + n2 - 2)))
 
 
 def _steady(before: np.ndarray, after: np.ndarray) -> bool:
@@ -467,13 +562,13 @@ def _steady(before: np.ndarray, after: np.ndarray) -> bool:
     of runs that each met a different neighbour (slowed by 10-30%, at random) does not, and the
     rank test alone calls three such runs in a row a step (and then its undo)."""
     short, long = sorted((before, after), key=len)
-    if len(short) >= SHORT or len(long) < SHORT:
+    if len(short) >= SHORT or len(long) < STEADY_FROM:
         return True
     # The short side's plain standard deviation (the outlying runs are what is looked for):
     # for steady runs its square over the noise's is chi-square / (m - 1), above 3^2 for 3
     # runs about once in 8,000 (exp(-9)).
     limit = SPREAD_LIMIT * max(_spread(long), _noise(long))
-    return float(np.std(short, ddof=1)) <= limit
+    return float(np.std(short - np.median(short), ddof=1)) <= limit  # exact 0 when constant
 
 
 def _spread(z: np.ndarray) -> float:
@@ -509,21 +604,36 @@ def _merge(y: np.ndarray, fixed: list[int], found: list[int], test: _Test) -> li
 
 
 def _report(
-    y: np.ndarray, known: list[KnownChange], found: list[int], margin: float, scale: float
+    y: np.ndarray, known: list[KnownChange], found: list[int], test: _Test, scale: float
 ) -> tuple[ChangePoint, ...]:
-    """The new change points, each measured between its neighbours, with what it undoes;
-    `scale` is what y and margin were divided by (ratios are of the caller's values)."""
+    """The new change points, each measured between its neighbours, with what it undoes and
+    whether it is early (too few runs for the rank test); `scale` is what y was divided by
+    (ratios are of the caller's values)."""
+    margin = test.margin
     inside = {k.after: k for k in known if 0 < k.after < len(y)}
+    ends = {k.end for k in known if k.end is not None and 0 < k.end < len(y)}
     outside = [k for k in known if k.after <= 0]
-    edges = sorted([0, len(y), *inside, *found])
+    edges = sorted({0, len(y), *inside, *ends, *found})
     previous: KnownChange | ChangePoint | None = outside[-1] if outside else None
-    reported = []
+    reported: list[ChangePoint] = []
     for i in range(1, len(edges) - 1):
         cut = edges[i]
         if cut in inside:
             previous = inside[cut]
             continue
-        shift = _shift(y[edges[i - 1] : cut], y[cut : edges[i + 1]], scale)
+        if cut in ends:
+            continue  # a known drift's end: the drift is still the previous change
+        before, after = y[edges[i - 1] : cut], y[cut : edges[i + 1]]
+        shift = _shift(before, after, scale)
+        # Tested as `_merge` tested it: after a known change, with the segment before it.
+        tested = (
+            _before_side(y[edges[i - 2] : edges[i - 1]], before)
+            if i >= 2 and edges[i - 1] in inside
+            else before
+        )
+        early = test.early(tested, after)
+        if early:
+            shift = replace(shift, p_value=_early_p_value(*_near(tested, after)))
         # The level before the previous change, when this history holds it.
         level_before = y[edges[i - 2] : edges[i - 1]] if i >= 2 else y[:0]
         undoes = previous is not None and _undoes(
@@ -539,10 +649,145 @@ def _report(
             runs_before=cut - edges[i - 1],
             runs_after=edges[i + 1] - cut,
             undoes=previous if undoes else None,
+            early=early,
         )
+        drift = _as_drift(y, edges, i, change, previous, test, scale)
+        if drift is not None:
+            change, extends = drift
+            if extends and isinstance(previous, ChangePoint):
+                reported.remove(previous)  # one drift, found as steps in one look
         reported.append(change)
         previous = change
     return tuple(reported)
+
+
+# ---------------------------------------------------------------- drifts
+
+
+@dataclass(frozen=True)
+class _Ramp:
+    """The best flat-ramp-flat fit of a stretch of runs: level until `start`, a straight line
+    from there to `end`, the new level from `end` on; `sse` its residual sum of squares."""
+
+    sse: float
+    start: int
+    end: int
+
+
+def _ramp_shape(m: int, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Each ramp's shape over m runs, centred: 0 before `start`, rising in a straight line,
+    1 from `end` on (end == start: a step)."""
+    t = np.arange(m)[None, :]
+    width = (end - start + 1)[:, None].astype(np.float64)
+    g = np.clip((t - start[:, None] + 1) / width, 0.0, 1.0)
+    return g - g.mean(axis=1, keepdims=True)
+
+
+def _ramp_sse(z: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Residual sum of squares of z on a ramp from each start to each end, by least squares
+    on the ramp's shape."""
+    g = _ramp_shape(len(z), start, end)
+    zc = z - z.mean()
+    sgg = np.einsum("ij,ij->i", g, g)
+    sgz = g @ zc
+    with np.errstate(invalid="ignore", divide="ignore"):
+        explained = np.where(sgg > 0, sgz**2 / sgg, 0.0)
+    return float(np.dot(zc, zc)) - explained
+
+
+def _ramp_residuals(z: np.ndarray, ramp: _Ramp) -> np.ndarray:
+    """z less its least-squares fit on `ramp`'s shape."""
+    g = _ramp_shape(len(z), np.array([ramp.start]), np.array([ramp.end]))[0]
+    zc = z - z.mean()
+    sgg = float(np.dot(g, g))
+    return zc - (float(np.dot(g, zc)) / sgg * g if sgg > 0 else 0.0)
+
+
+def _best_ramp(z: np.ndarray, min_width: int) -> _Ramp | None:
+    """The best ramp of at least `min_width` runs with at least 2 runs of level before it; it
+    may still be going at the last run (end == len(z): no new level yet)."""
+    m = len(z)
+    start, end = np.meshgrid(np.arange(2, m + 1), np.arange(2, m + 1), indexing="ij")
+    keep = end - start >= min_width
+    start, end = start[keep], end[keep]
+    if not len(start):
+        return None
+    sse = _ramp_sse(z, start, end)
+    best = int(np.argmin(sse))
+    return _Ramp(float(sse[best]), int(start[best]), int(end[best]))
+
+
+def _as_drift(
+    y: np.ndarray,
+    edges: list[int],
+    i: int,
+    step: ChangePoint,
+    previous: KnownChange | ChangePoint | None,
+    test: _Test,
+    scale: float,
+) -> tuple[ChangePoint, bool] | None:
+    """The change at edges[i] as a drift, and whether it extends `previous`; None if a step
+    fits it better.
+
+    A change the same way as the one before it, within DRIFT_GAP runs of its end, continues it
+    when one ramp fits the runs from before that change to after this one about as well as that
+    change as reported plus a step here (within DRIFT_SLACK times the noise's variance: the
+    ramp has two parameters fewer): a drift found as a staircase of steps becomes one drift.
+
+    A change on its own is a drift when a ramp of at least DRIFT_WIDTH runs fits better than
+    the step by DRIFT_PENALTY times the noise's variance (the ramp has one parameter more),
+    and DRIFT_LEVEL_RUNS runs hold its new level or it is twice that wide."""
+    # The fits see at most DRIFT_NEAR runs a side (a grid of starts and ends: cubic in them).
+    hi, cut = min(edges[i + 1], edges[i] + DRIFT_NEAR), edges[i]
+    same_way = previous is not None and (previous.ratio > 1) == (step.ratio > 1)
+    if same_way and previous is not None and previous.after > 0:
+        last = previous.after if previous.end is None else previous.end
+        lo = max([e for e in edges if e < previous.after] + [cut - 2 * DRIFT_NEAR])
+        if cut - last <= DRIFT_GAP:
+            ramp = _best_ramp(y[lo:hi], 2)
+            earlier = previous.after - lo, (previous.end or previous.after) - lo
+            two = float(_ramp_sse(y[lo:cut], np.array([earlier[0]]), np.array([earlier[1]]))[0])
+            two += float(np.sum((y[cut:hi] - y[cut:hi].mean()) ** 2))
+            if ramp is not None and ramp.sse <= two + DRIFT_SLACK * test.noise**2:
+                return _drift(y, lo, hi, ramp, previous, scale), True
+    lo = max(edges[i - 1], cut - DRIFT_NEAR)
+    ramp = _best_ramp(y[lo:hi], DRIFT_WIDTH)
+    if ramp is None or test.noise == 0:
+        return None
+    if hi - lo - ramp.end < DRIFT_LEVEL_RUNS and ramp.end - ramp.start < 2 * DRIFT_WIDTH:
+        return None  # a short ramp into the newest runs: as likely a step's noisy tail
+    as_step = float(_ramp_sse(y[lo:hi], np.array([cut - lo]), np.array([cut - lo]))[0])
+    if as_step - ramp.sse <= DRIFT_PENALTY * test.noise**2:
+        return None
+    return _drift(y, lo, hi, ramp, None, scale), False
+
+
+def _drift(
+    y: np.ndarray,
+    lo: int,
+    hi: int,
+    ramp: _Ramp,
+    previous: KnownChange | ChangePoint | None,
+    scale: float,
+) -> ChangePoint:
+    """The drift of `ramp` in y[lo:hi]: its total change is the shift between the level before
+    it and the level after it (a drift still going: its newest runs; its end is then the
+    last run, moved on as it continues); it continues `previous` when that is a known one."""
+    start, end = lo + ramp.start, min(lo + ramp.end, hi - 1)
+    shift = _shift(y[lo:start], y[min(end, hi - 2) : hi], scale)
+    return ChangePoint(
+        before=start - 1,
+        after=start,
+        ratio=_exp(shift.log_ratio),
+        low=_exp(shift.low),
+        high=_exp(shift.high),
+        p_value=shift.p_value,
+        runs_before=start - lo,
+        runs_after=hi - end,
+        undoes=None,
+        end=end,
+        continues=previous if isinstance(previous, KnownChange) else None,
+    )
 
 
 def _undoes(

@@ -11,6 +11,7 @@ import numpy as np
 
 from stats._validate import check_fraction
 from stats.compare import Comparison
+from stats.reasons import Code, Reason, render
 
 Tier = Literal["PASS", "WARN", "BLOCK"]
 EXACT_UP_TO = 0.25  # the gate's adjusted values are exact up to this (or 1 - probability)
@@ -30,6 +31,9 @@ class GateDecision:
     # with what this runner resolves, slowdowns not credible over the run's configurations.
     notes: tuple[str, ...] = ()
     inconclusive: tuple[str, ...] = ()
+    # Every reason and note as a code with its numbers (stats/reasons.py), in the order of
+    # reasons: what a caller words its own way, rather than matching a sentence.
+    findings: tuple[Reason, ...] = ()
 
 
 def holm(p_values: Mapping[str, float]) -> dict[str, float]:
@@ -149,6 +153,9 @@ def gate(
     block a real slowdown). WARN for an outage, a missing baseline, too few samples, or a
     credible slowdown below the threshold. An inconclusive configuration is a note with what
     this runner resolves, not a WARN; so is a slowdown credible only on its own.
+
+    The decision's findings carry each reason as a code and its numbers (stats/reasons.py);
+    its reasons and notes are their sentences.
     """
     block_threshold = check_fraction(block_threshold, "block_threshold", low=0.0, high=math.inf)
     probability = check_fraction(probability, "probability", low=0.5, high=1.0)
@@ -160,48 +167,43 @@ def gate(
     family = _Family(eligible, exact_up_to=max(EXACT_UP_TO, alpha))
     adjusted = family.adjusted({k: c.rope for k, c in eligible.items()})
     blocked = [k for k, c in eligible.items() if _blocks(c, adjusted[k], block_threshold, alpha)]
-    block_reasons = [f"{k} is broken in head: {why}" for k, why in broken.items()]
-    block_reasons += [
-        _block_reason(k, comparisons[k], adjusted[k], block_threshold, len(eligible))
+    size = len(eligible)
+    blocks = [Reason(Code.BROKEN, k, {"why": why}) for k, why in broken.items()]
+    blocks += [
+        Reason(Code.BLOCKED, k, _numbers(comparisons[k], adjusted[k], size, block_threshold))
         for k in blocked
     ]
 
-    warn_reasons: list[str] = []
-    warned: list[str] = []
+    warns: list[Reason] = []
     if outage:
-        warn_reasons.append(f"outage: {outage}")
+        warns.append(Reason(Code.OUTAGE, None, {"why": outage}))
     if no_baseline:
-        warn_reasons.append("no baseline in this environment yet")
-    for k in missing_baseline:
-        if k not in broken:
-            warned.append(k)
-            warn_reasons.append(f"{k} has no baseline yet")
+        warns.append(Reason(Code.NO_BASELINE))
+    warns += [Reason(Code.MISSING_BASELINE, k) for k in missing_baseline if k not in broken]
     rest = {k: c for k, c in comparisons.items() if k not in broken and k not in blocked}
-    notes, inconclusive = _warn_or_note(
-        rest, adjusted, alpha, block_threshold, len(eligible), warned, warn_reasons
-    )
+    more, notes = _warn_or_note(rest, adjusted, alpha, block_threshold, size)
+    warns += more
 
     tier: Tier
-    if block_reasons:
-        tier, reasons = "BLOCK", block_reasons + warn_reasons
-    elif warn_reasons:
-        tier, reasons = "WARN", warn_reasons
+    if blocks:
+        tier, found = "BLOCK", blocks + warns
+    elif warns:
+        tier, found = "WARN", warns
     else:
-        tier = "PASS"
         faster = sum(c.verdict == "faster" for c in comparisons.values())
-        reasons = [
-            f"no credible slowdown in {_configurations(len(comparisons))}"
-            + (f" ({faster} faster)" if faster else "")
-        ]
+        tier = "PASS"
+        found = [Reason(Code.NO_SLOWDOWN, None, {"compared": len(comparisons), "faster": faster})]
+    findings = tuple(found + notes)
     return GateDecision(
         tier=tier,
-        reasons=tuple(reasons + notes),
+        reasons=tuple(render(r) for r in findings),
         blocked=tuple(blocked),
         broken=tuple(broken),
-        warned=tuple(warned),
+        warned=tuple(r.config for r in warns if r.config is not None),
         adjusted=adjusted,
-        notes=tuple(notes),
-        inconclusive=tuple(inconclusive),
+        notes=tuple(render(r) for r in notes),
+        inconclusive=tuple(r.config for r in notes if r.code is Code.INCONCLUSIVE and r.config),
+        findings=findings,
     )
 
 
@@ -216,55 +218,37 @@ def _warn_or_note(
     alpha: float,
     block_threshold: float,
     family: int,
-    warned: list[str],
-    warn_reasons: list[str],
-) -> tuple[list[str], list[str]]:
-    """Configurations that neither block nor are broken: a WARN (appended to warned and
-    warn_reasons) for too few samples or a slowdown credible over the run's `family`
-    configurations; a note otherwise. Returns (notes, inconclusive)."""
-    notes: list[str] = []
-    inconclusive: list[str] = []
+) -> tuple[list[Reason], list[Reason]]:
+    """Configurations that neither block nor are broken: a WARN for too few samples or a
+    slowdown credible over the run's `family` configurations; a note otherwise. Returns
+    (warnings, notes)."""
+    warns: list[Reason] = []
+    notes: list[Reason] = []
     for k, c in comparisons.items():
         if not c.sufficient:
-            warned.append(k)
-            warn_reasons.append(f"{k} is undecided: {c.reason}")
+            warns.append(Reason(Code.UNDECIDED, k, {"why": c.reason}))
         elif c.verdict == "slower" and beyond_rope[k] <= alpha:
-            warned.append(k)
-            warn_reasons.append(_warn_reason(k, c, block_threshold, alpha))
+            numbers = _numbers(c, beyond_rope[k], family, block_threshold)
+            warns.append(Reason(Code.SLOWER, k, {**numbers, "probability": 1 - alpha}))
         elif c.verdict == "slower":
             notes.append(
-                f"{k} is possibly {_slower(c)}, not credible over the run's "
-                f"{_configurations(family)} (adjusted P = {beyond_rope[k]:.3f})"
+                Reason(Code.NOT_CREDIBLE, k, _numbers(c, beyond_rope[k], family, block_threshold))
             )
         elif c.verdict == "undecided":
-            inconclusive.append(k)
-            notes.append(f"{k} is inconclusive: {c.reason}")
-    return notes, inconclusive
+            notes.append(Reason(Code.INCONCLUSIVE, k, {"why": c.reason}))
+    return warns, notes
 
 
-def _block_reason(k: str, c: Comparison, adjusted: float, threshold: float, family: int) -> str:
-    return (
-        f"{k} is {_slower(c)}, credibly slower over the run's {_configurations(family)} "
-        f"(adjusted P = {adjusted:.4f}) and beyond the {threshold * 100:g}% block threshold "
-        f"(P(ratio <= {1 + threshold:.2f}) = {c.p_not_exceeding(threshold):.4f})"
-    )
-
-
-def _warn_reason(k: str, c: Comparison, threshold: float, alpha: float) -> str:
-    pct = f"{threshold * 100:g}%"
-    beyond = c.p_exceeds(threshold)
-    note = (
-        f"below the {pct} block threshold"
-        if beyond < 0.5
-        else f"possibly beyond the {pct} block threshold (P = {beyond:.2f}, "
-        f"not the {1 - alpha:g} a BLOCK needs)"
-    )
-    return f"{k} is {_slower(c)}, {note}"
-
-
-def _configurations(n: int) -> str:
-    return f"{n} configuration{'' if n == 1 else 's'}"
-
-
-def _slower(c: Comparison) -> str:
-    return f"{(c.ratio - 1) * 100:.1f}% slower (90% interval {c.low:.3f}-{c.high:.3f})"
+def _numbers(c: Comparison, adjusted: float, family: int, threshold: float) -> dict[str, float]:
+    """What a reason about a slowdown shows: its ratio and interval, its adjusted value over
+    the run's `family` configurations, and its chances at the block threshold."""
+    return {
+        "ratio": c.ratio,
+        "low": c.low,
+        "high": c.high,
+        "adjusted": adjusted,
+        "family": family,
+        "threshold": threshold,
+        "p_within": c.p_not_exceeding(threshold),
+        "p_beyond": c.p_exceeds(threshold),
+    }

@@ -37,7 +37,22 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-from scipy.special import digamma, stdtrit
+from scipy.special import chdtri, digamma, fdtri, polygamma, stdtrit
+
+from stats._kernels import (
+    cell_medians,
+    cell_minima,
+    column_medians,
+    median_of_all,
+    nanmax,
+    nanmean,
+    nanmedian,
+    nanvar,
+    row_medians,
+    rows_searchsorted,
+    run_means,
+    table_medians,
+)
 
 # The prior's weight, in runs, for the spread of a run's common shift.
 PRIOR_RUNS_COMMON = 2.0
@@ -45,19 +60,34 @@ UNCHANGED_SHARE = 0.9  # prior share of configurations a change leaves alone
 SLAB_SD = 0.5  # log-ratio sd of a changed configuration
 GRID_POINTS = 401
 GRID_WIDTH = 6.0  # the common shift's grid spans +-6 prior sd
+# The degrees of freedom the draws are widened with lie between these: past 60, t's 95% point
+# is the normal's to 1%; below 2, t's variance is infinite and one draw in a few hundred would
+# decide a run.
 MAX_DF = 60.0
+MIN_DF = 2.0
+# A process's shift shared by its configurations is taken out only over at least this many:
+# over fewer, the median across them is mostly their own noise.
 MIN_CONFIGS_FOR_PROCESS_SHIFTS = 4
-# A configuration is set apart from the runs' common shift when its run locations agree this
-# many times better (in squared deviations) without it, seen over at least this many runs.
-APART_EVIDENCE = 4.0
+# A configuration is set apart from the runs' common shift when its run locations agree better
+# without it than runs that do move with it would, by chance, in this share of baselines: the
+# ratio of its squared deviations with and without the shift below the F distribution's
+# SET_APART_LEVEL point (k - 1 and k - 1 degrees of freedom for k runs). A fixed ratio of 4
+# set apart 20% of configurations that do move with the runs at 3 runs (F(2, 2) < 1/4), and
+# those lost the shift's correction: 90% intervals covered 0.83
+# (benchmarks/quality/interval_coverage.py).
+SET_APART_LEVEL = 0.01
+# Configurations' variances are pooled unless they differ beyond what sampling noise gives in
+# this share of cases (_shrunk_variances).
+POOL_EVIDENCE = 0.9
 MIN_RUNS_TO_SET_APART = 3
 # A later group of configurations sharing their runs' shifts has at least this many.
 MIN_GROUP_CONFIGS = 4
 # A Baseline keeps the groups of at most this many patterns of configurations whose process
 # shifts were taken out (each upload has one; hostile ones could make many).
 MAX_TAKE_PATTERNS = 64
-# The normal distribution's 97.5% point, as stdtrit gives it (worked out once).
-_NORMAL_975 = stdtrit(np.inf, 0.975)
+# The quantile the draws are widened to match Student's t at: the gate's default probability.
+WIDEN_AT = 0.95
+_NORMAL_AT = stdtrit(np.inf, WIDEN_AT)  # the normal distribution's, worked out once
 
 
 @dataclass(frozen=True)
@@ -202,38 +232,47 @@ def fit(
     var_e, df_e = _process_variance(ss_w, df_w, process_var_fallback, c_n)
     k_runs = present.sum(axis=1)
 
-    var_v, df_b = _config_shift_variance(run_loc, groups, counts, var_e, config_shift_sd)
+    var_v, df_v = _config_shift_variance(run_loc, groups, counts, var_e, config_shift_sd)
 
-    base_level = _nanmean(run_loc, axis=1)
+    base_level = nanmean(run_loc, axis=1)
     diff = head_loc - base_level
     # The head's median is only as sure as its lower processes agree: interference only adds
     # time, so a median far above the fastest process means two of them may have been hit.
     gap = head_loc - heads.minima(yh)
-    # (Scaled to 3 processes: with more, more of them must be hit to move the median.)
-    head_var = np.maximum(var_e * _median_var(h_cnt), (gap / 2) ** 2 * 3 / h_cnt)
+    head_var = _median_var(h_cnt) * np.maximum(var_e, _gap_variance(gap, h_cnt))
     run_gap = np.where(present, run_loc - run_min, 0.0)
-    run_var = np.maximum(
-        var_e[:, None] * _median_var(counts), (run_gap / 2) ** 2 * 3 / np.maximum(counts, 1)
-    )
+    run_var = _median_var(counts) * np.maximum(var_e[:, None], _gap_variance(run_gap, counts))
     base_var = np.where(present, run_var, 0.0).sum(axis=1) / k_runs**2
-    var_c = var_v * (1 + 1 / k_runs) + head_var + base_var
+    runs_part = var_v * (1 + 1 / k_runs)
+    var_c = runs_part + head_var + base_var
     sd = np.sqrt(np.maximum(var_c, 1e-12))
     shifts = _head_shifts(groups, diff, sd, k_all, resamples, rng)
-    # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the
-    # t distribution's 97.5% point (normal draws cost a third of t draws).
-    # Degrees of freedom: the process variance's (after shrinkage) plus the runs'.
-    widen = stdtrit(np.clip(df_e + df_b, 3.0, MAX_DF), 0.975) / _NORMAL_975
+    # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the t
+    # distribution's WIDEN_AT point (the gate's default probability: the one-sided point it
+    # decides at, and each end of the 90% interval it shows), with the degrees of freedom of
+    # the sum of the two estimated variances (Welch-Satterthwaite). Normal draws cost a third of
+    # t draws.
+    widen = stdtrit(_sum_df(runs_part, df_v, head_var + base_var, df_e), WIDEN_AT) / _NORMAL_AT
     noise = rng.standard_normal((c_n, resamples), dtype=np.float32)
     draws = diff[:, None] - shifts
     draws += (sd * widen)[:, None] * noise
     leading = groups[0].members if groups else None
     return RunFit(
         draws=draws,
-        shift=0.0 if leading is None else _median_of_all(_rows(shifts, leading)),
+        shift=0.0 if leading is None else median_of_all(_rows(shifts, leading)),
         shift_sd_prior=math.sqrt(groups[0].var_u * (1 + 1 / k_all)) if groups else 0.0,
         sd=sd,
         runs=k_runs,
     )
+
+
+def _sum_df(a: np.ndarray, df_a: np.ndarray, b: np.ndarray, df_b: np.ndarray) -> np.ndarray:
+    """Welch-Satterthwaite degrees of freedom of a + b, two variances estimated with df_a and
+    df_b, between MIN_DF and MAX_DF (past MAX_DF t is the normal to 1%)."""
+    total = a + b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = total**2 / (a**2 / df_a + b**2 / df_b)
+    return np.clip(np.nan_to_num(df, nan=MAX_DF), MIN_DF, MAX_DF)
 
 
 def _head_shifts(
@@ -311,14 +350,14 @@ class _Cells:
         """(C, K) each run's location: the median of its processes (one process beside a noisy
         neighbour moves a mean of three by a third of its shift, a median hardly at all)."""
         if self.run_table is not None:
-            return _table_medians(yb[self.run_table]).reshape(self.c_n, self.k_all)
+            return table_medians(yb[self.run_table]).reshape(self.c_n, self.k_all)
         size = self.c_n * self.k_all
-        return _cell_medians(yb, self.cell, size).reshape(self.c_n, self.k_all)
+        return cell_medians(yb, self.cell, size).reshape(self.c_n, self.k_all)
 
     def run_minima(self, yb: np.ndarray) -> np.ndarray:
         if self.run_table is not None:
             return yb[self.run_table].min(axis=1).reshape(self.c_n, self.k_all)
-        return _cell_minima(yb, self.cell, self.c_n * self.k_all).reshape(self.c_n, self.k_all)
+        return cell_minima(yb, self.cell, self.c_n * self.k_all).reshape(self.c_n, self.k_all)
 
 
 @dataclass(frozen=True)
@@ -336,13 +375,13 @@ class _HeadCells:
 
     def medians(self, yh: np.ndarray) -> np.ndarray:
         if self._equal:
-            return _table_medians(yh.reshape(self.c_n, -1))
-        return _cell_medians(yh, self.ch, self.c_n)
+            return table_medians(yh.reshape(self.c_n, -1))
+        return cell_medians(yh, self.ch, self.c_n)
 
     def minima(self, yh: np.ndarray) -> np.ndarray:
         if self._equal:
             return yh.reshape(self.c_n, -1).min(axis=1)
-        return _cell_minima(yh, self.ch, self.c_n)
+        return cell_minima(yh, self.ch, self.c_n)
 
 
 # Variance of the median of n normal values over that of one value, times n: 1 / efficiency.
@@ -350,6 +389,24 @@ _MEDIAN_INEFFICIENCY = {1: 1.0, 2: 1.0, 3: 1.346, 4: 1.193, 5: 1.435, 6: 1.289, 
 # The same as an array indexed by n up to 9 (0 and 9: pi / 2, the large-n limit; n past 9 is
 # looked up as 9), so that a (configuration, run) table of counts is looked up in one step.
 _INEFFICIENCY_BY_N = np.array([_MEDIAN_INEFFICIENCY.get(k, math.pi / 2) for k in range(10)])
+
+
+# GAP_LEVEL's point of (median - minimum)^2 of n standard normal values, n = 0..9 (n past 9
+# looked up as 9, where the gap is smaller than theirs: the side of caution), by simulation
+# (tests/stats/test_calibration.py checks them). 0 and 1 process have no gap.
+GAP_LEVEL = 0.75
+_GAP_SQ_POINT = np.array([np.inf, np.inf, 0.662, 1.489, 1.905, 2.438, 2.69, 3.043, 3.22, 3.473])
+
+
+def _gap_variance(gap: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """A process variance read from how far a median of n processes lies above their fastest:
+    beyond var_e in 1 - GAP_LEVEL of runs of normal processes, and growing with the gap where
+    interference (which only adds time) lifted the median. Before, (gap / 2)^2 * 3 / n stood in
+    for var_e * median_var(n) at any n: it exceeded it on average at 9 processes, so every extra
+    process bought less than it should (90% intervals covered 0.95 at 9 processes spread 5%)."""
+    k = np.minimum(np.asarray(n, dtype=int), len(_GAP_SQ_POINT) - 1)
+    result: np.ndarray = gap**2 / _GAP_SQ_POINT[k]
+    return result
 
 
 def _config_shift_variance(
@@ -360,39 +417,46 @@ def _config_shift_variance(
     config_shift_sd: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each configuration's own run-to-run variance (beyond the runs' common shifts u) and its
-    degrees of freedom."""
+    degrees of freedom (after pooling; MAX_DF for the prior)."""
     present = counts > 0
     k_runs = present.sum(axis=1)
     # Residual run means, less their process noise.
     moved = run_loc.copy()
     for g in groups:
         moved[g.members] -= g.u[None, :]
-    level = _nanmean(moved, axis=1)
+    level = nanmean(moved, axis=1)
     resid = np.where(present, moved - level[:, None], 0.0)
-    df_b = np.maximum(k_runs - 1, 0).astype(float)
+    # Degrees of freedom: k - 1 runs, less the share of the runs' shifts each configuration of
+    # a group of m helped estimate (a table of runs by configurations has (k - 1)(m - 1) once
+    # its row and column levels are out). Counted as k - 1, var_v came out (m - 1) / m low and
+    # 90% intervals covered 0.86 at 10 runs (benchmarks/quality/interval_coverage.py).
+    share = np.ones(len(run_loc))
+    for g in groups:
+        m = int(g.members.sum())
+        share[g.members] = (m - 1) / m
+    df_b = np.maximum(k_runs - 1, 0) * share
     # The variance of a run's median of P processes, in units of one process's variance.
     inv_p = np.where(present, _median_var(counts), 0.0).sum(axis=1) / k_runs
-    if not (df_b > 0).any():  # one baseline run: the prior is all there is
-        return np.full(len(df_b), config_shift_sd**2), df_b
+    if not (df_b > 0).any():  # one baseline run: the prior is all there is (taken as known)
+        return np.full(len(df_b), config_shift_sd**2), np.full(len(df_b), MAX_DF)
     # How far a configuration's run locations stray (process noise included, so never zero),
     # its log pulled toward the run's other configurations' by empirical Bayes: a long GPU
     # kernel whose runs agree to 0.1% keeps its 0.1%, where a fixed prior would lend it a
     # launch-bound kernel's 1% for as long as the history is short.
-    total = _pooled_log_variances((resid**2).sum(axis=1), df_b)
+    total, df_v = _pooled_log_variances((resid**2).sum(axis=1), df_b)
     var_v = np.maximum(total - var_e * inv_p, 0.0)
-    return np.where(df_b > 0, var_v, config_shift_sd**2), df_b
+    return np.where(df_b > 0, var_v, config_shift_sd**2), np.where(df_b > 0, df_v, MAX_DF)
 
 
-def _pooled_log_variances(ss: np.ndarray, df: np.ndarray) -> np.ndarray:
+def _pooled_log_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """_shrunk_variances for few degrees of freedom: the log of a variance from df degrees of
     freedom is low by -(digamma(df / 2) + log(2 / df)) on average (1.27 with one), which
     pooling many of them would otherwise carry into every configuration. Where df is 0 the
-    pooled value stands in."""
+    pooled value stands in. Returns the variances and their degrees of freedom."""
     ok = df > 0
-    d = np.maximum(df, 1.0)
+    d = np.where(df > 0, df, 1.0)
     bias = np.where(ok, digamma(d / 2) + np.log(2 / d), 0.0)
-    var, _ = _shrunk_variances(np.where(ok, ss * np.exp(-bias), 0.0), df)
-    return var
+    return _shrunk_variances(np.where(ok, ss * np.exp(-bias), 0.0), df)
 
 
 def _process_variance(
@@ -446,7 +510,7 @@ def _moves_with(run_loc: np.ndarray, u: np.ndarray, counts: np.ndarray) -> np.nd
     """Configurations whose run locations agree clearly better with the shifts u taken out
     than left alone (the mirror of _moves_apart)."""
     alone, shifted = _run_spreads(run_loc, u, counts)
-    return ((counts > 0).sum(axis=1) >= MIN_RUNS_TO_SET_APART) & (shifted * APART_EVIDENCE < alone)
+    return _clearly_below(shifted, alone, counts)
 
 
 def _common_shifts(
@@ -468,7 +532,19 @@ def _moves_apart(run_loc: np.ndarray, u: np.ndarray, counts: np.ndarray) -> np.n
     run and leaves a long kernel alone, and taking the launch-bound kernels' shift out of the
     long kernel would lend it their noise (a 0.1% kernel measured as a 0.9% one)."""
     alone, shifted = _run_spreads(run_loc, u, counts)
-    return ((counts > 0).sum(axis=1) >= MIN_RUNS_TO_SET_APART) & (alone * APART_EVIDENCE < shifted)
+    return _clearly_below(alone, shifted, counts)
+
+
+def _clearly_below(smaller: np.ndarray, larger: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per configuration: one sum of squared run deviations below the other by more than
+    chance gives in SET_APART_LEVEL of baselines, over at least MIN_RUNS_TO_SET_APART runs."""
+    k = (counts > 0).sum(axis=1)
+    df = np.maximum(k - 1, 1).astype(float)
+    with np.errstate(invalid="ignore"):
+        result: np.ndarray = (k >= MIN_RUNS_TO_SET_APART) & (
+            smaller < larger * fdtri(df, df, SET_APART_LEVEL)
+        )
+    return result
 
 
 def _run_spreads(
@@ -482,8 +558,8 @@ def _run_spreads(
 
     def spread(x: np.ndarray) -> np.ndarray:
         if full:
-            return ((x - _nanmean(x, axis=1)[:, None]) ** 2).sum(axis=1)
-        level = _nanmean(np.where(present, x, np.nan), axis=1)
+            return ((x - nanmean(x, axis=1)[:, None]) ** 2).sum(axis=1)
+        level = nanmean(np.where(present, x, np.nan), axis=1)
         return np.where(present, (x - level[:, None]) ** 2, 0.0).sum(axis=1)
 
     with np.errstate(invalid="ignore"):
@@ -500,12 +576,12 @@ def _run_shifts(run_loc: np.ndarray, run_shift_sd: float) -> tuple[np.ndarray, f
     finite = bool(np.isfinite(run_loc).all())
     for _ in range(2):
         shifted = run_loc - u[None, :]
-        level = _nanmean(shifted, axis=1)
+        level = nanmean(shifted, axis=1)
         centred = run_loc - level[:, None]
         if k_all == 1:
             u = np.zeros(1)
         else:
-            u = _column_medians(centred, finite=True) if finite else _nanmedian(centred, axis=0)
+            u = column_medians(centred, finite=True) if finite else nanmedian(centred, axis=0)
         u -= np.add.reduce(u) / k_all
     var_u = (PRIOR_RUNS_COMMON * run_shift_sd**2 + float(np.add.reduce(u**2))) / (
         PRIOR_RUNS_COMMON + k_all - 1
@@ -520,35 +596,6 @@ def _median_var(n: np.ndarray) -> np.ndarray:
     # Counts are never negative; where one is 0 it is divided by 1 and the result dropped.
     present = n > 0
     result: np.ndarray = np.where(present, factor / np.where(present, n, 1.0), 0.0)
-    return result
-
-
-def _cell_medians(values: np.ndarray, cell: np.ndarray, size: int) -> np.ndarray:
-    """The median of the values in each cell 0..size-1 (NaN for an empty cell)."""
-    if values.size == 0:
-        return np.full(size, np.nan)
-    order = np.lexsort((values, cell))
-    v, c = values[order], cell[order]
-    counts = np.bincount(c, minlength=size)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    safe = np.maximum(counts, 1)
-    lo = np.minimum(starts + (safe - 1) // 2, len(v) - 1)
-    hi = np.minimum(starts + safe // 2, len(v) - 1)
-    result: np.ndarray = np.where(counts > 0, (v[lo] + v[hi]) / 2, np.nan)
-    return result
-
-
-def _table_medians(table: np.ndarray) -> np.ndarray:
-    """The median of each row: _cell_medians' numbers for cells of equal size."""
-    ordered = np.sort(table, axis=1)
-    n = ordered.shape[1]
-    result: np.ndarray = (ordered[:, (n - 1) // 2] + ordered[:, n // 2]) / 2
-    return result
-
-
-def _cell_minima(values: np.ndarray, cell: np.ndarray, size: int) -> np.ndarray:
-    result = np.full(size, np.inf)
-    np.minimum.at(result, cell, values)
     return result
 
 
@@ -568,7 +615,7 @@ def _spread(
     dev = np.concatenate([yb - run_loc.ravel()[cell], yh - head_loc[ch]])
     cfg = np.concatenate([cb, ch])
     moved = dev != 0
-    mad = _cell_medians(np.abs(dev[moved]), cfg[moved], c_n)
+    mad = cell_medians(np.abs(dev[moved]), cfg[moved], c_n)
     cap = np.where(np.isfinite(mad) & (mad > 0), 3 * 1.4826 * mad, np.inf)[cfg]
     result: np.ndarray = np.bincount(cfg, np.minimum(dev * dev, cap * cap), minlength=c_n)
     return result
@@ -584,19 +631,31 @@ def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.nd
     def where_ok(x: np.ndarray, other: float) -> np.ndarray:
         return x if every else np.where(ok, x, other)
 
-    d = np.maximum(df, 1.0)
+    d = np.where(df > 0, df, 1.0)
     raw = where_ok(ss / d, np.nan)
-    top = _nanmax(raw)
+    top = nanmax(raw)
     floor = top * 1e-8 if np.isfinite(top) else 1e-12
     logs = np.log(np.maximum(raw, max(floor, 1e-16)))
-    noise = where_ok(2.0 / d, np.inf)
+    noise = where_ok(polygamma(1, d / 2), np.inf)
     kept = where_ok(logs, np.nan)
-    mean = float(_nanmean(kept, axis=None))
-    spread = float(_nanvar(kept)) - float(noise.mean() if every else np.mean(noise[ok]))
+    mean = float(nanmean(kept, axis=None))
+    # How far the configurations' variances differ beyond their sampling noise: only as far as
+    # the logs' spread exceeds what noise alone gives in POOL_EVIDENCE of cases (the sample
+    # variance of n noisy logs is noise * chi2(n - 1) / (n - 1)). From a plain difference, one
+    # baseline set in five with 3 runs and 8 configurations hardly pooled at all by chance, and
+    # a configuration whose few runs happened to agree got an interval a third as wide as its
+    # error: 90% intervals covered 0.86 (benchmarks/quality/interval_coverage.py).
+    n = int(ok.sum())
+    chance = chdtri(max(n - 1, 1), 1 - POOL_EVIDENCE) / max(n - 1, 1)
+    noise_mean = float(noise.mean() if every else np.mean(noise[ok]))
+    spread = float(nanvar(kept)) - noise_mean * chance
     tau2 = max(spread, 0.05)  # never pool all the way: configurations may differ
     precision = where_ok(1.0 / noise, 0.0) + 1.0 / tau2
     shrunk = (where_ok(logs / noise, 0.0) + mean / tau2) / precision
-    return np.exp(shrunk), 2.0 * precision
+    # Degrees of freedom: no more than all the configurations' logs hold together (the pooled
+    # mean is estimated from them too; a log-variance from d degrees of freedom holds
+    # 2 / trigamma(d / 2) of them: 1.2 of 2 at d = 2).
+    return np.exp(shrunk), np.minimum(2.0 * precision, where_ok(2.0 / noise, 0.0).sum())
 
 
 def _base_without_process_shifts(
@@ -621,18 +680,18 @@ def _base_without_process_shifts(
         m = g.members
         members = base[m]
         if blocks is not None and len(members) > 1:
-            w = _column_medians(members - _run_means(members, blocks, run_of, len(labels)))
+            w = column_medians(members - run_means(members, blocks, run_of, len(labels)))
             by_run = w[blocks].reshape(len(labels), -1)
-            w -= _row_medians(by_run)[run_of]
+            w -= row_medians(by_run)[run_of]
         else:
             means = np.zeros_like(members)
             for r in labels:
                 cols = runs == r
                 means[:, cols] = members[:, cols].mean(axis=1, keepdims=True)
-            w = _column_medians(members - means)
+            w = column_medians(members - means)
             for r in labels:
                 cols = runs == r
-                w[cols] -= _median_of_all(w[cols])
+                w[cols] -= median_of_all(w[cols])
         base[m] -= w[None, :]
     return base.ravel()
 
@@ -642,31 +701,9 @@ def _head_without_process_shifts(yh: np.ndarray, c_n: int, groups: list[ShiftGro
     head = yh.reshape(c_n, -1).copy()
     for g in groups:
         m = g.members
-        wh = _column_medians(head[m] - head[m].mean(axis=1, keepdims=True))
-        head[m] -= (wh - _median_of_all(wh))[None, :]
+        wh = column_medians(head[m] - head[m].mean(axis=1, keepdims=True))
+        head[m] -= (wh - median_of_all(wh))[None, :]
     return head.ravel()
-
-
-def _run_means(members: np.ndarray, blocks: np.ndarray, run_of: np.ndarray, k: int) -> np.ndarray:
-    """(M, N) each value's run's mean over its processes, for M > 1 configurations whose runs
-    all have as many processes (blocks: the columns in run order). The same sums as the mean of
-    a run's columns taken out by a mask: that copy is strided along the processes, so numpy adds
-    them one process after another, as this sum over the leading axis does."""
-    by_process = members[:, blocks].reshape(len(members), k, -1).transpose(2, 0, 1)
-    means: np.ndarray = np.add.reduce(np.ascontiguousarray(by_process), axis=0)
-    means /= by_process.shape[0]
-    return means[:, run_of]
-
-
-def _row_medians(x: np.ndarray) -> np.ndarray:
-    """_median_of_all of each row of a 2-D array without NaN, from one partition."""
-    n = x.shape[1]
-    half = n // 2
-    part = np.partition(x, half, axis=1)
-    if n % 2:
-        return 0.0 + part[:, half]
-    result: np.ndarray = (0.0 + part[:, :half].max(axis=1) + part[:, half]) / 2
-    return result
 
 
 def _shift_draws(
@@ -695,79 +732,6 @@ def _shift_draws(
     step = grid[1] - grid[0]
     u = rng.random(resamples)
     jitter = (rng.random(resamples) - 0.5) * step
-    picks = _rows_searchsorted(cdf, u)
+    picks = rows_searchsorted(cdf, u)
     result: np.ndarray = grid[np.minimum(picks, GRID_POINTS - 1)] + jitter[None, :]
     return result
-
-
-def _rows_searchsorted(rows: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """np.searchsorted(row, u) for every sorted row at once: (rows, len(u)) counts of each
-    row's values below each u. The u are sorted once; a row value v lies below the k-th smallest
-    u exactly when fewer than k + 1 of the u are <= v, so counting the row's values by that
-    number and summing them up gives every count with the same comparisons, without a binary
-    search of the row per u (which was most of the model's time with many configurations)."""
-    n_rows, n_u = rows.shape[0], u.size
-    order = np.argsort(u)  # equal u get equal counts, so their order does not matter
-    at_or_below = np.searchsorted(u[order], rows, side="right")  # (rows, points)
-    offsets = (np.arange(n_rows) * (n_u + 1))[:, None]
-    counts = np.bincount((at_or_below + offsets).ravel(), minlength=n_rows * (n_u + 1))
-    below_sorted = np.cumsum(counts.reshape(n_rows, n_u + 1), axis=1)[:, :n_u]
-    result = np.empty((n_rows, n_u), dtype=below_sorted.dtype)
-    result[:, order] = below_sorted
-    return result
-
-
-def _nanmean(x: np.ndarray, axis: int | None) -> np.ndarray:
-    """np.nanmean without its overhead when nothing is missing (the usual case): then it is
-    x.mean, which is this sum over the count (the same numbers, without mean's wrapper). A sum
-    that is not NaN had no NaN in it."""
-    total = np.add.reduce(x, axis=axis)
-    if not np.isnan(total).any():
-        result: np.ndarray = total / (x.size if axis is None else x.shape[axis])
-        return result
-    return np.asarray(np.nanmean(x, axis=axis))
-
-
-def _median_of_all(x: np.ndarray) -> float:
-    """np.median(x), the same number, from a partition at one point instead of two (numpy's
-    two-point partition of an even-sized array costs several times more)."""
-    flat = x.ravel()
-    half = flat.size // 2
-    part = np.partition(flat, half)
-    if np.isnan(part[-1]):  # numpy sorts NaN last; np.median is NaN then
-        return math.nan
-    if flat.size % 2:  # 0.0 + ...: as numpy's mean of the middle values, -0.0 becomes 0.0
-        return float(0.0 + part[half])
-    return float((0.0 + part[:half].max() + part[half]) / 2)
-
-
-def _nanmedian(x: np.ndarray, axis: int) -> np.ndarray:
-    if not np.isnan(x).any():
-        return _column_medians(x) if axis == 0 else np.asarray(np.median(x, axis=axis))
-    return np.asarray(np.nanmedian(x, axis=axis))
-
-
-def _column_medians(x: np.ndarray, *, finite: bool = False) -> np.ndarray:
-    """np.median(x, axis=0) of a 2-D array, the same numbers, from a partition at one point
-    (see _median_of_all): numpy's median costs ten times more on a table of a few rows.
-    finite: the caller knows x holds no NaN."""
-    n = x.shape[0]
-    half = n // 2
-    part = np.partition(x, half, axis=0)
-    # 0.0 + ...: numpy's mean of the middle values starts its sum at +0, so -0.0 becomes 0.0.
-    result = 0.0 + part[half] if n % 2 else (0.0 + part[:half].max(axis=0) + part[half]) / 2
-    if not finite:
-        result[np.isnan(x).any(axis=0)] = np.nan  # np.median is NaN where a NaN is
-    return result
-
-
-def _nanmax(x: np.ndarray) -> float:
-    """np.nanmax(x): the reduction it runs (fmax passes over NaN), without its wrapper."""
-    return float(np.fmax.reduce(x, axis=None))
-
-
-def _nanvar(x: np.ndarray) -> float:
-    """np.nanvar(x) without its overhead when nothing is missing (then it is np.var)."""
-    if not np.isnan(x).any():
-        return float(x.var())
-    return float(np.nanvar(x))

@@ -27,7 +27,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,16 +39,33 @@ NEAR = 2  # a change point within this many runs of the injected change finds it
 
 def incremental(history: np.ndarray, window: int) -> list[tuple[int, ChangePoint, int]]:
     """The server's use: after every run, detect on the newest `window` runs with every change
-    reported so far as known. Returns (run count when reported, change, absolute after)."""
+    reported so far as known; a drift that continues a known change updates it (its end and
+    total change; its start and when it was first reported stay). Returns (run count when
+    first reported, change, absolute after)."""
     reported: list[tuple[int, ChangePoint, int]] = []
+    ends: list[int | None] = []  # each reported change's absolute end (drifts)
     for t in range(1, len(history) + 1):
         start = max(0, t - window)
-        inside = [(a - start, cp) for _, cp, a in reported if a > start]
-        before = [(a - start, cp) for _, cp, a in reported if a <= start][-1:]
-        known = [KnownChange(a, cp.ratio, cp.low, cp.high) for a, cp in before + inside]
+        mine = [(k, a - start) for k, (_, _, a) in enumerate(reported)]
+        placed = [(k, a) for k, a in mine if a > 0] or []
+        placed = [(k, a) for k, a in mine if a <= 0][-1:] + placed
+        known = [_known(k, a, reported[k][1], ends[k], start) for k, a in placed]
         for cp in stats.detect(history[start:t], known=known):
-            reported.append((t, cp, cp.after + start))
+            end = None if cp.end is None else cp.end + start
+            if cp.continues is not None:
+                k = cp.continues.key
+                reported[k] = (reported[k][0], replace(cp, after=reported[k][2]), reported[k][2])
+                ends[k] = end
+            else:
+                reported.append((t, cp, cp.after + start))
+                ends.append(end)
     return reported
+
+
+def _known(key: int, after: int, cp: ChangePoint, end: int | None, start: int) -> KnownChange:
+    """A reported change as the server passes it back (indices into the window)."""
+    inside = None if end is None or end - start <= max(after, 0) else end - start
+    return KnownChange(after, cp.ratio, cp.low, cp.high, key=key, end=inside)
 
 
 # ---------------------------------------------------------------- noise models

@@ -28,16 +28,21 @@ from gate_server.alerts import channels, failures
 from gate_server.alerts.events import (
     CHANGE_POINT,
     CHANNEL_FAILING,
+    CULPRIT,
     EVENTS,
+    GITHUB_WEB,
+    SCHEDULED_REPORT,
     channel_failing_event,
     compare_link,
     dashboard_link,
     environment_facts,
     outbox_kind,
+    pull_request_link,
     run_link,
 )
+from gate_server.alerts.report import report_facts
 from gate_server.clock import utcnow
-from gate_server.db import change_points, notify, outbox, repositories, runs
+from gate_server.db import bisections, change_points, notify, outbox, repositories, runs
 from gate_server.db.outbox import OutboxJob
 from gate_server.environments import document_label
 from gate_server.outbox import TryLater
@@ -74,11 +79,14 @@ def _fan_out(
     repository_id: int | None,
     *,
     skip_channel: int | None = None,
+    rules_event: str | None = None,
 ) -> int:
-    """One delivery per channel whose rules take this event; how many were new."""
+    """One delivery per channel whose rules take this event (`rules_event`: the channels whose
+    rules take that one instead); how many were new."""
     event = facts["event"]
     new = 0
-    for channel_id in notify.matching_channels(conn, workspace_id, repository_id, event):
+    matching = notify.matching_channels(conn, workspace_id, repository_id, rules_event or event)
+    for channel_id in matching:
         if channel_id == skip_channel:
             continue
         did = delivery_id(facts["event_id"], channel_id)
@@ -137,6 +145,8 @@ def change_point_facts(conn: Connection, change_id: int) -> tuple[dict[str, Any]
             "high": found.high,
         },
         "p_value": found.p_value,
+        "early": found.early,  # found in a short history, on weaker evidence
+        "drift_end_sha": found.end_sha,  # a drift: the level moved over the runs up to this one
         "undoes_id": found.undoes_id,  # a step back: it takes back this earlier change point
         # What else moved at this commit (as far as detection has run when this is sent).
         "also_moved": [
@@ -174,6 +184,43 @@ def fan_out_change_point(svc: Services, job: OutboxJob) -> None:
         if found is not None:
             facts, workspace_id, repository_id = found
             _fan_out(conn, facts, workspace_id, repository_id)
+
+
+def fan_out_culprit(svc: Services, job: OutboxJob) -> None:
+    """The handler of event.culprit (queued when a bisection names its change point's culprit):
+    one alert per change point, to the channels whose rules take change points (it follows
+    the change point's own alert)."""
+    change_id = int(job.payload["change_point_id"])
+    with svc.database.write() as conn:
+        found = change_point_facts(conn, change_id)
+        b = bisections.of_change_point(conn, change_id)
+        if found is None or b is None or b.culprit_sha is None:
+            return
+        cp_facts, workspace_id, repository_id = found
+        facts = culprit_facts(cp_facts, b.culprit_sha, b.culprit_author, b.culprit_pr)
+        _fan_out(conn, facts, workspace_id, repository_id, rules_event=CHANGE_POINT)
+
+
+def culprit_facts(
+    cp: dict[str, Any], sha: str, author: str | None, pr: int | None
+) -> dict[str, Any]:
+    """A change point's facts (change_point_facts) turned into its culprit's."""
+    repository = cp["repository"]
+    links = {
+        "commits": f"{GITHUB_WEB}/{repository}/commit/{sha}",
+        "pull_request": pull_request_link(repository, pr),
+        "dashboard": cp["links"].get("dashboard"),
+    }
+    return {
+        **{k: cp[k] for k in ("repository", "branch", "workload", "worst", "change_point_id")},
+        **{k: cp[k] for k in ("environment", "environment_name")},
+        "event_id": f"{CULPRIT}:{cp['change_point_id']}",
+        "event": CULPRIT,
+        "sha": sha,
+        "author": author,
+        "pr_number": pr,
+        "links": {k: v for k, v in links.items() if v},
+    }
 
 
 def deliver(svc: Services, job: OutboxJob) -> None:
@@ -232,8 +279,19 @@ def _failed(svc: Services, did: str, channel_id: int, error: str) -> None:
         emit(conn, facts, workspace_id=channel.workspace_id, repository_id=None)
 
 
+def fan_out_report(svc: Services, job: OutboxJob) -> None:
+    """The handler of event.scheduled_report: the report is built now, from what is stored."""
+    with svc.database.write() as conn:
+        found = report_facts(conn, job.payload["facts"]["run_id"], svc.settings)
+        if found is not None:
+            facts, workspace_id, repository_id = found
+            _fan_out(conn, facts, workspace_id, repository_id)
+
+
 HANDLERS = {
-    **{outbox_kind(e): fan_out for e in EVENTS if e != CHANGE_POINT},
+    **{outbox_kind(e): fan_out for e in EVENTS if e not in (CHANGE_POINT, SCHEDULED_REPORT)},
     outbox_kind(CHANGE_POINT): fan_out_change_point,
+    outbox_kind(SCHEDULED_REPORT): fan_out_report,
+    outbox_kind(CULPRIT): fan_out_culprit,
     DELIVER: deliver,
 }

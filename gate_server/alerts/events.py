@@ -14,7 +14,13 @@ BLOCK = "block"  # a BLOCK on a push to a baseline branch: a regression landed
 CHANGE_POINT = "change_point"  # the change-point detector found a new one
 ACCEPTED_SLOWDOWN = "accepted_slowdown"  # a run with a slowdown was accepted as the baseline
 CHANNEL_FAILING = "channel_failing"  # a channel failed FAILING_AFTER sends in a row
-EVENTS = (BLOCK, CHANGE_POINT, ACCEPTED_SLOWDOWN, CHANNEL_FAILING)
+SCHEDULED_REPORT = "scheduled_report"  # a scheduled baseline run's report (alerts/report.py)
+EVENTS = (BLOCK, CHANGE_POINT, ACCEPTED_SLOWDOWN, CHANNEL_FAILING, SCHEDULED_REPORT)
+# A rule that names no events takes the alarms; reports come only to a rule that asks.
+ALARMS = (BLOCK, CHANGE_POINT, ACCEPTED_SLOWDOWN, CHANNEL_FAILING)
+# A change point's culprit, named by its bisection: sent where its change point's alert went
+# (rules name change_point; it is not an event of its own in them).
+CULPRIT = "culprit"
 TEST = "test"  # `rnx notify test`: sent at once to one channel, never through rules
 
 OUTBOX_PREFIX = "event."  # an event's outbox kind: "event.block", "event.change_point", ...

@@ -10,21 +10,21 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection
 
 from gate_server.alerts.channels import ChannelSpec, check_name, send
-from gate_server.alerts.events import EVENTS, test_event
+from gate_server.alerts.events import ALARMS, EVENTS, test_event
 from gate_server.db import Database, audit, notify, repositories
 from gate_server.db.notify import Channel, Rule
 from gate_server.errors import InvalidInput, NotFound
 
 
 def check_events(names: Sequence[str]) -> list[str]:
-    """Event names as rules store them ('change-point' and 'change_point' alike); all events
-    when none are named."""
+    """Event names as rules store them ('change-point' and 'change_point' alike); the alarms
+    (every event but scheduled-report) when none are named."""
     cleaned = sorted({n.strip().replace("-", "_") for n in names if n.strip()})
     unknown = [n for n in cleaned if n not in EVENTS]
     if unknown:
         known = ", ".join(e.replace("_", "-") for e in EVENTS)
         raise InvalidInput(f"unknown event {unknown[0]!r}; choose from {known}")
-    return cleaned or sorted(EVENTS)
+    return cleaned or sorted(ALARMS)
 
 
 def _workspace(conn: Connection, name: str) -> int:

@@ -12,6 +12,8 @@ from gate_server.alerts.events import (
     BLOCK,
     CHANGE_POINT,
     CHANNEL_FAILING,
+    CULPRIT,
+    SCHEDULED_REPORT,
     TEST,
 )
 
@@ -136,6 +138,12 @@ def _change_point(p: dict[str, Any]) -> Message:
     facts = _where(p)
     if p.get("baseline_sha"):
         facts.append(("Before", _short(p.get("baseline_sha"))))
+    if p.get("drift_end_sha"):
+        facts.append(
+            ("Drift", f"a gradual change, over the runs up to {_short(p['drift_end_sha'])}")
+        )
+    if p.get("early"):
+        facts.append(("Early", "found in a short history, on weaker evidence than the rank test's"))
     if p.get("undoes_id"):
         facts.append(("Takes back", f"change point {p['undoes_id']} (a step back)"))
     also = p.get("also_moved") or []
@@ -151,6 +159,66 @@ def _change_point(p: dict[str, Any]) -> Message:
         title=f"Change point on {p.get('repository')} {p.get('branch')} at {_short(p.get('sha'))}",
         summary=how_much(worst) if worst else str(p.get("summary") or "a new change point"),
         facts=facts,
+        links=_links(p),
+    )
+
+
+def _moved_text(against: dict[str, Any] | None, what: str) -> tuple[str, str]:
+    """One fact of a report: the configurations that moved against a reference run."""
+    if against is None:
+        return what, "no such run stored"
+    label = f"{what} ({_short(against.get('sha'))})"
+    moved = against.get("moved") or []
+    if not moved:
+        return label, "nothing moved"
+    listed = [
+        f"{m['configuration']}: {float(m['ratio']):.3g}x {m['verdict']} "
+        f"[{float(m['low']):.3g}, {float(m['high']):.3g}]"
+        for m in moved
+    ]
+    more = int(against.get("moved_count") or len(moved)) - len(moved)
+    return label, "; ".join(listed) + (f"; and {more} more" if more > 0 else "")
+
+
+def _scheduled_report(p: dict[str, Any]) -> Message:
+    opened = p.get("open_change_points") or []
+    counts = [
+        f"{len((p.get(k) or {}).get('moved') or [])} moved against the {what}"
+        for k, what in (
+            ("against_previous", "previous scheduled run"),
+            ("against_month_ago", "baseline a month ago"),
+        )
+    ]
+    changes = "; ".join(
+        f"#{c['id']} {c['configuration']} {float(c['ratio']):.3g}x at {_short(c['after_sha'])}"
+        for c in opened
+    )
+    return Message(
+        event=SCHEDULED_REPORT,
+        title=f"Scheduled run on {p.get('repository')} {p.get('branch')} at "
+        f"{_short(p.get('sha'))}: {p.get('tier')}",
+        summary=f"{p.get('tier')}; " + ", ".join(counts) + f"; {len(opened)} open change points",
+        facts=[
+            *_where(p),
+            ("Tier", str(p.get("tier"))),
+            ("Ran", f"{p.get('configurations')} configurations of {p.get('workload')}"),
+            _moved_text(p.get("against_previous"), "Against the previous scheduled run"),
+            _moved_text(p.get("against_month_ago"), "Against the baseline a month ago"),
+            ("Open change points", changes or "none"),
+        ],
+        links=_links(p),
+    )
+
+
+def _culprit(p: dict[str, Any]) -> Message:
+    who = p.get("author") or "an unknown author"
+    pr = f" (pull request #{p['pr_number']})" if p.get("pr_number") else ""
+    return Message(
+        event=CULPRIT,
+        title=f"Culprit found on {p.get('repository')} {p.get('branch')}: {_short(p.get('sha'))} "
+        f"by {who}{pr}",
+        summary=f"change point {p.get('change_point_id')}: {how_much(p.get('worst'))}",
+        facts=[*_where(p), ("Culprit", f"{p.get('sha')} by {who}{pr}")],
         links=_links(p),
     )
 
@@ -185,7 +253,9 @@ _BUILDERS = {
     BLOCK: _block,
     ACCEPTED_SLOWDOWN: _accepted,
     CHANGE_POINT: _change_point,
+    CULPRIT: _culprit,
     CHANNEL_FAILING: _failing,
+    SCHEDULED_REPORT: _scheduled_report,
 }
 
 

@@ -98,6 +98,15 @@ def _point_title(p: HistoryPoint) -> str:
 
 
 @dataclass(frozen=True)
+class StepMark:
+    """A measured commit of a change point's bisection (docs/bisection.md)."""
+
+    sha: str
+    ratio_before: float  # its time over the before end's
+    side: str  # before | after | undecided
+
+
+@dataclass(frozen=True)
 class ChangeMark:
     """A change point found in this configuration's history (gate_server/changes.py)."""
 
@@ -107,6 +116,10 @@ class ChangeMark:
     low: float
     high: float
     status: str  # open | acknowledged | resolved
+    early: bool = False  # found in a short history, on weaker evidence
+    drift: bool = False  # a gradual change (from this run over later ones), not a step
+    culprit: str | None = None  # "sha by author (#PR)" once its bisection found it
+    steps: tuple[StepMark, ...] = ()  # its bisection's measured commits, oldest step first
 
 
 def history_svg(
@@ -273,13 +286,34 @@ def _change_marks(
         xm = _fmt(f.x(i) - f.plot_w / f.count / 2)
         title = (
             f"change point: {format_ratio(c.ratio)} (90% interval {c.low:.3f}–{c.high:.3f}) "
-            f"from {points[i].sha[:10]}, {c.status}"
+            f"from {points[i].sha[:10]}, {c.status}{', a drift' if c.drift else ''}"
+            f"{', early' if c.early else ''}"
         )
+        if c.culprit:
+            title += f"; culprit {c.culprit}"
         out.append(
             f'<g class="mark change-point cp-{escape(c.status)}" data-change-point="{c.id}">'
             f'<line x1="{xm}" x2="{xm}" y1="{f.top}" y2="{f.top + f.plot_h}"/>'
             f'<text x="{xm}" y="{f.top - 6}" text-anchor="middle">'
             f"{escape(format_ratio(c.ratio))}</text><title>{escape(title)}</title></g>"
+        )
+        if i > 0:
+            out += _step_marks(c, points[i - 1], f.x(i - 1), f.x(i), f)
+    return out
+
+
+def _step_marks(c: ChangeMark, before: HistoryPoint, x0: float, x1: float, f: _Frame) -> list[str]:
+    """The bisection's measured commits between the runs around the change, in the order they
+    were measured, each at its time (its ratio to the before end times that run's median)."""
+    out = []
+    for k, s in enumerate(c.steps):
+        x = _fmt(x0 + (k + 1) / (len(c.steps) + 1) * (x1 - x0))
+        y = _fmt(min(max(f.y(before.median_ns * s.ratio_before), f.top), f.top + f.plot_h))
+        ratio = format_ratio(s.ratio_before)
+        title = f"bisection step {k + 1}: {s.sha[:10]}, {ratio} vs before: {s.side}"
+        out.append(
+            f'<circle class="bisect-step side-{escape(s.side)}" cx="{x}" cy="{y}" r="3">'
+            f"<title>{escape(title)}</title></circle>"
         )
     return out
 
@@ -365,7 +399,7 @@ def _memory_svg(points: tuple[HistoryPoint, ...], label: str, width: int) -> Mar
     ticks = nice_ticks(f.low_ns / scale, f.high_ns / scale, count=3)
     step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
     out = [
-        f'<svg class="chart history memory" viewBox="0 0 {width} {f.height}" role="img" '
+        f'<svg class="chart memory-history" viewBox="0 0 {width} {f.height}" role="img" '
         f'aria-label="{escape(label)}" data-points="{len(values)}" '
         'xmlns="http://www.w3.org/2000/svg"><g class="grid">'
     ]

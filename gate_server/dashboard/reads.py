@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 
 from gate_server.branches import all_names, follow_renames
 from gate_server.changes import compare_url
-from gate_server.dashboard.charts import ChangeMark
+from gate_server.dashboard.charts import ChangeMark, StepMark
 from gate_server.dashboard.explanations import explained
 from gate_server.dashboard.views import (
     EnvironmentLabels,
@@ -37,6 +37,7 @@ from gate_server.dashboard.views import (
 from gate_server.db import (
     Database,
     audit,
+    bisections,
     change_points,
     dashboard,
     notify,
@@ -45,6 +46,7 @@ from gate_server.db import (
     runs,
     traces,
 )
+from gate_server.db.bisections import BisectionRecord, StepRecord
 from gate_server.db.change_points import ChangePointRecord
 from gate_server.db.runs import ListedRun
 from rnx.environments import EnvironmentLabel, stored_environment_label
@@ -177,9 +179,10 @@ def history(
             workload=shown.workload,
             limit=1000,
         )
+        bisected = bisections.with_steps(conn, [cp.id for cp in found_changes])
         _summarized(conn, summaries, [r.run_id for r, _ in rows])
     window = drawing_order(rows[:HISTORY_WINDOW])
-    sections, events = _workload_sections(window, summaries, _marks(found_changes))
+    sections, events = _workload_sections(window, summaries, _marks(found_changes, bisected))
     named = _labels(summaries, [r.run_id for r, _ in window])
     return {
         "repository": name,
@@ -216,11 +219,34 @@ def drawing_order(
     return sorted(window, key=lambda row: row[0].accepted_at or row[0].received_at, reverse=True)
 
 
-def _marks(found: list[ChangePointRecord]) -> dict[str, dict[str, list[ChangeMark]]]:
-    """Change points as chart marks, by workload and configuration."""
+def _marks(
+    found: list[ChangePointRecord], bisected: dict[int, tuple[BisectionRecord, list[StepRecord]]]
+) -> dict[str, dict[str, list[ChangeMark]]]:
+    """Change points as chart marks, with their bisections, by workload and configuration."""
     out: dict[str, dict[str, list[ChangeMark]]] = defaultdict(lambda: defaultdict(list))
     for cp in found:
-        mark = ChangeMark(cp.id, cp.after_run_id, cp.ratio, cp.low, cp.high, cp.status)
+        b, steps = bisected.get(cp.id, (None, []))
+        culprit = None
+        if b is not None and b.culprit_sha:
+            pr = f" (#{b.culprit_pr})" if b.culprit_pr else ""
+            culprit = f"{b.culprit_sha[:10]} by {b.culprit_author or '?'}{pr}"
+        shown = tuple(
+            StepMark(s.sha, float(s.evidence["ratio_before"]), str(s.side))
+            for s in steps
+            if s.evidence and "ratio_before" in s.evidence
+        )
+        mark = ChangeMark(
+            cp.id,
+            cp.after_run_id,
+            cp.ratio,
+            cp.low,
+            cp.high,
+            cp.status,
+            early=cp.early,
+            drift=cp.end_run_id is not None,
+            culprit=culprit,
+            steps=shown,
+        )
         out[cp.workload][cp.configuration].append(mark)
     return out
 

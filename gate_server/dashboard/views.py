@@ -257,7 +257,9 @@ def build_history(
         events += marked
         for cid, mark in by_after.get(run.run_id, []):
             ratio = format_ratio_interval(mark.ratio, mark.low, mark.high)
-            text = f"change point in {cid}: {ratio}, {mark.status}"
+            early = " (early: a short history, weaker evidence)" if mark.early else ""
+            kind = "drift" if mark.drift else "change point"
+            text = f"{kind} in {cid}: {ratio}, {mark.status}{early}"
             events.append({"kind": "change-point", "run": run, "text": text})
         for config_id, (med, low, high) in run.summary.medians.items():
             series.setdefault(config_id, []).append(

@@ -87,6 +87,9 @@ class NewChangePoint:
     low: float
     high: float
     p_value: float
+    early: bool  # found in a short history, on weaker evidence (stats.ChangePoint)
+    end_run_id: str | None  # a drift: the first run at its newest level; None for a step
+    end_sha: str | None
 
 
 @dataclass(frozen=True)
@@ -221,6 +224,24 @@ def open_in_workspace(
         .limit(limit)
     )
     return [_record(r._mapping) for r in rows]
+
+
+def extend_drift(conn: Connection, change_id: int, drift: NewChangePoint) -> None:
+    """A stored change point found again as part of a longer drift (stats.ChangePoint.continues):
+    it becomes that drift, with its end and total change; its start, status and id stay, so
+    a drift is one change point however many looks see it grow."""
+    conn.execute(
+        update(change_points)
+        .where(change_points.c.id == change_id)
+        .values(
+            ratio=drift.ratio,
+            low=drift.low,
+            high=drift.high,
+            p_value=drift.p_value,
+            end_run_id=drift.end_run_id,
+            end_sha=drift.end_sha,
+        )
+    )
 
 
 def acknowledge(conn: Connection, change_id: int, *, note: str, actor: str) -> None:

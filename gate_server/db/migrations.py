@@ -18,6 +18,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -26,6 +27,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     bindparam,
     column,
     func,
@@ -41,8 +43,9 @@ from gate_server.db.engine import MIGRATION_LOCK, Database, advisory_lock
 from gate_server.db.schema import (
     agent_tokens,
     audit_log,
+    bisection_steps,
+    bisections,
     branch_renames,
-    change_points,
     environment_prices,
     github_deliveries,
     migrations,
@@ -60,7 +63,7 @@ from gate_server.db.schema import (
 )
 from gate_server.db.sealed import Sealer, settle
 from gate_server.errors import SettingsError
-from gate_server.workloads import stored_workload
+from gate_server.workloads import MAX_WORKLOAD_BYTES, stored_workload
 
 # server_keys as version 1 created it (migration 4 renamed its key column).
 _v1_server_keys = Table(
@@ -125,6 +128,42 @@ _v1_runs = Table(
     ),
     Index("ix_runs_repository_received", "repository_id", "received_at"),
 )
+# change_points as version 6 created it (migration 13 added early).
+_v6_change_points = Table(
+    "change_points",
+    MetaData(),
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
+    Column("repository_id", Integer, ForeignKey(repositories.c.id), nullable=False),
+    Column("branch", String(255), nullable=False),
+    Column("environment_key", String(128), nullable=False),
+    Column("workload", String(MAX_WORKLOAD_BYTES), nullable=False),
+    Column("configuration", String(100), nullable=False),
+    Column("before_run_id", String(36), nullable=False),
+    Column("before_sha", String(64), nullable=False),
+    Column("after_run_id", String(36), nullable=False),
+    Column("after_sha", String(64), nullable=False),
+    Column("ratio", Float, nullable=False),
+    Column("low", Float, nullable=False),
+    Column("high", Float, nullable=False),
+    Column("p_value", Float, nullable=False),
+    Column("detected_at", DateTime(timezone=True), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("note", Text, nullable=True),
+    Column("acknowledged_at", DateTime(timezone=True), nullable=True),
+    Column("acknowledged_by", String(200), nullable=True),
+    Column("resolved_at", DateTime(timezone=True), nullable=True),
+    Column("undoes_id", BigInteger, nullable=True),
+    UniqueConstraint(
+        "repository_id",
+        "branch",
+        "environment_key",
+        "workload",
+        "configuration",
+        "after_run_id",
+        name="uq_change_points_series_after",
+    ),
+    Index("ix_change_points_repository_status", "repository_id", "status", "id"),
+)
 # What migration 5 reads and writes of runs (a lightweight table: no metadata to keep frozen).
 _v5_runs = table("runs", column("id"), column("document"), column("workload"))
 _V5_BATCH = 500  # runs read and re-keyed per round trip: documents can be large
@@ -180,6 +219,15 @@ def _v12_github_sign_in(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE tokens ADD COLUMN github_login VARCHAR(39)")
 
 
+def _v13_early_change_points_and_drifts(conn: Connection) -> None:
+    # Change points stored before were all steps found by the rank test: not early, no end.
+    conn.exec_driver_sql(
+        "ALTER TABLE change_points ADD COLUMN early BOOLEAN NOT NULL DEFAULT false"
+    )
+    conn.exec_driver_sql("ALTER TABLE change_points ADD COLUMN end_run_id VARCHAR(36)")
+    conn.exec_driver_sql("ALTER TABLE change_points ADD COLUMN end_sha VARCHAR(64)")
+
+
 # (version, name, apply): applied in order, each once.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (
@@ -209,7 +257,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (
         6,
         "change points, run locations, the durable outbox",
-        _create(change_points, run_locations, outbox),
+        _create(_v6_change_points, run_locations, outbox),
     ),
     (
         7,
@@ -224,7 +272,13 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     ),
     (11, "agent tokens: name, user, scopes, expiry", _create(agent_tokens)),
     (12, "tokens.github_login (viewers signed in with GitHub)", _v12_github_sign_in),
+    (
+        13,
+        "change_points.early (found in a short history), end_run_id and end_sha (drifts)",
+        _v13_early_change_points_and_drifts,
+    ),
     (15, "run traces (harness.keep-traces)", _create(run_traces)),
+    (16, "bisections of change points and their steps", _create(bisections, bisection_steps)),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

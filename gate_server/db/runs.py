@@ -288,3 +288,37 @@ def move_baselines(conn: Connection, repository_id: int, old: str, new: str) -> 
 
 def count(conn: Connection) -> int:
     return int(conn.execute(select(func.count()).select_from(runs)).scalar_one())
+
+
+def _of_key(key: BaselineKey) -> tuple[Any, ...]:
+    return (
+        runs.c.repository_id == key.repository_id,
+        runs.c.baseline_branch == key.branch,
+        runs.c.environment_key == key.environment_key,
+        runs.c.workload == key.workload,
+    )
+
+
+def previous_of_event(
+    conn: Connection, key: BaselineKey, event: str, before_id: int
+) -> BaselineRun | None:
+    """The newest baseline run of `key` stored before run `before_id` whose upload's event
+    is `event` (the previous scheduled run, for a scheduled run's report)."""
+    row = conn.execute(
+        select(*(runs.c[f.name] for f in fields(BaselineRun)))
+        .where(*_of_key(key), runs.c.event == event, runs.c.id < before_id)
+        .order_by(runs.c.id.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else as_record(BaselineRun, row._mapping)
+
+
+def baseline_as_of(conn: Connection, key: BaselineKey, when: datetime) -> BaselineRun | None:
+    """The baseline run of `key` that was the newest at `when` (a month ago, for a report)."""
+    row = conn.execute(
+        select(*(runs.c[f.name] for f in fields(BaselineRun)))
+        .where(*_of_key(key), runs.c.baseline_at <= when)
+        .order_by(runs.c.baseline_at.desc(), runs.c.id.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else as_record(BaselineRun, row._mapping)

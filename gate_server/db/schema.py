@@ -213,6 +213,11 @@ change_points = Table(
     Column("low", Float, nullable=False),
     Column("high", Float, nullable=False),
     Column("p_value", Float, nullable=False),
+    # Found in a short history by stats.detect's early test (too few runs for the rank test).
+    Column("early", Boolean, nullable=False, server_default=false()),
+    # A drift (stats.ChangePoint.end): the first run at its newest level; NULL for a step.
+    Column("end_run_id", String(36), nullable=True),
+    Column("end_sha", String(64), nullable=True),
     Column("detected_at", DateTime(timezone=True), nullable=False),
     Column("status", String(16), nullable=False),  # open | acknowledged | resolved
     Column("note", Text, nullable=True),  # the acknowledgement's
@@ -231,6 +236,48 @@ change_points = Table(
         name="uq_change_points_series_after",
     ),
     Index("ix_change_points_repository_status", "repository_id", "status", "id"),
+)
+
+# A change point's bisection (gate_server/bisection/): the range's commits (JSON, oldest first),
+# where it stands, and what it found. One per change point.
+bisections = Table(
+    "bisections",
+    metadata,
+    Column("id", _BIG_ID, primary_key=True),
+    Column("change_point_id", BigInteger, nullable=False, unique=True),
+    Column("repository_id", Integer, ForeignKey(repositories.c.id), nullable=False),
+    Column("commits", Text, nullable=False),  # JSON [{"sha", "author", "message"}], oldest first
+    Column("state", String(16), nullable=False),  # running | found | stopped | cancelled
+    Column("culprit_sha", String(64), nullable=True),
+    Column("culprit_pr", Integer, nullable=True),
+    Column("culprit_author", String(200), nullable=True),
+    Column("low_sha", String(64), nullable=True),  # the narrowed range (low, high]
+    Column("high_sha", String(64), nullable=True),
+    Column("reason", Text, nullable=True),  # why it stopped without a culprit
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("ended_at", DateTime(timezone=True), nullable=True),
+    Index("ix_bisections_repository_state", "repository_id", "state"),
+)
+
+# One measurement of a bisection: a dispatch of the benchmark workflow at one commit (its
+# `attempt`-th), the run it uploaded, and what that run was found closer to. The unique
+# (bisection, index, attempt) row is written before the dispatch, so a commit is never
+# dispatched twice for the same attempt.
+bisection_steps = Table(
+    "bisection_steps",
+    metadata,
+    Column("id", _BIG_ID, primary_key=True),
+    Column("bisection_id", BigInteger, ForeignKey(bisections.c.id), nullable=False),
+    Column("commit_index", Integer, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("sha", String(64), nullable=False),
+    Column("state", String(16), nullable=False),  # dispatching | dispatched | measured
+    Column("run_id", String(36), nullable=True),
+    Column("side", String(16), nullable=True),  # before | after | undecided | skipped | no_change
+    Column("evidence", Text, nullable=True),  # JSON: ratio and interval against both ends
+    Column("dispatched_at", DateTime(timezone=True), nullable=True),
+    Column("measured_at", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("bisection_id", "commit_index", "attempt", name="uq_bisection_steps_attempt"),
 )
 
 # Each baseline run's one number per configuration for change-point detection

@@ -339,3 +339,20 @@ def test_contention_notes_reach_the_comment_and_the_job_summary(tmp_path: Path) 
         f"- `{shared.id}`: GPU shared with other work: 2 other process\\(es\\) running kernels "
         f"on the GPU \\(pid 4242, 4243\\) \\(seen by 2 of 3 worker processes\\)"
     ) in body.splitlines()
+
+
+def test_a_push_to_become_a_baseline_is_measured_with_more_processes(tmp_path: Path) -> None:
+    """harness.baseline-processes (9 by default) for a push compared by stored baseline; a pull
+    request, paired mode, and a setting at or below harness.processes keep harness.processes."""
+    from action.measure import harness_for
+    from rnx.config import parse_config
+
+    config = KernalinConfig()
+    assert harness_for(config, _ctx(tmp_path, None)).processes == 9
+    assert harness_for(config, _ctx(tmp_path, 7)).processes == 3
+    paired = parse_config({"gate": {"compare": "paired"}})
+    assert harness_for(paired, _ctx(tmp_path, None)).processes == 3
+    off = parse_config({"harness": {"processes": 4, "baseline-processes": None}})
+    assert harness_for(off, _ctx(tmp_path, None)).processes == 4
+    fewer = parse_config({"harness": {"processes": 12, "baseline-processes": 6}})
+    assert harness_for(fewer, _ctx(tmp_path, None)).processes == 12

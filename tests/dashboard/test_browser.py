@@ -211,7 +211,7 @@ def test_change_points_are_listed_and_marked(page: Any, site: Site) -> None:
     assert charts.count() == len(CONFIGS)
     chart_id = STEPPED_CONFIG.replace("/", "-")
     assert page.url.endswith(f"--{chart_id}")  # the link's fragment is the chart
-    marked = page.locator(f"section.config-history[id$='--{chart_id}'] svg")
+    marked = page.locator(f"section.config-history[id$='--{chart_id}'] svg.history")
     assert marked.locator(".pt").count() == STEPS_BEFORE + STEPS_AFTER
     mark = marked.locator(".change-point")
     assert mark.count() == 1 and "cp-open" in (mark.get_attribute("class") or "")

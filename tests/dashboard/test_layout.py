@@ -4,6 +4,7 @@ screen. Screenshots of both widths are kept in docs/img."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rnx.schema import Environment
+from rnx.schema import Environment, Profile
 from testbed.factories import body, make_results
 from testbed.gate_helpers import signed_headers
 
@@ -36,6 +37,13 @@ PAGES = {
         ],
     ),
     "history": (f"/repos/{REPO}", []),
+}
+
+# The parts of a page that must be on it (and, as everything, within the window's width): the
+# PR run's kept traces, the history's peak memory charts.
+SHOWN = {
+    "run": ('section[aria-label="Kept traces"] a[download]',),
+    "history": ("svg.memory-history",),
 }
 
 # Where a column's header sits against the box the reader sees it through: the table's
@@ -66,21 +74,42 @@ H200 = Environment.model_validate(
 LONG_WORKLOAD = "kernels/attention/flash_decoding_split_kv_paged_cache.py"
 
 
+def _trace_name(c: Any) -> str:
+    """A kept trace's name as the harness gives it: as long as a configuration id makes it."""
+    return f"head-{c.runtime}-{c.dtype}-bs{c.batch_size}.json"
+
+
 def _seed_gpu_runs(site: Site) -> str:
-    """A baseline push and a pull request run on the H200: the PR run's id."""
+    """A baseline push and a pull request run on the H200, whose traces were kept: the PR run's
+    id."""
     answers = []
     with httpx.Client(base_url=site.url, timeout=60) as client:
         for args in ({"seed": 900}, {"seed": 901, "branch": "feature/split-kv", "pr_number": 77}):
             doc = make_results(configs=CONFIGS, workload=LONG_WORKLOAD, **args)  # type: ignore[arg-type]
-            doc = doc.model_copy(update={"environment": H200})
+            profiled = [
+                c.model_copy(update={"profile": _profile(_trace_name(c))})
+                for c in doc.configurations
+            ]
+            doc = doc.model_copy(update={"environment": H200, "configurations": profiled})
             data = body(doc)
             answer = client.post(
                 "/api/v1/runs", content=data, headers=signed_headers(site.ci.secret, data)
             )
             assert answer.status_code == 201, answer.text
             answers.append(answer.json())
-    run_id: str = answers[-1]["run_id"]
+        run_id: str = answers[-1]["run_id"]
+        for c in doc.configurations:
+            trace = gzip.compress(b'{"traceEvents": []}')
+            headers = {**signed_headers(site.ci.secret, trace), "Content-Type": "application/gzip"}
+            kept = client.put(
+                f"/api/v1/runs/{run_id}/traces/{_trace_name(c)}", content=trace, headers=headers
+            )
+            assert kept.status_code == 201, kept.text
     return run_id
+
+
+def _profile(trace: str) -> Profile:
+    return Profile(source="torch.profiler", time_basis="device", calls=3, total_ns=1e4, trace=trace)
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +150,9 @@ def test_no_key_column_is_clipped(
     page.goto(path.format(pr=gpu_pr))
     IMAGES.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(IMAGES / f"{name}-{width}.png"), full_page=True)
+    # What each page must show in full at both widths besides its tables.
+    for selector in SHOWN.get(name, ()):
+        assert page.locator(selector).first.is_visible(), f"{name} at {width}: {selector}"
     for selector, headers in tables:
         found = page.locator(selector)
         assert found.count() >= 1, selector

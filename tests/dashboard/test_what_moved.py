@@ -116,7 +116,7 @@ def test_the_history_draws_peak_memory_beside_time(client: TestClient, database_
         "/repos/acme/kernels", headers={"Authorization": f"Bearer {viewer.secret}"}
     ).text
     assert "Peak memory per commit" in page
-    chart = page[page.index('class="chart history memory"') :]
+    chart = page[page.index('class="chart memory-history"') :]
     chart = chart[: chart.index("</svg>")]
     drawn = [int(b) for b in re.findall(r'data-bytes="(\d+)"', chart)]
     assert drawn == [4 << 20, 4 << 20, 6 << 20]  # oldest first, as the time chart

@@ -260,6 +260,9 @@ def test_a_change_point_is_alerted_with_its_commit_range(
                 low=1.12,
                 high=1.25,
                 p_value=0.001,
+                early=True,  # found in a short history: the message says so
+                end_run_id=None,
+                end_sha=None,
             ),
             undoes_id=None,
         )
@@ -281,6 +284,9 @@ def test_a_change_point_is_alerted_with_its_commit_range(
                 low=1.2,
                 high=1.4,
                 p_value=0.001,
+                early=False,
+                end_run_id="55555555-5555-4555-8555-555555555555",
+                end_sha="c" * 40,
             ),
             undoes_id=None,
         )
@@ -309,6 +315,7 @@ def test_a_change_point_is_alerted_with_its_commit_range(
         "*Also moved at this commit*\npytorch_eager/float16/bs1 (kernels/attention.py, a100): 1.31x"
     )
     assert also in fields
+    assert any(f.startswith("*Early*") and "short history" in f for f in fields)
 
 
 def test_a_channel_that_keeps_failing_is_reported_to_the_others_once(

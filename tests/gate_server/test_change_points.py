@@ -105,6 +105,7 @@ def test_a_step_is_found_once_and_a_step_back_resolves_it(
     _drain(app)
     [found] = history.change_points()
     assert found["configuration"] == STEPPED and found["status"] == "open"
+    assert found["early"] is False  # 30 runs before it: the rank test's evidence
     assert found["before_run_id"] == history.runs[29]["run_id"]
     assert found["after_run_id"] == history.runs[30]["run_id"]
     assert (found["before_sha"], found["after_sha"]) == (f"{29:040x}", f"{30:040x}")
@@ -137,6 +138,35 @@ def test_a_step_is_found_once_and_a_step_back_resolves_it(
     assert all(e.state == outbox.DONE and e.attempts == 1 for e in events)
     # One look per drain: the 1st, the 33rd, the 34th-50th and the 51st-54th runs' pushes.
     assert len(detections) == 4 and all(j.state == outbox.DONE for j in detections)
+
+
+def test_a_step_in_a_new_series_is_stored_as_early(app: TestClient, database_url: str) -> None:
+    # 6 runs, then 3 runs 10% slower: no rank test reaches the level with 9 runs (at best
+    # 2 / C(9, 3) = 0.024), stats.detect's early test does, and the label is kept.
+    history = History(app, create_token(database_url))
+    for factor in [1.0] * 6 + [1.1] * 3:
+        history.push(factor)
+        _drain(app)
+    [found] = history.change_points()
+    assert found["configuration"] == STEPPED and found["early"] is True
+    assert found["after_run_id"] == history.runs[6]["run_id"] and found["ratio"] > 1.05
+
+
+def test_a_drift_is_stored_once_and_grows(app: TestClient, database_url: str) -> None:
+    # 20 runs, a 10% drift over 20 runs, 8 runs at the new level, a look after every run: one
+    # change point, a drift, updated as it grows (stats.ChangePoint.continues).
+    history = History(app, create_token(database_url))
+    ramp = [1.0 + 0.1 * (i + 1) / 20 for i in range(20)]
+    for factor in [1.0] * 20 + ramp + [1.1] * 8:
+        history.push(factor)
+        _drain(app)
+    [found] = history.change_points()
+    assert found["configuration"] == STEPPED and found["drift"] is True
+    after = [r["run_id"] for r in history.runs].index(found["after_run_id"])
+    end = [r["run_id"] for r in history.runs].index(found["end_run_id"])
+    assert 18 <= after <= 28 and 34 <= end <= 44, (after, end)
+    assert 1.07 < found["ratio"] < 1.13
+    assert found["compare_url"].endswith(f"...{found['end_sha']}")
 
 
 def test_only_baseline_runs_queue_a_look(app: TestClient, database_url: str) -> None:

@@ -224,6 +224,9 @@ def _change_point_on_master(client: TestClient, registered: Token, database_url:
                     low=1.15,
                     high=1.25,
                     p_value=1e-4,
+                    early=False,
+                    end_run_id=None,
+                    end_sha=None,
                 ),
                 undoes_id=None,
             )

@@ -173,3 +173,20 @@ def test_a_paired_ratio_unlike_the_medians_says_why(
     out = capsys.readouterr().out
     assert re.search(r"\(ratio 2\.000×, medians 1\.66\d×\)", out), out
     assert "in paired mode the ratio is the middle" in out and "fast band" not in out
+
+
+def test_a_pass_that_could_not_see_a_block_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Noisy runs that cannot resolve a 25% slowdown: the table's tier line carries the same
+    qualifier as the PR comment (rnx.formatting.format_headline), not a plain PASS."""
+    configs = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
+    base = make_results(seed=1, configs=configs, spread=0.2, n=12, processes=3)
+    head = make_results(branch="feature", pr_number=3, seed=2, configs=configs, spread=0.2, n=12)
+    paths = []
+    for name, doc in (("base.json", base), ("head.json", head)):
+        (tmp_path / name).write_text(doc.model_dump_json())
+        paths.append(str(tmp_path / name))
+    assert rnx(["compare", *paths]) == 0
+    out = capsys.readouterr().out
+    assert "tier: PASS — inconclusive: could not resolve changes under " in out

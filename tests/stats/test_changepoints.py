@@ -15,6 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stats
+from benchmarks.quality import changepoint_calibration as calibration
+from benchmarks.quality import changepoint_noise
 from stats.changepoints import _candidate
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "otava-reference.json"
@@ -93,7 +95,10 @@ def test_a_change_needs_min_runs_after_it() -> None:
     # Two runs after it are enough with min_runs=2, but only at a weaker level: with ranks,
     # 2 runs out of 52 are at best p = 2 / C(52, 2) = 0.0015.
     assert stats.detect(history[:-1], min_runs=2) == ()
-    assert [cp.after for cp in stats.detect(history[:-1], min_runs=2, p_value=0.01)] == [50]
+    assert not stats.detect(history)[0].early
+    # In a short history (under 16 runs) the noise-scaled test reports it early.
+    (early,) = stats.detect(history[40:-1], min_runs=2)
+    assert (early.after, early.early) == (10, True)
 
 
 def test_each_change_is_reported_once_under_incremental_use() -> None:
@@ -397,3 +402,90 @@ def test_the_smallest_step_reported_grows_with_the_runs_noise() -> None:
     stepped = history + steps((150, 1.0), (50, 1.10))
     (cp,) = stats.detect(stepped)
     assert abs(cp.after - 150) <= 2 and 1.07 < cp.ratio < 1.13
+
+
+def test_a_clear_step_in_a_short_history_is_reported_early() -> None:
+    # 10 runs, then a 10% step at 1% noise: no rank test reaches 5e-4 with 3 runs after it
+    # (at best 2 / C(13, 3) = 0.007); the noise-scaled early test does, and says so.
+    rng = np.random.default_rng(29)
+    found = []
+    for _ in range(50):
+        history = rng.normal(0.0, 0.01, 13)
+        history[10:] += math.log(1.10)
+        found += [cp for cp in stats.detect(history) if cp.after == 10]
+    assert len(found) >= 45
+    assert all(cp.early and cp.ratio > 1.05 and cp.p_value <= 0.0005 for cp in found)
+
+
+def test_short_unchanged_histories_rarely_give_an_early_report() -> None:
+    # Every prefix of 8-16 runs, as the server looks after each run, at 3% noise (the floor is
+    # then 6%): at most 2% of 300 new series get any report (measured: under 1%).
+    rng = np.random.default_rng(30)
+    reported = 0
+    for _ in range(300):
+        history = rng.normal(0.0, 0.03, 16)
+        reported += any(stats.detect(history[:n]) for n in range(8, 17))
+    assert reported <= 6
+
+
+@pytest.mark.parametrize("case", calibration.CASES)
+def test_false_change_points_stay_rare_under_each_noise_case(case: str) -> None:
+    # As the server calls it (after every run, newest 200, known ones passed back), 2 seeded
+    # histories of 400 runs per case of issue 29: at most 2 change points in 800 runs (the
+    # benchmark measures 0.15-0.75 per 1,000 over 20,000 runs per case; an uncalibrated test
+    # gave 2-5 per 1,000 at 3% noise and with correlated runs).
+    reported = 0
+    for history in range(2):
+        y = calibration.noise(case, 400, np.random.default_rng([29, history]))
+        reported += len(changepoint_noise.incremental(y, calibration.WINDOW))
+    assert reported <= 2
+
+
+def test_a_step_after_ten_runs_or_five_after_another_is_found_within_three_runs() -> None:
+    rng = np.random.default_rng(31)
+    found = 0
+    for history in range(20):
+        y = rng.normal(0.0, 0.01, 40)
+        at = 10 if history % 2 else 35
+        if at == 35:
+            y[30:] += math.log(1.10)  # an earlier change 5 runs before the scored one
+        y[at:] += math.log(1.10)
+        found += any(
+            abs(after - at) <= 2 and t - at <= 3 and cp.ratio > 1
+            for t, cp, after in changepoint_noise.incremental(y[: at + 3], 200)
+        )
+    assert found >= 18
+
+
+def test_a_ramp_is_one_drift_and_steps_stay_steps() -> None:
+    # As the server calls it: a 10% ramp over 40 runs at 1% noise ends as one drift with its
+    # start, end and total change; two 10% steps 5 runs apart and a lone step stay steps.
+    rng = np.random.default_rng(32)
+    one_drift = 0
+    for _ in range(10):
+        y = rng.normal(0.0, 0.01, 160)
+        y[60:100] += np.linspace(0, math.log(1.10), 41)[1:]
+        y[100:] += math.log(1.10)
+        reported = changepoint_noise.incremental(y, 200)
+        if len(reported) == 1:
+            cp = reported[0][1]
+            one_drift += cp.end is not None and 1.07 < cp.ratio < 1.13
+    assert one_drift >= 8
+    for _ in range(10):
+        y = rng.normal(0.0, 0.01, 100)
+        y[60:] += math.log(1.10)
+        y[65:] += math.log(1.10)
+        reported = changepoint_noise.incremental(y, 200)
+        assert [cp.end for _, cp, _ in reported] == [None] * len(reported) and reported
+
+
+def test_otavas_own_short_test_series_are_reported_early() -> None:
+    # Otava's tests expect a change in series of 11 runs; no rank test reaches 5e-4 there
+    # (at best 2 / C(11, 5) = 0.004), the early test does. The 20-run one needs no early test.
+    data = json.loads(
+        (Path(__file__).parents[1] / "data/otava_0.8.0_test_expectations.json").read_text()
+    )
+    for case in data["cases"]:
+        found = stats.detect(np.log(case["series"]))
+        assert [cp.after for cp in found] == case["expected"], case["test"]
+        assert [cp.early for cp in found] == [len(case["series"]) < 16], case["test"]

@@ -142,3 +142,23 @@ def test_the_running_minimum_of_the_tails_is_numpys() -> None:
         tails[tails > 0.3] = np.inf
         expected = np.minimum.accumulate(tails[::-1], axis=0)[::-1]
         assert np.array_equal(_lowest_from(tails.copy()), expected)
+
+
+def test_reasons_are_codes_with_numbers_worded_at_the_edge() -> None:
+    """Every reason and note is a finding with a code; the sentences are render's, and a
+    caller's wording for a code replaces its sentence without matching it."""
+    from stats.reasons import Code, render
+
+    rng = np.random.default_rng(11)
+    base = [rng.normal(1000, 5, 30) for _ in range(3)]
+    slow = [g * 1.5 for g in base]
+    found = stats.compare_many([(base, base), (base, slow)], seed=0)
+    cs = dict(zip(["same", "slow"], found, strict=True))
+    decision = stats.gate(cs, broken={"bad": "diverged"}, no_baseline=True)
+    codes = [(f.code, f.config) for f in decision.findings]
+    assert codes == [(Code.BROKEN, "bad"), (Code.BLOCKED, "slow"), (Code.NO_BASELINE, None)]
+    assert decision.reasons == tuple(render(f) for f in decision.findings)
+    assert decision.findings[1].data["ratio"] == cs["slow"].ratio
+    worded = render(decision.findings[2], {Code.NO_BASELINE: lambda _: "none for this workload"})
+    assert worded == "none for this workload"
+    assert render(decision.findings[2]) == "no baseline in this environment yet"

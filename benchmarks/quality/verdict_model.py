@@ -1,0 +1,341 @@
+"""The verdict model's figures (issue 34, "What must hold"), per corpus and per configuration.
+
+Run `python -m benchmarks.quality.verdict_model` (every recorded H200 corpus of `rnx bench`
+runs in benchmarks/data/gpu-aa-*, the model's coverage and its re-gating cost; about 5 minutes
+on 2 busy cores), with `--main PATH` (a `git worktree` of main) to run the same figures with
+main's statistics in a subprocess and print them side by side.
+
+- Recorded runs (a directory of `rnx bench` results documents, one per run): each replay is one
+  run as the head against --history others as its baseline runs (the server's most), drawn at
+  random, gated by rnx.verdict.evaluate with the product's defaults, as the server gates. Per
+  run: unchanged (--unchanged replays: PASS share and BLOCKs); per configuration, its head
+  times x 1.05 (flagged: WARN or BLOCK) and x 1.40 (BLOCK), --per-config replays each. The
+  weakest configuration is reported beside the range.
+- Coverage: the 90% intervals on data drawn from the model
+  (benchmarks/quality/interval_coverage.py), 2-10 baseline runs, 3-9 processes, process
+  spreads 0.5-5%: share holding the true ratio.
+- Cost: the statistics of one re-gate (stats.compare_many with 6 baseline runs, then
+  stats.gate) for 8 and 48 configurations x 3 processes x 10 samples, CPU ms, best of 15.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def load_runs(directory: Path) -> list[Any]:
+    from rnx.schema import ResultsDocument
+
+    paths = sorted(directory.glob("*.json"), key=lambda p: (len(p.stem), p.stem))
+    return [ResultsDocument.model_validate_json(p.read_text()) for p in paths]
+
+
+def slowed(doc: Any, cid: str, factor: float) -> Any:
+    """doc with configuration cid's times multiplied by factor."""
+    configs = []
+    for cfg in doc.configurations:
+        if cfg.id == cid and cfg.samples is not None:
+            ns = [max(1, round(t * factor)) for t in cfg.samples.ns]
+            cfg = cfg.model_copy(update={"samples": cfg.samples.model_copy(update={"ns": ns})})
+        configs.append(cfg)
+    return doc.model_copy(update={"configurations": configs})
+
+
+def first_processes(doc: Any, n: int | dict[str, int]) -> Any:
+    """doc with each configuration's samples of its first n processes (n per id, or for all)."""
+    configs = []
+    for cfg in doc.configurations:
+        keep = n if isinstance(n, int) else n.get(cfg.id, 0)
+        s = cfg.samples
+        if s is not None and max(s.process, default=-1) >= keep:
+            idx = [i for i, p in enumerate(s.process) if p < keep]
+            cut = s.model_copy(
+                update={
+                    "ns": [s.ns[i] for i in idx],
+                    "round": [s.round[i] for i in idx],
+                    "process": [s.process[i] for i in idx],
+                }
+            )
+            cfg = cfg.model_copy(update={"samples": cut})
+        configs.append(cfg)
+    return doc.model_copy(update={"configurations": configs})
+
+
+def processes_of(doc: Any) -> int:
+    return min(max(c.samples.process) + 1 for c in doc.configurations if c.samples)
+
+
+def adaptive_tier(head: Any, base: list[Any], gate: Any, start: int) -> tuple[str, int]:
+    """The tier after the product's adaptive sampling (rnx/adaptive.py), replayed on a head
+    recorded with more processes: from `start` processes, each configuration the rule keeps
+    open gets its next recorded process, until none is open, MAX_ADDED_PROCESSES were added or
+    the recording has no more. Returns the tier and the processes added."""
+    from rnx.adaptive import (
+        MAX_ADDED_PROCESSES,
+        rows_of,
+        still_open,
+        verdicts,
+        with_processes_doubled,
+    )
+    from rnx.verdict import evaluate
+
+    recorded = processes_of(head)
+    per = {c.id: start for c in head.configurations}
+    confirmed: set[str] = set()
+    for added in range(MAX_ADDED_PROCESSES + 1):
+        doc = first_processes(head, per)
+        report = evaluate(doc, base, gate)
+        if added == MAX_ADDED_PROCESSES or start + added >= recorded:
+            return report.tier, added
+        rows = rows_of(report)
+        projected = None
+        if any(r.verdict == "undecided" for r in rows):
+            projected = verdicts(evaluate(with_processes_doubled(doc), base, gate))
+        found = still_open(report.tier, rows, confirmed, projected)
+        if not found:
+            return report.tier, added
+        for o in found:
+            per[o.id] += 1
+            if o.confirming:
+                confirmed.add(o.id)
+    return report.tier, MAX_ADDED_PROCESSES
+
+
+def run_figures(
+    docs: list[Any],
+    *,
+    history: int,
+    unchanged: int,
+    per_config: int,
+    seed: int,
+    base_processes: int | None = None,
+    head_processes: int = 3,
+) -> dict[str, Any]:
+    """Per configuration figures on recorded runs. Runs recorded with more processes than
+    head_processes are replayed with adaptive sampling from head_processes; base_processes:
+    the baseline runs' processes (all recorded if None)."""
+    from rnx.config import GateSettings
+
+    gate = GateSettings()
+    rng = np.random.default_rng(seed)
+    history = min(history, len(docs) - 1)
+    recorded = processes_of(docs[0])
+    bases = docs if base_processes is None else [first_processes(d, base_processes) for d in docs]
+    added: list[int] = []
+
+    def draw() -> tuple[Any, list[Any]]:
+        order = rng.permutation(len(docs))
+        return docs[order[0]], [bases[i] for i in order[1 : history + 1]]
+
+    def tier(head: Any, base: list[Any]) -> str:
+        found, more = adaptive_tier(head, base, gate, min(head_processes, recorded))
+        added.append(more)
+        return found
+
+    tiers = []
+    for _ in range(unchanged):
+        head, base = draw()
+        tiers.append(tier(head, base))
+    ids = [c.id for c in docs[0].configurations if c.status == "ok"]
+    flagged: dict[str, float] = {}
+    blocked: dict[str, float] = {}
+    for cid in ids:
+        small = big = 0
+        for _ in range(per_config):
+            head, base = draw()
+            small += tier(slowed(head, cid, 1.05), base) != "PASS"
+            big += tier(slowed(head, cid, 1.40), base) == "BLOCK"
+        flagged[cid] = small / per_config
+        blocked[cid] = big / per_config
+    return {
+        "runs": len(docs),
+        "history": history,
+        "recorded": recorded,
+        "base_processes": base_processes or recorded,
+        "added": float(np.mean(added)),
+        "pass": tiers.count("PASS") / len(tiers),
+        "block": tiers.count("BLOCK"),
+        "replays": len(tiers),
+        "flagged_5": flagged,
+        "blocked_40": blocked,
+    }
+
+
+def coverage_figures(sims: int, seed: int) -> list[dict[str, Any]]:
+    from benchmarks.quality.interval_coverage import coverage
+
+    out = []
+    grid = itertools.product((2, 3, 6, 10), (3, 9), (0.005, 0.02, 0.05))
+    for i, (runs, processes, sd_e) in enumerate(grid):
+        got = coverage(
+            runs=runs,
+            processes=processes,
+            sd_e=sd_e,
+            sims=sims,
+            configs=8,
+            shift=0.05,
+            samples=20,
+            sd_sample=0.03,
+            outliers=0.05,
+            seed=seed + i,
+        )
+        out.append({"runs": runs, "processes": processes, "sd_e": sd_e, **got})
+    return out
+
+
+def cost_figures(repeat: int) -> dict[str, float]:
+    """CPU ms of compare_many + gate for 8 and 48 configurations against 6 baseline runs."""
+    import stats
+    from benchmarks.quality.interval_coverage import draw_run
+
+    out = {}
+    rng = np.random.default_rng(0)
+    for n in (8, 48):
+        mu = np.log(rng.uniform(1e4, 1e6, n))
+        args = (3, 10, 0.01, 0.03, 0.05, 0.02, 0.01)
+        runs = [draw_run(rng, mu, np.zeros(n), *args) for _ in range(6)]
+        head = draw_run(rng, mu, np.zeros(n), *args)
+        # The server's base sides: read-only arrays parsed once per baseline set.
+        pairs = [
+            (list(stats.frozen_groups([g.tolist() for run in runs for g in run[c]])), head[c])
+            for c in range(n)
+        ]
+        labels = [[r for r in range(6) for _ in range(3)]] * n
+
+        def regate(pairs: list[Any] = pairs, labels: list[Any] = labels) -> None:
+            cs = stats.compare_many(pairs, seed=0, base_runs=labels)
+            stats.gate({str(i): c for i, c in enumerate(cs)})
+
+        regate()  # the first call's imports and kept base sides are not a re-gate's
+        times = []
+        for _ in range(repeat):
+            c0 = time.process_time()
+            regate()
+            times.append(time.process_time() - c0)
+        out[str(n)] = min(times) * 1e3
+    return out
+
+
+def figures(args: argparse.Namespace) -> dict[str, Any]:
+    corpora = {}
+    for d in args.runs_dir or sorted(DATA.glob("gpu-aa-*")):
+        docs = load_runs(d)
+        if len(docs) < 3:
+            continue
+        recorded = processes_of(docs[0])
+        # A corpus of more processes a run: its baseline runs cut to each of --base-processes.
+        for n in sorted({min(int(x), recorded) for x in args.base_processes.split(",")}):
+            if n < recorded and recorded <= 3:
+                continue
+            name = d.name if recorded <= 3 else f"{d.name}, baseline runs of {n} processes"
+            corpora[name] = run_figures(
+                docs,
+                history=args.history,
+                unchanged=args.unchanged,
+                per_config=args.per_config,
+                seed=args.seed,
+                base_processes=n,
+            )
+    return {
+        "corpora": corpora,
+        "coverage": coverage_figures(args.sims, args.seed) if args.sims else [],
+        "cost_ms": cost_figures(args.repeat),
+    }
+
+
+def _weakest(shares: dict[str, float]) -> str:
+    k = min(shares, key=lambda x: shares[x])
+    return f"{min(shares.values()):.0%}-{max(shares.values()):.0%} (weakest {k}: {shares[k]:.0%})"
+
+
+def report(name: str, got: dict[str, Any]) -> list[str]:
+    lines = [f"[{name}]"]
+    for corpus, f in got["corpora"].items():
+        lines += [
+            f"{corpus}: {f['runs']} runs, {f['history']} baseline runs a replay; head from 3 "
+            f"of {f['recorded']} recorded processes, {f['added']:.2f} added on average",
+            f"  unchanged: PASS {f['pass']:.1%}, BLOCK {f['block']} of {f['replays']}",
+            f"  5% slower, flagged per configuration: {_weakest(f['flagged_5'])}",
+            f"  40% slower, BLOCK per configuration: {_weakest(f['blocked_40'])}",
+        ]
+    if got["coverage"]:
+        cov = got["coverage"]
+        every = [c[k] for c in cov for k in ("changed", "unchanged")]
+        lines.append(
+            f"coverage of 90% intervals, model draws ({len(cov)} settings): "
+            f"{min(every):.3f}-{max(every):.3f}; worst single configuration "
+            f"{min(c['worst'] for c in cov):.3f}"
+        )
+        for c in cov:
+            lines.append(
+                f"  runs {c['runs']:>2} processes {c['processes']} sd_e {c['sd_e']:<5}: "
+                f"changed {c['changed']:.3f} unchanged {c['unchanged']:.3f} "
+                f"worst {c['worst']:.3f}"
+            )
+    cost = got["cost_ms"]
+    lines.append(
+        f"re-gate statistics, CPU ms: 8 configurations {cost['8']:.1f}, 48 {cost['48']:.1f}"
+    )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs-dir", type=Path, action="append", help="a directory of runs")
+    p.add_argument("--history", type=int, default=6, help="baseline runs a replay (6)")
+    p.add_argument("--unchanged", type=int, default=1000, help="unchanged replays (1000)")
+    p.add_argument("--per-config", type=int, default=40, help="replays per configuration (40)")
+    p.add_argument("--sims", type=int, default=300, help="coverage: draws per setting (300)")
+    p.add_argument("--repeat", type=int, default=15)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--base-processes",
+        default="3,6,9",
+        help="baseline runs' processes, for corpora recorded with more than 3 (3,6,9)",
+    )
+    p.add_argument("--main", type=Path, help="a worktree of main: its figures side by side")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = p.parse_args(argv)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
+    if args.main is not None:
+        # The same figures with main's statistics: this script, main's packages first.
+        rest = ["--history", str(args.history), "--unchanged", str(args.unchanged)]
+        rest += ["--per-config", str(args.per_config), "--sims", str(args.sims)]
+        rest += ["--repeat", str(args.repeat), "--seed", str(args.seed)]
+        rest += ["--base-processes", args.base_processes]
+        for d in args.runs_dir or []:
+            rest += ["--runs-dir", str(d.resolve())]
+        env = {**os.environ, "PYTHONPATH": str(args.main.resolve())}
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--json", *rest],
+            env=env,
+            cwd=args.main,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        theirs = json.loads(done.stdout)
+    got = figures(args)
+    if args.json:
+        print(json.dumps(got))
+        return 0
+    print("\n".join(report("this tree", got)))
+    if args.main is not None:
+        print("\n".join(report(f"main ({args.main})", theirs)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,123 @@
+"""kill -9 of a real App-mode server while GitHub has taken its workflow dispatch but not yet
+answered, on SQLite and PostgreSQL: after a restart the bisection goes on from what is stored,
+and no commit is dispatched twice (the step row written before the dispatch is waited for,
+never sent again)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from action.init import WORKFLOW
+from gate_server.db import bisections, open_database
+from testbed.act_harness import REPO_ROOT
+from testbed.factories import body, make_results
+from testbed.fakes import fake_github
+from testbed.fakes.github_commits import add_commits, commits, merged_by_pull
+from testbed.fakes.github_endpoints import install_app, private_pem
+from testbed.gate_helpers import LiveServer, Token, create_token, signed_headers, start_server
+
+pytestmark = [pytest.mark.timeout(300)]
+
+REPO = "acme/kernels"
+CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
+STEPPED = "pytorch_eager/float32/bs8"
+CULPRIT = 10
+RANGE = [f"{100 + i:040x}" for i in range(16)]
+
+
+def _upload(server: LiveServer, token: Token, at: str, factor: float, seed: int, **h: str) -> None:
+    event = "workflow_dispatch" if h else "push"
+    doc = make_results(configs=CONFIGS, slowdown={STEPPED: factor}, seed=seed, sha=at, event=event)
+    data = body(doc)
+    r = httpx.post(
+        f"{server.url}/api/v1/runs",
+        content=data,
+        headers={**signed_headers(token.secret, data), **h},
+        timeout=60,
+    )
+    assert r.status_code == 201, r.text
+
+
+def _wait(what: Callable[[], bool], timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_kill_9_mid_dispatch_neither_loses_the_bisection_nor_dispatches_twice(
+    database_url: str, tmp_path: Path
+) -> None:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    token = create_token(database_url)
+    with fake_github.serve() as (url, state):
+        install_app(state, key, {REPO: 77})
+        add_commits(state, REPO, [f"{i:040x}" for i in range(30)] + RANGE)
+        workflow = WORKFLOW.format(branch="main", schedule="", action_note="", action_ref="a/b@v1")
+        state.repo(REPO).files[("main", ".github/workflows/kernalin.yml")] = workflow
+        merged_by_pull(state, REPO, RANGE[CULPRIT], 7)
+        env = {
+            "PYTHONPATH": str(REPO_ROOT),  # this checkout's server
+            "RNX_OUTBOX_POLL_MS": "20",
+            "RNX_OUTBOX_LEASE_S": "2",
+            "RNX_GITHUB_APP_ID": "314",
+            "RNX_GITHUB_APP_PRIVATE_KEY": private_pem(key),
+            "RNX_GITHUB_API_URL": url,
+            "RNX_OIDC_AUDIENCE": "off",
+        }
+        sent = commits(state).dispatches
+        server = start_server(database_url, tmp_path, env=env)
+        try:
+            for i in range(30):
+                _upload(server, token, f"{i:040x}", 1.0, seed=i)
+            commits(state).hold.set()  # GitHub takes the first dispatch and never answers
+            for n in range(3):
+                _upload(server, token, RANGE[-1], 1.10, seed=30 + n)
+            _wait(lambda: len(sent) == 1)
+            server.process.kill()  # SIGKILL mid-dispatch: the step is left "dispatching"
+            server.process.wait(timeout=10)
+            commits(state).hold.clear()
+            server = start_server(database_url, tmp_path, env=env)
+            time.sleep(3)  # past the lease: the restarted server has run the job again
+            assert len(sent) == 1
+            # The workflow of each dispatch uploads its run; the bisection goes on to the end.
+            done = 0
+            while True:
+                _wait(lambda n=done: len(sent) > n or _ended(database_url))
+                if len(sent) == done:
+                    break
+                at = sent[done]["inputs"]["commit"]
+                factor = 1.10 if RANGE.index(at) >= CULPRIT else 1.0
+                header = {"X-Kernalin-Bisection": sent[done]["inputs"]["bisection"]}
+                _upload(server, token, at, factor, seed=100 + done, **header)
+                done += 1
+                _wait(lambda n=done: len(sent) > n or _ended(database_url))
+        finally:
+            server.stop()
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            b = bisections.get(conn, 1)
+            steps = bisections.steps(conn, 1)
+    finally:
+        database.close()
+    assert b is not None and b.state == bisections.FOUND, (b, steps)
+    assert (b.culprit_sha, b.culprit_pr) == (RANGE[CULPRIT], 7)
+    dispatched = [(d["inputs"]["commit"], d["inputs"]["bisection"]) for d in sent]
+    assert len(dispatched) == len(steps) == len({(s.sha, s.attempt) for s in steps}) <= 5
+
+
+def _ended(database_url: str) -> bool:
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            b = bisections.get(conn, 1)
+    finally:
+        database.close()
+    return b is not None and b.state != bisections.RUNNING

@@ -1,0 +1,164 @@
+"""`rnx bisect` on a real git repository made here: a 2x slowdown planted in one of seven
+commits, a commit whose workload does not import stepped around, the culprit named; and the
+halving rule on its own, with measurements given."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rnx_cli.bisect import Measured, bisect, classify
+from tests.rnx_cli.conftest import ROOT, git, slow_down
+
+
+def _commit(repo: Path, message: str) -> None:
+    git(repo, "commit", "-qam", message, "--allow-empty")
+
+
+@pytest.fixture
+def history(checkout: Path) -> Path:
+    """main: attention, then 7 commits; the 3rd breaks the workload's import, the 4th fixes
+    it, the 5th ("fuse the projections") makes it 2x slower."""
+    workload = checkout / "kernels" / "attention.py"
+    _commit(checkout, "docs: say what the kernel computes")
+    _commit(checkout, "ci: cache the wheels")
+    working = workload.read_text()
+    workload.write_text('raise RuntimeError("half-done refactor")\n' + working)
+    _commit(checkout, "refactor: move the masks (broken)")
+    workload.write_text(working)
+    _commit(checkout, "refactor: finish moving the masks")
+    slow_down(checkout)
+    git(checkout, "-c", "user.name=Pat Culprit", "commit", "-qam", "fuse the projections")
+    _commit(checkout, "docs: changelog")
+    _commit(checkout, "tests: more shapes")
+    return checkout
+
+
+def test_the_planted_2x_slowdown_is_found_and_the_broken_commit_skipped(history: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rnx_cli",
+            "bisect",
+            "HEAD~7",
+            "HEAD",
+            "--json",
+            "--workload",
+            "kernels/attention.py",
+            "--samples",
+            "12",
+            "--processes",
+            "2",
+        ],
+        cwd=history,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    outcome = json.loads(lines[-1])
+    culprit = subprocess.run(
+        ["git", "rev-parse", "HEAD~2"], cwd=history, capture_output=True, text=True
+    ).stdout.strip()
+    assert outcome["culprit"]["sha"] == culprit
+    assert outcome["culprit"]["subject"] == "fuse the projections"
+    assert outcome["culprit"]["author"].startswith("Pat Culprit")
+    assert outcome["ends"]["low"] > 1.5
+    verdicts = [s["verdict"] for s in outcome["steps"]]
+    assert verdicts == ["skipped", "good", "bad"]
+    assert "half-done refactor" in outcome["steps"][0]["why"]
+    assert any("skipped" in line for line in lines) and "-> bad" in done.stdout
+    listed = subprocess.run(["git", "worktree", "list"], cwd=history, capture_output=True)
+    assert len(listed.stdout.splitlines()) == 1  # every worktree removed
+
+
+def test_an_unchanged_range_names_no_culprit(checkout: Path) -> None:
+    _commit(checkout, "docs only")
+    _commit(checkout, "more docs")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rnx_cli",
+            "bisect",
+            "HEAD~2",
+            "HEAD",
+            "--workload",
+            "kernels/attention.py",
+            "--samples",
+            "12",
+            "--processes",
+            "2",
+        ],
+        cwd=checkout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "not credibly slower than the good end" in done.stdout
+
+
+def test_wrong_ranges_are_one_line_and_exit_2(checkout: Path) -> None:
+    _commit(checkout, "one more")
+    for args, message in (
+        (["HEAD", "HEAD~1"], "HEAD is not an ancestor of HEAD~1"),
+        (["HEAD", "HEAD"], "the same commit: nothing to bisect"),
+        (["nope", "HEAD"], "git rev-parse --verify nope^{commit}"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "rnx_cli", "bisect", *args, "--workload", "k.py"],
+            cwd=checkout,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 2 and message in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def _at(ratio: float, width: float = 0.02) -> Measured:
+    return Measured(ratio, ratio * (1 - width), ratio * (1 + width))
+
+
+def test_a_commit_is_placed_only_when_its_intervals_clear_the_midpoint() -> None:
+    assert classify(_at(1.0), _at(1 / 1.1), 1.1) == "good"
+    assert classify(_at(1.1), _at(1.0), 1.1) == "bad"
+    assert classify(_at(1.05, 0.05), _at(0.95, 0.05), 1.1) is None  # both straddle
+    assert classify(_at(1.0), _at(1.0), 1.1) is None  # the two ends disagree
+
+
+def test_halving_steps_around_skips_and_stops_when_undecided() -> None:
+    commits = [f"c{i}" for i in range(9)]  # c0 good, c8 bad, c5 the culprit
+    tried: list[tuple[str, str, int]] = []
+
+    def measure(head: str, base: str, n: int) -> Measured | str:
+        tried.append((head, base, n))
+        if head == "c4":
+            return "the workload did not run"
+        slow = int(head[1:]) >= 5
+        against_bad = base == "c8"
+        return _at((1.0 if slow else 0.5) if against_bad else (2.0 if slow else 1.0))
+
+    lo, hi, steps, why = bisect(commits, measure, ends_ratio=2.0, processes=2, retries=1)
+    assert (lo, hi) == (3, 5)  # c4 skipped: the first bad is c4 or c5
+    assert why == "every commit left in the range was skipped"
+    assert [(s.sha, s.verdict) for s in steps][0] == ("c4", "skipped")
+
+    def unsure(head: str, base: str, n: int) -> Measured:
+        tried.append((head, base, n))
+        return _at(1.4 if base == "c0" else 1 / 1.4, 0.2)
+
+    tried.clear()
+    lo, hi, steps, why = bisect(commits, unsure, ends_ratio=2.0, processes=2, retries=1)
+    assert (lo, hi) == (0, 8) and "neither credibly closer" in why
+    assert [n for _, _, n in tried] == [2, 2, 4, 4]  # measured again with twice the processes

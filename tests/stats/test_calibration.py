@@ -1,0 +1,74 @@
+"""The run-level model's 90% intervals cover the true ratio 88-92% of the time on data drawn
+from the model itself (stats/runlevel.py's statement), across 2-10 baseline runs and 3-9
+processes; benchmarks/quality/verdict_model.py prints the same per setting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import stats
+from stats import runlevel
+
+CONFIGS = 8
+
+
+def _run(
+    rng: np.random.Generator, mu: np.ndarray, shift: np.ndarray, processes: int, sd_e: float
+) -> list[list[np.ndarray]]:
+    """One run of the model: a common shift u (sd 0.02), each configuration's own shift v
+    (sd 0.01), each process's e (sd_e), 10 samples a process with noise sd 0.02."""
+    u = rng.normal(0.0, 0.02)
+    out = []
+    for c in range(mu.size):
+        v = rng.normal(0.0, 0.01)
+        e = rng.normal(0.0, sd_e, processes)
+        out.append(
+            [
+                np.exp(mu[c] + shift[c] + u + v + e[p] + rng.normal(0.0, 0.02, 10))
+                for p in range(processes)
+            ]
+        )
+    return out
+
+
+def _coverage(rng: np.random.Generator, runs: int, processes: int, sd_e: float, sims: int) -> float:
+    mu = np.log(rng.uniform(1e4, 1e6, CONFIGS))
+    delta = np.zeros(CONFIGS)
+    delta[0] = np.log(1.05)
+    held = 0
+    for _ in range(sims):
+        base = [_run(rng, mu, np.zeros(CONFIGS), processes, sd_e) for _ in range(runs)]
+        head = _run(rng, mu, delta, processes, sd_e)
+        pairs = [([g for r in base for g in r[c]], head[c]) for c in range(CONFIGS)]
+        labels = [[r for r in range(runs) for _ in range(processes)]] * CONFIGS
+        found = stats.compare_many(pairs, base_runs=labels, seed=rng)
+        held += sum(f.low <= t <= f.high for f, t in zip(found, np.exp(delta), strict=True))
+    return held / (sims * CONFIGS)
+
+
+def test_90_percent_intervals_cover_the_truth_88_to_92_percent() -> None:
+    """Pooled over settings of 2-10 runs, 3-9 processes and process spreads 0.5-5% (2,400
+    intervals per setting group: a Monte Carlo standard error near 0.6%)."""
+    rng = np.random.default_rng(2026)
+    settings = [
+        (2, 3, 0.005),
+        (3, 9, 0.02),
+        (6, 3, 0.05),
+        (10, 9, 0.005),
+        (3, 3, 0.01),
+        (6, 9, 0.02),
+    ]
+    shares = [_coverage(rng, r, p, e, sims=50) for r, p, e in settings]
+    pooled = float(np.mean(shares))
+    assert 0.88 <= pooled <= 0.92, dict(zip(settings, shares, strict=True))
+    assert min(shares) >= 0.85, dict(zip(settings, shares, strict=True))
+
+
+@pytest.mark.parametrize("n", range(2, 10))
+def test_gap_points_are_the_normal_gaps(n: int) -> None:
+    """_GAP_SQ_POINT[n]: GAP_LEVEL's point of (median - minimum)^2 of n standard normals."""
+    x = np.random.default_rng(n).standard_normal((200_000, n))
+    gap_sq = (np.median(x, axis=1) - x.min(axis=1)) ** 2
+    point = np.quantile(gap_sq, runlevel.GAP_LEVEL)
+    assert runlevel._GAP_SQ_POINT[n] == pytest.approx(point, rel=0.03)
