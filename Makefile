@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest venv clean
+.PHONY: demo test lint typecheck pytest venv clean bench-quality bench-server bench-reliability bench-harness bench-gpu
 
 venv: $(STAMP)
 
@@ -21,7 +21,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check rnx rnx_github rnx_cli stats bench_runner gate_server action tests benchmarks examples
+	$(VENV)/bin/ruff format --check rnx rnx_github rnx_cli stats bench_runner gate_server action tests testbed benchmarks experiments examples
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy rnx rnx_github rnx_cli stats bench_runner gate_server action
@@ -30,6 +30,23 @@ pytest: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+# Each suite's quick run (benchmarks/README.md): minutes on 2 cores, one at a time.
+bench-quality: $(STAMP)
+	$(PY) -m benchmarks.quality.changepoint_quality --quick
+
+bench-server: $(STAMP)
+	$(PY) -m benchmarks.server.upload_stages --uploads 100
+
+bench-reliability: $(STAMP)
+	$(PY) -m benchmarks.reliability.server_crash --database sqlite --uploads 120
+
+bench-harness: $(STAMP)
+	$(PY) -m benchmarks.harness.harness_overhead --samples 10 --processes 2
+
+# On a machine with a CUDA GPU (python3 there, as the gpu/ scripts' docstrings say).
+bench-gpu:
+	python3 -m benchmarks.gpu.gpu_timing --parts dobench --samples 10 --out $${OUT:-.}
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -428,7 +428,7 @@ def main(
         wf.log(f"rnx-benchmark: {tier} ({mode})")
     else:
         wf.log("\n".join(render(parts, tier, mode)))
-    # One parseable line: benchmarks/action_overhead.py reads it to split the action's time.
+    # One parseable line: benchmarks/harness/action_overhead.py reads it to split the action's time.
     wf.log(
         f"rnx-benchmark timings: setup {setup_s:.3f}s, benchmark {benchmark_s:.3f}s, "
         f"upload {upload_s:.3f}s, reports {reports_s:.3f}s"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_runner.builds import Builder
-from bench_runner.plan import CORRECTNESS_TRIALS, ConfigSpec, Plan
+from bench_runner.plan import ConfigSpec, Plan, build_command, warm_command
 from bench_runner.progress import Progress
 from bench_runner.state import ConfigState, RunStates
 from bench_runner.tolerances import tolerance_for
@@ -172,28 +172,16 @@ class Orchestrator:
         self.target_sample_ns = min(1e6 if plan.device == "cpu" else 2e5, self.max_sample_ns)
 
     def build_cmd(self, c: ConfigSpec, *, check: bool) -> dict[str, Any]:
-        tol = tolerance_for(self.plan.benchmark, c.dtype)
-        return {
-            "op": "build",
-            "id": c.id,
-            "runtime": c.runtime,
-            "dtype": c.dtype,
-            "batch_size": c.batch_size,
-            "check": check,
-            "atol": tol.atol,
-            "rtol": tol.rtol,
-            "trials": CORRECTNESS_TRIALS,
-        }
+        return build_command(c, tolerance_for(self.plan.benchmark, c.dtype), check=check)
 
     def warm_cmd(self, c: ConfigSpec) -> dict[str, Any]:
-        return {
-            "op": "warm",
-            "id": c.id,
-            "warmup": self.plan.harness.warmup,
-            "warmup_budget_ns": self.warmup_budget_ns,
-            "target_sample_ns": self.target_sample_ns,
-            "max_sample_ns": self.max_sample_ns,
-        }
+        return warm_command(
+            c.id,
+            warmup=self.plan.harness.warmup,
+            warmup_budget_ns=self.warmup_budget_ns,
+            target_sample_ns=self.target_sample_ns,
+            max_sample_ns=self.max_sample_ns,
+        )
 
     def run(self) -> None:
         for (slot, side), why in self.pool.start_errors.items():

@@ -28,7 +28,7 @@ def cpus_for_slot(slot: int, threads: int, *, pin: bool = True) -> list[int]:
 
     A process the scheduler moves between cores, or one that lands on a busier core than its
     partner, runs at its own speed; in paired mode that offset does not cancel in the per-round
-    ratios (benchmarks/paired_pinning.py measures it; docs/harness.md has the figures). Slots
+    ratios (experiments/paired_pinning.py measures it; docs/harness.md has the figures). Slots
     take consecutive blocks of `threads` CPUs, wrapping around. Empty where the platform cannot
     pin (macOS, Windows), or with pin=False (harness.pin_cpus, RNX_PIN_CPUS=0: something else
     already places the processes): the worker then runs where the scheduler puts it."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
+from typing import Any
 
-from rnx.config import Benchmark, HarnessSettings
+from rnx.config import Benchmark, HarnessSettings, Tolerance
 from rnx.errors import UserError
 from rnx.schema import MAX_CONFIGURATIONS, config_id
 
@@ -21,6 +22,40 @@ class ConfigSpec:
     @property
     def id(self) -> str:
         return config_id(self.runtime, self.dtype, self.batch_size)
+
+
+def build_command(spec: ConfigSpec, tol: Tolerance, *, check: bool) -> dict[str, Any]:
+    """The command that has a worker build one configuration (and check it when asked)."""
+    return {
+        "op": "build",
+        "id": spec.id,
+        "runtime": spec.runtime,
+        "dtype": spec.dtype,
+        "batch_size": spec.batch_size,
+        "check": check,
+        "atol": tol.atol,
+        "rtol": tol.rtol,
+        "trials": CORRECTNESS_TRIALS,
+    }
+
+
+def warm_command(
+    config: str,
+    *,
+    warmup: int,
+    warmup_budget_ns: float,
+    target_sample_ns: float,
+    max_sample_ns: float,
+) -> dict[str, Any]:
+    """The command that has a worker warm a built configuration up and size its samples."""
+    return {
+        "op": "warm",
+        "id": config,
+        "warmup": warmup,
+        "warmup_budget_ns": warmup_budget_ns,
+        "target_sample_ns": target_sample_ns,
+        "max_sample_ns": max_sample_ns,
+    }
 
 
 def plan_configurations(benchmark: Benchmark, *, native: bool = False) -> list[ConfigSpec]:

@@ -94,8 +94,8 @@ class ReferenceCases:
         self._kinds = trial_kinds(trials)
         self._cases: dict[tuple[str, int], Case] = {}
         self.computed = 0  # reference calls made: the tests check reuse with it
-        # Where the time goes (benchmarks/harness_budget.py prints it): drawing and placing the
-        # inputs, and the float64 reference on them.
+        # Where the time goes (benchmarks/harness/harness_budget.py prints it): drawing and
+        # placing the inputs, and the float64 reference on them.
         self.inputs_ns = 0
         self.reference_ns = 0
 

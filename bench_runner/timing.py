@@ -96,7 +96,7 @@ class CudaTimer(_Telemetered):
     to launch the call is measured on the side and reported apart as launch overhead.
 
     The spin must outlast the host's launches, which take 60-80 us for a three-op eager layer
-    on an H200 (benchmarks/gpu_launch_noise.py): with 50 us the stream ran dry in 3 calls of 4,
+    on an H200 (experiments/gpu_launch_noise.py): with 50 us the stream ran dry in 3 calls of 4,
     the GPU waited for the host inside the events, and a 15 us layer read 14-60 us. So each
     sample checks it: an event recorded just after a synchronize ties the GPU's clock to the
     host's, and a call whose start event fired before the host had launched all of it is late;

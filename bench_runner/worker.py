@@ -120,28 +120,15 @@ def in_process_command(
 ) -> dict[str, Any]:
     """A `prepare` command with the default tolerances and a short warm-up, for callers that
     drive a Side in their own process (tests, benchmarks); `over` replaces any key."""
-    from bench_runner.plan import CORRECTNESS_TRIALS
+    from bench_runner.plan import ConfigSpec, build_command, warm_command
     from bench_runner.tolerances import DEFAULT_TOLERANCES
-    from rnx.schema import config_id
 
-    tol = DEFAULT_TOLERANCES[dtype]
-    cmd = {
-        "op": "prepare",
-        "id": config_id(runtime, dtype, batch_size),
-        "runtime": runtime,
-        "dtype": dtype,
-        "batch_size": batch_size,
-        "check": True,
-        "atol": tol.atol,
-        "rtol": tol.rtol,
-        "trials": CORRECTNESS_TRIALS,
-        "warmup": 1,
-        "warmup_budget_ns": 2e7,
-        "target_sample_ns": 1e5,
-        "max_sample_ns": 1e6,
-    }
-    cmd.update(over)
-    return cmd
+    spec = ConfigSpec(runtime, dtype, batch_size)
+    built = build_command(spec, DEFAULT_TOLERANCES[dtype], check=True)
+    warm = warm_command(
+        spec.id, warmup=1, warmup_budget_ns=2e7, target_sample_ns=1e5, max_sample_ns=1e6
+    )
+    return {**built, **warm, "op": "prepare", **over}
 
 
 @dataclass

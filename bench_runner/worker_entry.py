@@ -24,7 +24,7 @@ def main(conn: Any, spec: dict[str, Any]) -> None:
     finally:
         # Leave at once: an interpreter that imported torch, held a CUDA context and maybe a
         # pool of inductor compile workers takes seconds to tear down, and the run waits for
-        # each worker to be gone before the next one times (benchmarks/harness_budget.py
+        # each worker to be gone before the next one times (benchmarks/harness/harness_budget.py
         # prints how long closing takes). Nothing of the worker's needs finalising: it writes
         # no files, and the driver releases the GPU when the process ends.
         for stream in (sys.stdout, sys.stderr):

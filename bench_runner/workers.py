@@ -33,9 +33,10 @@ def _gpu_present() -> bool:
 
 def start_method(device: str) -> str:
     """forkserver for CPU runs: one interpreter imports torch and forks every worker from it,
-    instead of one torch import per worker on a runner of 2 cores (benchmarks/harness_budget.py
-    has the wall times). spawn on a GPU machine: a process forked from one that ever touched
-    the CUDA driver cannot use CUDA, and spawned workers start in parallel on its many cores."""
+    instead of one torch import per worker on a runner of 2 cores
+    (benchmarks/harness/harness_budget.py has the wall times). spawn on a GPU machine: a process
+    forked from one that ever touched the CUDA driver cannot use CUDA, and spawned workers start
+    in parallel on its many cores."""
     if sys.platform != "linux" or device.startswith("cuda"):
         return "spawn"
     if device == "auto" and _gpu_present():

@@ -52,12 +52,12 @@ UPLOADS_AT_ONCE = 2
 # only for documents up to LOOP_BODY_BYTES: SQLite's statements block the thread that runs them
 # (another writer's lock, a flush), and parsing and re-gating a large document is seconds of
 # Python; either in the loop stalls every other request, /healthz and /readyz included
-# (benchmarks/health_under_uploads.py; docs/server.md, "Uploads in the event loop").
+# (benchmarks/reliability/health_under_uploads.py; docs/server.md, "Uploads in the event loop").
 LOOP_BODY_BYTES = 1024 * 1024  # larger uploads are ingested in a worker thread on any database
 
 
 def _in_loop(svc: Services, body_bytes: int = 0) -> bool:
-    return svc.uploads.awaited and body_bytes <= LOOP_BODY_BYTES
+    return svc.database.awaited and body_bytes <= LOOP_BODY_BYTES
 
 
 def _upload_slots(request: Request) -> anyio.CapacityLimiter:
@@ -110,7 +110,7 @@ async def upload_run(request: Request) -> Response:
     in_loop = _in_loop(svc, len(body))
     ingest = functools.partial(
         ingest_run,
-        svc.uploads if in_loop else svc.database,
+        svc.database,
         svc.settings,
         svc.signer,
         token,

@@ -4,7 +4,7 @@ become one line and exit code 2 (UserError).
 
 The same commands run without the `rnx` dispatcher as
 `python -m gate_server serve|token|branch|repo|notify|environment` (main below), so the server
-starts with only its own package (tests/support/live_server.py uses it)."""
+starts with only its own package (testbed/live_server.py uses it)."""
 
 from __future__ import annotations
 

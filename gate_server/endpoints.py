@@ -45,7 +45,7 @@ async def authenticated_in_loop(
     if looks_like_jwt(bearer_secret(authorization)):
         return await authenticated(request, turns)
     async with turns:
-        return await run_in_event_loop(authenticate, services(request).uploads, authorization)
+        return await run_in_event_loop(authenticate, services(request).database, authorization)
 
 
 def require_json(request: Request) -> None:

@@ -18,9 +18,8 @@ from gate_server.stored_documents import StoredDocuments
 @dataclass(frozen=True)
 class Services:
     settings: ServerSettings
+    # Uploads reach it in the event loop, where its statements are awaited (gate_server/api.py).
     database: Database
-    # Uploads reach the database through this one, in the event loop (gate_server/api.py).
-    uploads: Database
     signer: ReceiptSigner  # signs receipts
     github: GitHubIntegration  # webhook secret, OIDC verifier, GitHub App (each when set)
     dashboard: DashboardState  # session signer and run-summary cache
@@ -37,7 +36,6 @@ class Services:
             return cls(
                 settings=settings,
                 database=database,
-                uploads=database.in_event_loop(),
                 signer=load_signer(database, settings.receipt_key_pem),
                 github=GitHubIntegration.from_settings(settings),
                 dashboard=DashboardState.load(database, settings.summary_cache_mb << 20),
@@ -49,10 +47,8 @@ class Services:
 
     def close(self) -> None:
         """Close what start() opened. In the event loop, through run_in_event_loop
-        (gate_server/db/engine.py): the uploads' pool awaits its connections' closing."""
+        (gate_server/db/engine.py): the database's awaited pool awaits its connections' closing."""
         self.github.close()
-        if self.uploads is not self.database:
-            self.uploads.close()
         self.database.close()
 
 

@@ -5,7 +5,7 @@ cannot tell yet; every other verdict is decided. A run measures more, in fresh p
 only for (1) configurations still undecided that may be slower (PLAUSIBLY_SLOWER_P) and (2)
 configurations about to BLOCK, once each,
 so a BLOCK is confirmed by processes that did not produce it. The harness
-(bench_runner/adaptive.py) and benchmarks/adaptive_quality.py both decide with this rule.
+(bench_runner/adaptive.py) and benchmarks/quality/adaptive_quality.py both decide with this rule.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ MAX_ADDED_PROCESSES = 6
 # least this likely: there they can make it a WARN or a BLOCK; elsewhere they could at most show
 # it equivalent, which changes no tier. Measuring every undecided configuration cost unchanged
 # runs of the corpora 2.9 processes (1.24x the time) and found no more slowdowns
-# (benchmarks/time_to_decision.py, docs/statistics.md).
+# (benchmarks/quality/time_to_decision.py, docs/statistics.md).
 PLAUSIBLY_SLOWER_P = 0.5
 
 

@@ -20,8 +20,8 @@ structure (which operators and kernels, how many calls and launches) does not. S
 Structural changes rank first (they are certain), then changes of time, largest first.
 
 An unchanged workload has the same structure on both sides, so only a time swing past both
-shares shows (tests/rnx/test_profile_diff.py and benchmarks/profile_diff.py measure how often:
-never in their replays). A diff explains; the verdict stays the statistics'.
+shares shows (tests/rnx/test_profile_diff.py and benchmarks/harness/profile_diff.py measure how
+often: never in their replays). A diff explains; the verdict stays the statistics'.
 """
 
 from __future__ import annotations

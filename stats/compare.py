@@ -386,7 +386,7 @@ def _aligned(heads: list[list[np.ndarray]], labels: list[np.ndarray]) -> bool:
 def _quantiles(draws: np.ndarray, qs: tuple[float, ...]) -> np.ndarray:
     """(len(qs), C) quantiles along axis 1 (numpy's linear rule), from one sort: the same order
     statistics as a partition at the six points. Which is faster depends on the CPU
-    (benchmarks/regate_steps.py): for 8 x 2000 draws the sort took a quarter of the partition's
+    (experiments/regate_steps.py): for 8 x 2000 draws the sort took a quarter of the partition's
     time on the lent 16-core Intel machine, where the server's speed is measured, and four times
     its time on the 2-core AMD one."""
     n = draws.shape[1]

@@ -123,7 +123,7 @@ def _lowest_from(tails: np.ndarray) -> np.ndarray:
     """Row i: per draw, the smallest tail among rows i and after (tails is a new array, taken
     over). The same numbers as np.minimum.accumulate over the reversed rows, which goes down
     each column of a few rows in turn and took five to eight times as long
-    (benchmarks/regate_steps.py)."""
+    (experiments/regate_steps.py)."""
     for i in range(len(tails) - 2, -1, -1):
         np.minimum(tails[i], tails[i + 1], out=tails[i])
     return tails

@@ -73,7 +73,8 @@ MIN_CONFIGS_FOR_PROCESS_SHIFTS = 4
 # ratio of its squared deviations with and without the shift below the F distribution's
 # SET_APART_LEVEL point (k - 1 and k - 1 degrees of freedom for k runs). A fixed ratio of 4
 # set apart 20% of configurations that do move with the runs at 3 runs (F(2, 2) < 1/4), and
-# those lost the shift's correction: 90% intervals covered 0.83 (benchmarks/interval_coverage.py).
+# those lost the shift's correction: 90% intervals covered 0.83
+# (benchmarks/quality/interval_coverage.py).
 SET_APART_LEVEL = 0.01
 # Configurations' variances are pooled unless they differ beyond what sampling noise gives in
 # this share of cases (_shrunk_variances).
@@ -428,7 +429,7 @@ def _config_shift_variance(
     # Degrees of freedom: k - 1 runs, less the share of the runs' shifts each configuration of
     # a group of m helped estimate (a table of runs by configurations has (k - 1)(m - 1) once
     # its row and column levels are out). Counted as k - 1, var_v came out (m - 1) / m low and
-    # 90% intervals covered 0.86 at 10 runs (benchmarks/interval_coverage.py).
+    # 90% intervals covered 0.86 at 10 runs (benchmarks/quality/interval_coverage.py).
     share = np.ones(len(run_loc))
     for g in groups:
         m = int(g.members.sum())
@@ -485,7 +486,7 @@ def _shift_groups(run_loc: np.ndarray, counts: np.ndarray, run_shift_sd: float) 
     """The groups of configurations that share their runs' shifts: first the one most of the
     run moves with, then, among those set apart from it, the next, while at least
     MIN_GROUP_CONFIGS clearly move together. On a GPU runner the launch-bound kernels of a
-    process share a state the long kernels do not have (benchmarks/gpu_placement_noise.py: two
+    process share a state the long kernels do not have (experiments/gpu_placement_noise.py: two
     states 3.6% apart, one per process), so each kind has its own shifts. A configuration in
     no group keeps its own run-to-run variation."""
     groups: list[ShiftGroup] = []
@@ -643,7 +644,7 @@ def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.nd
     # variance of n noisy logs is noise * chi2(n - 1) / (n - 1)). From a plain difference, one
     # baseline set in five with 3 runs and 8 configurations hardly pooled at all by chance, and
     # a configuration whose few runs happened to agree got an interval a third as wide as its
-    # error: 90% intervals covered 0.86 (benchmarks/interval_coverage.py).
+    # error: 90% intervals covered 0.86 (benchmarks/quality/interval_coverage.py).
     n = int(ok.sum())
     chance = chdtri(max(n - 1, 1), 1 - POOL_EVIDENCE) / max(n - 1, 1)
     noise_mean = float(noise.mean() if every else np.mean(noise[ok]))

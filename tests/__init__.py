@@ -1,1 +1,1 @@
-"""The test suite: a package, so tests import shared helpers as tests.support.<module>."""
+"""The test suite: a package, so tests import shared helpers as testbed.<module>."""

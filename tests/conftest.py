@@ -1,5 +1,5 @@
 """Shared fixtures: a real database (SQLite and PostgreSQL), the app in-process, the real server
-on loopback, tokens and signed uploads. The plain helpers live in tests/support/ (import them
+on loopback, tokens and signed uploads. The plain helpers live in testbed/ (import them
 from there, never from a conftest)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support.gate_helpers import (
+from testbed.gate_helpers import (
     LiveServer,
     Token,
     create_token,

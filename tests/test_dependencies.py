@@ -3,7 +3,8 @@
 Every import counts: at the top, inside a function, behind TYPE_CHECKING; so do module names
 handed over as strings ("pkg.module:function" for importlib or uvicorn, `python -m pkg` in a
 subprocess command). A forbidden import or an import circle between modules fails here with
-the file and line that made it.
+the file and line that made it. The layers' picture in docs/layout.md is checked against the
+same table: its arrows are parsed, and a missing, extra or upward arrow fails.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 OURS = ("stats", "rnx", "rnx_github", "rnx_cli", "bench_runner", "gate_server", "action")
 
+# Packages that are not the product: they may import it, it never imports them.
+NOT_SHIPPED = frozenset({"tests", "testbed", "benchmarks", "experiments"})
 # Package -> the packages of ours it may import (itself always).
 MAY_IMPORT: dict[str, frozenset[str]] = {
     "stats": frozenset(),
@@ -135,7 +138,7 @@ def _stdlib(name: str) -> bool:
 
 
 def test_every_product_package_is_known() -> None:
-    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "benchmarks"}
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - NOT_SHIPPED
     assert packages == set(OURS), "a new package needs its place in MAY_IMPORT (docs/layout.md)"
 
 
@@ -149,6 +152,11 @@ def test_packages_import_only_what_the_layout_allows(graph: dict[str, list[Impor
         and _top(i.target) not in MAY_IMPORT[_top(i.module)]
     ]
     assert not wrong, "imports against docs/layout.md:\n" + "\n".join(wrong)
+
+
+def test_the_product_never_imports_what_is_not_shipped(graph: dict[str, list[Import]]) -> None:
+    wrong = [str(i) for imports in graph.values() for i in imports if _top(i.target) in NOT_SHIPPED]
+    assert not wrong, "the product imports tests, testbed or benchmarks:\n" + "\n".join(wrong)
 
 
 def test_outside_packages_stay_where_they_belong(graph: dict[str, list[Import]]) -> None:
@@ -238,3 +246,64 @@ def test_the_checks_see_imports_inside_functions_and_in_strings(tmp_path: Path) 
     targets = {i.target for i in imports_of("gate_server.probe", path, {"gate_server.cli": path})}
     assert targets == {"torch", "gate_server.cli", "rnx_cli.main", "rnx_cli"}
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+ARROW = re.compile(r"([a-z_]+) +--> +(.*)$")
+
+
+def diagram_arrows(layout: str) -> list[tuple[str, frozenset[str]]]:
+    """The arrows of the fenced picture under "## The layers", top to bottom: `A --> B, C` is
+    (A, {B, C}); a target list in parentheses means none."""
+    section = layout.split("\n## The layers\n", 1)[1]
+    picture = section.split("```", 2)[1]
+    arrows = []
+    for line in picture.splitlines():
+        found = ARROW.search(line)
+        if found:
+            source, targets = found.groups()
+            names = [] if targets.startswith("(") else [t.strip() for t in targets.split(",")]
+            arrows.append((source, frozenset(names)))
+    return arrows
+
+
+def diagram_errors(arrows: list[tuple[str, frozenset[str]]]) -> list[str]:
+    """Where the picture's arrows differ from MAY_IMPORT, or point up the picture."""
+    errors = []
+    drawn = dict(arrows)
+    if len(drawn) != len(arrows):
+        errors.append("a package has two arrows")
+    for package in sorted(set(OURS) | set(drawn)):
+        have, allowed = drawn.get(package), MAY_IMPORT.get(package)
+        if allowed is not None:
+            allowed = allowed - {package}  # itself always, drawn or not
+        if have is None or allowed is None:
+            errors.append(f"{package}: in {'the table' if have is None else 'the picture'} only")
+        elif have != allowed:
+            errors.append(f"{package}: picture {sorted(have)}, table {sorted(allowed)}")
+    row = {source: i for i, (source, _) in enumerate(arrows)}
+    for source, targets in arrows:
+        up = [t for t in targets if row.get(t, len(arrows)) <= row[source]]
+        if up:
+            errors.append(f"{source} --> {', '.join(sorted(up))}: drawn pointing up")
+    return errors
+
+
+def test_the_layers_picture_matches_the_table() -> None:
+    arrows = diagram_arrows((ROOT / "docs" / "layout.md").read_text())
+    errors = diagram_errors(arrows)
+    assert not errors, "docs/layout.md's picture against MAY_IMPORT:\n" + "\n".join(errors)
+
+
+def test_a_wrong_picture_is_caught() -> None:
+    picture = (ROOT / "docs" / "layout.md").read_text()
+    extra = picture.replace("rnx          --> stats", "rnx          --> stats, rnx_github")
+    missing = picture.replace("rnx_github   --> rnx, stats", "rnx_github   --> rnx")
+    upward = picture.replace("bench_runner --> rnx, stats", "bench_runner --> rnx, stats, action")
+    assert diagram_errors(diagram_arrows(extra)) == [
+        "rnx: picture ['rnx_github', 'stats'], table ['stats']",
+        "rnx --> rnx_github: drawn pointing up",
+    ]
+    assert diagram_errors(diagram_arrows(missing)) == [
+        "rnx_github: picture ['rnx'], table ['rnx', 'stats']"
+    ]
+    assert "bench_runner --> action: drawn pointing up" in diagram_errors(diagram_arrows(upward))

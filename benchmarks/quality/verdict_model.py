@@ -11,8 +11,9 @@ main's statistics in a subprocess and print them side by side.
   run: unchanged (--unchanged replays: PASS share and BLOCKs); per configuration, its head
   times x 1.05 (flagged: WARN or BLOCK) and x 1.40 (BLOCK), --per-config replays each. The
   weakest configuration is reported beside the range.
-- Coverage: the 90% intervals on data drawn from the model (benchmarks/interval_coverage.py),
-  2-10 baseline runs, 3-9 processes, process spreads 0.5-5%: share holding the true ratio.
+- Coverage: the 90% intervals on data drawn from the model
+  (benchmarks/quality/interval_coverage.py), 2-10 baseline runs, 3-9 processes, process
+  spreads 0.5-5%: share holding the true ratio.
 - Cost: the statistics of one re-gate (stats.compare_many with 6 baseline runs, then
   stats.gate) for 8 and 48 configurations x 3 processes x 10 samples, CPU ms, best of 15.
 """
@@ -173,7 +174,7 @@ def run_figures(
 
 
 def coverage_figures(sims: int, seed: int) -> list[dict[str, Any]]:
-    from benchmarks.interval_coverage import coverage
+    from benchmarks.quality.interval_coverage import coverage
 
     out = []
     grid = itertools.product((2, 3, 6, 10), (3, 9), (0.005, 0.02, 0.05))
@@ -197,7 +198,7 @@ def coverage_figures(sims: int, seed: int) -> list[dict[str, Any]]:
 def cost_figures(repeat: int) -> dict[str, float]:
     """CPU ms of compare_many + gate for 8 and 48 configurations against 6 baseline runs."""
     import stats
-    from benchmarks.interval_coverage import draw_run
+    from benchmarks.quality.interval_coverage import draw_run
 
     out = {}
     rng = np.random.default_rng(0)

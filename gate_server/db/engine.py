@@ -11,6 +11,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,20 +35,25 @@ BRANCH_LOCK = 727_274_002
 CHANGE_LOCK = 727_274_003
 # An acknowledged upload must survive a power loss: in WAL mode NORMAL syncs only at
 # checkpoints, so the last commits before a crash of the machine could vanish. FULL syncs the
-# WAL on every commit (benchmarks/server_load.py --synchronous measures the cost).
+# WAL on every commit (benchmarks/server/server_load.py --synchronous measures the cost).
 SQLITE_SYNCHRONOUS = "FULL"
 # A pooled PostgreSQL connection idle this long is checked with a round trip before it is used
 # (the database may have restarted meanwhile); one used a moment ago is not: checking every
-# checkout (pool_pre_ping) cost each upload three round trips (`benchmarks/server_load.py --db
-# postgresql --round-trips`). Should the database go away under load, a statement fails
-# instead, the pool replaces every connection it holds, and that request is answered 503 with
-# Retry-After (gate_server/answers.py), which the action retries.
+# checkout (pool_pre_ping) cost each upload three round trips
+# (`benchmarks/server/server_load.py --db postgresql --round-trips`). Should the database go
+# away under load, a statement fails instead, the pool replaces every connection it holds, and
+# that request is answered 503 with Retry-After (gate_server/answers.py), which the action
+# retries.
 PING_AFTER_IDLE_S = 1.0
 # INSERT ... RETURNING (db/runs.py insert_run) came with SQLite 3.35 (2021); Python uses the
 # system's library, which on older distributions is older.
 SQLITE_MIN_VERSION = (3, 35, 0)
 
 T = TypeVar("T")
+
+# True in code run by run_in_event_loop: there a Database uses its connections whose
+# statements are awaited (PostgreSQL's psycopg asyncio ones), anywhere else its blocking ones.
+_IN_EVENT_LOOP: ContextVar[bool] = ContextVar("rnx_in_event_loop", default=False)
 
 
 def shown_url(url: str) -> str:
@@ -61,16 +67,8 @@ def shown_url(url: str) -> str:
 class Database:
     """One database, chosen by its URL: `sqlite:///path.db` or `postgresql+psycopg://...`."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        pool_size: int = 10,
-        awaited: bool = False,
-        sealer: Sealer | None = None,
-    ):
-        """awaited: PostgreSQL's statements are awaited in the event loop (in_event_loop);
-        sealer: seals and opens the secrets stored in it (gate_server/db/sealed.py)."""
+    def __init__(self, url: str, *, pool_size: int = 10, sealer: Sealer | None = None):
+        """sealer: seals and opens the secrets stored in it (gate_server/db/sealed.py)."""
         self.sealer = sealer or Sealer()
         try:
             parsed = make_url(url)
@@ -81,8 +79,11 @@ class Database:
             ) from None
         self.url = url
         self.dialect = parsed.get_backend_name()
-        self.awaited = awaited and self.dialect == "postgresql"
         self.engine: Engine
+        # The engine code run by run_in_event_loop uses: on PostgreSQL a second pool over the
+        # same URL whose statements are awaited, so the loop serves other requests while one
+        # waits; on SQLite (a local file, nothing to await) the same engine.
+        self.loop_engine: Engine
         if self.dialect == "sqlite":
             if sqlite3.sqlite_version_info < SQLITE_MIN_VERSION:
                 raise SettingsError(
@@ -90,31 +91,35 @@ class Database:
                     f"{'.'.join(map(str, SQLITE_MIN_VERSION))} or newer: use a Python built "
                     "with a newer SQLite, or PostgreSQL (RNX_DATABASE_URL)"
                 )
-            self.engine = _sqlite_engine(url, parsed.database)
+            self.engine = self.loop_engine = _sqlite_engine(url, parsed.database)
         elif self.dialect == "postgresql":
-            make = create_async_engine if awaited else create_engine
-            engine = make(url, pool_size=pool_size, max_overflow=pool_size)
-            self.engine = engine if isinstance(engine, Engine) else engine.sync_engine
-            event.listen(self.engine, "connect", _read_any_timestamp)
-            _ping_after_idle(self.engine)
+            self.engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size)
+            awaited = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size)
+            self.loop_engine = awaited.sync_engine
+            for engine in (self.engine, self.loop_engine):
+                event.listen(engine, "connect", _read_any_timestamp)
+                _ping_after_idle(engine)
         else:
             raise SettingsError(f"unsupported database {self.dialect!r}: use SQLite or PostgreSQL")
 
-    def close(self) -> None:
-        self.engine.dispose()
+    @property
+    def awaited(self) -> bool:
+        """Whether code run by run_in_event_loop awaits this database's statements (PostgreSQL)
+        rather than blocking the loop on them (SQLite)."""
+        return self.loop_engine is not self.engine
 
-    def in_event_loop(self) -> Database:
-        """This database as code run by run_in_event_loop uses it: on PostgreSQL another
-        Database over the same URL whose connections are psycopg's asyncio ones, each statement
-        awaited, so the loop serves other requests while one waits; on SQLite (a local file)
-        this one."""
-        if self.dialect != "postgresql":
-            return self
-        return Database(self.url, awaited=True, sealer=self.sealer)
+    def _current(self) -> Engine:
+        return self.loop_engine if _IN_EVENT_LOOP.get() else self.engine
+
+    def close(self) -> None:
+        """Close both pools; the awaited one's connections only close in run_in_event_loop."""
+        self.engine.dispose()
+        if self.awaited:
+            self.loop_engine.dispose()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        with self.engine.connect() as conn, conn.begin():
+        with self._current().connect() as conn, conn.begin():
             yield conn
 
     @contextmanager
@@ -127,21 +132,21 @@ class Database:
             with self.read() as conn:
                 yield conn
             return
-        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        with self._current().connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             yield conn
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A write transaction; on SQLite it takes the write lock up front (BEGIN IMMEDIATE) so
         two writers queue on busy_timeout instead of one failing with 'database is locked'."""
-        with self.engine.connect() as conn:
+        with self._current().connect() as conn:
             conn.execution_options(rnx_write=True)
             with conn.begin():
                 yield conn
 
     def ping(self) -> None:
         """Raises when the database does not answer or holds no schema (for /readyz)."""
-        with self.engine.connect() as conn:
+        with self._current().connect() as conn:
             conn.execute(select(func.count()).select_from(migrations)).scalar_one()
 
     def probe_write(self) -> None:
@@ -223,10 +228,19 @@ def _switch_to_wal(cur: Any, *, wait_s: float = 30.0) -> None:
 async def run_in_event_loop(fn: Callable[..., T], *args: Any) -> T:
     """fn(*args), synchronous code, run in the event loop's own thread with its database I/O
     awaited (SQLAlchemy's greenlet bridge): the GIL is not handed between threads. Inside,
-    use only databases from Database.in_event_loop(); any other blocking wait holds up the
+    every Database uses its loop_engine; any other blocking wait holds up the
     loop (SQLite's is a local file's). greenlet_spawn is what SQLAlchemy's own
     AsyncConnection.run_sync runs a synchronous function with."""
-    return await greenlet_spawn(fn, *args)
+
+    def in_loop() -> T:
+        # Set inside the greenlet: the Database calls fn makes pick their awaited connections.
+        token = _IN_EVENT_LOOP.set(True)
+        try:
+            return fn(*args)
+        finally:
+            _IN_EVENT_LOOP.reset(token)
+
+    return await greenlet_spawn(in_loop)
 
 
 def _ping_after_idle(engine: Engine) -> None:

@@ -457,7 +457,7 @@ _BAD_SIGNATURE = (
 )
 # A delivery may be 25 MB and anyone can send one: at most this many are read at once before
 # their signature is checked (the others wait), so memory stays bounded however many arrive
-# together (benchmarks/webhook_memory.py measures it). GitHub sends one at a time per hook.
+# together (benchmarks/server/webhook_memory.py measures it). GitHub sends one at a time per hook.
 MAX_UNVERIFIED_READS = 2
 
 

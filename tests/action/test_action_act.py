@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from rnx_github.client import ACTIONS_BOT
-from tests.support.act_harness import ACT, REPOSITORY, ActRun, Workspace
-from tests.support.fakes.fake_github import State, Token, serve
-from tests.support.gate_helpers import LiveServer, create_token, start_server
+from testbed.act_harness import ACT, REPOSITORY, ActRun, Workspace
+from testbed.fakes.fake_github import State, Token, serve
+from testbed.gate_helpers import LiveServer, create_token, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

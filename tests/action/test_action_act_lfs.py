@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from bench_runner.lfs_pointer import is_lfs_pointer
-from tests.support.act_harness import ACT, REPO_ROOT, Workspace
-from tests.support.gate_helpers import create_token, start_server
+from testbed.act_harness import ACT, REPO_ROOT, Workspace
+from testbed.gate_helpers import create_token, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -15,9 +15,9 @@ from action.baseline_fetch import Fetched, NotFetched, fetch_baseline
 from action.gate import main
 from action.inputs import InputError, parse_budget
 from action.upload import Credential, UploadAnswer, upload
+from testbed.factories import make_results
+from testbed.gate_helpers import LiveServer, create_token, start_server
 from tests.bench_runner.harness_helpers import WORKLOADS
-from tests.support.factories import make_results
-from tests.support.gate_helpers import LiveServer, create_token, start_server
 
 REPO = "acme/kernels"
 ENV = "linux-x86_64-cpu-test"

@@ -19,8 +19,8 @@ from action.measure import Measured, local_report
 from action.upload import Credential, Outage, UploadAnswer, upload
 from action.workflow import Workflow
 from rnx.config import Benchmark, KernalinConfig
-from tests.support.factories import make_results
-from tests.support.gate_helpers import LiveServer, create_token, start_server
+from testbed.factories import make_results
+from testbed.gate_helpers import LiveServer, create_token, start_server
 
 REPO = "acme/kernels"
 ON_ACTIONS = {"GITHUB_ACTIONS": "true"}
@@ -146,7 +146,7 @@ def test_gate_results_measured_elsewhere_end_to_end(
     """The workflow_run pattern: a fork's document, filed under the trusted run's identity,
     uploaded to the real server, reported to the fake GitHub; BLOCK fails in enforce mode."""
     from rnx_github.client import ACTIONS_BOT
-    from tests.support.fakes.fake_github import State, Token, serve
+    from testbed.fakes.fake_github import State, Token, serve
 
     live, secret = server
     monkeypatch.chdir(tmp_path)
@@ -207,7 +207,7 @@ def test_oidc_only_gets_a_fresh_token_for_each_workload(
     """With id-token: write and no kernalin-token, each upload of a run (one per workload)
     asks GitHub for its own OIDC token: the server spends each token once."""
     from gate_server.db import Database, repositories
-    from tests.support.oidc_issuer import OidcIssuer
+    from testbed.oidc_issuer import OidcIssuer
 
     repo, github_id = "Codertocat/Hello-World", 186853002
     db = f"sqlite:///{tmp_path / 'gate.db'}"

@@ -15,7 +15,7 @@ from rnx.config import load_config
 from rnx.errors import UserError
 from rnx_cli.main import _load
 from rnx_cli.main import main as rnx
-from tests.support.fakes.fake_github import Repo, State, Token, serve
+from testbed.fakes.fake_github import Repo, State, Token, serve
 
 KERNEL = Path(__file__).resolve().parents[1] / "data" / "action-kernel.py"
 

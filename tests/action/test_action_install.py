@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.act_harness import ACTION_FILES, REPO_ROOT, _ignore
+from testbed.act_harness import ACTION_FILES, REPO_ROOT, _ignore
 
 
 @pytest.mark.slow

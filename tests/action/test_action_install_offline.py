@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.act_harness import ACTION_FILES, REPO_ROOT, _ignore
+from testbed.act_harness import ACTION_FILES, REPO_ROOT, _ignore
 
 pytestmark = pytest.mark.slow
 RUNNER_HAS = ["numpy", "scipy", "pyyaml", "httpx"]

@@ -11,8 +11,8 @@ from action.publish import github_client, publish
 from rnx.schema import ConfigComparison
 from rnx_github.client import ACTIONS_BOT
 from rnx_github.comment import COMMENT_MARKER, PartResult, combine, parse_parts
-from tests.support.factories import HOSTILE_REASON, HOSTILE_WORKLOAD, assert_inert
-from tests.support.fakes.fake_github import State, Token, serve
+from testbed.factories import HOSTILE_REASON, HOSTILE_WORKLOAD, assert_inert
+from testbed.fakes.fake_github import State, Token, serve
 
 REPO, PR, SHA = "Codertocat/Hello-World", 2, "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
 

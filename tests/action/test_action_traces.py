@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from action.gate import main
-from tests.support.factories import make_results
-from tests.support.gate_helpers import create_token, start_server
+from testbed.factories import make_results
+from testbed.gate_helpers import create_token, start_server
 
 REPO = "acme/kernels"
 TRACE = {"traceEvents": [{"name": "aten::softmax", "ph": "X", "ts": 1, "dur": 9}]}

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from action.upload import Clock, Credential, Outage, UploadAnswer, upload
-from tests.support.factories import make_results
+from testbed.factories import make_results
 
 GOOD_ANSWER = {
     "run_id": "00000000-0000-0000-0000-000000000001",

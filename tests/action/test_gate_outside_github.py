@@ -14,8 +14,8 @@ import pytest
 
 from action.gate import main
 from rnx_cli import receipt
-from tests.support.factories import make_results
-from tests.support.gate_helpers import LiveServer, create_token, start_server
+from testbed.factories import make_results
+from testbed.gate_helpers import LiveServer, create_token, start_server
 
 REPO = "acme/kernels"
 # What a GitLab job's environment holds; nothing of GitHub's.

@@ -20,8 +20,8 @@ from gate_server.db import open_database, runs
 from gate_server.github.pulls import PullRun, part_of, render_comment, status_of
 from rnx.config import Benchmark, KernalinConfig
 from rnx_github.comment import combine, status_description
-from tests.support.factories import make_results
-from tests.support.gate_helpers import LiveServer, Token
+from testbed.factories import make_results
+from testbed.gate_helpers import LiveServer, Token
 
 REPO = "acme/kernels"
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))

@@ -19,9 +19,9 @@ from action.action_ref import ActionRef
 from action.init import render
 from gate_server.db import open_database, runs
 from rnx_github.client import ACTIONS_BOT
-from tests.support.act_harness import ACT, REPO_ROOT, REPOSITORY, Workspace
-from tests.support.fakes.fake_github import Token, serve
-from tests.support.gate_helpers import create_token, start_server
+from testbed.act_harness import ACT, REPO_ROOT, REPOSITORY, Workspace
+from testbed.fakes.fake_github import Token, serve
+from testbed.gate_helpers import create_token, start_server
 
 GITHUB_TOKEN = "ghs_actions_token_for_this_job"
 

@@ -26,9 +26,9 @@ import pytest
 import yaml
 
 from action.gate import main as gate
-from tests.support.factories import make_results
-from tests.support.fakes.fake_github import State, Token, serve
-from tests.support.receivers import HttpReceiver
+from testbed.factories import make_results
+from testbed.fakes.fake_github import State, Token, serve
+from testbed.receivers import HttpReceiver
 
 # The whole page, about ten `rnx` processes and a server: tens of seconds on two cores.
 pytestmark = pytest.mark.slow

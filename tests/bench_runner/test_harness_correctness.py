@@ -175,7 +175,7 @@ def test_a_long_reduction_gets_a_tolerance_that_grows_with_its_length():
 @pytest.mark.slow  # two float32 tensors of 16.7M elements, an ONNX export, float64 references
 def test_onnxruntime_on_a_mean_over_16_million_elements_passes_or_says_what_to_set(prepare):
     """Issue 14's ONNX Runtime row: a mean over 16.7M float32 elements. ONNX Runtime's CPU
-    provider (1.32 here) errs by up to 1.8e-3 relative on it (benchmarks/gpu_correctness.py
+    provider (1.32 here) errs by up to 1.8e-3 relative on it (benchmarks/gpu/gpu_correctness.py
     --parts long), more than the widened rtol: it must then say which tolerance to set."""
     r = prepare(WORKLOADS / "long_mean.py", runtime="onnxruntime", batch_size=4096)
     notes = r["details"]["correctness_notes"]

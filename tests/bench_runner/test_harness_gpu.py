@@ -1,4 +1,4 @@
-"""GPU-only checks (skipped without CUDA; benchmarks/gpu_timing.py runs them on an H200 too)."""
+"""GPU-only checks (skipped without CUDA; benchmarks/gpu/gpu_timing.py runs them on an H200 too)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Hidden work versus a shared GPU, clocks and NVML: the decisions, on the CPU.
 
 The numbers are the H200's (issue 14, sessions 1 and 2 of the lead's runs); the GPU halves of
-these checks run in test_harness_gpu.py and benchmarks/gpu_contention.py.
+these checks run in test_harness_gpu.py and benchmarks/gpu/gpu_contention.py.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _us(event: float, wall: float, after: float, idle_after: float = 0.0) -> Syn
 
 # Stream checks recorded on the H200, in us: (what, event, wall, after the call, after an idle
 # round), each the median of a check's five rounds; a case repeats them in every round and check.
-# Session 2 (`python -m benchmarks.gpu_contention`, the current check): every configuration of
+# Session 2 (`python -m benchmarks.gpu.gpu_contention`, the current check): every configuration of
 # the honest examples with 2 and with 4 `rnx bench` runs on the GPU at once, all one check.
 HONEST = [
     ("s2 2 runs attention.py pytorch_eager/float32/bs8", 66.5, 100.0, 14.3, 12.4),

@@ -90,7 +90,7 @@ def test_torch_compile_recompile_after_warmup_is_an_error(cpu_process):
 
 # ---- The GPU paths of ONNX Runtime and TensorRT, as far as they can be checked without one ----
 # Their runs on a GPU are in test_harness_gpu.py (skipped without a GPU or the package, with the
-# reason; benchmarks/gpu_runtimes.py runs them on a GPU machine).
+# reason; benchmarks/gpu/gpu_runtimes.py runs them on a GPU machine).
 
 
 def test_onnxruntime_uses_its_cuda_provider_only_on_a_gpu_run_where_installed():

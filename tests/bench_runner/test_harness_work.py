@@ -162,7 +162,7 @@ def test_a_cpu_gets_measured_peaks_for_the_dtypes_asked() -> None:
 
 def test_gpu_roofline_script_runs_on_the_cpu(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.gpu_roofline", "--device", "cpu", "--out", tmp_path],
+        [sys.executable, "-m", "benchmarks.gpu.gpu_roofline", "--device", "cpu", "--out", tmp_path],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from rnx.schema import Environment, Memory, SpeedOfLight
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import (
+from testbed.factories import body, make_results
+from testbed.gate_helpers import (
     LiveServer,
     Token,
     create_token,

@@ -14,8 +14,8 @@ from gate_server.asgi import create_app
 from gate_server.auth import revoke_token
 from gate_server.db import Database
 from gate_server.settings import ServerSettings
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token, signed_headers
 
 PAGES = ["/", "/repos/acme/kernels", "/audit"]
 

@@ -24,9 +24,9 @@ from gate_server.asgi import create_app
 from gate_server.errors import SettingsError
 from gate_server.settings import OAuthClient, ServerSettings, load_settings
 from rnx_github.app_auth import AppCredentials
-from tests.support.fakes import fake_github
-from tests.support.fakes.github_endpoints import extras, install_app, private_pem
-from tests.support.gate_helpers import create_token
+from testbed.fakes import fake_github
+from testbed.fakes.github_endpoints import extras, install_app, private_pem
+from testbed.gate_helpers import create_token
 
 pytest_plugins = ["tests.dashboard.dashboard_site"]  # the browser fixture
 

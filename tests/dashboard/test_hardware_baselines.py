@@ -11,8 +11,8 @@ import httpx
 
 from rnx.hardware import compare_hardware, to_markdown
 from rnx.schema import ResultsDocument
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import LiveServer, Token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import LiveServer, Token, signed_headers
 
 WORKLOAD = "kernels/attention.py"
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))

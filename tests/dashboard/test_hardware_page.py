@@ -26,8 +26,8 @@ import pytest
 from rnx.hardware import CSV_COLUMNS, compare_hardware, to_csv
 from rnx.schema import ResultsDocument, load_results
 from rnx_cli.main import main as rnx
-from tests.support.factories import body
-from tests.support.gate_helpers import (
+from testbed.factories import body
+from testbed.gate_helpers import (
     LiveServer,
     create_token,
     fresh_postgres_schema,

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from rnx.schema import Environment, Profile
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import signed_headers
 
 pytest.register_assert_rewrite("tests.dashboard.dashboard_site")
 from tests.dashboard.dashboard_site import CONFIGS, REPO, Site  # noqa: E402
@@ -183,7 +183,7 @@ def test_the_acknowledge_and_accept_forms_are_usable_at_both_widths(
     their note and button on screen at 1280 and 390 px; screenshots in docs/img."""
     if site.database != "sqlite":
         pytest.skip("the layout is the same on PostgreSQL")
-    from tests.support.gate_helpers import create_token
+    from testbed.gate_helpers import create_token
 
     acting = create_token(
         site.server.database_url, viewer=True, can_act=True, branches=("main",), name="alice"

@@ -13,8 +13,8 @@ from starlette.testclient import TestClient
 
 from gate_server.asgi import create_app
 from gate_server.settings import ServerSettings
-from tests.support.factories import make_results
-from tests.support.gate_helpers import Token, signed_headers
+from testbed.factories import make_results
+from testbed.gate_helpers import Token, signed_headers
 
 
 def _gpus(value: Any) -> Callable[[dict[str, Any]], None]:

@@ -9,7 +9,7 @@ import pytest
 
 from gate_server.dashboard.views import SummaryCache, summarize_document, summary_size
 from gate_server.errors import SettingsError
-from tests.support.factories import body, make_results
+from testbed.factories import body, make_results
 
 
 def _summary(configs: int, seed: int = 0):

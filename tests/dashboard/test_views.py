@@ -15,7 +15,7 @@ from gate_server.dashboard.views import (
     short_reasons,
     summarize_document,
 )
-from tests.support.factories import body, make_results
+from testbed.factories import body, make_results
 
 CONFIGS = (("pytorch_eager", "float32", 1), ("onnxruntime", "float32", 8))
 

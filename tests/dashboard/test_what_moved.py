@@ -15,8 +15,8 @@ from starlette.testclient import TestClient
 from gate_server.asgi import create_app
 from gate_server.dashboard.explanations import explained
 from gate_server.settings import ServerSettings
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, create_token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token, create_token, signed_headers
 
 HOSTILE = "aten::<script>alert(1)</script>"
 

@@ -13,10 +13,10 @@ from starlette.testclient import TestClient
 from gate_server.db import audit, open_database
 from gate_server.errors import InvalidInput
 from gate_server.settings import ServerSettings
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token, create_token, signed_headers
 from tests.dashboard.test_access import csrf_from, login
 from tests.gate_server.test_change_points import _drain, _stepped
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, create_token, signed_headers
 
 
 @pytest.fixture

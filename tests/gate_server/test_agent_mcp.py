@@ -23,9 +23,9 @@ from gate_server.agents import issue_agent_token
 from gate_server.auth import revoke_token
 from gate_server.clock import utcnow
 from gate_server.db import audit, open_database, runs
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, create_token, signed_headers
-from tests.support.live_server import LiveServer
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token, create_token, signed_headers
+from testbed.live_server import LiveServer
 
 Session = Callable[[ClientSession], Awaitable[Any]]
 ENVIRONMENT, OTHER = "linux-x86_64-cpu-test", "linux-x86_64-cpu-other"
@@ -260,8 +260,8 @@ def test_an_agents_accept_holds_only_while_github_says_its_grantor_may_accept(
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
-    from tests.support.fakes import fake_github
-    from tests.support.fakes.github_endpoints import FakeApp, add_file, extras
+    from testbed.fakes import fake_github
+    from testbed.fakes.github_endpoints import FakeApp, add_file, extras
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     private = key.private_bytes(

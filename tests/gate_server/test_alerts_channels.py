@@ -19,7 +19,7 @@ from gate_server.alerts import channels
 from gate_server.alerts.channels import DeliveryFailed
 from gate_server.alerts.events import accepted_slowdown_event, block_event, channel_failing_event
 from gate_server.alerts.message import compose
-from tests.support.receivers import HttpReceiver, SmtpReceiver
+from testbed.receivers import HttpReceiver, SmtpReceiver
 
 PUBLIC = "https://gate.example.com"
 HEAD, BASE = "c" * 40, "b" * 40
@@ -331,7 +331,7 @@ def test_urls_must_be_https_except_to_this_machine(url: str) -> None:
 def test_names_and_reasons_cannot_forge_links_or_mentions(http: HttpReceiver) -> None:
     """What someone chose (a workload path, an environment's name, an accept reason) reaches
     Slack and Teams as the characters it is: no Slack link or mention, no Teams Markdown link."""
-    from tests.support.factories import HOSTILE_WORKLOAD
+    from testbed.factories import HOSTILE_WORKLOAD
 
     run = {**_run(), "workload": HOSTILE_WORKLOAD, "environment_name": "<!here> [x](https://e.x)"}
     facts = accepted_slowdown_event(

@@ -12,8 +12,8 @@ import pytest
 
 from gate_server.cli import main
 from gate_server.db import audit, notify, open_database
-from tests.support.gate_helpers import create_token
-from tests.support.receivers import SmtpReceiver
+from testbed.gate_helpers import create_token
+from testbed.receivers import SmtpReceiver
 
 SLACK_URL = "https://hooks.slack.com/services/T0001/B0002/SlackSecretPart"
 TEAMS_URL = "https://prod.westus.logic.azure.com/workflows/1/triggers/manual?sig=TeamsSecretSig"
@@ -205,7 +205,7 @@ def test_a_channel_name_is_taken_once_per_workspace(
 def test_notify_test_sends_one_message_now(
     database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.support.receivers import HttpReceiver
+    from testbed.receivers import HttpReceiver
 
     create_token(database_url)
     up = HttpReceiver().start()

@@ -23,9 +23,9 @@ from gate_server.db.change_points import NewChangePoint
 from gate_server.jobs import HANDLERS
 from gate_server.outbox import OutboxWorker
 from gate_server.settings import ServerSettings
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, create_token, signed_headers
-from tests.support.receivers import HttpReceiver, SilentReceiver, SmtpReceiver
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token, create_token, signed_headers
+from testbed.receivers import HttpReceiver, SilentReceiver, SmtpReceiver
 
 PUBLIC = "https://gate.example.com"
 UPLOAD = "/api/v1/runs"

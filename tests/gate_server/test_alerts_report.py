@@ -21,9 +21,9 @@ from gate_server.db import Database, bisections, change_points
 from gate_server.db.change_points import NewChangePoint
 from gate_server.db.schema import runs
 from gate_server.settings import ServerSettings
+from testbed.gate_helpers import Token
+from testbed.receivers import HttpReceiver, SmtpReceiver
 from tests.gate_server import test_alerts_delivery as delivery
-from tests.support.gate_helpers import Token
-from tests.support.receivers import HttpReceiver, SmtpReceiver
 
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
 BS8 = "pytorch_eager/float32/bs8"

@@ -15,8 +15,8 @@ from gate_server.asgi import create_app
 from gate_server.baseline_reads import read_baseline
 from gate_server.db import tokens
 from gate_server.settings import ServerSettings
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token
 
 URL = "/api/v1/baselines"
 ENV = "linux-x86_64-cpu-test"

@@ -26,9 +26,9 @@ from gate_server.db.renames import BranchRename
 from gate_server.db.schema import branch_renames
 from gate_server.errors import GateServerError
 from rnx_cli.main import main
-from tests.gate_server.schema_v3 import build_v3_database
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import LiveServer, Token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import LiveServer, Token, signed_headers
+from testbed.schema_v3 import build_v3_database
 
 REPO = "acme/kernels"
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

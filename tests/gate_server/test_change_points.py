@@ -19,8 +19,8 @@ from gate_server.db import audit, open_database, outbox
 from gate_server.outbox import OutboxWorker
 from gate_server.services import Services
 from gate_server.settings import ServerSettings
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, create_token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token, create_token, signed_headers
 
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
 STEPPED = "pytorch_eager/float32/bs8"

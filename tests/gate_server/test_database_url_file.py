@@ -13,7 +13,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.support.live_server import free_port
+from testbed.live_server import free_port
 
 PASSWORD = "Pa55-only-in-the-file"
 

@@ -10,8 +10,8 @@ from gate_server.asgi import create_app
 from gate_server.db import Database, audit, prices
 from gate_server.settings import ServerSettings
 from rnx_cli.main import main
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import create_token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import create_token, signed_headers
 
 
 def _upload(url: str, workspace: str, environments: dict[str, str | None]) -> None:

@@ -12,8 +12,8 @@ import jsonschema_rs
 import pytest
 from starlette.testclient import TestClient
 
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token, signed_headers
 
 
 def _config(doc: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from gate_server.asgi import create_app
 from gate_server.db import tokens
 from gate_server.github.pull_request_routes import pull_runs
 from gate_server.settings import ServerSettings
-from tests.support.factories import body, make_results
+from testbed.factories import body, make_results
 
 CONFIGS = [
     (r, d, b)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from rnx_cli.main import main
-from tests.support.factories import body, make_results
+from testbed.factories import body, make_results
 
 
 def _upload(client, ci_token, sign):

@@ -19,7 +19,7 @@ from gate_server.db.schema import notify_channels, server_keys
 from gate_server.errors import SettingsError
 from gate_server.receipts import KEY_NAME, generate_private_key_pem
 from gate_server.server_keys import stored_key
-from tests.support.gate_helpers import create_token
+from testbed.gate_helpers import create_token
 
 SLACK_URL = "https://hooks.slack.com/services/T0001/B0002/PlantedSecretPart?sig=SigSecret"
 KEY_A = Fernet.generate_key().decode()

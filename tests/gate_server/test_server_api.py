@@ -20,8 +20,8 @@ from gate_server.asgi import create_app
 from gate_server.db import Database, audit, runs
 from gate_server.settings import ServerSettings
 from rnx_cli.receipt import verify
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import create_token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import create_token, signed_headers
 
 UPLOAD = "/api/v1/runs"
 

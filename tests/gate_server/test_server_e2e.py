@@ -14,7 +14,7 @@ from gate_server.db import Database, audit, runs
 from rnx.schema import ResultsDocument
 from rnx_cli.main import main as rnx
 from rnx_cli.receipt import verify
-from tests.support.factories import body, make_results
+from testbed.factories import body, make_results
 
 
 class Uploader:

@@ -25,10 +25,10 @@ from gate_server.receipts import KEY_NAME, ReceiptSigner, generate_private_key_p
 from gate_server.server_keys import stored_key
 from gate_server.settings import ServerSettings
 from gate_server.workloads import UNKNOWN_WORKLOAD
-from tests.gate_server import schema_v3 as v3
-from tests.gate_server import schema_v4 as v4
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import fresh_postgres_schema, signed_headers
+from testbed import schema_v3 as v3
+from testbed import schema_v4 as v4
+from testbed.factories import body, make_results
+from testbed.gate_helpers import fresh_postgres_schema, signed_headers
 
 WHEN = datetime(2026, 3, 1, tzinfo=timezone.utc)
 SECRET = "rnx_ci_" + "s" * 43

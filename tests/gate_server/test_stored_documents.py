@@ -14,7 +14,7 @@ from gate_server.errors import SettingsError
 from gate_server.stored_documents import StoredDocuments, parsed_size
 from rnx.schema import InvalidDocument, parse_results
 from rnx.verdict import evaluate
-from tests.support.factories import body, make_results
+from testbed.factories import body, make_results
 
 UPLOAD = "/api/v1/runs"
 

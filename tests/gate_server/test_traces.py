@@ -13,8 +13,8 @@ from starlette.testclient import TestClient
 
 from gate_server.asgi import create_app
 from gate_server.settings import ServerSettings
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, create_token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token, create_token, signed_headers
 
 NAME = "head-pytorch_eager-float32-bs8.json"
 TRACE = {"traceEvents": [{"name": "aten::addmm", "ph": "X", "ts": 1, "dur": 5}]}

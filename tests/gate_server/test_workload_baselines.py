@@ -13,8 +13,8 @@ from starlette.testclient import TestClient
 
 from gate_server.branches import rename_branch
 from gate_server.db import Database
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token
 
 UPLOAD = "/api/v1/runs"
 ATTENTION = "kernels/attention.py"

@@ -13,7 +13,7 @@ from gate_server.workloads import (
     stored_workload,
     workload_identity,
 )
-from tests.support.factories import HOSTILE_WORKLOAD
+from testbed.factories import HOSTILE_WORKLOAD
 
 
 @pytest.mark.parametrize(

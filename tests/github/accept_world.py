@@ -17,10 +17,10 @@ from gate_server.db import Database, repositories
 from rnx.schema import ConfigComparison
 from rnx_github.client import ACTIONS_BOT
 from rnx_github.comment import PartResult, combine
-from tests.support.factories import body, make_results
-from tests.support.fakes import fake_github
-from tests.support.fakes.github_endpoints import add_pull, extras
-from tests.support.gate_helpers import create_token, signed_headers
+from testbed.factories import body, make_results
+from testbed.fakes import fake_github
+from testbed.fakes.github_endpoints import add_pull, extras
+from testbed.gate_helpers import create_token, signed_headers
 
 REPO = "Codertocat/Hello-World"
 GITHUB_ID = 186853002

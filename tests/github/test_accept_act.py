@@ -16,6 +16,10 @@ import pytest
 
 from gate_server.db import Database, audit
 from rnx_github.client import ACTIONS_BOT
+from testbed.act_harness import ACT, ACTION_FILES, ActRun, _git, _ignore
+from testbed.fakes import fake_github
+from testbed.gate_helpers import start_server
+from testbed.oidc_issuer import OidcIssuer
 from tests.github.accept_world import (
     GITHUB_TOKEN,
     HEAD,
@@ -26,10 +30,6 @@ from tests.github.accept_world import (
     seed_github,
     upload_runs,
 )
-from tests.support.act_harness import ACT, ACTION_FILES, ActRun, _git, _ignore
-from tests.support.fakes import fake_github
-from tests.support.gate_helpers import start_server
-from tests.support.oidc_issuer import OidcIssuer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

@@ -19,6 +19,8 @@ from action.workflow import Workflow
 from gate_server.asgi import create_app
 from gate_server.settings import ServerSettings
 from rnx_github.comment import COMMENT_MARKER, mark_accepted
+from testbed.fakes import fake_github
+from testbed.oidc_issuer import OidcIssuer
 from tests.github.accept_world import (
     GITHUB_ID,
     GITHUB_TOKEN,
@@ -32,8 +34,6 @@ from tests.github.accept_world import (
     upload_runs,
 )
 from tests.github.payloads import load_payload
-from tests.support.fakes import fake_github
-from tests.support.oidc_issuer import OidcIssuer
 
 
 @pytest.fixture

@@ -16,16 +16,16 @@ from starlette.testclient import TestClient
 from gate_server.settings import ServerSettings
 from rnx_github.app_auth import AppCredentials, GitHubApp, InstallationTokens, app_jwt
 from rnx_github.client import ACTIONS_BOT
-from tests.support.factories import (
+from testbed.factories import (
     HOSTILE_REASON,
     HOSTILE_WORKLOAD,
     assert_inert,
     body,
     make_results,
 )
-from tests.support.fakes import fake_github
-from tests.support.fakes.github_endpoints import extras, install_app, private_pem
-from tests.support.gate_helpers import Token, signed_headers
+from testbed.fakes import fake_github
+from testbed.fakes.github_endpoints import extras, install_app, private_pem
+from testbed.gate_helpers import Token, signed_headers
 
 REPO = "Codertocat/Hello-World"
 INSTALLATION = 77

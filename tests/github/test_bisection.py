@@ -22,11 +22,11 @@ from gate_server.outbox import OutboxWorker
 from gate_server.settings import ServerSettings
 from rnx_cli.acting import bisection_text
 from rnx_github.app_auth import AppCredentials
-from tests.support.factories import body, make_results
-from tests.support.fakes import fake_github
-from tests.support.fakes.github_commits import add_commits, commits, merged_by_pull
-from tests.support.fakes.github_endpoints import install_app, private_pem
-from tests.support.gate_helpers import Token, create_token, signed_headers
+from testbed.factories import body, make_results
+from testbed.fakes import fake_github
+from testbed.fakes.github_commits import add_commits, commits, merged_by_pull
+from testbed.fakes.github_endpoints import install_app, private_pem
+from testbed.gate_helpers import Token, create_token, signed_headers
 
 REPO = "acme/kernels"
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))

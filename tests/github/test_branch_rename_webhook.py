@@ -17,11 +17,11 @@ from gate_server.db import Database, audit
 from gate_server.db.schema import branch_renames
 from gate_server.github.webhook import WEBHOOK_PATH, signature_of
 from rnx_github.client import branch_of_location
+from testbed.factories import body, make_results
+from testbed.fakes import fake_github
+from testbed.fakes.github_endpoints import FakeApp, add_pull, extras, rename_branch
+from testbed.gate_helpers import LiveServer, Token, create_token, signed_headers
 from tests.github import payloads
-from tests.support.factories import body, make_results
-from tests.support.fakes import fake_github
-from tests.support.fakes.github_endpoints import FakeApp, add_pull, extras, rename_branch
-from tests.support.gate_helpers import LiveServer, Token, create_token, signed_headers
 
 SECRET = "webhook secret for branch renames"
 REPO = "Codertocat/Hello-World"  # as in the recorded payloads

@@ -10,8 +10,8 @@ from starlette.testclient import TestClient
 
 from gate_server.errors import SettingsError
 from gate_server.settings import load_settings
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token, signed_headers
 
 
 def test_defaults_and_overrides(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gate_server.github.oidc import JwksCache, OidcError, OidcVerifier, looks_like_jwt
-from tests.support.oidc_issuer import OidcIssuer
+from testbed.oidc_issuer import OidcIssuer
 
 AUDIENCE = "https://gate.example"
 

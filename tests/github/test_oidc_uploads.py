@@ -12,9 +12,9 @@ from starlette.testclient import TestClient
 
 from gate_server.db import Database, repositories
 from gate_server.settings import ServerSettings
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, signed_headers
-from tests.support.oidc_issuer import OidcIssuer
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token, signed_headers
+from testbed.oidc_issuer import OidcIssuer
 
 REPO = "Codertocat/Hello-World"
 GITHUB_ID = 186853002

@@ -19,11 +19,11 @@ from gate_server.db import Database, audit, repositories
 from gate_server.github.webhook import WEBHOOK_PATH, signature_of, signature_ok
 from gate_server.settings import ServerSettings
 from rnx_github.app_auth import AppCredentials
+from testbed.factories import body, make_results
+from testbed.fakes import fake_github, github_endpoints
+from testbed.fakes.github_endpoints import FakeApp, add_file, add_pull, extras
+from testbed.gate_helpers import Token
 from tests.github.payloads import load_payload, make_pr_comment
-from tests.support.factories import body, make_results
-from tests.support.fakes import fake_github, github_endpoints
-from tests.support.fakes.github_endpoints import FakeApp, add_file, add_pull, extras
-from tests.support.gate_helpers import Token
 
 SECRET = "webhook secret for tests"
 REPO = "Codertocat/Hello-World"  # as in the recorded payloads
@@ -130,7 +130,7 @@ def upload_pr_run(
         workload=workload,
         workload_sha256=workload_sha256,
     )
-    from tests.support.gate_helpers import signed_headers
+    from testbed.gate_helpers import signed_headers
 
     r = client.post(
         "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
@@ -142,7 +142,7 @@ def upload_pr_run(
 @pytest.fixture
 def slow_pr(client: TestClient, ci_token: Any) -> tuple[Token, str]:
     """A baseline on master, then a PR run twice as slow: BLOCK."""
-    from tests.support.gate_helpers import signed_headers
+    from testbed.gate_helpers import signed_headers
 
     token: Token = ci_token(workspace="octo", repository=REPO, branches=("master",))
     base = make_results(repository=REPO, branch="master", sha="a" * 40, seed=1)
@@ -459,7 +459,7 @@ def test_a_captured_comment_replayed_under_a_new_delivery_id_is_not_acted_on_aga
 
 
 def push_baseline(client: TestClient, token: Token, workload: str, *, slowdown: float) -> str:
-    from tests.support.gate_helpers import signed_headers
+    from testbed.gate_helpers import signed_headers
 
     doc = make_results(
         repository=REPO,
@@ -568,7 +568,7 @@ def test_a_repository_without_the_app_is_accepted_by_token_as_without_app_mode(
     client: TestClient, ci_token: Any
 ) -> None:
     # The App is installed on Codertocat/Hello-World only: it cannot ask about this repository.
-    from tests.support.gate_helpers import signed_headers
+    from testbed.gate_helpers import signed_headers
 
     token: Token = ci_token(workspace="octo", repository="octo/elsewhere", branches=("main",))
     doc = make_results(
@@ -596,7 +596,7 @@ def test_when_github_cannot_be_asked_nothing_is_accepted(
     database_url: str, ci_token: Any, app_key: rsa.RSAPrivateKey, refused_port: int
 ) -> None:
     from gate_server.asgi import create_app
-    from tests.support.gate_helpers import signed_headers
+    from testbed.gate_helpers import signed_headers
 
     pem = app_key.private_bytes(
         serialization.Encoding.PEM,

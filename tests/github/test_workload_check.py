@@ -12,8 +12,8 @@ import pytest
 
 from rnx_github.accept_rules import workload_problem
 from rnx_github.client import GitHubClient, RepositoryPath
-from tests.support.fakes import fake_github, github_endpoints
-from tests.support.fakes.github_endpoints import MAX_CONTENT_BYTES, add_file, rest_answer
+from testbed.fakes import fake_github, github_endpoints
+from testbed.fakes.github_endpoints import MAX_CONTENT_BYTES, add_file, rest_answer
 
 REPO = "acme/kernels"
 SHA = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"

@@ -15,12 +15,12 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from action.init import WORKFLOW
 from gate_server.db import bisections, open_database
-from tests.support.act_harness import REPO_ROOT
-from tests.support.factories import body, make_results
-from tests.support.fakes import fake_github
-from tests.support.fakes.github_commits import add_commits, commits, merged_by_pull
-from tests.support.fakes.github_endpoints import install_app, private_pem
-from tests.support.gate_helpers import LiveServer, Token, create_token, signed_headers, start_server
+from testbed.act_harness import REPO_ROOT
+from testbed.factories import body, make_results
+from testbed.fakes import fake_github
+from testbed.fakes.github_commits import add_commits, commits, merged_by_pull
+from testbed.fakes.github_endpoints import install_app, private_pem
+from testbed.gate_helpers import LiveServer, Token, create_token, signed_headers, start_server
 
 pytestmark = [pytest.mark.timeout(300)]
 

@@ -12,8 +12,8 @@ from gate_server.changes import DETECT_KIND, EVENT_KIND
 from gate_server.db import Database, change_points, open_database, outbox
 from gate_server.db.outbox import OutboxJob
 from gate_server.db.runs import BaselineKey
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import LiveServer, create_token, signed_headers, start_server
+from testbed.factories import body, make_results
+from testbed.gate_helpers import LiveServer, create_token, signed_headers, start_server
 
 STEPPED = "pytorch_eager/float32/bs8"
 LEASE_S = 2

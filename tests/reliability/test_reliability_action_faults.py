@@ -4,7 +4,7 @@ The whole `rnx gate` runs (inputs, upload, report, outputs, exit code) on a resu
 measured elsewhere (--from-results), against a loopback server that fails on purpose. Retry
 sleeps are virtual so the suite stays fast; modes that hold a connection open are run against
 the upload client with a short deadline here, and with the real minute in
-benchmarks/action_faults.py.
+benchmarks/reliability/action_faults.py.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 
 from action.gate import main
 from action.upload import Clock, Credential, Outage, upload
-from tests.support.factories import make_results
-from tests.support.misbehaving import OUTAGE_MODES, STATUS_MODES, outage
+from testbed.factories import make_results
+from testbed.misbehaving import OUTAGE_MODES, STATUS_MODES, outage
 
 REPO = "acme/kernels"
 # Modes that hold the connection open: real seconds, so they get their own test below.

@@ -16,10 +16,10 @@ import httpx
 
 from gate_server.alerts import channels, manage
 from gate_server.db import notify, open_database
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import create_token, signed_headers
-from tests.support.live_server import LiveServer
-from tests.support.receivers import HttpReceiver, SmtpReceiver
+from testbed.factories import body, make_results
+from testbed.gate_helpers import create_token, signed_headers
+from testbed.live_server import LiveServer
+from testbed.receivers import HttpReceiver, SmtpReceiver
 
 EVENTS = 4  # BLOCKs uploaded, each one event for each of the 3 channels
 HELD = 2  # the third Slack request is held until the server is killed

@@ -1,6 +1,7 @@
 """Valid documents with one field at a boundary value, signed, against the real server on both
-databases (tests/support/document_fuzz.py): every answer below 500, and a normal upload after
-each still gets its verdict. `python -m benchmarks.fuzz_documents` is the long version."""
+databases (testbed/document_fuzz.py): every answer below 500, and a normal upload after
+each still gets its verdict. `python -m benchmarks.reliability.fuzz_documents` is the long
+version."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 
-from tests.support.document_fuzz import (
+from testbed.document_fuzz import (
     Case,
     Tally,
     Uploader,
@@ -17,7 +18,7 @@ from tests.support.document_fuzz import (
     known_cases,
     seed_baseline,
 )
-from tests.support.gate_helpers import LiveServer, create_token
+from testbed.gate_helpers import LiveServer, create_token
 
 EXAMPLES = 60  # per database, plus the known cases: ~130 cases in all, ~30 s
 

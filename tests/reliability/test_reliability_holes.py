@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token, signed_headers
 
 
 def _push(client: TestClient, token: Token, **kwargs: Any) -> dict[str, Any]:
@@ -57,8 +57,8 @@ def test_unsigned_webhook_bodies_keep_the_servers_memory_flat(
 ) -> None:
     """8 concurrent 24 MiB deliveries with a wrong signature: at most MAX_UNVERIFIED_READS are
     read at once, so the server's peak grows by a few bodies, not by 8 (before the bound it grew
-    by 200-270 MiB: benchmarks/webhook_memory.py measures both side by side)."""
-    from tests.support.webhook_flood import SECRET, flood, memory_mib
+    by 200-270 MiB: benchmarks/server/webhook_memory.py measures both side by side)."""
+    from testbed.webhook_flood import SECRET, flood, memory_mib
 
     server = server_factory(database_url, env={"RNX_GITHUB_WEBHOOK_SECRET": SECRET})
     before = memory_mib(server.process.pid, "VmRSS")
@@ -144,7 +144,7 @@ def test_the_host_header_decides_nothing_stored_or_signed(
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # a SQLite setting
 def test_sqlite_syncs_every_commit(storage: Any) -> None:
     """WAL with synchronous=NORMAL could lose the last acknowledged uploads on a power loss;
-    every connection the server opens runs FULL (2). benchmarks/server_load.py --synchronous
+    every connection the server opens runs FULL (2). benchmarks/server/server_load.py --synchronous
     measures the cost."""
     with storage.write() as conn:
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2

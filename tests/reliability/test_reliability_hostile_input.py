@@ -23,8 +23,8 @@ from gate_server.settings import ServerSettings
 from rnx.config import KernalinConfig, load_config, parse_config
 from rnx.errors import UserError
 from rnx.schema import InvalidDocument, ResultsDocument, parse_results
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import create_token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import create_token, signed_headers
 
 FUZZ = settings(
     max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]

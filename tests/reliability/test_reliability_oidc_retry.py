@@ -19,9 +19,9 @@ import pytest
 from action.gate import main
 from action.upload import Clock
 from gate_server.db import Database, repositories, runs
-from tests.support.factories import make_results
-from tests.support.gate_helpers import create_token, start_server
-from tests.support.oidc_issuer import OidcIssuer
+from testbed.factories import make_results
+from testbed.gate_helpers import create_token, start_server
+from testbed.oidc_issuer import OidcIssuer
 
 REPO = "Codertocat/Hello-World"
 GITHUB_ID = 186853002

@@ -1,7 +1,7 @@
 """A bounded schemathesis run in the suite: every operation in /openapi.json of the real server
 on loopback, with no token, a CI token and a viewer token, valid and invalid data, a few cases
 each. No 5xx and nothing outside the documented statuses, content types and schemas.
-`python -m benchmarks.fuzz_api` is the long version (and prints the counts)."""
+`python -m benchmarks.reliability.fuzz_api` is the long version (and prints the counts)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import fuzz
+from testbed import fuzz
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)

@@ -12,8 +12,8 @@ from starlette.testclient import TestClient
 
 from gate_server.auth import revoke_token
 from gate_server.db import Database, audit, runs
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, create_token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token, create_token, signed_headers
 
 REPO = "acme/kernels"
 PR = 7

@@ -16,8 +16,8 @@ from gate_server.asgi import create_app
 from gate_server.db import Database, runs
 from gate_server.db import audit as audit_log
 from gate_server.settings import ServerSettings
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import create_token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import create_token, signed_headers
 
 REPO = "acme/kernels"
 
@@ -189,8 +189,7 @@ def test_a_database_outage_is_a_503_with_retry_after_not_a_500(
     as a server bug; it is a transient outage, so 503 with Retry-After (the action retries)."""
     ci = create_token(database_url).secret
     raw = body(make_results(repository=REPO))
-    # The database uploads go through (on PostgreSQL its own, awaited in the event loop).
-    storage: Database = app_client.app.state.services.uploads  # type: ignore[attr-defined]
+    storage: Database = app_client.app.state.services.database  # type: ignore[attr-defined]
 
     def down(*args: object, **kwargs: object) -> object:
         raise OperationalError("SELECT 1", {}, ConnectionRefusedError("connection refused"))

@@ -19,8 +19,8 @@ from gate_server.asgi import create_app
 from gate_server.db import Database, runs
 from gate_server.github.webhook import WEBHOOK_PATH, signature_of
 from gate_server.settings import ServerSettings
-from tests.support.factories import body, make_results
-from tests.support.gate_helpers import Token, create_token, signed_headers
+from testbed.factories import body, make_results
+from testbed.gate_helpers import Token, create_token, signed_headers
 
 WEBHOOK_SECRET = "s3cret"
 

@@ -15,8 +15,8 @@ import httpx
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from tests.support.factories import body, make_results
-from tests.support.live_server import LiveServer
+from testbed.factories import body, make_results
+from testbed.live_server import LiveServer
 
 
 @contextmanager

@@ -11,10 +11,10 @@ from starlette.testclient import TestClient
 from gate_server.asgi import create_app
 from gate_server.settings import ServerSettings
 from rnx_cli.main import main
+from testbed.gate_helpers import create_token
+from testbed.live_server import LiveServer
 from tests.gate_server.test_acting_viewers import _pr_run
 from tests.gate_server.test_change_points import _stepped
-from tests.support.gate_helpers import create_token
-from tests.support.live_server import LiveServer
 
 
 def test_a_person_lists_acknowledges_and_accepts_with_their_token(

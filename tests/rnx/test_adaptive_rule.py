@@ -14,7 +14,7 @@ from rnx.adaptive import (
 )
 from rnx.config import GateSettings
 from rnx.verdict import evaluate
-from tests.support.factories import make_results
+from testbed.factories import make_results
 
 BS1, BS8 = "pytorch_eager/float32/bs1", "pytorch_eager/float32/bs8"
 CONFIGS = [("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8)]

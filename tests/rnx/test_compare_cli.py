@@ -13,7 +13,7 @@ import pytest
 
 from rnx.schema import GateReport
 from rnx_cli.main import main as rnx
-from tests.support.factories import make_results
+from testbed.factories import make_results
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

@@ -1,6 +1,7 @@
 """`make demo`'s ending: the dashboard it leaves behind, the command that brings it back,
 the legend of the tiers, and the server kept up until Ctrl-C. (The gates themselves take a
-minute of measuring: `make demo` runs them; benchmarks/live_gate.py uses the same helpers.)"""
+minute of measuring: `make demo` runs them; benchmarks/quality/live_gate.py uses the same
+helpers.)"""
 
 from __future__ import annotations
 

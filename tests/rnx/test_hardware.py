@@ -21,7 +21,7 @@ from rnx.hardware import (
     verdict_of,
 )
 from rnx.schema import ResultsDocument
-from tests.support.factories import make_results
+from testbed.factories import make_results
 
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
 

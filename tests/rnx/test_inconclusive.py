@@ -9,7 +9,7 @@ from rnx.config import GateSettings
 from rnx.formatting import format_headline
 from rnx.schema import ConfigComparison
 from rnx.verdict import evaluate, inconclusive
-from tests.support.factories import make_results
+from testbed.factories import make_results
 
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
 

@@ -13,7 +13,7 @@ from rnx.errors import UserError
 from rnx.memory_gate import MEMORY_FLOOR_BYTES, format_bytes, memory_change
 from rnx.schema import MAX_CONFIGURATIONS, Memory, Profile, ResultsDocument, parse_results
 from rnx.verdict import evaluate
-from tests.support.factories import make_results
+from testbed.factories import make_results
 
 DATA = Path(__file__).parents[1] / "data"
 MiB = 1 << 20

@@ -4,7 +4,7 @@ at its longest, base and head profiles) on 48 configurations fits the server's u
 from __future__ import annotations
 
 from rnx.schema import MAX_OPERATOR_KERNELS, MAX_PROFILE_NAME, MAX_PROFILE_ROWS, Profile
-from tests.support.factories import body, make_results
+from testbed.factories import body, make_results
 
 CONFIGS = tuple(
     (runtime, dtype, bs)

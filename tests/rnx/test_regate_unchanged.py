@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.regate_cases import GOLDEN, outputs
+from testbed.regate_cases import GOLDEN, outputs
 
 
 def _mismatches(expected: Any, actual: Any, where: str = "") -> list[str]:

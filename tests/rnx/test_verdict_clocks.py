@@ -8,7 +8,7 @@ from rnx.clocks import explained_by_clock, median_clock
 from rnx.config import GateSettings
 from rnx.schema import ResultsDocument
 from rnx.verdict import evaluate
-from tests.support.factories import make_results
+from testbed.factories import make_results
 
 CONFIG = ("pytorch_eager", "float16", 1024)
 CID = "pytorch_eager/float16/bs1024"
@@ -55,7 +55,7 @@ def test_a_slowdown_the_clock_explains_is_not_blocked() -> None:
 
 
 def test_the_h200_matmul_under_its_power_cap_is_not_blocked() -> None:
-    # Recorded on the H200 (docs/harness.md, session 2, `benchmarks.gpu_timing --parts
+    # Recorded on the H200 (docs/harness.md, session 2, `benchmarks.gpu.gpu_timing --parts
     # dobench`): a float16 8192^3 matmul read 1465.2 us at 1972 MHz through the harness and
     # 1676.4 us at 1425 MHz back to back, with the power cap (sw_power_cap) holding the clock.
     # Six baseline runs, as the server keeps: with one, a 14% slowdown is not credibly beyond

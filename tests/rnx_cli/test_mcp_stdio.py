@@ -23,8 +23,8 @@ from mcp.client.stdio import stdio_client
 from gate_server.agents import issue_agent_token
 from gate_server.clock import utcnow
 from gate_server.db import audit, open_database
+from testbed.live_server import LiveServer
 from tests.rnx_cli.conftest import ROOT, slow_down
-from tests.support.live_server import LiveServer
 
 FAST = {"samples": 16, "processes": 2}
 
@@ -104,7 +104,8 @@ def test_benchmark_blocks_a_2x_slower_edit_and_passes_the_unchanged_tree(
     assert any("round" in p for p in progress)  # the harness's progress, as notifications
     assert not same.isError, same.content
     # Unchanged code never BLOCKs; on a loaded 2-core runner a short run can read WARN (a few
-    # percent of noise below the threshold), so PASS is measured by benchmarks/agent_check.py.
+    # percent of noise below the threshold), so PASS is measured by
+    # benchmarks/harness/agent_check.py.
     assert same.structuredContent["tier"] in ("PASS", "WARN"), same.content[0].text
     assert same.structuredContent["exit_code"] == 0
 
@@ -211,8 +212,8 @@ def _stored_baseline_of_this_machine(server: LiveServer) -> str:
     """A baseline of main for this machine's environment whose kernel took 1 us: a working
     tree measured against it is far slower, where against the merge-base it is unchanged."""
     from bench_runner.environment import collect_environment
-    from tests.support.factories import body, make_results
-    from tests.support.gate_helpers import create_token, signed_headers
+    from testbed.factories import body, make_results
+    from testbed.gate_helpers import create_token, signed_headers
 
     ci = create_token(server.database_url)
     doc = make_results(

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stats
-from benchmarks import changepoint_noise
 from benchmarks.quality import changepoint_calibration as calibration
+from benchmarks.quality import changepoint_noise
 from stats.changepoints import _candidate
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "otava-reference.json"

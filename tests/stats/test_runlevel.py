@@ -218,7 +218,7 @@ def test_pooled_config_shift_variances_are_not_biased_low_by_few_runs() -> None:
 
 
 def test_launch_bound_kernels_sharing_a_process_state_resolve_a_5_percent_slowdown() -> None:
-    """The H200's launch-bound kernels (benchmarks/gpu_placement_noise.py): each process draws
+    """The H200's launch-bound kernels (experiments/gpu_placement_noise.py): each process draws
     one of two states, 3.6% apart, that all its launch-bound kernels share and its long kernels
     do not. Taken out per group of kernels that move together, the states leave a 5% slowdown of
     one launch-bound kernel credible over the run, and an unchanged run passes; left in, the

@@ -1,0 +1,158 @@
+"""GitHub's commit history and workflow dispatches for tests/fakes/fake_github.py: what
+bisection uses. Importing this module mounts the routes into the fake's ROUTES table.
+
+- GET /repos/{o}/{r}/compare/{base}...{head}: the commits after base up to head, oldest first
+- POST /repos/{o}/{r}/actions/workflows/{file}/dispatches: recorded (204), 422 for an unknown
+  ref or an input the workflow does not declare, 404 for a workflow file that is not there
+- GET /repos/{o}/{r}/commits/{sha}/pulls: the pull requests that brought a commit
+
+Answers follow the shapes of GitHub's REST reference (compare-commits, list pull requests
+associated with a commit); the user objects are the recorded ones."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+
+from testbed.fakes import fake_github
+from testbed.fakes.fake_github import Fail, Handler, State, _repo_name, _token, recorded
+from testbed.fakes.github_endpoints import add_pull
+
+WORKFLOWS = ".github/workflows/"
+
+
+@dataclass
+class Commits:
+    history: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # repo -> oldest first
+    pulls: dict[tuple[str, str], int] = field(default_factory=dict)  # (repo, sha) -> PR number
+    dispatches: list[dict[str, Any]] = field(default_factory=list)  # repo, workflow, ref, inputs
+    # While set, a dispatch is recorded and then not answered until it is cleared: the caller
+    # sees a request GitHub took but no answer (a test kills the server then).
+    hold: threading.Event = field(default_factory=threading.Event)
+
+
+def commits(state: State) -> Commits:
+    found = state.__dict__.get("github_commits")
+    if found is None:
+        found = state.__dict__["github_commits"] = Commits()
+    assert isinstance(found, Commits)
+    return found
+
+
+def add_commits(
+    state: State, repo: str, shas: list[str], *, author: str = "octocat", branch: str = "main"
+) -> None:
+    """Commits on `branch`, oldest first, each by `author` (its head moves to the last)."""
+    history = commits(state).history.setdefault(repo, [])
+    history += [{"sha": s, "author": author, "message": f"change {s[:7]}"} for s in shas]
+    state.repo(repo).refs[branch] = shas[-1]
+
+
+def merged_by_pull(state: State, repo: str, sha: str, number: int) -> None:
+    """`sha` came in with pull request `number` (merged)."""
+    pull = add_pull(state, repo, number, head_sha=sha)
+    pull.update(state="closed", merged_at="2026-12-01T10:00:00Z", merge_commit_sha=sha)
+    commits(state).pulls[(repo, sha)] = number
+
+
+def _commit(api: str, repo: str, c: dict[str, str], parent: str | None) -> dict[str, Any]:
+    user = copy.deepcopy(recorded("issue_comment.created")["comment"]["user"])
+    user["login"] = c["author"]
+    person = {"name": c["author"], "email": f"{c['author']}@example.com"}
+    person["date"] = "2026-12-01T09:00:00Z"
+    return {
+        "sha": c["sha"],
+        "node_id": "C_" + c["sha"][:20],
+        "commit": {
+            "author": person,
+            "committer": person,
+            "message": c["message"],
+            "tree": {
+                "sha": c["sha"][::-1],
+                "url": f"{api}/repos/{repo}/git/trees/{c['sha'][::-1]}",
+            },
+            "comment_count": 0,
+        },
+        "url": f"{api}/repos/{repo}/commits/{c['sha']}",
+        "html_url": f"https://github.com/{repo}/commit/{c['sha']}",
+        "author": user,
+        "committer": user,
+        "parents": [] if parent is None else [{"sha": parent}],
+    }
+
+
+async def compare(state: State, request: Request) -> tuple[int, Any, dict[str, str]]:
+    _token(state, request)
+    repo = _repo_name(request)
+    base, sep, head = request.path_params["basehead"].partition("...")
+    history = commits(state).history.get(repo, [])
+    index = {c["sha"]: i for i, c in enumerate(history)}
+    if not sep or base not in index or head not in index:
+        raise Fail(404, "Not Found")
+    between = history[index[base] + 1 : index[head] + 1]
+    api = str(request.base_url).rstrip("/")
+    listed = [
+        _commit(api, repo, c, history[index[c["sha"]] - 1]["sha"] if index[c["sha"]] else None)
+        for c in between
+    ]
+    return (
+        200,
+        {
+            "url": f"{api}/repos/{repo}/compare/{base}...{head}",
+            "html_url": f"https://github.com/{repo}/compare/{base}...{head}",
+            "status": "ahead" if between else "identical",
+            "ahead_by": len(between),
+            "behind_by": 0,
+            "total_commits": len(between),
+            "commits": listed[-250:],  # GitHub lists at most 250
+            "files": [],
+        },
+        {},
+    )
+
+
+async def dispatch(state: State, request: Request) -> tuple[int, Any, dict[str, str]]:
+    _token(state, request, write=True)
+    repo = state.repos.get(_repo_name(request))
+    workflow = request.path_params["workflow"]
+    data = await request.json()
+    ref = data.get("ref")
+    if repo is None or ref not in repo.refs:
+        raise Fail(422, f"No ref found for: {ref}")
+    text = repo.files.get((ref, WORKFLOWS + workflow))
+    if text is None:
+        raise Fail(404, "Not Found")
+    for name in data.get("inputs") or {}:
+        if f"      {name}:" not in text:
+            raise Fail(422, f'Unexpected inputs provided: ["{name}"]')
+    commits(state).dispatches.append(
+        {"repo": _repo_name(request), "workflow": workflow, "ref": ref, "inputs": data["inputs"]}
+    )
+    while commits(state).hold.is_set():
+        await asyncio.sleep(0.05)
+    return 204, None, {}
+
+
+async def commit_pulls(state: State, request: Request) -> tuple[int, Any, dict[str, str]]:
+    _token(state, request)
+    repo_name = _repo_name(request)
+    number = commits(state).pulls.get((repo_name, request.path_params["sha"]))
+    repo = state.repos.get(repo_name)
+    found = [p for p in (repo.pulls if repo else []) if p["number"] == number]
+    return 200, found, {}
+
+
+ROUTES: list[tuple[str, str, Handler]] = [
+    ("GET", "/repos/{owner}/{repo}/compare/{basehead:path}", compare),
+    ("POST", "/repos/{owner}/{repo}/actions/workflows/{workflow}/dispatches", dispatch),
+    ("GET", "/repos/{owner}/{repo}/commits/{sha}/pulls", commit_pulls),
+]
+
+for _route in ROUTES:
+    if _route not in fake_github.ROUTES:
+        fake_github.ROUTES.append(_route)

@@ -1,0 +1,116 @@
+"""Helpers for tests and benchmarks of the gate server: databases, tokens, signed uploads and
+the real server on loopback (`from testbed.gate_helpers import ...`)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+# The loopback server lives with the server; tests and benchmarks import it from here.
+from testbed.live_server import LiveServer, free_port, start_server  # noqa: F401
+
+
+@contextmanager
+def refusing_port() -> Iterator[int]:
+    """A loopback port that refuses every connection for as long as the block lasts: bound but
+    never listened on. A port merely free a moment ago (free_port()) could meanwhile be taken by
+    a server that another test, in another pytest worker, starts on it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
+
+
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def postgres_base_url() -> str:
+    return os.environ.get("RNX_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
+
+
+def postgres_unreachable(url: str) -> str | None:
+    """None when PostgreSQL answers, else why not."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url, connect_args={"connect_timeout": 3})
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as e:  # any failure to connect is a reason to skip, reported as such
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    finally:
+        engine.dispose()
+    return None
+
+
+def fresh_postgres_schema(base_url: str) -> tuple[str, Callable[[], None]]:
+    """A new, empty schema on the test PostgreSQL: (URL whose search_path is that schema, drop)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    schema = f"rnx_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = make_url(base_url).update_query_dict({"options": f"-csearch_path={schema}"})
+
+    def drop() -> None:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
+
+    return url.render_as_string(hide_password=False), drop
+
+
+@dataclass(frozen=True)
+class Token:
+    id: int
+    secret: str
+
+
+def create_token(
+    database_url: str,
+    *,
+    workspace: str = "acme",
+    repository: str | None = "acme/kernels",
+    branches: tuple[str, ...] = ("main", "release/*"),
+    viewer: bool = False,
+    name: str | None = None,
+    can_act: bool = False,
+) -> Token:
+    """A new token; a viewer token has no repository, and branches only when it may act."""
+    from gate_server.auth import issue_token
+    from gate_server.db import open_database
+
+    s = open_database(database_url)
+    try:
+        token_id, secret = issue_token(
+            s,
+            workspace=workspace,
+            repository=None if viewer else repository,
+            branches=() if viewer and not can_act else branches,
+            viewer=viewer,
+            actor="test",
+            name=name,
+            can_act=can_act,
+        )
+    finally:
+        s.close()
+    return Token(token_id, secret)
+
+
+def signed_headers(secret: str, body: bytes, *, timestamp: int | None = None) -> dict[str, str]:
+    """The headers of an upload, signed as DESIGN.md says."""
+    from gate_server.auth import sign_upload
+
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    return {
+        "Authorization": f"Bearer {secret}",
+        "Content-Type": "application/json",
+        "X-Kernalin-Timestamp": ts,
+        "X-Kernalin-Signature": sign_upload(secret, ts, body),
+    }
