@@ -60,7 +60,7 @@ def upload_traces(
                     timeout=TIMEOUT_S,
                     headers={
                         "Authorization": f"Bearer {cred.secret}",
-                        "Content-Type": "application/gzip",
+                        "Content-Type": "application/octet-stream",
                         "User-Agent": user_agent,
                         "X-Kernalin-Timestamp": timestamp,
                         "X-Kernalin-Signature": sign(cred.secret, timestamp, body),

@@ -31,7 +31,9 @@ from gate_server.traces import read_trace, store_trace
         ],
         "requestBody": {
             "required": True,
-            "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
         },
         "responses": {
             "201": json_body("KeptTrace", "kept"),
@@ -73,7 +75,8 @@ async def upload_trace(request: Request) -> Response:
         "security": [{"bearer": []}],
         "responses": {
             "200": {"description": "the trace", "content": {"application/json": {}}},
-            "404": {"description": "no such run visible to this token, or no such kept trace"},
+            "404": error("no such run visible to this token, or no such kept trace"),
+            **AUTH_ERRORS,
         },
     },
 )

@@ -100,7 +100,10 @@ def _seed_gpu_runs(site: Site) -> str:
         run_id: str = answers[-1]["run_id"]
         for c in doc.configurations:
             trace = gzip.compress(b'{"traceEvents": []}')
-            headers = {**signed_headers(site.ci.secret, trace), "Content-Type": "application/gzip"}
+            headers = {
+                **signed_headers(site.ci.secret, trace),
+                "Content-Type": "application/octet-stream",
+            }
             kept = client.put(
                 f"/api/v1/runs/{run_id}/traces/{_trace_name(c)}", content=trace, headers=headers
             )

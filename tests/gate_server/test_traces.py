@@ -42,7 +42,7 @@ def _run(client: TestClient, token: Token) -> str:
 
 
 def _put(client: TestClient, token: Token, run_id: str, data: bytes, name: str = NAME):
-    headers = {**signed_headers(token.secret, data), "Content-Type": "application/gzip"}
+    headers = {**signed_headers(token.secret, data), "Content-Type": "application/octet-stream"}
     return client.put(f"/api/v1/runs/{run_id}/traces/{name}", content=data, headers=headers)
 
 
