@@ -64,7 +64,7 @@ def test_paired_gate_without_a_server_blocks_a_2x_slower_head(
     origin, base, head = _origin_with_two_commits(tmp_path, "action-kernel-slow.py")
     (origin / "kernalin.yml").write_text(
         "version: 1\ngate: {compare: paired}\n"
-        "harness: {samples: 8, processes: 1, warmup: 1}\n"
+        "harness: {samples: 16, processes: 1, warmup: 1}\n"
         "benchmarks:\n  - {workload: kernels/k.py, batch-sizes: [8]}\n"
     )
     git(origin, "add", "-A")
