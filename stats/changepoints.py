@@ -24,9 +24,13 @@ scale (`run_location`). `detect` finds step changes of it:
    reported again. A split fewer than SHORT runs after the change before it is tested against
    those runs and the segment before that change moved to their level, so that a change soon
    after another (or its revert) is placed once it has `min_runs` runs after it, as when both
-   are found in one search. Only the runs after the newest known change are searched: earlier
-   segments were searched when they were the newest, and searching them again as old runs leave the
-   window only finds what those runs' absence suggests. A new change `undoes` the change just
+   are found in one search. The runs after the newest known change are searched, and so,
+   around that change, are the runs from the boundary before it, as if it were not known: a
+   change it masked (placed before it, or found only as part of it) is found there, and a
+   split within `min_runs` runs of it that moves the same way is that change again, not a new
+   one (`_around_newest`). Older segments are not searched again: they were searched when they
+   were the newest, and searching them again as old runs leave the window only finds what
+   those runs' absence suggests. A new change `undoes` the change just
    before it when it moves the other way and the level after it is within `min_change` of the
    level before that earlier change (the interval of their ratio reaches that band).
 
@@ -188,7 +192,7 @@ def detect(
     test = _Test(p_value, max(margin, min_signal * noise), margin, noise)
     inside = sorted({b for k in known for b in _bounds(k) if 0 < b < len(y)})
     found = _divide(y, [0, *inside], int(min_runs), test)
-    found = _merge(y, inside, found, test)
+    found = _merge(y, inside, _around_newest(y, known, inside, found, int(min_runs), test), test)
     originals = {id(k): g for k, g in zip(known, given, strict=True)}
     return _expand(_report(y, known, found, test, scale), present, originals)
 
@@ -325,6 +329,40 @@ def _divide(y: np.ndarray, edges: list[int], min_runs: int, test: _Test) -> list
             # A split found in this search is not a known change: the segments around it are
             # tested on their own runs (`_merge` re-tests them all).
             pending += [(lo, lo, lo + tau), (lo + tau, lo + tau, hi)]
+    return sorted(found)
+
+
+def _around_newest(
+    y: np.ndarray,
+    known: list[KnownChange],
+    inside: list[int],
+    found: list[int],
+    min_runs: int,
+    test: _Test,
+) -> list[int]:
+    """`found` and the splits of a search again around the newest known change: from the
+    boundary before it to the newest run, as if it were not known. A change that came soon
+    before or after it (masked by it: its own segment was too short to test, or the newest
+    change was placed between the two) is found there; the search finds the newest known
+    change itself again, and a split within `min_runs` runs of it that moves the same way is
+    that change, not a new one. A split within `min_runs` of any other known boundary or of a
+    split in `found` is dropped; `_merge` then tests what is left with every known change
+    fixed. Only a step is searched around (a drift's runs are its own ramp)."""
+    steps = [k for k in known if 0 < k.after < len(y)]
+    if not steps or steps[-1].end is not None:
+        return found
+    newest = steps[-1]
+    edges = [0, *[b for b in inside if b < newest.after]]
+    splits = _divide(y, edges, min_runs, test)
+    bounds = sorted({edges[-1], len(y), *splits})
+    taken = [b for b in inside if b != newest.after] + found
+    for cut in splits:
+        i = bounds.index(cut)
+        shift = float(np.median(y[cut : bounds[i + 1]]) - np.median(y[bounds[i - 1] : cut]))
+        same = abs(cut - newest.after) < min_runs and (shift > 0) == (newest.ratio > 1)
+        if not same and all(abs(cut - b) >= min_runs for b in [newest.after, *taken]):
+            taken.append(cut)
+            found = [*found, cut]
     return sorted(found)
 
 
