@@ -314,21 +314,23 @@ def _divide(y: np.ndarray, edges: list[int], min_runs: int, test: _Test) -> list
     found: list[int] = []
     while pending:
         previous, lo, hi = pending.pop()
-        candidate = _candidate(y[lo:hi], min_runs)
-        if candidate is None:
-            continue
-        # Test the candidate's own two sides: for a change that is later taken back (a spike),
-        # the runs after the end kappa would hide it from a test against the whole segment.
-        tau, kappa, _ = candidate
-        before = _before_side(y[previous:lo], y[lo : lo + tau])
-        # Not corrected for autocorrelation here: a side may still hold another step, which
-        # would look like strong autocorrelation; `_merge` tests each split with the correction
-        # once its neighbours are final (sides without other steps).
-        if _significance(before, y[lo + tau : lo + kappa], test, final=False) <= 1.0:
-            found.append(lo + tau)
-            # A split found in this search is not a known change: the segments around it are
-            # tested on their own runs (`_merge` re-tests them all).
-            pending += [(lo, lo, lo + tau), (lo + tau, lo + tau, hi)]
+        # A segment longer than BLOCK has one candidate per block: the largest Q first, the
+        # next when it fails (the largest Q of a long, many-stepped segment can be a weak split
+        # spanning several steps while a block holds a clear one).
+        for tau, kappa, _ in _candidates(y[lo:hi], min_runs):
+            # Test the candidate's own two sides: for a change that is later taken back (a
+            # spike), the runs after the end kappa would hide it from a test against the whole
+            # segment.
+            before = _before_side(y[previous:lo], y[lo : lo + tau])
+            # Not corrected for autocorrelation here: a side may still hold another step, which
+            # would look like strong autocorrelation; `_merge` tests each split with the
+            # correction once its neighbours are final (sides without other steps).
+            if _significance(before, y[lo + tau : lo + kappa], test, final=False) <= 1.0:
+                found.append(lo + tau)
+                # A split found in this search is not a known change: the segments around it
+                # are tested on their own runs (`_merge` re-tests them all).
+                pending += [(lo, lo, lo + tau), (lo + tau, lo + tau, hi)]
+                break
     return sorted(found)
 
 
@@ -384,20 +386,24 @@ def _candidate(z: np.ndarray, min_runs: int) -> tuple[int, int, float] | None:
     """The largest E-Divisive statistic Q(tau, kappa) with at least `min_runs` runs in X =
     z[:tau] and in Y = z[tau:kappa], as (tau, kappa, Q); None if no split fits. In a segment
     longer than BLOCK, X and Y lie within one block of BLOCK runs."""
+    found = _candidates(z, min_runs)
+    return found[0] if found else None
+
+
+def _candidates(z: np.ndarray, min_runs: int) -> list[tuple[int, int, float]]:
+    """`_candidate`'s candidate of each block of a segment longer than BLOCK, the largest Q
+    first (one for a shorter segment; none if no split fits)."""
     m = len(z)
     if m < 2 * min_runs:
-        return None
+        return []
     if m > BLOCK:
         # Time and memory grow with the square of a block, so a long segment is searched in
         # blocks that overlap by half: sides spanning up to BLOCK / 2 runs together always lie
         # inside one of them (longer ones often do), and the largest Q of all is the candidate.
         starts = sorted({*range(0, m - BLOCK, BLOCK // 2), m - BLOCK})
-        top: tuple[int, int, float] | None = None
-        for b in starts:
-            found = _candidate(z[b : b + BLOCK], min_runs)
-            if found is not None and (top is None or found[2] > top[2]):
-                top = (b + found[0], b + found[1], found[2])
-        return top
+        tops = [(b, _candidates(z[b : b + BLOCK], min_runs)) for b in starts]
+        shifted = [(b + f[0][0], b + f[0][1], f[0][2]) for b, f in tops if f]
+        return sorted(shifted, key=lambda c: -c[2])
     # c[a, b] = sum of |z[i] - z[j]| over i < a, j < b: every block sum below in O(1).
     c = np.zeros((m + 1, m + 1))
     c[1:, 1:] = np.abs(z[:, None] - z[None, :]).cumsum(axis=0).cumsum(axis=1)
@@ -407,7 +413,7 @@ def _candidate(z: np.ndarray, min_runs: int) -> tuple[int, int, float] | None:
     q = grid.between * (c_tk - c_tt) - grid.within_x * c_tt
     q -= grid.within_y * (c_kk - 2 * c_tk + c_tt)
     best = int(np.argmax(q))
-    return int(grid.tau[best]), int(grid.kappa[best]), float(q[best])
+    return [(int(grid.tau[best]), int(grid.kappa[best]), float(q[best]))]
 
 
 @dataclass(frozen=True)
@@ -775,7 +781,11 @@ def _as_drift(
     A change on its own is a drift when a ramp of at least DRIFT_WIDTH runs fits better than
     the step by DRIFT_PENALTY times the noise's variance (the ramp has one parameter more),
     and DRIFT_LEVEL_RUNS runs hold its new level or it is twice that wide."""
-    # The fits see at most DRIFT_NEAR runs a side (a grid of starts and ends: cubic in them).
+    # The fits see at most DRIFT_NEAR runs a side (a grid of starts and ends: cubic in them),
+    # each run replaced by the median of it and its neighbours: least squares would let one
+    # outlying run near a step bend the best ramp towards it (a ramp and a step pass
+    # unchanged).
+    y = _median3(y)
     hi, cut = min(edges[i + 1], edges[i] + DRIFT_NEAR), edges[i]
     same_way = previous is not None and (previous.ratio > 1) == (step.ratio > 1)
     if same_way and previous is not None and previous.after > 0:
@@ -798,6 +808,15 @@ def _as_drift(
     if as_step - ramp.sse <= DRIFT_PENALTY * test.noise**2:
         return None
     return _drift(y, lo, hi, ramp, None, scale), False
+
+
+def _median3(y: np.ndarray) -> np.ndarray:
+    """Each run replaced by the median of it and its two neighbours (the ends kept)."""
+    if len(y) < 3:
+        return y
+    out = y.copy()
+    out[1:-1] = np.median(np.stack([y[:-2], y[1:-1], y[2:]]), axis=0)
+    return out
 
 
 def _drift(

@@ -1,0 +1,219 @@
+"""Change points against the reference implementations' own test expectations, side by side.
+
+Run `.venv/bin/python -m benchmarks.quality.changepoint_reference` (a few minutes the first
+time, which installs the references; then about a minute). The cases are the series and the
+expected change points of Apache Otava's and MongoDB's signal-processing-algorithms' own test
+suites (`tests/data/changepoint_reference_cases.json`: 31 cases, the rule that picked them and
+the commits they come from are in its "source"). For each case it prints the expectation, what
+`stats.detect` finds with its defaults (on the logs of the values when all are positive, as
+the server passes run locations, else on the values; where a test sets a minimum magnitude,
+the changes at least that large), whether that matches, and what Otava 0.8.0
+and signal-processing-algorithms 2.1.6 from PyPI find on the same series.
+
+A match: as many change points as expected, each within TOLERANCE runs of its expected index
+(a case that states only a count: the same count). The references run in their own virtual
+environments under `--venvs` (their pinned numpy differs from ours), installed with pip when
+missing; a reference that cannot be installed is named in the output and left out. Each runs
+with its own test's parameters where the case is from its suite (p-value, window, minimum
+magnitude, permutations; MongoDB's permutations seeded as its tests seed them) and with its
+defaults on the other suite's cases; MongoDB's implementation is skipped on series longer than
+`--reference-max-runs` (its own suite marks them slow: 90 s and 15 minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import stats
+
+CASES = Path(__file__).resolve().parents[2] / "tests" / "data" / "changepoint_reference_cases.json"
+TOLERANCE = 1  # runs: an index this close to the expected one matches it
+
+# Each reference: its PyPI requirement and a program that reads [[series, params, own], ...]
+# on stdin and prints one list of change-point indices per case.
+REFERENCES = {
+    "otava": (
+        "apache-otava==0.8.0",
+        """
+import json, sys
+from otava.analysis import compute_change_points, compute_change_points_orig
+out = []
+for series, p, own in json.load(sys.stdin):
+    p = p if own else {}
+    if "permutations" in p or p.get("original"):
+        cps, _ = compute_change_points_orig(series, max_pvalue=p.get("max_pvalue", 0.001), seed=1)
+    else:
+        cps, _ = compute_change_points(
+            series, window_len=p.get("window_len", 50), max_pvalue=p.get("max_pvalue", 0.001),
+            min_magnitude=p.get("min_magnitude", 0.0))
+    out.append(sorted(c.index for c in cps))
+print(json.dumps(out))
+""",
+    ),
+    "mongodb": (
+        "signal-processing-algorithms==2.1.6",
+        """
+import json, sys
+from signal_processing_algorithms.determinism import deterministic_numpy_random
+from signal_processing_algorithms.energy_statistics.energy_statistics import e_divisive
+out = []
+for series, p, own in json.load(sys.stdin):
+    if series is None:
+        out.append(None)
+        continue
+    p = p if own else {}
+    with deterministic_numpy_random(p.get("seed", 1234)):
+        found = e_divisive(series, pvalue=p.get("pvalue", 0.05),
+                           permutations=p.get("permutations", 100))
+    out.append(sorted(int(i) for i in found))
+print(json.dumps(out))
+""",
+    ),
+}
+
+
+def series_of(case: dict[str, Any]) -> list[float]:
+    """A case's series; {"repeat": [[value, times], ...]} spells a long constant-run one."""
+    s = case["series"]
+    if isinstance(s, dict):
+        return [float(v) for v, n in s["repeat"] for _ in range(n)]
+    return [float(v) for v in s]
+
+
+def ours(series: list[float], params: dict[str, Any]) -> list[int]:
+    """stats.detect with its defaults, on logs when every value is positive (run locations
+    are logs of times), else on the values themselves; where the test sets Otava's minimum
+    magnitude, only the changes of at least that relative size count (as Otava filters)."""
+    y = np.array(series)
+    smallest = params.get("min_magnitude", 0.0)
+    found = stats.detect(np.log(y) if np.all(y > 0) else y)
+    return [cp.after for cp in found if abs(cp.ratio - 1) >= smallest]
+
+
+def matches(expected: list[int] | dict[str, int], found: list[int] | None) -> bool | None:
+    if found is None:
+        return None
+    if isinstance(expected, dict):
+        first = expected.get("first")
+        same_first = first is None or (bool(found) and abs(found[0] - first) <= TOLERANCE)
+        return len(found) == expected["count"] and same_first
+    return len(found) == len(expected) and all(
+        abs(f - e) <= TOLERANCE for f, e in zip(sorted(found), sorted(expected), strict=True)
+    )
+
+
+def install(name: str, venvs: Path) -> tuple[Path | None, str]:
+    """The reference's python, installing it when missing; (None, why) when it cannot be."""
+    requirement, _ = REFERENCES[name]
+    env = venvs / name
+    python = env / "bin" / "python"
+    module = "otava" if name == "otava" else "signal_processing_algorithms"
+    if python.exists() and _imports(python, module):
+        return python, "installed"
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, capture_output=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", requirement],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
+        detail = getattr(e, "stderr", "") or str(e)
+        return None, f"cannot be installed here ({requirement}): {detail.strip()[-300:]}"
+    return python, "installed now"
+
+
+def _imports(python: Path, module: str) -> bool:
+    probe = subprocess.run([str(python), "-c", f"import {module}"], capture_output=True)
+    return probe.returncode == 0
+
+
+def run_reference(
+    name: str, python: Path, cases: list[dict[str, Any]], max_runs: int
+) -> list[list[int] | None]:
+    """The reference's change points per case (None: not run on it)."""
+    _, program = REFERENCES[name]
+    tasks = []
+    for case in cases:
+        series = series_of(case)
+        skip = name == "mongodb" and len(series) > max_runs
+        params = dict(case.get("params", {}))
+        if case["test"].endswith("test_single_series_original"):
+            params["original"] = True
+        if case["test"].endswith("test_regression_and_recovery"):
+            params["seed"] = 1000  # its test's own seed
+        tasks.append([None if skip else series, params, case["suite"] == name])
+    done = subprocess.run(
+        [str(python), "-c", program],
+        input=json.dumps(tasks),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def _show(found: list[int] | dict[str, int] | None) -> str:
+    if found is None:
+        return "not run"
+    if isinstance(found, dict):
+        return " ".join(f"{k} {v}" for k, v in found.items())
+    return str(found) if len(found) <= 8 else f"{len(found)} change points"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--venvs", type=Path, default=Path("/tmp/rnx-changepoint-reference"))
+    parser.add_argument("--reference-max-runs", type=int, default=1300)
+    parser.add_argument("--no-references", action="store_true", help="the expectations only")
+    args = parser.parse_args()
+    document = json.loads(CASES.read_text())
+    cases = document["cases"]
+    began = time.perf_counter()
+    found = {"ours": [ours(series_of(c), c.get("params", {})) for c in cases]}
+    for name in () if args.no_references else REFERENCES:
+        python, status = install(name, args.venvs)
+        print(f"{name}: {status}")
+        if python is not None:
+            found[name] = run_reference(name, python, cases, args.reference_max_runs)
+    names = list(found)
+    print(f"\n{len(cases)} cases; match: the same number, each within {TOLERANCE} run(s)\n")
+    print("| suite | test | runs | expected | " + " | ".join(names) + " |")
+    print("|---|---|---|---|" + "---|" * len(names))
+    score = dict.fromkeys(names, 0)
+    runs = dict.fromkeys(names, 0)
+    for i, case in enumerate(cases):
+        cells = []
+        for name in names:
+            ok = matches(case["expected"], found[name][i])
+            if ok is not None:
+                score[name] += ok
+                runs[name] += 1
+            mark = "" if ok is None else (" ok" if ok else " MISS")
+            cells.append(_show(found[name][i]) + mark)
+        test = case["test"].split("::")[-1]
+        n = len(series_of(case))
+        print(
+            f"| {case['suite']} | {test} | {n} | {_show(case['expected'])} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    print()
+    for name in names:
+        print(f"{name}: {score[name]} of {runs[name]} reproduced")
+    print(f"\n{math.ceil(time.perf_counter() - began)} s")
+
+
+if __name__ == "__main__":
+    main()
