@@ -68,6 +68,7 @@ from stats._validate import as_groups, check_fraction
 INTERVAL = 0.90  # the ratio's interval, as for comparisons
 EXACT_UP_TO = 20  # the Mann-Whitney test is exact when a side has at most this many runs
 BLOCK = 256  # a longer segment's candidates are searched in overlapping blocks of this many runs
+TRIED = 4  # ... and the best of at most this many blocks' candidates tested, the largest Q first
 NEAR = 250  # a change's shift and test use at most this many runs on each side of it
 LARGEST_LOG = 709.0  # exp of more overflows a float: ratios saturate there
 MAX_RHO = 0.95  # the largest lag-1 autocorrelation assumed: beyond it runs carry no evidence
@@ -315,9 +316,9 @@ def _divide(y: np.ndarray, edges: list[int], min_runs: int, test: _Test) -> list
     while pending:
         previous, lo, hi = pending.pop()
         # A segment longer than BLOCK has one candidate per block: the largest Q first, the
-        # next when it fails (the largest Q of a long, many-stepped segment can be a weak split
+        # next (up to TRIED) when it fails (the largest Q of a long, many-stepped segment can be a weak split
         # spanning several steps while a block holds a clear one).
-        for tau, kappa, _ in _candidates(y[lo:hi], min_runs):
+        for tau, kappa, _ in _candidates(y[lo:hi], min_runs)[:TRIED]:
             # Test the candidate's own two sides: for a change that is later taken back (a
             # spike), the runs after the end kappa would hide it from a test against the whole
             # segment.

@@ -5,10 +5,11 @@ time, which installs the references; then about a minute). The cases are the ser
 expected change points of Apache Otava's and MongoDB's signal-processing-algorithms' own test
 suites (`tests/data/changepoint_reference_cases.json`: 31 cases, the rule that picked them and
 the commits they come from are in its "source"). For each case it prints the expectation, what
-`stats.detect` finds with its defaults (on the logs of the values when all are positive, as
-the server passes run locations, else on the values; where a test sets a minimum magnitude,
-the changes at least that large), whether that matches, and what Otava 0.8.0
-and signal-processing-algorithms 2.1.6 from PyPI find on the same series.
+`stats.detect` finds (with its defaults, and at the test's own p-value), whether that matches,
+and what Otava 0.8.0 and signal-processing-algorithms 2.1.6 from PyPI find on the same series.
+`stats.detect` gets the logs of the values when all are positive (as the server passes run
+locations), else the values; where a test sets Otava's minimum magnitude, only changes at
+least that large count.
 
 A match: as many change points as expected, each within TOLERANCE runs of its expected index
 (a case that states only a count: the same count). The references run in their own virtual
@@ -89,13 +90,15 @@ def series_of(case: dict[str, Any]) -> list[float]:
     return [float(v) for v in s]
 
 
-def ours(series: list[float], params: dict[str, Any]) -> list[int]:
-    """stats.detect with its defaults, on logs when every value is positive (run locations
-    are logs of times), else on the values themselves; where the test sets Otava's minimum
-    magnitude, only the changes of at least that relative size count (as Otava filters)."""
+def ours(series: list[float], params: dict[str, Any], *, own_p: bool = False) -> list[int]:
+    """stats.detect with its defaults (or, `own_p`, at the test's own p-value), on logs when
+    every value is positive (run locations are logs of times), else on the values themselves;
+    where the test sets Otava's minimum magnitude, only the changes of at least that relative
+    size count (as Otava filters)."""
     y = np.array(series)
     smallest = params.get("min_magnitude", 0.0)
-    found = stats.detect(np.log(y) if np.all(y > 0) else y)
+    p_value = params.get("max_pvalue", params.get("pvalue", 0.0005)) if own_p else 0.0005
+    found = stats.detect(np.log(y) if np.all(y > 0) else y, p_value=p_value)
     return [cp.after for cp in found if abs(cp.ratio - 1) >= smallest]
 
 
@@ -161,7 +164,8 @@ def run_reference(
         text=True,
         check=True,
     )
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    found: list[list[int] | None] = json.loads(done.stdout)
+    return found
 
 
 def _show(found: list[int] | dict[str, int] | None) -> str:
@@ -181,7 +185,12 @@ def main() -> None:
     document = json.loads(CASES.read_text())
     cases = document["cases"]
     began = time.perf_counter()
-    found = {"ours": [ours(series_of(c), c.get("params", {})) for c in cases]}
+    found: dict[str, list[list[int] | None]] = {
+        "ours": [ours(series_of(c), c.get("params", {})) for c in cases],
+        "ours at the test's p": [
+            ours(series_of(c), c.get("params", {}), own_p=True) for c in cases
+        ],
+    }
     for name in () if args.no_references else REFERENCES:
         python, status = install(name, args.venvs)
         print(f"{name}: {status}")
