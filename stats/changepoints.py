@@ -316,8 +316,8 @@ def _divide(y: np.ndarray, edges: list[int], min_runs: int, test: _Test) -> list
     while pending:
         previous, lo, hi = pending.pop()
         # A segment longer than BLOCK has one candidate per block: the largest Q first, the
-        # next (up to TRIED) when it fails (the largest Q of a long, many-stepped segment can be a weak split
-        # spanning several steps while a block holds a clear one).
+        # next (up to TRIED) when it fails (the largest Q of a long, many-stepped segment can
+        # be a weak split spanning several steps while a block holds a clear one).
         for tau, kappa, _ in _candidates(y[lo:hi], min_runs)[:TRIED]:
             # Test the candidate's own two sides: for a change that is later taken back (a
             # spike), the runs after the end kappa would hide it from a test against the whole

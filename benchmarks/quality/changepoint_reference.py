@@ -50,13 +50,17 @@ from otava.analysis import compute_change_points, compute_change_points_orig
 out = []
 for series, p, own in json.load(sys.stdin):
     p = p if own else {}
-    if "permutations" in p or p.get("original"):
-        cps, _ = compute_change_points_orig(series, max_pvalue=p.get("max_pvalue", 0.001), seed=1)
-    else:
-        cps, _ = compute_change_points(
-            series, window_len=p.get("window_len", 50), max_pvalue=p.get("max_pvalue", 0.001),
-            min_magnitude=p.get("min_magnitude", 0.0))
-    out.append(sorted(c.index for c in cps))
+    try:
+        if "permutations" in p or p.get("original"):
+            cps, _ = compute_change_points_orig(
+                series, max_pvalue=p.get("max_pvalue", 0.001), seed=1)
+        else:
+            cps, _ = compute_change_points(
+                series, window_len=p.get("window_len", 50),
+                max_pvalue=p.get("max_pvalue", 0.001), min_magnitude=p.get("min_magnitude", 0.0))
+        out.append(sorted(int(c.index) for c in cps))
+    except Exception as e:  # a reference that fails on a series: shown, not fatal
+        out.append(f"{type(e).__name__}: {e}"[:60])
 print(json.dumps(out))
 """,
     ),
@@ -72,10 +76,13 @@ for series, p, own in json.load(sys.stdin):
         out.append(None)
         continue
     p = p if own else {}
-    with deterministic_numpy_random(p.get("seed", 1234)):
-        found = e_divisive(series, pvalue=p.get("pvalue", 0.05),
-                           permutations=p.get("permutations", 100))
-    out.append(sorted(int(i) for i in found))
+    try:
+        with deterministic_numpy_random(p.get("seed", 1234)):
+            found = e_divisive(series, pvalue=p.get("pvalue", 0.05),
+                               permutations=p.get("permutations", 100))
+        out.append(sorted(int(i) for i in found))
+    except Exception as e:  # a reference that fails on a series: shown, not fatal
+        out.append(f"{type(e).__name__}: {e}"[:60])
 print(json.dumps(out))
 """,
     ),
@@ -102,9 +109,11 @@ def ours(series: list[float], params: dict[str, Any], *, own_p: bool = False) ->
     return [cp.after for cp in found if abs(cp.ratio - 1) >= smallest]
 
 
-def matches(expected: list[int] | dict[str, int], found: list[int] | None) -> bool | None:
+def matches(expected: list[int] | dict[str, int], found: list[int] | str | None) -> bool | None:
     if found is None:
         return None
+    if isinstance(found, str):
+        return False  # the reference failed on it
     if isinstance(expected, dict):
         first = expected.get("first")
         same_first = first is None or (bool(found) and abs(found[0] - first) <= TOLERANCE)
@@ -144,7 +153,7 @@ def _imports(python: Path, module: str) -> bool:
 
 def run_reference(
     name: str, python: Path, cases: list[dict[str, Any]], max_runs: int
-) -> list[list[int] | None]:
+) -> list[list[int] | str | None]:
     """The reference's change points per case (None: not run on it)."""
     _, program = REFERENCES[name]
     tasks = []
@@ -164,13 +173,13 @@ def run_reference(
         text=True,
         check=True,
     )
-    found: list[list[int] | None] = json.loads(done.stdout)
+    found: list[list[int] | str | None] = json.loads(done.stdout)
     return found
 
 
-def _show(found: list[int] | dict[str, int] | None) -> str:
-    if found is None:
-        return "not run"
+def _show(found: list[int] | dict[str, int] | str | None) -> str:
+    if found is None or isinstance(found, str):
+        return found or "not run"
     if isinstance(found, dict):
         return " ".join(f"{k} {v}" for k, v in found.items())
     return str(found) if len(found) <= 8 else f"{len(found)} change points"
@@ -185,7 +194,7 @@ def main() -> None:
     document = json.loads(CASES.read_text())
     cases = document["cases"]
     began = time.perf_counter()
-    found: dict[str, list[list[int] | None]] = {
+    found: dict[str, list[list[int] | str | None]] = {
         "ours": [ours(series_of(c), c.get("params", {})) for c in cases],
         "ours at the test's p": [
             ours(series_of(c), c.get("params", {}), own_p=True) for c in cases
