@@ -89,6 +89,11 @@ print(json.dumps(out))
 }
 
 
+def load_cases() -> list[dict[str, Any]]:
+    cases: list[dict[str, Any]] = json.loads(CASES.read_text())["cases"]
+    return cases
+
+
 def series_of(case: dict[str, Any]) -> list[float]:
     """A case's series; {"repeat": [[value, times], ...]} spells a long constant-run one."""
     s = case["series"]
@@ -191,8 +196,7 @@ def main() -> None:
     parser.add_argument("--reference-max-runs", type=int, default=1300)
     parser.add_argument("--no-references", action="store_true", help="the expectations only")
     args = parser.parse_args()
-    document = json.loads(CASES.read_text())
-    cases = document["cases"]
+    cases = load_cases()
     began = time.perf_counter()
     found: dict[str, list[list[int] | str | None]] = {
         "ours": [ours(series_of(c), c.get("params", {})) for c in cases],
