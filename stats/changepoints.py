@@ -24,9 +24,13 @@ scale (`run_location`). `detect` finds step changes of it:
    reported again. A split fewer than SHORT runs after the change before it is tested against
    those runs and the segment before that change moved to their level, so that a change soon
    after another (or its revert) is placed once it has `min_runs` runs after it, as when both
-   are found in one search. Only the runs after the newest known change are searched: earlier
-   segments were searched when they were the newest, and searching them again as old runs leave the
-   window only finds what those runs' absence suggests. A new change `undoes` the change just
+   are found in one search. The runs after the newest known change are searched, and so,
+   around that change, are the runs from the boundary before it, as if it were not known: a
+   change it masked (placed before it, or found only as part of it) is found there, and a
+   split within `min_runs` runs of it that moves the same way is that change again, not a new
+   one (`_around_newest`). Older segments are not searched again: they were searched when they
+   were the newest, and searching them again as old runs leave the window only finds what
+   those runs' absence suggests. A new change `undoes` the change just
    before it when it moves the other way and the level after it is within `min_change` of the
    level before that earlier change (the interval of their ratio reaches that band).
 
@@ -64,6 +68,7 @@ from stats._validate import as_groups, check_fraction
 INTERVAL = 0.90  # the ratio's interval, as for comparisons
 EXACT_UP_TO = 20  # the Mann-Whitney test is exact when a side has at most this many runs
 BLOCK = 256  # a longer segment's candidates are searched in overlapping blocks of this many runs
+TRIED = 4  # ... and the best of at most this many blocks' candidates tested, the largest Q first
 NEAR = 250  # a change's shift and test use at most this many runs on each side of it
 LARGEST_LOG = 709.0  # exp of more overflows a float: ratios saturate there
 MAX_RHO = 0.95  # the largest lag-1 autocorrelation assumed: beyond it runs carry no evidence
@@ -72,7 +77,7 @@ STEADY_FROM = 5  # a longer side of fewer runs cannot tell a burst from a step
 SPREAD_LIMIT = 3.0  # a short side's spread beyond this many times the other's is a burst
 RHO_BIAS = 11.0  # rho is taken (RHO_BIAS / n)^2 below its estimate from n runs (0.2 at 25)
 DRIFT_GAP = 30  # a change this many runs or fewer after the end of one the same way may continue it
-DRIFT_SLACK = 10.0  # ... when one ramp fits within this x the noise variance of the two as reported
+DRIFT_SLACK = 12.0  # ... when one ramp fits within this x the noise variance of the two as reported
 DRIFT_NEAR = 60  # a drift's fits use at most this many runs after the change (twice before it)
 DRIFT_LEVEL_RUNS = 3  # ... and once this many runs hold its new level
 DRIFT_WIDTH = 4  # a change on its own is a drift only over at least this many runs
@@ -188,7 +193,7 @@ def detect(
     test = _Test(p_value, max(margin, min_signal * noise), margin, noise)
     inside = sorted({b for k in known for b in _bounds(k) if 0 < b < len(y)})
     found = _divide(y, [0, *inside], int(min_runs), test)
-    found = _merge(y, inside, found, test)
+    found = _merge(y, inside, _around_newest(y, known, inside, found, int(min_runs), test), test)
     originals = {id(k): g for k, g in zip(known, given, strict=True)}
     return _expand(_report(y, known, found, test, scale), present, originals)
 
@@ -310,21 +315,57 @@ def _divide(y: np.ndarray, edges: list[int], min_runs: int, test: _Test) -> list
     found: list[int] = []
     while pending:
         previous, lo, hi = pending.pop()
-        candidate = _candidate(y[lo:hi], min_runs)
-        if candidate is None:
-            continue
-        # Test the candidate's own two sides: for a change that is later taken back (a spike),
-        # the runs after the end kappa would hide it from a test against the whole segment.
-        tau, kappa, _ = candidate
-        before = _before_side(y[previous:lo], y[lo : lo + tau])
-        # Not corrected for autocorrelation here: a side may still hold another step, which
-        # would look like strong autocorrelation; `_merge` tests each split with the correction
-        # once its neighbours are final (sides without other steps).
-        if _significance(before, y[lo + tau : lo + kappa], test, final=False) <= 1.0:
-            found.append(lo + tau)
-            # A split found in this search is not a known change: the segments around it are
-            # tested on their own runs (`_merge` re-tests them all).
-            pending += [(lo, lo, lo + tau), (lo + tau, lo + tau, hi)]
+        # A segment longer than BLOCK has one candidate per block: the largest Q first, the
+        # next (up to TRIED) when it fails (the largest Q of a long, many-stepped segment can
+        # be a weak split spanning several steps while a block holds a clear one).
+        for tau, kappa, _ in _candidates(y[lo:hi], min_runs)[:TRIED]:
+            # Test the candidate's own two sides: for a change that is later taken back (a
+            # spike), the runs after the end kappa would hide it from a test against the whole
+            # segment.
+            before = _before_side(y[previous:lo], y[lo : lo + tau])
+            # Not corrected for autocorrelation here: a side may still hold another step, which
+            # would look like strong autocorrelation; `_merge` tests each split with the
+            # correction once its neighbours are final (sides without other steps).
+            if _significance(before, y[lo + tau : lo + kappa], test, final=False) <= 1.0:
+                found.append(lo + tau)
+                # A split found in this search is not a known change: the segments around it
+                # are tested on their own runs (`_merge` re-tests them all).
+                pending += [(lo, lo, lo + tau), (lo + tau, lo + tau, hi)]
+                break
+    return sorted(found)
+
+
+def _around_newest(
+    y: np.ndarray,
+    known: list[KnownChange],
+    inside: list[int],
+    found: list[int],
+    min_runs: int,
+    test: _Test,
+) -> list[int]:
+    """`found` and the splits of a search again around the newest known change: from the
+    boundary before it to the newest run, as if it were not known. A change that came soon
+    before or after it (masked by it: its own segment was too short to test, or the newest
+    change was placed between the two) is found there; the search finds the newest known
+    change itself again, and a split within `min_runs` runs of it that moves the same way is
+    that change, not a new one. A split within `min_runs` of any other known boundary or of a
+    split in `found` is dropped; `_merge` then tests what is left with every known change
+    fixed. Only a step is searched around (a drift's runs are its own ramp)."""
+    steps = [k for k in known if 0 < k.after < len(y)]
+    if not steps or steps[-1].end is not None:
+        return found
+    newest = steps[-1]
+    edges = [0, *[b for b in inside if b < newest.after]]
+    splits = _divide(y, edges, min_runs, test)
+    bounds = sorted({edges[-1], len(y), *splits})
+    taken = [b for b in inside if b != newest.after] + found
+    for cut in splits:
+        i = bounds.index(cut)
+        shift = float(np.median(y[cut : bounds[i + 1]]) - np.median(y[bounds[i - 1] : cut]))
+        same = abs(cut - newest.after) < min_runs and (shift > 0) == (newest.ratio > 1)
+        if not same and all(abs(cut - b) >= min_runs for b in [newest.after, *taken]):
+            taken.append(cut)
+            found = [*found, cut]
     return sorted(found)
 
 
@@ -346,20 +387,24 @@ def _candidate(z: np.ndarray, min_runs: int) -> tuple[int, int, float] | None:
     """The largest E-Divisive statistic Q(tau, kappa) with at least `min_runs` runs in X =
     z[:tau] and in Y = z[tau:kappa], as (tau, kappa, Q); None if no split fits. In a segment
     longer than BLOCK, X and Y lie within one block of BLOCK runs."""
+    found = _candidates(z, min_runs)
+    return found[0] if found else None
+
+
+def _candidates(z: np.ndarray, min_runs: int) -> list[tuple[int, int, float]]:
+    """`_candidate`'s candidate of each block of a segment longer than BLOCK, the largest Q
+    first (one for a shorter segment; none if no split fits)."""
     m = len(z)
     if m < 2 * min_runs:
-        return None
+        return []
     if m > BLOCK:
         # Time and memory grow with the square of a block, so a long segment is searched in
         # blocks that overlap by half: sides spanning up to BLOCK / 2 runs together always lie
         # inside one of them (longer ones often do), and the largest Q of all is the candidate.
         starts = sorted({*range(0, m - BLOCK, BLOCK // 2), m - BLOCK})
-        top: tuple[int, int, float] | None = None
-        for b in starts:
-            found = _candidate(z[b : b + BLOCK], min_runs)
-            if found is not None and (top is None or found[2] > top[2]):
-                top = (b + found[0], b + found[1], found[2])
-        return top
+        tops = [(b, _candidates(z[b : b + BLOCK], min_runs)) for b in starts]
+        shifted = [(b + f[0][0], b + f[0][1], f[0][2]) for b, f in tops if f]
+        return sorted(shifted, key=lambda c: -c[2])
     # c[a, b] = sum of |z[i] - z[j]| over i < a, j < b: every block sum below in O(1).
     c = np.zeros((m + 1, m + 1))
     c[1:, 1:] = np.abs(z[:, None] - z[None, :]).cumsum(axis=0).cumsum(axis=1)
@@ -369,7 +414,7 @@ def _candidate(z: np.ndarray, min_runs: int) -> tuple[int, int, float] | None:
     q = grid.between * (c_tk - c_tt) - grid.within_x * c_tt
     q -= grid.within_y * (c_kk - 2 * c_tk + c_tt)
     best = int(np.argmax(q))
-    return int(grid.tau[best]), int(grid.kappa[best]), float(q[best])
+    return [(int(grid.tau[best]), int(grid.kappa[best]), float(q[best]))]
 
 
 @dataclass(frozen=True)
@@ -737,7 +782,11 @@ def _as_drift(
     A change on its own is a drift when a ramp of at least DRIFT_WIDTH runs fits better than
     the step by DRIFT_PENALTY times the noise's variance (the ramp has one parameter more),
     and DRIFT_LEVEL_RUNS runs hold its new level or it is twice that wide."""
-    # The fits see at most DRIFT_NEAR runs a side (a grid of starts and ends: cubic in them).
+    # The fits see at most DRIFT_NEAR runs a side (a grid of starts and ends: cubic in them),
+    # each run replaced by the median of it and its neighbours: least squares would let one
+    # outlying run near a step bend the best ramp towards it (a ramp and a step pass
+    # unchanged).
+    y = _median3(y)
     hi, cut = min(edges[i + 1], edges[i] + DRIFT_NEAR), edges[i]
     same_way = previous is not None and (previous.ratio > 1) == (step.ratio > 1)
     if same_way and previous is not None and previous.after > 0:
@@ -760,6 +809,15 @@ def _as_drift(
     if as_step - ramp.sse <= DRIFT_PENALTY * test.noise**2:
         return None
     return _drift(y, lo, hi, ramp, None, scale), False
+
+
+def _median3(y: np.ndarray) -> np.ndarray:
+    """Each run replaced by the median of it and its two neighbours (the ends kept)."""
+    if len(y) < 3:
+        return y
+    out = y.copy()
+    out[1:-1] = np.median(np.stack([y[:-2], y[1:-1], y[2:]]), axis=0)
+    return out
 
 
 def _drift(

@@ -46,7 +46,8 @@ def incremental(history: np.ndarray, window: int) -> list[tuple[int, ChangePoint
     ends: list[int | None] = []  # each reported change's absolute end (drifts)
     for t in range(1, len(history) + 1):
         start = max(0, t - window)
-        mine = [(k, a - start) for k, (_, _, a) in enumerate(reported)]
+        # In run order: a change found around a newer one lies before it.
+        mine = sorted(((k, a - start) for k, (_, _, a) in enumerate(reported)), key=lambda m: m[1])
         placed = [(k, a) for k, a in mine if a > 0] or []
         placed = [(k, a) for k, a in mine if a <= 0][-1:] + placed
         known = [_known(k, a, reported[k][1], ends[k], start) for k, a in placed]

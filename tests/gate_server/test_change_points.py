@@ -15,7 +15,8 @@ from starlette.testclient import TestClient
 
 import stats
 from gate_server.changes import DETECT_KIND, EVENT_KIND, handle_detect, run_locations
-from gate_server.db import audit, open_database, outbox
+from gate_server.db import audit, change_points, open_database, outbox
+from gate_server.db.change_points import NewChangePoint
 from gate_server.outbox import OutboxWorker
 from gate_server.services import Services
 from gate_server.settings import ServerSettings
@@ -407,3 +408,55 @@ def test_a_series_has_one_untried_look_waiting(app: TestClient, database_url: st
         ]
     finally:
         database.close()
+
+
+def test_a_change_masked_by_a_stored_one_is_stored_at_its_own_run(
+    app: TestClient, database_url: str
+) -> None:
+    # A 6% step at run 30 and a 12% one at run 40; the one at 40 is stored already (as a look
+    # that found only it would have). The next look searches around it again: the step at 30
+    # is stored at its own run, and the one at 40 is not stored twice.
+    history = History(app, create_token(database_url))
+    for factor in [1.0] * 30 + [1.06] * 10 + [1.06 * 1.12] * 15:
+        history.push(factor)
+    database = open_database(database_url)
+    try:
+        with database.write() as conn:
+            [queued] = outbox.jobs(conn, kind=DETECT_KIND)
+            p = queued.payload
+            before, after = history.runs[39], history.runs[40]
+            stored = change_points.insert_new(
+                conn,
+                NewChangePoint(
+                    p["repository_id"],
+                    p["branch"],
+                    p["environment_key"],
+                    p["workload"],
+                    STEPPED,
+                    before["run_id"],
+                    f"{39:040x}",
+                    after["run_id"],
+                    f"{40:040x}",
+                    1.12,
+                    1.10,
+                    1.14,
+                    1e-6,
+                    False,
+                    None,
+                    None,
+                ),
+                undoes_id=None,
+            )
+    finally:
+        database.close()
+    _drain(app)
+    found = {c["after_run_id"]: c for c in history.change_points()}
+    assert set(found) == {history.runs[30]["run_id"], history.runs[40]["run_id"]}
+    assert found[history.runs[40]["run_id"]]["id"] == stored
+    masked = found[history.runs[30]["run_id"]]
+    assert 1.03 < masked["ratio"] < 1.09 and masked["undoes_id"] is None
+    assert masked["before_run_id"] == history.runs[29]["run_id"]
+    _drain(app)
+    history.push(1.06 * 1.12)
+    _drain(app)
+    assert len(history.change_points()) == 2  # each reported once

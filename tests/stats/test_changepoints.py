@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import stats
 from benchmarks.quality import changepoint_calibration as calibration
 from benchmarks.quality import changepoint_noise
+from benchmarks.quality import changepoint_reference as reference
 from stats.changepoints import _candidate
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "otava-reference.json"
@@ -37,8 +38,9 @@ def incremental(history: np.ndarray, window: int = 100) -> list[tuple[int, int, 
     reported: list[tuple[int, int, stats.ChangePoint]] = []
     for t in range(1, len(history) + 1):
         start = max(0, t - window)
-        inside = [(a - start, cp) for _, a, cp in reported if a > start]
-        before = [(a - start, cp) for _, a, cp in reported if a <= start][-1:]
+        placed = sorted(reported, key=lambda r: r[1])  # a change found around a newer one
+        inside = [(a - start, cp) for _, a, cp in placed if a > start]
+        before = [(a - start, cp) for _, a, cp in placed if a <= start][-1:]
         known = [
             stats.KnownChange(a, cp.ratio, cp.low, cp.high, key=cp) for a, cp in before + inside
         ]
@@ -115,12 +117,35 @@ def test_the_same_change_placed_one_run_later_is_not_a_new_one() -> None:
     assert stats.detect(history, known=known) == ()
 
 
-def test_known_changes_are_fixed_boundaries_and_only_newer_runs_are_searched() -> None:
+def test_a_change_before_the_newest_known_one_is_found_around_it() -> None:
+    # A step at 40 that the newest known change (at 80) masked: the search around that change
+    # finds it, and finds the known change again without reporting it twice.
     history = steps((40, 1.0), (40, 1.10), (40, 1.0)) + noise(120, seed=8)
     known = [stats.KnownChange(80, 0.91, 0.9, 0.92)]
-    # The step at 40 lies before the newest known change: it is not searched again.
-    assert stats.detect(history, known=known) == ()
+    [found] = stats.detect(history, known=known)
+    assert found.after == 40 and 1.08 < found.ratio < 1.12 and found.undoes is None
     assert [cp.after for cp in stats.detect(history)] == [40, 80]
+    # The known change placed a run or two off is still the same change, not a new one (two
+    # runs early, its first runs read as the start of a drift: an update of it, not a new one).
+    for after in (78, 79, 81, 82):
+        moved = [stats.KnownChange(40, 1.1, 1.09, 1.11), stats.KnownChange(after, 0.91, 0.9, 0.92)]
+        assert all(cp.continues is moved[1] for cp in stats.detect(history, known=moved))
+
+
+def test_only_the_segments_around_the_newest_known_change_are_searched_again() -> None:
+    # Two known changes: the segment before the older one is not searched again.
+    history = steps((30, 1.0), (30, 1.10), (30, 1.0), (30, 1.10)) + noise(120, seed=8)
+    known = [stats.KnownChange(60, 0.91, 0.9, 0.92), stats.KnownChange(90, 1.1, 1.09, 1.11)]
+    assert stats.detect(history, known=known) == ()
+    assert [cp.after for cp in stats.detect(history, known=known[1:])] == [30, 60]
+
+
+def test_a_hidden_change_found_later_is_placed_at_its_true_run_incrementally() -> None:
+    # A 6% step 10 runs before a 12% one, reported after the 12% one (passed as known, as a
+    # server that found only it would): the 6% step is placed at its own run.
+    history = steps((30, 1.0), (10, 1.06), (15, 1.06 * 1.12)) + noise(55, seed=31)
+    [found] = stats.detect(history, known=[stats.KnownChange(40, 1.12, 1.1, 1.14)])
+    assert found.after == 30 and 1.04 < found.ratio < 1.08
 
 
 def test_an_undoing_step_is_recognised_incrementally() -> None:
@@ -489,3 +514,19 @@ def test_otavas_own_short_test_series_are_reported_early() -> None:
         found = stats.detect(np.log(case["series"]))
         assert [cp.after for cp in found] == case["expected"], case["test"]
         assert [cp.early for cp in found] == [len(case["series"]) < 16], case["test"]
+
+
+def test_the_reference_suites_short_cases_are_reproduced() -> None:
+    # Otava's and MongoDB's own test expectations (benchmarks.quality.changepoint_reference
+    # prints them all, with the references): of the 25 cases under 400 runs, those that
+    # differ are the ones docs/statistics.md explains (a change 2 runs before the end, a
+    # one-run outlier, 14 runs with three levels, MongoDB's 33 for a revert at 30, its
+    # profile counted at p = 0.01).
+    cases = [c for c in reference.load_cases() if len(reference.series_of(c)) < 400]
+    reproduced = [
+        reference.matches(
+            c["expected"], reference.ours(reference.series_of(c), c.get("params", {}))
+        )
+        for c in cases
+    ]
+    assert len(cases) == 25 and sum(reproduced) >= 17, sum(reproduced)
