@@ -112,8 +112,3 @@ def read_trace(
             f"no kept trace {name[:200]!r} of a run {run_id} you may see", code="trace_not_found"
         )
     return found
-
-
-def kept_traces(database: Database, run_id: str) -> list[str]:
-    with database.read() as conn:
-        return traces.names(conn, run_id)
