@@ -5,18 +5,14 @@ anything is measured; without git-lfs, one error that names the fix."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
+from action.git import git
 from bench_runner.lfs_pointer import fix_for, is_lfs_pointer
 from rnx.errors import UserError
 
 # The inputs a workload loads that repositories keep in LFS (the seeds name .onnx and .pt).
 MODEL_SUFFIXES = (".onnx", ".pt", ".pth", ".bin", ".safetensors")
-
-
-def _git(root: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=timeout)
 
 
 def lfs_pointers(root: Path, workload: str) -> list[str]:
@@ -26,14 +22,14 @@ def lfs_pointers(root: Path, workload: str) -> list[str]:
         relative = (root / workload).resolve().relative_to(root.resolve())
     except ValueError:  # outside the checkout: the harness still refuses a pointer
         return []
-    listed = _git(root, "ls-files", "-z", "--", relative.parent.as_posix())
+    listed = git(root, "ls-files", "-z", "--", relative.parent.as_posix())
     tracked = [p for p in listed.stdout.split("\0") if p] if listed.returncode == 0 else []
     candidates = {relative.as_posix(), *(p for p in tracked if p.endswith(MODEL_SUFFIXES))}
     return sorted(p for p in candidates if is_lfs_pointer(root / p))
 
 
 def _have_git_lfs(root: Path) -> bool:
-    return shutil.which("git-lfs") is not None and _git(root, "lfs", "version").returncode == 0
+    return shutil.which("git-lfs") is not None and git(root, "lfs", "version").returncode == 0
 
 
 def fetch_lfs(root: Path, workload: str) -> list[str]:
@@ -50,7 +46,7 @@ def fetch_lfs(root: Path, workload: str) -> list[str]:
             f"https://git-lfs.com) and run `git lfs pull --include {','.join(pointers)}`, "
             "or check out with actions/checkout's `lfs: true`"
         )
-    pulled = _git(root, "lfs", "pull", f"--include={','.join(pointers)}", "--exclude=")
+    pulled = git(root, "lfs", "pull", f"--include={','.join(pointers)}", "--exclude=", timeout=600)
     left = [p for p in pointers if is_lfs_pointer(root / p)]
     if pulled.returncode != 0 or left:
         why = pulled.stderr.strip().splitlines()[-1:] or ["the files are still pointers"]

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from action.git import git_output
 from action.lfs import fetch_lfs
 from action.paired import base_worktree
 from rnx.config import Benchmark, HarnessSettings, KernalinConfig, load_config, override
@@ -174,22 +175,15 @@ def _step(
 # ---- git and the harness
 
 
-def _git(root: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        raise UserError(f"git {' '.join(args)}: {done.stderr.strip() or 'failed'}")
-    return done.stdout.strip()
-
-
 def commit_range(root: Path, good: str, bad: str) -> list[str]:
     """good, then the commits from good to bad along the first-parent ancestry path, bad last."""
-    good_sha = _git(root, "rev-parse", "--verify", f"{good}^{{commit}}")
-    bad_sha = _git(root, "rev-parse", "--verify", f"{bad}^{{commit}}")
+    good_sha = git_output(root, "rev-parse", "--verify", f"{good}^{{commit}}")
+    bad_sha = git_output(root, "rev-parse", "--verify", f"{bad}^{{commit}}")
     if subprocess.run(
         ["git", "merge-base", "--is-ancestor", good_sha, bad_sha], cwd=root
     ).returncode:
         raise UserError(f"{good} is not an ancestor of {bad}: give the older, good commit first")
-    between = _git(
+    between = git_output(
         root, "rev-list", "--reverse", "--first-parent", "--ancestry-path", f"{good_sha}..{bad_sha}"
     ).split()
     if not between:
@@ -198,7 +192,7 @@ def commit_range(root: Path, good: str, bad: str) -> list[str]:
 
 
 def describe(root: Path, sha: str) -> Commit:
-    subject, author = _git(root, "show", "-s", "--format=%s%x00%an <%ae>", sha).split("\x00")
+    subject, author = git_output(root, "show", "-s", "--format=%s%x00%an <%ae>", sha).split("\x00")
     return Commit(sha, subject, author)
 
 
@@ -367,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.retries < 0:
         raise UserError("--retries must be 0 or more")
-    root = Path(_git(Path.cwd(), "rev-parse", "--show-toplevel")).resolve()
+    root = Path(git_output(Path.cwd(), "rev-parse", "--show-toplevel")).resolve()
     outcome = run(args, root)
     if args.json:
         print(json.dumps(asdict(outcome)))

@@ -19,6 +19,7 @@ from typing import Any
 
 from action.baseline_fetch import NotFetched, with_server_thresholds
 from action.gate import exit_code
+from action.git import git_output
 from action.paired import base_worktree
 from rnx.config import Benchmark, KernalinConfig, load_config, override
 from rnx.errors import UserError
@@ -58,13 +59,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object, not a table")
     return p
-
-
-def _git(root: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        raise UserError(f"git {' '.join(args)}: {done.stderr.strip() or 'failed'}")
-    return done.stdout.strip()
 
 
 def merge_base(root: Path, base: str) -> str:
@@ -208,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Stopped (an agent's budget spent, Ctrl-C's cousin from a supervisor): unwind, so the
     # base worktree is removed and the harness's workers are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    root = Path(_git(Path.cwd(), "rev-parse", "--show-toplevel")).resolve()
+    root = Path(git_output(Path.cwd(), "rev-parse", "--show-toplevel")).resolve()
     tier, mode, results = check(args, root)
     code = exit_code(tier, mode)
     if args.json:
