@@ -194,6 +194,13 @@ def _call_index(event: Any, marks: dict[int, int]) -> int | None:
     return None
 
 
+def _operator_rows(calls: int) -> dict[str, dict[str, Any]]:
+    """Per operator name: its calls, its self time in each profiled call, launches, kernels."""
+    return defaultdict(
+        lambda: {"calls": 0, "per_call": [0.0] * calls, "launches": 0, "kernels": Counter()}
+    )
+
+
 def summarise(events: Iterable[Any], *, calls: int, on_gpu: bool) -> dict[str, Any]:
     """Per call: each operator's calls, self time (its least over the calls) and kernels,
     each kernel's launches and time; top MAX_PROFILE_ROWS rows of each, the rest counted in
@@ -202,9 +209,7 @@ def summarise(events: Iterable[Any], *, calls: int, on_gpu: bool) -> dict[str, A
     starts = sorted((e.time_range.start, id(e)) for e in events if e.name == CALL_MARK)
     marks = {key: i for i, (_, key) in enumerate(starts)}
     calls = len(marks) or calls
-    ops: dict[str, dict[str, Any]] = defaultdict(
-        lambda: {"calls": 0, "per_call": [0.0] * calls, "launches": 0, "kernels": Counter()}
-    )
+    ops = _operator_rows(calls)
     kernels: dict[str, dict[str, float]] = defaultdict(lambda: {"launches": 0, "ns": 0.0})
     for e in events:
         if _is_device_event(e):
@@ -231,9 +236,7 @@ def summarise(events: Iterable[Any], *, calls: int, on_gpu: bool) -> dict[str, A
 
 def summarise_own(own: OwnProfile, *, calls: int) -> dict[str, Any]:
     """The summary of a runtime's own profile: its operators, CPU self time, no kernels."""
-    ops: dict[str, dict[str, Any]] = defaultdict(
-        lambda: {"calls": 0, "per_call": [0.0] * calls, "launches": 0, "kernels": Counter()}
-    )
+    ops = _operator_rows(calls)
     for name, index, ns in own.events:
         op = ops[normalise_name(name)]
         op["calls"] += 1
