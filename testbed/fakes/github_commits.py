@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,9 @@ class Commits:
     # While set, a dispatch is recorded and then not answered until it is cleared: the caller
     # sees a request GitHub took but no answer (a test kills the server then).
     hold: threading.Event = field(default_factory=threading.Event)
+    # Plays the CI runner: called with each dispatch GitHub took (repo, workflow, ref, inputs),
+    # on the fake's own loop, so it should hand the work to another thread and return.
+    runner: Callable[[dict[str, Any]], None] | None = None
 
 
 def commits(state: State) -> Commits:
@@ -130,9 +134,16 @@ async def dispatch(state: State, request: Request) -> tuple[int, Any, dict[str, 
     for name in data.get("inputs") or {}:
         if f"      {name}:" not in text:
             raise Fail(422, f'Unexpected inputs provided: ["{name}"]')
-    commits(state).dispatches.append(
-        {"repo": _repo_name(request), "workflow": workflow, "ref": ref, "inputs": data["inputs"]}
-    )
+    taken = {
+        "repo": _repo_name(request),
+        "workflow": workflow,
+        "ref": ref,
+        "inputs": data["inputs"],
+    }
+    commits(state).dispatches.append(taken)
+    runner = commits(state).runner
+    if runner is not None:
+        runner(taken)
     while commits(state).hold.is_set():
         await asyncio.sleep(0.05)
     return 204, None, {}
