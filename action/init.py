@@ -38,6 +38,11 @@ WORKFLOW = """\
 # Written by `rnx init`: benchmark the kernels listed in kernalin.yml on every pull request.
 # Secrets/variables to set: KERNALIN_TOKEN (rnx token create) and KERNALIN_URL (your gate server).
 name: kernalin
+# A dispatched run names its bisection and commit, so the gate server knows from GitHub's
+# workflow_run webhook when one failed; other runs keep GitHub's own name (empty run-name).
+run-name: >-
+  ${{{{ inputs.bisection && format('kernalin bisection {{0}} at {{1}}', inputs.bisection,
+  inputs.commit) || '' }}}}
 on:
   pull_request:
   push:

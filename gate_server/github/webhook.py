@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gate_server.answers import Answer, ApiError
+from gate_server.bisection import jobs as bisection_jobs
 from gate_server.branches import current_name, rename_branch
 from gate_server.db import Database, audit, deliveries, repositories, runs
 from gate_server.endpoints import parse_json
@@ -328,6 +329,32 @@ def on_installation(database: Database, gh: GitHubIntegration, delivery: Deliver
     return Answer(200, {"bound": bound})
 
 
+def on_workflow_run_completed(
+    database: Database, gh: GitHubIntegration, delivery: Delivery
+) -> Answer:
+    """A bisection's dispatched run that failed (its build, its checkout): the step is skipped
+    at once rather than after the 6-hour wait for a run that will never upload."""
+    run = _mapping(delivery.payload.get("workflow_run"))
+    conclusion = str(run.get("conclusion") or "")
+    if conclusion in ("success", ""):
+        return _ignored("a run that succeeded uploads its own results")
+    full_name = str(_mapping(delivery.payload.get("repository")).get("full_name") or "")
+    with database.write() as conn:
+        skipped = any(
+            bisection_jobs.skip_failed_run(
+                conn,
+                repo.id,
+                str(run.get("display_title") or ""),
+                conclusion,
+                str(run.get("html_url") or ""),
+            )
+            for repo in repositories.named(conn, full_name)
+        )
+    if not skipped:
+        return _ignored("not a run a bisection waits for")
+    return Answer(200, {"skipped": True})
+
+
 def on_issue_comment(database: Database, gh: GitHubIntegration, delivery: Delivery) -> Answer:
     comment = pull_request_comment(delivery.event, delivery.payload)
     if comment is None:
@@ -446,6 +473,7 @@ HANDLERS: dict[tuple[str, str | None], Handler] = {
     ("pull_request", "edited"): on_pull_request_edited,
     ("installation", "created"): on_installation,
     ("installation_repositories", "added"): on_installation,
+    ("workflow_run", "completed"): on_workflow_run_completed,
 }
 
 

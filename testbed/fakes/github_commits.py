@@ -2,12 +2,13 @@
 bisection uses. Importing this module mounts the routes into the fake's ROUTES table.
 
 - GET /repos/{o}/{r}/compare/{base}...{head}: the commits after base up to head, oldest first
+  (unpaged: the newest 250; with per_page/page: pages with a Link header), in the shape of
+  GitHub's documented answer (tests/data/github-rest/compare.json)
 - POST /repos/{o}/{r}/actions/workflows/{file}/dispatches: recorded (204), 422 for an unknown
   ref or an input the workflow does not declare, 404 for a workflow file that is not there
 - GET /repos/{o}/{r}/commits/{sha}/pulls: the pull requests that brought a commit
 
-Answers follow the shapes of GitHub's REST reference (compare-commits, list pull requests
-associated with a commit); the user objects are the recorded ones."""
+Pull requests are the recorded webhook payload's pull request objects."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from typing import Any
 from starlette.requests import Request
 
 from testbed.fakes import fake_github
-from testbed.fakes.fake_github import Fail, Handler, State, _repo_name, _token, recorded
-from testbed.fakes.github_endpoints import add_pull
+from testbed.fakes.fake_github import Fail, Handler, State, _repo_name, _token
+from testbed.fakes.github_endpoints import add_pull, rest_answer
 
 WORKFLOWS = ".github/workflows/"
 
@@ -65,32 +66,37 @@ def merged_by_pull(state: State, repo: str, sha: str, number: int) -> None:
 
 
 def _commit(api: str, repo: str, c: dict[str, str], parent: str | None) -> dict[str, Any]:
-    user = copy.deepcopy(recorded("issue_comment.created")["comment"]["user"])
-    user["login"] = c["author"]
-    person = {"name": c["author"], "email": f"{c['author']}@example.com"}
-    person["date"] = "2026-12-01T09:00:00Z"
-    return {
-        "sha": c["sha"],
-        "node_id": "C_" + c["sha"][:20],
-        "commit": {
-            "author": person,
-            "committer": person,
-            "message": c["message"],
-            "tree": {
-                "sha": c["sha"][::-1],
-                "url": f"{api}/repos/{repo}/git/trees/{c['sha'][::-1]}",
-            },
-            "comment_count": 0,
-        },
-        "url": f"{api}/repos/{repo}/commits/{c['sha']}",
-        "html_url": f"https://github.com/{repo}/commit/{c['sha']}",
-        "author": user,
-        "committer": user,
-        "parents": [] if parent is None else [{"sha": parent}],
-    }
+    """A commit of compare's list: GitHub's documented one (tests/data/github-rest/compare.json)
+    with this commit's sha, author, message, parent and links."""
+    out: dict[str, Any] = copy.deepcopy(rest_answer("compare")["commits"][0])
+    sha, web = c["sha"], f"https://github.com/{repo}"
+    out.update(
+        sha=sha,
+        node_id="C_" + sha[:20],
+        url=f"{api}/repos/{repo}/commits/{sha}",
+        html_url=f"{web}/commit/{sha}",
+        comments_url=f"{api}/repos/{repo}/commits/{sha}/comments",
+        parents=[]
+        if parent is None
+        else [{"url": f"{api}/repos/{repo}/commits/{parent}", "sha": parent}],
+    )
+    detail = out["commit"]
+    detail.update(message=c["message"], url=f"{api}/repos/{repo}/git/commits/{sha}")
+    detail["tree"] = {"url": f"{api}/repos/{repo}/tree/{sha[::-1]}", "sha": sha[::-1]}
+    for role in ("author", "committer"):
+        detail[role].update(name=c["author"], email=f"{c['author']}@example.com")
+        out[role].update(login=c["author"], url=f"{api}/users/{c['author']}")
+    return out
+
+
+UNPAGED = 250  # compare without per_page or page lists the newest 250 commits only
+MAX_PER_PAGE = 100
 
 
 async def compare(state: State, request: Request) -> tuple[int, Any, dict[str, str]]:
+    """GitHub's "Compare two commits": the commits after base up to head, oldest first.
+    Unpaged, at most the newest UNPAGED; with per_page or page, that page of them (oldest
+    first) with a Link header, as GitHub's docs say."""
     _token(state, request)
     repo = _repo_name(request)
     base, sep, head = request.path_params["basehead"].partition("...")
@@ -100,24 +106,40 @@ async def compare(state: State, request: Request) -> tuple[int, Any, dict[str, s
         raise Fail(404, "Not Found")
     between = history[index[base] + 1 : index[head] + 1]
     api = str(request.base_url).rstrip("/")
-    listed = [
-        _commit(api, repo, c, history[index[c["sha"]] - 1]["sha"] if index[c["sha"]] else None)
-        for c in between
-    ]
-    return (
-        200,
-        {
-            "url": f"{api}/repos/{repo}/compare/{base}...{head}",
-            "html_url": f"https://github.com/{repo}/compare/{base}...{head}",
-            "status": "ahead" if between else "identical",
-            "ahead_by": len(between),
-            "behind_by": 0,
-            "total_commits": len(between),
-            "commits": listed[-250:],  # GitHub lists at most 250
-            "files": [],
-        },
-        {},
+    q = request.query_params
+    headers: dict[str, str] = {}
+    if "per_page" in q or "page" in q:
+        per_page = min(max(int(q.get("per_page", 30)), 1), MAX_PER_PAGE)
+        page = max(int(q.get("page", 1)), 1)
+        chunk = between[(page - 1) * per_page : page * per_page]
+        last = max(1, -(-len(between) // per_page))
+        link = f"{api}{request.url.path}?per_page={per_page}&page="
+        rels = [f'<{link}{page + 1}>; rel="next"', f'<{link}{last}>; rel="last"']
+        if page < last:
+            headers["Link"] = ", ".join(rels)
+    else:
+        chunk = between[-UNPAGED:]
+    answer = rest_answer("compare")
+    base_commit = _commit(api, repo, history[index[base]], None)
+    answer.update(
+        url=f"{api}/repos/{repo}/compare/{base}...{head}",
+        html_url=f"https://github.com/{repo}/compare/{base}...{head}",
+        permalink_url=f"https://github.com/{repo}/compare/{base}...{head}",
+        diff_url=f"https://github.com/{repo}/compare/{base}...{head}.diff",
+        patch_url=f"https://github.com/{repo}/compare/{base}...{head}.patch",
+        base_commit=base_commit,
+        merge_base_commit=base_commit,
+        status="ahead" if between else "identical",
+        ahead_by=len(between),
+        behind_by=0,
+        total_commits=len(between),
+        commits=[
+            _commit(api, repo, c, history[index[c["sha"]] - 1]["sha"] if index[c["sha"]] else None)
+            for c in chunk
+        ],
+        files=[],
     )
+    return 200, answer, headers
 
 
 async def dispatch(state: State, request: Request) -> tuple[int, Any, dict[str, str]]:
