@@ -45,7 +45,7 @@ from testbed.factories import make_results
 from testbed.fakes import fake_github
 from testbed.fakes.github_commits import WORKFLOWS, add_commits, commits
 from testbed.fakes.github_endpoints import install_app, private_pem
-from testbed.gate_helpers import create_token, signed_headers
+from testbed.gate_helpers import create_token, fresh_postgres_schema, signed_headers
 from testbed.live_server import start_server
 
 REPO = "acme/kernels"
@@ -187,7 +187,12 @@ def run(
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     work: queue.Queue[dict[str, Any] | None] = queue.Queue()
     with tempfile.TemporaryDirectory() as tmp, fake_github.serve() as (api, state):
-        url = database_url or f"sqlite:///{Path(tmp) / 'gate.db'}"
+        drop_schema = None
+        if database_url and database_url.startswith("postgresql"):
+            # A schema of its own, dropped after: the trials' branches start empty.
+            url, drop_schema = fresh_postgres_schema(database_url)
+        else:
+            url = database_url or f"sqlite:///{Path(tmp) / 'gate.db'}"
         install_app(state, key, {REPO: 77})
         workflow = WORKFLOW.format(branch="main", schedule="", action_note="", action_ref="a/b@v1")
         for t in plan:
@@ -235,6 +240,8 @@ def run(
                 work.put(None)
             database.close()
             server.stop()
+            if drop_schema is not None:
+                drop_schema()
         if errors:
             raise errors[0]
         sent = len(commits(state).dispatches)
@@ -277,7 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=100, help="per step size")
     p.add_argument("--max-dispatches", type=int, default=5, help="the per-bisection budget")
     p.add_argument("--seed", type=int, default=32)
-    p.add_argument("--database-url", help="e.g. postgresql+psycopg://postgres@127.0.0.1/test")
+    p.add_argument(
+        "--database-url",
+        help="PostgreSQL (a schema of its own is made and dropped), e.g. "
+        "postgresql+psycopg://postgres@127.0.0.1:5432/test; default: a new SQLite file",
+    )
     p.add_argument("--concurrency", type=int, default=8, help="trials in flight at once")
     args = p.parse_args(argv)
     run(args.trials, args.max_dispatches, args.seed, args.database_url, args.concurrency, print)
