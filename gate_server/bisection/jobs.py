@@ -7,7 +7,9 @@ written as a step row (state dispatching) and committed BEFORE the workflow is d
 a handler run twice or a process killed mid-job never dispatches a commit twice; a dispatch
 GitHub refused is withdrawn and tried again. MEASURED_KIND (queued with an upload that names
 the bisection): gate that run against both ends of the change point and advance. A step whose
-run never comes back within STEP_TIMEOUT counts as skipped (a failed build, a lost dispatch).
+workflow run GitHub reports ended without success (skip_failed_run, from the workflow_run
+webhook) is skipped at once; one whose run never comes back within STEP_TIMEOUT counts as
+skipped too (a lost dispatch).
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def handle_start(svc: Services, job: OutboxJob) -> None:
         commits = []  # a commit is gone (a force-push): only the after commit is known
     listed = [{"sha": c.sha, "author": c.author, "message": c.message} for c in commits]
     if not listed or listed[-1]["sha"] != cp.after_sha:
-        # Nothing listed, or a range longer than GitHub lists (250): the after end is known.
+        # Nothing listed (a commit is gone): the after end is known.
         listed.append({"sha": cp.after_sha, "author": None, "message": ""})
     with svc.database.write() as conn:
         bisections.hold_change_point(conn, cp_id)
