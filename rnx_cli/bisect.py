@@ -328,8 +328,7 @@ def run(args: argparse.Namespace, root: Path, out: Any = sys.stdout) -> Outcome:
         if measure.configuration is None or not found or found[0].ratio is None:
             outcome = Outcome(commits[0], commits[-1], args.configuration or "", None)
             outcome.why = (
-                f"the gate finds no credible slowdown of {args.bad} against {args.good} "
-                f"({report.tier}): nothing to find"
+                _nothing_to_find(report, args.bad, args.good)
                 if measure.configuration is None
                 else f"{measure.configuration} was not measured at both ends"
             )
@@ -359,6 +358,19 @@ def run(args: argparse.Namespace, root: Path, out: Any = sys.stdout) -> Outcome:
     else:
         outcome.range_left = commits[lo + 1 : hi + 1]
     return outcome
+
+
+def _nothing_to_find(report: GateReport, bad: str, good: str) -> str:
+    """Why the ends' run stops the bisection, naming what moved most for `--configuration`."""
+    why = f"the gate finds no credible slowdown of {bad} against {good} ({report.tier})"
+    moved = [c for c in report.comparisons if c.ratio is not None and c.low is not None]
+    if moved:
+        c = max(moved, key=lambda c: c.ratio or 0)
+        why += (
+            f"; the most moved, {c.id} at {c.ratio:.3f}x [{c.low:.3f}, {c.high or 0:.3f}], "
+            f"is followed anyway with --configuration {c.id}"
+        )
+    return why + ": nothing to find"
 
 
 def _step_line(step: Step, left: int) -> str:
