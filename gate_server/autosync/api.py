@@ -21,7 +21,7 @@ from gate_server.db.tokens import CI, TokenRecord
 from gate_server.endpoints import authenticated, parse_json, read_body, require_json
 from gate_server.openapi import BODY_ERRORS, endpoint, error, json_body, query
 from gate_server.services import services
-from gate_server.workloads import workload_identity
+from gate_server.workloads import InvalidWorkloadPath, workload_identity
 from rnx.branches import branch_matches
 
 MAX_BODY = 16 * 1024
@@ -69,7 +69,12 @@ def parse_link(data: Any) -> tuple[str, str, str]:
             "digits, . _ - + / only; no patterns)",
             [{"field": "branch", "problem": "not a branch name"}],
         )
-    workload = workload_identity(_text(data.get("workload"), "workload", "kernels/attn.py"))
+    try:
+        workload = workload_identity(_text(data.get("workload"), "workload", "kernels/attn.py"))
+    except InvalidWorkloadPath as e:
+        # The rules are the uploads' (a link names what runs store); the words are this API's.
+        message = str(e).replace("workload.path", "the workload", 1)
+        raise ApiError(422, "invalid_workload_path", message) from None
     return repository, branch, workload
 
 
