@@ -8,7 +8,6 @@ it; kernalin.yml's `auto-sync:` links without `rnx link`."""
 
 from __future__ import annotations
 
-import copy
 import itertools
 import time
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from testbed.fakes import fake_github
 from testbed.fakes.github_commits import commit_files, commits
 from testbed.fakes.github_endpoints import install_app, private_pem
 from testbed.gate_helpers import Token, create_token, signed_headers
-from tests.github.payloads import load_payload
+from tests.github.payloads import make_push
 
 REPO = "acme/kernels"
 GITHUB_ID = 4242
@@ -106,43 +105,9 @@ def drain(client: TestClient) -> None:
 
 
 def push_payload(state: fake_github.State, before: str, shas: list[str]) -> dict[str, Any]:
-    """GitHub's push event for `shas` (oldest first) on main, made from the recorded payload:
-    each commit as the webhook documents it (id, tree_id, distinct, message, timestamp, url,
-    author, committer, added, removed, modified), at most 20 of them as GitHub lists."""
-    payload = copy.deepcopy(load_payload("push.1"))
-    listed = []
-    for sha in shas:
-        changed = commits(state).changed[(REPO, sha)]
-        person = {"name": "Octo Cat", "email": "octocat@example.com", "username": "octocat"}
-        listed.append(
-            {
-                "id": sha,
-                "tree_id": sha[::-1],
-                "distinct": True,
-                "message": f"change {sha[:7]}",
-                "timestamp": "2026-12-01T09:00:00Z",
-                "url": f"https://github.com/{REPO}/commit/{sha}",
-                "author": person,
-                "committer": person,
-                **{
-                    kind: sorted(p for p, s in changed.items() if s == kind)
-                    for kind in ("added", "removed", "modified")
-                },
-            }
-        )
-    payload.update(
-        ref="refs/heads/main",
-        before=before,
-        after=shas[-1],
-        created=False,
-        deleted=False,
-        compare=f"https://github.com/{REPO}/compare/{before[:12]}...{shas[-1][:12]}",
-        commits=listed[:20],
-        head_commit=listed[-1],
-        installation={"id": 77, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uNzc="},
-    )
-    payload["repository"].update(id=GITHUB_ID, full_name=REPO, name="kernels")
-    return payload
+    """GitHub's push event of the fake's commits `shas` (oldest first) on main."""
+    changed = [(sha, commits(state).changed[(REPO, sha)]) for sha in shas]
+    return make_push(REPO, GITHUB_ID, before, changed)
 
 
 def deliver(
