@@ -179,12 +179,13 @@ def handle_push(svc: Services, job: OutboxJob) -> None:
     head_due = now + timedelta(seconds=svc.settings.autosync_wait_s)
     with svc.database.write() as conn:
         autosync.hold(conn, p["repository_id"])
-        for sha, workloads in touching:
+        for i, (sha, workloads) in enumerate(touching):
             if workloads:
                 due = head_due if sha == head else now
+                later = [s for s, _ in touching[i + 1 :]]
                 autosync.queue(
                     conn, p["repository_id"], sha, branch=p["branch"], workloads=workloads,
-                    reason=TOUCHED, due_at=due,
+                    reason=TOUCHED, due_at=due, later=later,
                 )  # fmt: skip
         if linked.every and since >= linked.every:
             autosync.queue(

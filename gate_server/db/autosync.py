@@ -20,6 +20,7 @@ QUEUED = "queued"
 DISPATCHING = "dispatching"  # written before the dispatch: never dispatched twice
 DISPATCHED = "dispatched"
 SKIPPED = "skipped"  # a run at the commit came back without us (its own push's, say)
+MAX_LATER = 250  # commits remembered after one (compare-commits lists no more)
 AUTOSYNC_LOCK = 727_274_040  # one repository's dispatches are decided by one process at a time
 
 
@@ -45,6 +46,7 @@ class SyncCommit:
     due_at: datetime
     dispatched_at: datetime | None
     note: str | None
+    later: list[str]
 
 
 def _commit(m: Any) -> SyncCommit:
@@ -130,6 +132,7 @@ def queue(
     workloads: list[str],
     reason: str,
     due_at: datetime,
+    later: Sequence[str] = (),
 ) -> bool:
     """Queue `sha` for a dispatch; False when it has a row already (never queued twice). The
     caller holds the repository's lock, so the check and the insert are one step."""
@@ -145,6 +148,7 @@ def queue(
             state=QUEUED,
             due_at=due_at,
             created_at=utcnow(),
+            later=json.dumps(list(later)[-MAX_LATER:]),
         )
     )
     return True
@@ -261,3 +265,39 @@ def newest_covered(
     ).first()
     timed = [(aware(c.at), str(c.sha)) for c in (run, row) if c is not None and c.at is not None]
     return max(timed)[1] if timed else None
+
+
+def place_in_history(conn: Connection, run_id: str) -> bool:
+    """Put an auto-sync run where its commit is in the history: a baseline's history is ordered
+    by baseline_at (arrival), and the run of a pushed commit arrives after the runs of commits
+    that came later in its push (the push's own run of its head, another dispatch that ended
+    sooner). Its baseline_at becomes a millisecond before the earliest of theirs in the same
+    series; True when it moved."""
+    run = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
+    if run is None or run.baseline_branch is None or run.baseline_at is None:
+        return False
+    row = conn.execute(
+        select(autosync_commits.c.later).where(
+            autosync_commits.c.repository_id == run.repository_id,
+            autosync_commits.c.sha == run.sha,
+        )
+    ).first()
+    later = [] if row is None else json.loads(row.later)
+    if not later:
+        return False
+    first_later = conn.execute(
+        select(func.min(runs.c.baseline_at)).where(
+            runs.c.repository_id == run.repository_id,
+            runs.c.baseline_branch == run.baseline_branch,
+            runs.c.environment_key == run.environment_key,
+            runs.c.workload == run.workload,
+            runs.c.sha.in_(later),
+            runs.c.id != run.id,
+        )
+    ).scalar_one()
+    first, mine = aware(first_later), aware(run.baseline_at)
+    if first is None or mine is None or first > mine:
+        return False
+    placed = first - timedelta(milliseconds=1)
+    conn.execute(update(runs).where(runs.c.id == run.id).values(baseline_at=placed))
+    return True

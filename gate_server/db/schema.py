@@ -315,6 +315,9 @@ autosync_commits = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("dispatched_at", DateTime(timezone=True), nullable=True),
     Column("note", String(300), nullable=True),
+    # JSON: the commits after it in its push. Its run arrives after theirs (the push's own run
+    # of its head, say), and is placed before them in the history (place_in_history).
+    Column("later", Text, nullable=False, server_default="[]"),
     UniqueConstraint("repository_id", "sha", name="uq_autosync_commits_sha"),
     Index("ix_autosync_commits_state", "repository_id", "state", "due_at"),
 )

@@ -19,7 +19,8 @@ from starlette.testclient import TestClient
 
 from action.init import WORKFLOW
 from gate_server.autosync import jobs as autosync_jobs
-from gate_server.db import autosync, open_database, outbox
+from gate_server.db import autosync, open_database, outbox, runs
+from gate_server.db.runs import BaselineKey
 from gate_server.github.webhook import signature_of
 from gate_server.outbox import OutboxWorker
 from gate_server.settings import ServerSettings
@@ -161,8 +162,8 @@ def link(client: TestClient, token: Token, workload: str = WORKLOAD, **kw: Any) 
     return client.post(path, json=data, headers={"Authorization": f"Bearer {token.secret}"})
 
 
-def upload(client: TestClient, token: Token, sha: str, workload: str = WORKLOAD) -> None:
-    data = body(make_results(sha=sha, workload=workload, event="workflow_dispatch"))
+def upload(client: TestClient, token: Token, sha: str, event: str = "workflow_dispatch") -> None:
+    data = body(make_results(sha=sha, workload=WORKLOAD, event=event))
     r = client.post("/api/v1/runs", content=data, headers=signed_headers(token.secret, data))
     assert r.status_code == 201, r.text
 
@@ -305,6 +306,31 @@ def test_the_head_waits_for_the_pushs_own_run_and_the_in_flight_limit_holds(
         assert dispatched(github) == [shas[0], shas[1]]
         states = {r.sha: r.state for r in rows(database_url)}
         assert states[shas[2]] == autosync.SKIPPED
+    finally:
+        client.__exit__(None, None, None)
+
+
+def test_runs_of_a_pushs_earlier_commits_take_their_place_in_the_history(
+    database_url: str, github: fake_github.State
+) -> None:
+    client = start(database_url, github, autosync_wait_s=60)
+    try:
+        token = create_token(database_url)
+        link(client, token)
+        shas = push(client, github, [{WORKLOAD: f"# h{i}\n"} for i in range(3)])
+        assert dispatched(github) == shas[:2]  # the head waits for the push's own run
+        upload(client, token, shas[2], event="push")  # which comes first
+        upload(client, token, shas[1])  # then the dispatched runs, the later one first
+        upload(client, token, shas[0])
+        repo_id = rows(database_url)[0].repository_id
+        database = open_database(database_url)
+        try:
+            with database.read() as conn:
+                key = BaselineKey(repo_id, "main", "linux-x86_64-cpu-test", WORKLOAD)
+                newest_first = [b.sha for b in runs.baselines(conn, key, 10)]
+        finally:
+            database.close()
+        assert newest_first == shas[::-1]
     finally:
         client.__exit__(None, None, None)
 
