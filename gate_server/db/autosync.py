@@ -102,6 +102,25 @@ def remove_link(conn: Connection, repository_id: int, branch: str, workload: str
     return result.rowcount > 0
 
 
+def move_branch(conn: Connection, repository_id: int, old: str, new: str) -> None:
+    """A renamed branch keeps its links and its queued commits (dispatched on the new name)."""
+    on_new = {k.workload for k in links(conn, repository_id, new)}
+    for link in links(conn, repository_id, old):
+        values: dict[str, Any] = {"branch": new}
+        if link.workload in on_new:  # linked on both names: one link is enough
+            values = {"removed_at": utcnow()}
+        conn.execute(update(autosync_links).where(autosync_links.c.id == link.id).values(values))
+    conn.execute(
+        update(autosync_commits)
+        .where(
+            autosync_commits.c.repository_id == repository_id,
+            autosync_commits.c.branch == old,
+            autosync_commits.c.state == QUEUED,
+        )
+        .values(branch=new)
+    )
+
+
 # ---- commits
 
 

@@ -409,3 +409,33 @@ def test_kernalin_yml_auto_sync_links_without_rnx_link(
     assert dispatched(github) == [shas[1]]
     # A push to another branch than the file names dispatches nothing.
     assert autosync_jobs.push_job({"ref": "refs/tags/v1", "after": shas[1]}, 1) is None
+
+
+def test_a_renamed_branch_keeps_its_links(
+    app: TestClient, database_url: str, github: fake_github.State
+) -> None:
+    from gate_server.branches import rename_branch
+
+    token = create_token(database_url, branches=("main", "trunk"))
+    link(app, token)
+    repo_id = rows_repository_id(database_url)
+    database = open_database(database_url)
+    try:
+        with database.write() as conn:
+            rename_branch(conn, repo_id, "main", "trunk", actor="test", via="test")
+        with database.read() as conn:
+            assert [(k.branch, k.workload) for k in autosync.links(conn, repo_id)] == [
+                ("trunk", WORKLOAD)
+            ]
+    finally:
+        database.close()
+
+
+def rows_repository_id(database_url: str) -> int:
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            [repo] = _repositories(conn)
+            return int(repo.id)
+    finally:
+        database.close()
