@@ -132,7 +132,15 @@ def _closures(
     others = {f for f in touched if f.endswith(".py")} - set(workloads)
     if not others:
         return {w: {w} for w in workloads}
-    paths, cut = client.tree_paths(p["repository"], p["after"])
+    try:
+        paths, cut = client.tree_paths(p["repository"], p["after"])
+    except GitHubError as e:
+        if e.status not in (404, 409, 422):
+            raise  # GitHub down or busy: the outbox tries again later
+        # The pushed commit is gone (force-pushed away) or the repository empty: the
+        # workloads themselves still decide.
+        log.warning("%s: no file list at %s: %s", p["repository"], p["after"], e)
+        return {w: {w} for w in workloads}
     if cut:
         log.warning("%s: GitHub cut the file list at %s", p["repository"], p["after"])
     texts: dict[str, str | None] = {}
@@ -192,9 +200,8 @@ def handle_push(svc: Services, job: OutboxJob) -> None:
                 conn, p["repository_id"], head, branch=p["branch"], workloads=linked.workloads,
                 reason=EVERY_N, due_at=head_due,
             )  # fmt: skip
-        payload = {"repository_id": p["repository_id"]}
-        outbox.enqueue(conn, DISPATCH_KIND, payload)
-        outbox.enqueue(conn, DISPATCH_KIND, payload, delay=head_due - now)
+        # A look now; the queued head's own look is scheduled by that one (_next_due).
+        look_again(conn, p["repository_id"])
 
 
 def _commits_since_run(
@@ -242,14 +249,22 @@ def handle_dispatch(svc: Services, job: OutboxJob) -> None:
         _dispatch(svc, repo.name, chosen)
 
 
+def look_again(conn: Connection, repository_id: int, delay: timedelta = timedelta(0)) -> None:
+    """Queue a DISPATCH_KIND look at the repository after `delay`, unless one is due by then
+    already (each look that finds work for later queues its own next look: without this, the
+    looks of many pushes would each keep a copy going)."""
+    payload = {"repository_id": repository_id}
+    if not outbox.waiting(conn, DISPATCH_KIND, payload, by=utcnow() + delay):
+        outbox.enqueue(conn, DISPATCH_KIND, payload, delay=delay)
+
+
 def _next_due(svc: Services, conn: Connection, repository_id: int) -> autosync.SyncCommit | None:
     """The next commit to dispatch, written `dispatching`; None when there is none now (a later
     look is queued when one is due later or the repository is busy)."""
     now = utcnow()
     for row in autosync.due(conn, repository_id):
         if row.due_at > now:
-            payload = {"repository_id": repository_id}
-            outbox.enqueue(conn, DISPATCH_KIND, payload, delay=row.due_at - now)
+            look_again(conn, repository_id, row.due_at - now)
             return None
         have = autosync.benchmarked(conn, repository_id, [row.sha], row.workloads)
         if set(row.workloads) <= have.get(row.sha, set()):
@@ -259,7 +274,7 @@ def _next_due(svc: Services, conn: Connection, repository_id: int) -> autosync.S
         if limit == 0:
             return None
         if autosync.in_flight(conn, repository_id, RUN_TIMEOUT) >= limit:
-            outbox.enqueue(conn, DISPATCH_KIND, {"repository_id": repository_id}, delay=BUSY_RETRY)
+            look_again(conn, repository_id, BUSY_RETRY)
             return None
         autosync.set_state(conn, row.id, autosync.DISPATCHING)
         return row

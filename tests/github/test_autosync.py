@@ -292,6 +292,11 @@ def test_the_head_waits_for_the_pushs_own_run_and_the_in_flight_limit_holds(
         shas = push(client, github, [{WORKLOAD: f"# v{i}\n"} for i in range(3)])
         # The head waits; of the others, one at a time.
         assert dispatched(github) == [shas[0]]
+        # Busy: one look waits (in 2 minutes); more pushes do not pile up more looks.
+        assert pending_looks(database_url) == 1
+        push(client, github, [{"README.md": "busy\n"}])
+        push(client, github, [{"README.md": "still busy\n"}])
+        assert pending_looks(database_url) == 1 and dispatched(github) == [shas[0]]
         upload(client, token, shas[0])
         upload(client, token, shas[2])  # the push's own workflow benchmarked its head
         time.sleep(1.2)
@@ -439,3 +444,13 @@ def rows_repository_id(database_url: str) -> int:
             return int(repo.id)
     finally:
         database.close()
+
+
+def pending_looks(database_url: str) -> int:
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            found = outbox.jobs(conn, kind=autosync_jobs.DISPATCH_KIND, state=outbox.PENDING)
+    finally:
+        database.close()
+    return len(found)
