@@ -331,7 +331,14 @@ _ANSWERS: dict[str, Any] = {
         created={"type": "boolean", "description": "false: it was linked before"},
     ),
     "AutoSyncLinks": _object(
-        ["links"], links={"type": "array", "items": {"$ref": "#/components/schemas/AutoSyncLink"}}
+        ["links", "recent"],
+        links={"type": "array", "items": {"$ref": "#/components/schemas/AutoSyncLink"}},
+        recent={
+            "type": "array",
+            "description": "the newest auto-sync commits, oldest first: sha, branch, reason "
+            "(touched, every-n), state (queued, dispatching, dispatched, skipped, refused), "
+            "workloads, note",
+        },
     ),
     "AutoSyncUnlinked": _object(
         ["removed"],

@@ -76,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             for k in links:
                 print(f"{k['branch']:<20}  {k['workload']}  (by {k['created_by']})")
+        recent = list(data.get("recent") or [])
+        if recent and not args.json:
+            print("\nnewest auto-sync commits:")
+            for c in recent:
+                note = f"  {c['note']}" if c.get("note") else ""
+                print(f"  {c['sha'][:12]}  {c['branch']:<16}  {c['reason']:<8}  {c['state']}{note}")
         return 0
     body = {"repository": args.repo, "branch": args.branch, "workload": args.path}
     if args.unlink:

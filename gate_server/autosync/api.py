@@ -25,6 +25,7 @@ from gate_server.workloads import InvalidWorkloadPath, workload_identity
 from rnx.branches import branch_matches
 
 MAX_BODY = 16 * 1024
+RECENT = 20  # the newest auto-sync commits a listing shows
 MAX_NAME_CHARS = 300
 # One branch by its name (no patterns: a push names one branch); what git allows, narrowed as
 # kernalin.yml's branch names are.
@@ -97,7 +98,22 @@ def list_links(
     with database.read() as conn:
         repo = _repository(conn, token, name)
         found = autosync.links(conn, repo.id, branch)
-    return {"links": [link_view(repo.name, k) for k in found]}
+        recent = autosync.commits(conn, repo.id, newest=RECENT)
+    return {
+        "links": [link_view(repo.name, k) for k in found],
+        "recent": [
+            {
+                "sha": c.sha,
+                "branch": c.branch,
+                "reason": c.reason,
+                "state": c.state,
+                "workloads": c.workloads,
+                "note": c.note,
+            }  # fmt: skip
+            for c in recent
+            if branch is None or c.branch == branch
+        ],
+    }
 
 
 def change_link(database: Database, token: TokenRecord, data: Any, *, remove: bool) -> Any:

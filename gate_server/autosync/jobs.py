@@ -44,6 +44,10 @@ RUN_TIMEOUT = timedelta(hours=6)  # a dispatch whose run is not back by then is 
 BUSY_RETRY = timedelta(minutes=2)  # the repository has its most dispatches in flight
 ZERO_SHA = "0" * 40
 TOUCHED, EVERY_N = "touched", "every-n"
+REFUSED_FIX = (
+    "the workflow RNX_BISECT_WORKFLOW names must exist on the branch and accept the `commit` "
+    "input (`rnx init --force` writes one that does); the App needs Actions write"
+)
 
 
 def push_job(payload: dict[str, Any], repository_id: int) -> dict[str, Any] | None:
@@ -290,9 +294,17 @@ def _dispatch(svc: Services, repository: str, row: autosync.SyncCommit) -> None:
             repository, svc.settings.bisect_workflow, ref=row.branch, inputs={"commit": row.sha}
         )
     except GitHubError as e:
-        # GitHub answered: nothing runs, so the commit is queued again and the job retried.
+        what = f"auto-sync dispatch of {repository} at {row.sha[:12]}: {e}"
+        if e.status in (404, 422):
+            # No such workflow, branch or input: trying again cannot help. Said on the row
+            # (rnx link --list shows it) and in the log, with the fix.
+            log.warning("%s; %s", what, REFUSED_FIX)
+            with svc.database.write() as conn:
+                autosync.set_state(conn, row.id, autosync.REFUSED, note=str(e)[:300])
+            return
+        # GitHub did not take it: nothing runs, so the commit is queued again, job retried.
         with svc.database.write() as conn:
             autosync.withdraw(conn, row.id)
-        raise RuntimeError(f"auto-sync dispatch of {repository} at {row.sha[:12]}: {e}") from None
+        raise RuntimeError(what) from None
     with svc.database.write() as conn:
         autosync.set_state(conn, row.id, autosync.DISPATCHED)

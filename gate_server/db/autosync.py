@@ -20,6 +20,7 @@ QUEUED = "queued"
 DISPATCHING = "dispatching"  # written before the dispatch: never dispatched twice
 DISPATCHED = "dispatched"
 SKIPPED = "skipped"  # a run at the commit came back without us (its own push's, say)
+REFUSED = "refused"  # GitHub refused the dispatch for good (no such workflow or input)
 MAX_LATER = 250  # commits remembered after one (compare-commits lists no more)
 AUTOSYNC_LOCK = 727_274_040  # one repository's dispatches are decided by one process at a time
 
@@ -173,13 +174,13 @@ def queue(
     return True
 
 
-def commits(conn: Connection, repository_id: int) -> list[SyncCommit]:
-    rows = conn.execute(
-        select(autosync_commits)
-        .where(autosync_commits.c.repository_id == repository_id)
-        .order_by(autosync_commits.c.id)
-    )
-    return [_commit(r._mapping) for r in rows]
+def commits(conn: Connection, repository_id: int, *, newest: int | None = None) -> list[SyncCommit]:
+    """The repository's auto-sync commits, oldest first (`newest`: only that many, the newest)."""
+    query = select(autosync_commits).where(autosync_commits.c.repository_id == repository_id)
+    if newest is not None:
+        query = query.order_by(autosync_commits.c.id.desc()).limit(newest)
+        return [_commit(r._mapping) for r in conn.execute(query)][::-1]
+    return [_commit(r._mapping) for r in conn.execute(query.order_by(autosync_commits.c.id))]
 
 
 def _run_at_commit() -> Any:

@@ -309,7 +309,7 @@ autosync_commits = Table(
     Column("branch", String(MAX_BRANCH_CHARS), nullable=False),
     Column("workloads", Text, nullable=False),  # JSON list of the linked paths it touched
     Column("reason", String(16), nullable=False),  # touched | every-n
-    # queued | dispatching | dispatched | skipped (a run came without us)
+    # queued | dispatching | dispatched | skipped (a run came without us) | refused (by GitHub)
     Column("state", String(16), nullable=False),
     Column("due_at", DateTime(timezone=True), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),

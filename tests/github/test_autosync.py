@@ -454,3 +454,23 @@ def pending_looks(database_url: str) -> int:
     finally:
         database.close()
     return len(found)
+
+
+def test_a_dispatch_github_refuses_for_good_is_recorded_with_why_and_not_retried(
+    app: TestClient, database_url: str, github: fake_github.State
+) -> None:
+    token = create_token(database_url)
+    link(app, token)
+    # An old workflow without the `commit` input: GitHub answers 422.
+    old = "on:\n  workflow_dispatch:\njobs: {}\n"
+    github.repo(REPO).files[("main", ".github/workflows/kernalin.yml")] = old
+    [sha] = push(app, github, [{WORKLOAD: "# refused\n"}])
+    assert dispatched(github) == []
+    [row] = rows(database_url)
+    assert row.state == autosync.REFUSED and "Unexpected inputs" in (row.note or "")
+    assert pending_looks(database_url) == 0
+    auth = {"Authorization": f"Bearer {token.secret}"}
+    listed = app.get("/api/v1/autosync/links", params={"repository": REPO}, headers=auth).json()
+    assert [(c["sha"], c["state"], c["reason"]) for c in listed["recent"]] == [
+        (sha, "refused", "touched")
+    ]

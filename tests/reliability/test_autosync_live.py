@@ -134,6 +134,10 @@ def test_rnx_link_and_a_push_dispatch_once_across_a_kill_9(
             _wait(lambda: _settled(database_url))
             assert [d["inputs"] for d in sent] == [{"commit": touching}]
             assert sent[0]["ref"] == "main" and sent[0]["workflow"] == "kernalin.yml"
+            assert rnx(["link", "--list", "--repo", REPO]) == 0
+            assert f"{touching[:12]}  main              touched   dispatching" in (
+                capsys.readouterr().out
+            )  # killed before GitHub answered: waited for, never sent again
             # Unlinked: a new touching commit is not dispatched.
             assert rnx(["link", WORKLOAD, "--unlink", "--branch", "main", "--repo", REPO]) == 0
             assert "unlinked" in capsys.readouterr().out
