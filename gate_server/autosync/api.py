@@ -135,6 +135,7 @@ def change_link(database: Database, token: TokenRecord, data: Any, *, remove: bo
                 f"this credential may not speak for branch {branch!r} "
                 f"({', '.join(token.branches) or 'no baseline branch'})",
             )
+        autosync.hold(conn, repo.id)
         actor = actor_of(token)
         if remove:
             done = autosync.remove_link(conn, repo.id, branch, workload)

@@ -71,7 +71,8 @@ def links(conn: Connection, repository_id: int, branch: str | None = None) -> li
 def add_link(
     conn: Connection, repository_id: int, branch: str, workload: str, created_by: str
 ) -> tuple[Link, bool]:
-    """The live link, and whether it is new (linking twice is not an error)."""
+    """The live link, and whether it is new (linking twice is not an error). The caller holds
+    the repository's lock (hold), so two requests never both add it."""
     for link in links(conn, repository_id, branch):
         if link.workload == workload:
             return link, False
@@ -84,8 +85,8 @@ def add_link(
             created_at=utcnow(),
         )
     )
-    [link] = [k for k in links(conn, repository_id, branch) if k.workload == workload]
-    return link, True
+    added = [k for k in links(conn, repository_id, branch) if k.workload == workload]
+    return added[0], True
 
 
 def remove_link(conn: Connection, repository_id: int, branch: str, workload: str) -> bool:
