@@ -47,8 +47,9 @@ on:
   pull_request:
   push:
     branches: [{branch}]
-  # The gate server (GitHub App mode) runs this at one commit of {branch} to find the commit
-  # that caused a change point (docs/bisection.md). Its runs never become baselines.
+  # The gate server (GitHub App mode) runs this at one commit of {branch}: to find the commit
+  # that caused a change point (docs/bisection.md; with `bisection`, its runs never become
+  # baselines), or to benchmark a commit no push measured (docs/auto-sync.md).
   workflow_dispatch:
     inputs:
       commit:
@@ -69,7 +70,7 @@ jobs:
     runs-on: ubuntu-latest   # GPU kernels: put your GPU runner's labels here
     steps:
       - uses: actions/checkout@v4
-      # A dispatched run (the gate server's bisection) measures the commit it names.
+      # A dispatched run (bisection, auto-sync) measures the commit it names.
       - if: inputs.commit != ''
         env:
           COMMIT: ${{{{ inputs.commit }}}}

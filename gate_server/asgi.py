@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gate_server import agent_mcp, api, change_point_api, health, trace_api
 from gate_server.answers import EXCEPTION_HANDLERS, error_response
+from gate_server.autosync import api as autosync_api
 from gate_server.bisection import api as bisection_api
 from gate_server.dashboard.acting import routes as acting_routes
 from gate_server.dashboard.github_sign_in import routes as github_sign_in_routes
@@ -108,6 +109,7 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
         *change_point_api.routes,
         *trace_api.routes,
         *bisection_api.routes,
+        *autosync_api.routes,
         *github_routes,
         *dashboard_routes,
         *acting_routes,

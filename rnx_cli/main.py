@@ -53,6 +53,11 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
         "list a repository's change points, or acknowledge one",
     ),
     "accept": ("rnx_cli.acting:accept_main", None, "accept a run as the new baseline"),
+    "link": (
+        "rnx_cli.link:main",
+        None,
+        "benchmark every new commit touching a workload (auto-sync)",
+    ),
     "receipt": ("rnx_cli.receipt:main", None, "verify a server's signed receipt offline"),
     "schema": ("rnx_cli.schema:main", None, "print the JSON Schema of results documents"),
 }

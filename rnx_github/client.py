@@ -341,6 +341,31 @@ class GitHubClient:
             json={"ref": ref, "inputs": inputs},
         )
 
+    # ---- auto-sync: which files a commit touched, and the repository's files at a commit
+
+    def commit_files(self, repository: str, sha: str) -> list[str]:
+        """GET /repos/{repository}/commits/{sha}: the paths the commit added, changed or
+        removed (a rename counts under both names). GitHub lists at most 300 files per page
+        and 3000 in all; the first page is read (a commit touching more is all-touching)."""
+        data = self.request(
+            "GET", f"/repos/{repository}/commits/{quote(sha, safe='')}", params={"per_page": 300}
+        ).json()
+        paths = []
+        for f in data.get("files") or []:
+            paths += [str(f["filename"])] + (
+                [str(f["previous_filename"])] if f.get("previous_filename") else []
+            )
+        return paths
+
+    def tree_paths(self, repository: str, sha: str) -> tuple[set[str], bool]:
+        """GET /repos/{repository}/git/trees/{sha}?recursive=1: every file's path at the
+        commit, and whether GitHub cut the list (it lists at most 100,000 entries)."""
+        data = self.request(
+            "GET", f"/repos/{repository}/git/trees/{quote(sha, safe='')}", params={"recursive": "1"}
+        ).json()
+        paths = {str(e["path"]) for e in data.get("tree") or [] if e.get("type") == "blob"}
+        return paths, bool(data.get("truncated"))
+
     def commit_pull_request(self, repository: str, sha: str) -> int | None:
         """GET /repos/{repository}/commits/{sha}/pulls: the merged pull request that brought
         the commit, or None."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 from gate_server.db import (
     agent_tokens,
     audit,
+    autosync,
     change_points,
     dashboard,
     deliveries,
@@ -57,6 +58,7 @@ __all__ = [
     "Database",
     "agent_tokens",
     "audit",
+    "autosync",
     "change_points",
     "dashboard",
     "deliveries",

@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gate_server.answers import Answer, ApiError
+from gate_server.autosync import jobs as autosync_jobs
 from gate_server.bisection import jobs as bisection_jobs
 from gate_server.branches import current_name, rename_branch
 from gate_server.db import Database, audit, deliveries, repositories, runs
@@ -465,8 +466,29 @@ def _reply(
     return Answer(200, {key: text})
 
 
+def on_push(database: Database, gh: GitHubIntegration, delivery: Delivery) -> Answer:
+    """Auto-sync (gate_server/autosync/): the push's commits are looked at in the outbox, so
+    the answer does not wait for GitHub's API and a redelivery queues nothing new."""
+    if gh.app is None:
+        return _ignored("auto-sync needs GitHub App mode (RNX_GITHUB_APP_ID)")
+    repo_id = _mapping(delivery.payload.get("repository")).get("id")
+    if isinstance(repo_id, bool) or not isinstance(repo_id, int):
+        return _ignored("the push names no repository id")
+    with database.read() as conn:
+        registered = repositories.by_github_id(conn, repo_id)
+    if registered is None:
+        return _ignored("the repository is not registered here")
+    job = autosync_jobs.push_job(dict(delivery.payload), registered.id)
+    if job is None:
+        return _ignored("the push adds no commits to a branch")
+    with database.write() as conn:
+        autosync_jobs.enqueue_push(conn, job)
+    return Answer(200, {"autosync": {"branch": job["branch"], "after": job["after"]}})
+
+
 HANDLERS: dict[tuple[str, str | None], Handler] = {
     ("ping", None): on_ping,
+    ("push", None): on_push,
     ("issue_comment", "created"): on_issue_comment,
     ("repository", "renamed"): on_rename,
     ("repository", "edited"): on_repository_edited,
@@ -541,7 +563,8 @@ def _unstorable(event: str, payload: Mapping[str, Any], body: bytes | bytearray)
 
 @endpoint(
     "post",
-    "GitHub webhooks: ping, '/kernalin accept <reason>' PR comments, repository and branch renames",
+    "GitHub webhooks: ping, '/kernalin accept <reason>' PR comments, repository and branch "
+    "renames, pushes (auto-sync)",
     parameters=[
         header("X-Hub-Signature-256"),
         header("X-GitHub-Event", pattern=NOT_BLANK),

@@ -7,13 +7,22 @@ bisection uses. Importing this module mounts the routes into the fake's ROUTES t
 - POST /repos/{o}/{r}/actions/workflows/{file}/dispatches: recorded (204), 422 for an unknown
   ref or an input the workflow does not declare, 404 for a workflow file that is not there
 - GET /repos/{o}/{r}/commits/{sha}/pulls: the pull requests that brought a commit
+- GET /repos/{o}/{r}/commits/{sha}: one commit with the files it changed (auto-sync)
+- GET /repos/{o}/{r}/git/trees/{sha}?recursive=1: every file at a commit (auto-sync)
 
-Pull requests are the recorded webhook payload's pull request objects."""
+Answers follow the shapes of GitHub's REST reference (compare-commits, list pull requests
+associated with a commit, get a commit, get a tree); pull requests and users are the recorded
+webhook payload's objects.
+
+`commit_files` plays git for auto-sync's tests: each commit is a snapshot of the files
+(stored as the fake's files at ref=sha, which the contents endpoint serves) and the list of
+paths it changed."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +42,7 @@ class Commits:
     history: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # repo -> oldest first
     pulls: dict[tuple[str, str], int] = field(default_factory=dict)  # (repo, sha) -> PR number
     dispatches: list[dict[str, Any]] = field(default_factory=list)  # repo, workflow, ref, inputs
+    changed: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # path -> status
     # While set, a dispatch is recorded and then not answered until it is cleared: the caller
     # sees a request GitHub took but no answer (a test kills the server then).
     hold: threading.Event = field(default_factory=threading.Event)
@@ -56,6 +66,33 @@ def add_commits(
     history = commits(state).history.setdefault(repo, [])
     history += [{"sha": s, "author": author, "message": f"change {s[:7]}"} for s in shas]
     state.repo(repo).refs[branch] = shas[-1]
+
+
+def commit_files(
+    state: State,
+    repo: str,
+    sha: str,
+    files: dict[str, str | None],
+    *,
+    branch: str = "main",
+    author: str = "octocat",
+) -> None:
+    """A commit on `branch` whose tree is its parent's with `files` written (None: removed);
+    its files are served at ref=sha by the contents endpoint and listed by the trees one."""
+    history = commits(state).history.setdefault(repo, [])
+    r = state.repo(repo)
+    parent = history[-1]["sha"] if history else None
+    tree = {p: t for (ref, p), t in r.files.items() if parent is not None and ref == parent}
+    status = {}
+    for path, text in files.items():
+        status[path] = "removed" if text is None else "modified" if path in tree else "added"
+        if text is None:
+            tree.pop(path, None)
+        else:
+            tree[path] = text
+    r.files.update({(sha, p): t for p, t in tree.items()})
+    commits(state).changed[(repo, sha)] = status
+    add_commits(state, repo, [sha], author=author, branch=branch)
 
 
 def merged_by_pull(state: State, repo: str, sha: str, number: int) -> None:
@@ -180,10 +217,68 @@ async def commit_pulls(state: State, request: Request) -> tuple[int, Any, dict[s
     return 200, found, {}
 
 
+async def get_commit(state: State, request: Request) -> tuple[int, Any, dict[str, str]]:
+    """GitHub's "Get a commit": the commit with its stats and changed files."""
+    _token(state, request)
+    repo, sha = _repo_name(request), request.path_params["sha"]
+    history = commits(state).history.get(repo, [])
+    index = {c["sha"]: i for i, c in enumerate(history)}
+    if sha not in index:
+        raise Fail(422, f"No commit found for SHA: {sha}")
+    api = str(request.base_url).rstrip("/")
+    parent = history[index[sha] - 1]["sha"] if index[sha] else None
+    found = _commit(api, repo, history[index[sha]], parent)
+    changed = commits(state).changed.get((repo, sha), {})
+    found["stats"] = {"total": len(changed), "additions": len(changed), "deletions": 0}
+    found["files"] = [
+        {
+            "sha": sha[::-1],
+            "filename": path,
+            "status": status,
+            "additions": 1,
+            "deletions": 0,
+            "changes": 1,
+            "blob_url": f"https://github.com/{repo}/blob/{sha}/{path}",
+            "raw_url": f"https://github.com/{repo}/raw/{sha}/{path}",
+            "contents_url": f"{api}/repos/{repo}/contents/{path}?ref={sha}",
+            "patch": "@@ -1 +1 @@",
+        }
+        for path, status in sorted(changed.items())
+    ]
+    return 200, found, {}
+
+
+async def get_tree(state: State, request: Request) -> tuple[int, Any, dict[str, str]]:
+    """GitHub's "Get a tree" with ?recursive=1: every entry at the commit, blobs only here."""
+    _token(state, request)
+    repo_name, sha = _repo_name(request), request.path_params["sha"]
+    repo = state.repos.get(repo_name)
+    paths = sorted(p for (ref, p) in (repo.files if repo else {}) if ref == sha)
+    if not paths:
+        raise Fail(404, "Not Found")
+    api = str(request.base_url).rstrip("/")
+    blobs = {p: hashlib.sha1(f"{sha}:{p}".encode()).hexdigest() for p in paths}
+    tree = [
+        {
+            "path": p,
+            "mode": "100644",
+            "type": "blob",
+            "sha": blobs[p],
+            "size": len(repo.files[(sha, p)]) if repo else 0,
+            "url": f"{api}/repos/{repo_name}/git/blobs/{blobs[p]}",
+        }
+        for p in paths
+    ]
+    return 200, {"sha": sha, "url": f"{api}/repos/{repo_name}/git/trees/{sha}",
+                 "tree": tree, "truncated": False}, {}  # fmt: skip
+
+
 ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/repos/{owner}/{repo}/compare/{basehead:path}", compare),
     ("POST", "/repos/{owner}/{repo}/actions/workflows/{workflow}/dispatches", dispatch),
     ("GET", "/repos/{owner}/{repo}/commits/{sha}/pulls", commit_pulls),
+    ("GET", "/repos/{owner}/{repo}/commits/{sha}", get_commit),
+    ("GET", "/repos/{owner}/{repo}/git/trees/{sha}", get_tree),
 ]
 
 for _route in ROUTES:
