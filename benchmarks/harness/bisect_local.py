@@ -139,9 +139,12 @@ def main() -> None:
         ends = r.get("ends") or {}
         print(
             f"try {n}: culprit at commit {r['culprit']} of {COMMITS}, "
-            f"ends {ends.get('ratio', 0):.3f}x "
-            f"[{ends.get('low', 0):.3f}, {ends.get('high', 0):.3f}], "
-            f"named {r.get('named', 'error')}, {r.get('steps', '-')} steps, "
+            + (
+                f"ends {ends['ratio']:.3f}x [{ends['low']:.3f}, {ends['high']:.3f}], "
+                if ends
+                else "ends not followed, "
+            )
+            + f"named {r.get('named', 'error')}, {r.get('steps', '-')} steps, "
             f"{r.get('runs', '-')} paired runs, {r['wall']:.0f} s"
             + (f"; {r['why']}" if r.get("why") else "")
             + (f"; error: {r['error']}" if r.get("error") else ""),
