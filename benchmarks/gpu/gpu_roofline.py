@@ -192,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     device = torch.device(args.device)
     torch.set_grad_enabled(False)
-    torch.backends.cuda.matmul.allow_tf32 = False  # as the harness runs (bench_runner/worker.py)
+    torch.backends.cuda.matmul.allow_tf32 = (
+        False  # as the harness runs (bench_runner/worker_process.py)
+    )
     torch.backends.cudnn.allow_tf32 = False
     t0 = time.perf_counter()
     telemetry: Any = GpuTelemetry(reason="the run is on the CPU")
