@@ -155,7 +155,7 @@ def run_benchmark(
             baselines = list(against.documents)
 
             def judge(doubled: bool = False) -> GateReport:
-                from rnx.adaptive import with_processes_doubled
+                from bench_runner.adaptive_rule import with_processes_doubled
                 from rnx.verdict import evaluate
 
                 doc = _document(orchestrator, env, repository, git, base_workload)

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from bench_runner.peaks import lookup
 from rnx.config import GateSettings
-from rnx.peaks import lookup
 from rnx.schema import InvalidDocument, parse_results
 from rnx.verdict import evaluate
 from rnx_cli.main import main as rnx
