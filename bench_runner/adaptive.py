@@ -2,8 +2,8 @@
 variation between processes dominates) for the configurations the data cannot decide yet and
 that may be slower, and for those about to BLOCK (confirmed by processes that did not
 produce the verdict), until each is decided or the budget is spent. The stopping rule is
-rnx/adaptive.py's; the verdict is rnx.verdict.evaluate's, the one the gate server computes
-again from all the samples.
+bench_runner/adaptive_rule.py's; the verdict is rnx.verdict.evaluate's, the one the gate server
+computes again from all the samples.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rnx.adaptive import (
+from bench_runner.adaptive_rule import (
     CONFIRM_PROCESSES,
     MAX_ADDED_PROCESSES,
     Open,
@@ -58,7 +58,8 @@ class Decider:
     judge: Callable[[], GateReport]
     budget_s: float
     started: float  # time.monotonic() when the harness started
-    # The verdict were the head's processes doubled (rnx.adaptive.with_processes_doubled):
+    # The verdict were the head's processes doubled
+    # (bench_runner.adaptive_rule.with_processes_doubled):
     # which undecided configurations more processes could decide at all.
     project: Callable[[], GateReport] | None = None
 

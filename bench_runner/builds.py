@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from bench_runner.plan import ConfigSpec, Plan
 from bench_runner.progress import Progress
 from bench_runner.state import ConfigState, RunStates
-from bench_runner.workers import Answer, Dispatcher, WorkerDied, WorkerHandle, WorkerKey
+from bench_runner.worker_pool import Answer, Dispatcher, WorkerDied, WorkerHandle, WorkerKey
 
 # Builds and checks in other processes overlap only while their memory fits in this share of
 # what was free when the run started.

@@ -155,7 +155,7 @@ def collect_environment(*, name: str | None = None, threads: int | None = None) 
     collect_runner(runner)
     collect_software(software)
     if threads is not None:
-        # What the worker processes set (bench_runner.worker.configure_process), not this
+        # What the worker processes set (bench_runner.worker_process.configure_process), not this
         # process's own values: the numbers were measured there.
         software.update(
             {

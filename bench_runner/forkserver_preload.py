@@ -1,4 +1,5 @@
-"""Imported only by the fork server that CPU runs fork their workers from (bench_runner.workers).
+"""Imported only by the fork server that CPU runs fork their workers from
+(bench_runner.worker_pool).
 
 It brings torch and the worker code into the server once, so every worker starts without
 importing them. And it makes the server's own exit immediate: a server that imported torch
@@ -13,7 +14,7 @@ import contextlib
 import os
 import sys
 
-import bench_runner.worker  # noqa: F401 - the point of this module
+import bench_runner.worker_process  # noqa: F401 - the point of this module
 
 
 def _exit_now() -> None:

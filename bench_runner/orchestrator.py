@@ -26,7 +26,7 @@ from bench_runner.plan import ConfigSpec, Plan, build_command, warm_command
 from bench_runner.progress import Progress
 from bench_runner.state import ConfigState, RunStates
 from bench_runner.tolerances import tolerance_for
-from bench_runner.workers import Dispatcher, WorkerDied, WorkerHandle, WorkerKey
+from bench_runner.worker_pool import Dispatcher, WorkerDied, WorkerHandle, WorkerKey
 
 PREPARE_TIMEOUT_S = 900.0
 # A sample's wall time outside the measurement (pipe round trip), for budgeting extra rounds.

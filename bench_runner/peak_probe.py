@@ -1,4 +1,4 @@
-"""Measured peaks for a CPU or a GPU the peaks table (rnx/peaks.yml) does not know.
+"""Measured peaks for a CPU or a GPU the peaks table (bench_runner/peaks.yml) does not know.
 
 Two short probes, once per run, in the worker that timed the first configurations, after its
 timing: a large matrix product per dtype the run uses (FLOP/s) and a large copy (bytes per
@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import torch
 
+from bench_runner.peaks import Peaks, lookup
 from bench_runner.precision import set_matmul_precision
-from rnx.peaks import Peaks, lookup
 from rnx.roofline import PEAK_KEYS
 
 DTYPES = {

@@ -1,7 +1,7 @@
 """run_benchmark: one workload's configurations, checked then timed, as a results document.
 
-The pieces: plan.py (what is measured), workers.py (the processes), orchestrator.py (the order
-of a run), worker.py (inside a process), results.py (the document's configurations).
+The pieces: plan.py (what is measured), worker_pool.py (the processes), orchestrator.py (the order
+of a run), worker_process.py (inside a process), results.py (the document's configurations).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from bench_runner.placement import cpus_for_slot, default_threads
 from bench_runner.plan import Plan, plan_configurations
 from bench_runner.progress import Progress
 from bench_runner.results import configuration
-from bench_runner.workers import compiler_modules, context, start_method
+from bench_runner.worker_pool import compiler_modules, context, start_method
 from rnx.config import Benchmark, HarnessSettings
 from rnx.errors import UserError
 from rnx.schema import Environment, GateReport, GitRef, ResultsDocument, Settings, Tool, Workload
@@ -155,7 +155,7 @@ def run_benchmark(
             baselines = list(against.documents)
 
             def judge(doubled: bool = False) -> GateReport:
-                from rnx.adaptive import with_processes_doubled
+                from bench_runner.adaptive_rule import with_processes_doubled
                 from rnx.verdict import evaluate
 
                 doc = _document(orchestrator, env, repository, git, base_workload)

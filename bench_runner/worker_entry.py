@@ -13,7 +13,7 @@ from typing import Any
 
 def main(conn: Any, spec: dict[str, Any]) -> None:
     t0 = time.perf_counter()
-    from bench_runner.worker import worker_main
+    from bench_runner.worker_process import worker_main
 
     code = 0
     try:

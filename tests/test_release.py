@@ -129,7 +129,7 @@ def test_build_and_twine_check_pass_on_this_tree(tmp_path: Path) -> None:
     # The wheel is built from the sdist: what the server and the action read at run time is in.
     names = set(zipfile.ZipFile(dists[1]).namelist())
     for needed in (
-        "rnx/peaks.yml",
+        "bench_runner/peaks.yml",
         "gate_server/dashboard/templates/run.html",
         "gate_server/dashboard/static/dashboard.css",
     ):

@@ -73,7 +73,7 @@ def _prepare(
 ) -> dict[str, Any]:
     import torch
 
-    from bench_runner.worker import Side
+    from bench_runner.worker_process import Side
 
     side = Side(path=str(WORKLOADS / name), device=torch.device(device), threads=4, seed=0)
     side.load()
@@ -85,7 +85,7 @@ def _prepare(
 
 def _command(dtype: str, batch_size: int) -> dict[str, Any]:
     try:
-        from bench_runner.worker import in_process_command
+        from bench_runner.worker_process import in_process_command
     except ImportError:  # a harness from before issue 14: its worker takes the same keys
         from bench_runner.tolerances import DEFAULT_TOLERANCES
 
@@ -185,7 +185,7 @@ def main() -> int:
     import torch
 
     import bench_runner
-    from bench_runner.worker import configure_process
+    from bench_runner.worker_process import configure_process
 
     configure_process(4, torch.device(args.device))
     folder = out_dir(args.out)

@@ -3,7 +3,8 @@
 For a large float16 matrix product, a float32 one (held to the FP32 peak: the harness turns TF32
 off), a bandwidth-bound float16 add and a float16 softmax: the work counted as the harness
 counts it (bench_runner/work.py, FlopCounterMode on meta tensors; bytes = inputs read + outputs
-written), the peaks as the harness finds them (rnx/peaks.yml by the GPU's name, else measured),
+written), the peaks as the harness finds them (bench_runner/peaks.yml by the GPU's name, else
+measured),
 then the median time per call from
 - the harness's timer (bench_runner/timing.py: CUDA events, busy stream, L2 flushed), warmed up
   as a run warms up, SAMPLES samples;
@@ -29,10 +30,10 @@ from typing import Any
 import torch
 
 from bench_runner.peak_probe import peaks_for
+from bench_runner.peaks import Peaks
 from bench_runner.telemetry import GpuTelemetry, nvidia_smi, open_telemetry
 from bench_runner.timing import make_timer, warm_up
 from bench_runner.work import count_work
-from rnx.peaks import Peaks
 from rnx.roofline import PEAK_KEYS, percent_of_peak_bandwidth, roofline
 
 SAMPLES = 50
@@ -192,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     device = torch.device(args.device)
     torch.set_grad_enabled(False)
-    torch.backends.cuda.matmul.allow_tf32 = False  # as the harness runs (bench_runner/worker.py)
+    torch.backends.cuda.matmul.allow_tf32 = (
+        False  # as the harness runs (bench_runner/worker_process.py)
+    )
     torch.backends.cudnn.allow_tf32 = False
     t0 = time.perf_counter()
     telemetry: Any = GpuTelemetry(reason="the run is on the CPU")

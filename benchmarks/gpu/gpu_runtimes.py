@@ -12,7 +12,7 @@
    timer (`--gpu-timer events`, then `kernels`): each configuration's status and median, and
    each run's wall time (what the kernels timer's profiling costs).
 4. profile: the same configurations, and batch sizes 4096 and 16384, built by the harness
-   (bench_runner.worker.Side) and timed by both timers (15 samples each), then the events
+   (bench_runner.worker_process.Side) and timed by both timers (15 samples each), then the events
    timer's timed call (L2 flush, spin, events, the call) under torch.profiler, whose CUDA
    activity (CUPTI) sees every kernel of the process, ONNX Runtime's included. Per call: the sum
    of its kernels' GPU durations, their span (first start to last end) and count (our flush and
@@ -283,7 +283,7 @@ def profile_one(side: Any, runtime: str, dtype: str, batch: int) -> dict[str, An
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from bench_runner.worker import in_process_command
+    from bench_runner.worker_process import in_process_command
 
     cmd = in_process_command(runtime, dtype, batch)
     r = side.prepare(cmd)
@@ -365,7 +365,7 @@ def profile_runtime(runtime: str, dtypes: list[str], batches: list[int]) -> None
     """Every configuration of one runtime in this process, one ROW line each as it is done."""
     import torch
 
-    from bench_runner.worker import Side, configure_process
+    from bench_runner.worker_process import Side, configure_process
 
     configure_process(1, torch.device("cuda"))
     side = Side(

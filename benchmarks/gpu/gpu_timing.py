@@ -33,7 +33,7 @@ import torch
 
 from bench_runner import run_benchmark
 from bench_runner.telemetry import SLOWDOWN_REASONS, reason_names
-from bench_runner.worker import Side, configure_process, in_process_command
+from bench_runner.worker_process import Side, configure_process, in_process_command
 from rnx.config import Benchmark, HarnessSettings
 
 ROOT = Path(__file__).resolve().parents[2]

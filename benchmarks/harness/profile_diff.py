@@ -100,7 +100,12 @@ def _replays(device: str, n: int, runtime: str) -> dict[str, Any]:
     configuration (memory WARNs, diff rows)."""
     import torch
 
-    from bench_runner.worker import Side, configure_process, in_process_command, resolve_device
+    from bench_runner.worker_process import (
+        Side,
+        configure_process,
+        in_process_command,
+        resolve_device,
+    )
     from rnx.config import GateSettings
     from rnx.memory_gate import memory_change
     from rnx.profile_diff import diff_profiles

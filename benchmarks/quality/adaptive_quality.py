@@ -15,7 +15,8 @@ A run has the corpus's 48 configurations (6 kernels x 8 blocks). Per run and mod
   unchanged; "flagged" means that configuration's verdict is "slower".
 Fixed: the product's default, `--processes` processes x `--rounds` rounds (3 x 10 = 30 samples
 per side). Adaptive: `--initial` processes, then one more process at a time for the
-configurations rnx/adaptive.py keeps open (undecided, or about to BLOCK and not yet confirmed:
+configurations bench_runner/adaptive_rule.py keeps open (undecided, or about to BLOCK and not yet
+confirmed:
 those get `--confirm` fresh processes), up to `--max-added` processes (the budget).
 Paired mode replays base and head from the same processes (v0 and v0' of one round).
 
@@ -34,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from bench_runner.adaptive_rule import CONFIRM_PROCESSES, MAX_ADDED_PROCESSES
 from benchmarks.quality.verdict_quality import LEVELS
-from rnx.adaptive import CONFIRM_PROCESSES, MAX_ADDED_PROCESSES
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks" / "data"
@@ -106,7 +107,7 @@ def _gate(comparisons: list, ids: list[str]) -> tuple[str, list]:
 
 
 def _rows(tier: str, ids: list[str], comparisons: list) -> list:
-    from rnx.adaptive import Row
+    from bench_runner.adaptive_rule import Row
 
     return [
         Row(cid, c.verdict, c.p_exceeds(THRESHOLD), c.reason, c.p_slower)
@@ -141,7 +142,7 @@ def replay(
     baseline run of each base group, for statistics with a run-level model (then every step
     compares all configurations at once, as rnx.verdict does: the model fits them jointly)."""
     import stats
-    from rnx.adaptive import still_open
+    from bench_runner.adaptive_rule import still_open
 
     n = len(base) if not paired else len(base)  # configurations
     ids = [str(i) for i in range(n)]
@@ -341,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         "--max-added",
         type=int,
         default=MAX_ADDED_PROCESSES,
-        help="adaptive: the most processes added (rnx/adaptive.py's)",
+        help="adaptive: the most processes added (bench_runner/adaptive_rule.py's)",
     )
     p.add_argument(
         "--confirm", type=int, default=CONFIRM_PROCESSES, help="fresh processes before a BLOCK"

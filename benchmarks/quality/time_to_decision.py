@@ -2,7 +2,8 @@
 
 Run `python -m benchmarks.quality.time_to_decision` (every corpus in benchmarks/data, both modes) or
 with `--corpus PATH` (repeatable), `--runs N` (replayed runs per corpus and mode). A policy is
-processes x rounds per process, fixed, or adaptive from there (rnx/adaptive.py's rule, as
+processes x rounds per process, fixed, or adaptive from there (bench_runner/adaptive_rule.py's
+rule, as
 benchmarks/quality/adaptive_quality.py replays it: one fresh process at a time for the
 configurations
 undecided but within reach, or about to BLOCK, at most 6 more; 'a3x10' is the product's default,
@@ -48,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench_runner.adaptive_rule import CONFIRM_PROCESSES, MAX_ADDED_PROCESSES
 from benchmarks.quality.adaptive_quality import (
     SCENARIOS,
     SLOW_40,
@@ -58,7 +60,6 @@ from benchmarks.quality.adaptive_quality import (
     replay,
 )
 from benchmarks.quality.verdict_runs import old_flags, old_tier
-from rnx.adaptive import CONFIRM_PROCESSES, MAX_ADDED_PROCESSES
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks" / "data"

@@ -78,11 +78,12 @@ def processes_of(doc: Any) -> int:
 
 
 def adaptive_tier(head: Any, base: list[Any], gate: Any, start: int) -> tuple[str, int]:
-    """The tier after the product's adaptive sampling (rnx/adaptive.py), replayed on a head
+    """The tier after the product's adaptive sampling (bench_runner/adaptive_rule.py), replayed on
+    a head
     recorded with more processes: from `start` processes, each configuration the rule keeps
     open gets its next recorded process, until none is open, MAX_ADDED_PROCESSES were added or
     the recording has no more. Returns the tier and the processes added."""
-    from rnx.adaptive import (
+    from bench_runner.adaptive_rule import (
         MAX_ADDED_PROCESSES,
         rows_of,
         still_open,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from bench_runner.worker import Side, configure_process
+from bench_runner.worker_process import Side, configure_process
 from tests.bench_runner.harness_helpers import prepare_cmd
 
 

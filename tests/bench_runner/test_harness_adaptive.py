@@ -12,7 +12,7 @@ import pytest
 
 from bench_runner import run_benchmark
 from bench_runner.adaptive import AdaptiveSampling, Baseline
-from rnx.adaptive import CONFIRM_PROCESSES, MAX_ADDED_PROCESSES
+from bench_runner.adaptive_rule import CONFIRM_PROCESSES, MAX_ADDED_PROCESSES
 from rnx.config import Benchmark, GateSettings, HarnessSettings
 from rnx.schema import ResultsDocument
 from tests.bench_runner.harness_helpers import WORKLOADS

@@ -203,7 +203,7 @@ def test_float16_accumulation_behind_float32_is_caught_over_a_long_reduction(pre
 def test_references_are_computed_once_per_dtype_and_batch_size(cpu_process):
     import torch
 
-    from bench_runner.worker import Side
+    from bench_runner.worker_process import Side
     from tests.bench_runner.harness_helpers import prepare_cmd
 
     side = Side(path=str(WORKLOADS / "tiny.py"), device=torch.device("cpu"), threads=1, seed=0)

@@ -209,7 +209,7 @@ def test_thread_count_comes_from_the_settings_model(monkeypatch):
 def test_a_worker_process_runs_on_the_cpus_it_was_given():
     import os
 
-    from bench_runner.workers import WorkerHandle
+    from bench_runner.worker_pool import WorkerHandle
 
     cpu = sorted(os.sched_getaffinity(0))[-1]
     spec = {"path": str(WORKLOADS / "tiny.py"), "device": "cpu", "threads": 1, "seed": 0}
@@ -250,7 +250,7 @@ def test_no_batch_dimension_and_no_batch_sizes_run_at_the_workloads_own_shapes(t
 
 
 def test_cpu_runs_fork_their_workers_gpu_runs_spawn_them():
-    from bench_runner.workers import start_method
+    from bench_runner.worker_pool import start_method
 
     assert start_method("cuda") == "spawn" and start_method("cuda:1") == "spawn"
     if sys.platform == "linux":
@@ -261,7 +261,8 @@ def test_the_orchestrator_never_imports_torch():
     # Importing torch costs seconds on a small runner and its teardown at exit another second;
     # the workers import it, the process that drives them must not.
     code = (
-        "import sys; import bench_runner.runner; from bench_runner.workers import WorkerHandle; "
+        "import sys; import bench_runner.runner; "
+        "from bench_runner.worker_pool import WorkerHandle; "
         "from bench_runner.orchestrator import Orchestrator; print('torch' in sys.modules)"
     )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

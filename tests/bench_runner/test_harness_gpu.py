@@ -11,7 +11,7 @@ import torch
 from bench_runner.gpu_checks import ContentionSigns
 from bench_runner.telemetry import GpuTelemetry
 from bench_runner.timing import CudaTimer
-from bench_runner.worker import Side, configure_process
+from bench_runner.worker_process import Side, configure_process
 from tests.bench_runner.harness_helpers import EXAMPLES, WORKLOADS, prepare_cmd
 
 pytestmark = pytest.mark.gpu

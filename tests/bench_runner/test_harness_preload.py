@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from bench_runner import preload
-from bench_runner.workers import compiler_modules
+from bench_runner import compiler_preload
+from bench_runner.worker_pool import compiler_modules
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ def slow_module(tmp_path, monkeypatch):
         "from rnx_import_gate import RELEASE\nRELEASE.wait(60)\nLOADED = True\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(preload, "_thread", None)
+    monkeypatch.setattr(compiler_preload, "_thread", None)
     yield "rnx_slow_import"
     for name in ("rnx_slow_import", "rnx_import_gate"):
         sys.modules.pop(name, None)
@@ -28,8 +28,8 @@ def slow_module(tmp_path, monkeypatch):
 def test_a_build_that_needs_the_compiler_waits_for_the_background_import(slow_module):
     from rnx_import_gate import RELEASE
 
-    preload.start([slow_module])
-    thread = preload._thread
+    compiler_preload.start([slow_module])
+    thread = compiler_preload._thread
     assert thread is not None
     join = thread.join
 
@@ -40,22 +40,22 @@ def test_a_build_that_needs_the_compiler_waits_for_the_background_import(slow_mo
         join(*args, **kwargs)
 
     thread.join = release_then_join
-    waited = preload.wait()
+    waited = compiler_preload.wait()
     assert sys.modules[slow_module].LOADED
     assert waited > 0  # it was still importing when the build asked
-    assert preload.wait() == 0  # once done, nobody waits again
+    assert compiler_preload.wait() == 0  # once done, nobody waits again
 
 
 def test_modules_already_imported_start_no_thread(slow_module):
     import json  # noqa: F401 - imported already, as in a worker forked from the fork server
 
-    preload.start(["json"])
-    assert preload._thread is None and preload.wait() == 0
+    compiler_preload.start(["json"])
+    assert compiler_preload._thread is None and compiler_preload.wait() == 0
 
 
 def test_an_import_that_fails_in_the_background_fails_later_where_it_is_needed(slow_module):
-    preload.start(["rnx_no_such_module_here"])
-    assert preload.wait() >= 0  # no exception from the thread
+    compiler_preload.start(["rnx_no_such_module_here"])
+    assert compiler_preload.wait() >= 0  # no exception from the thread
     assert "rnx_no_such_module_here" not in sys.modules
 
 
@@ -66,20 +66,20 @@ def test_only_runtimes_that_compile_import_the_compiler_ahead():
 
 
 def test_workers_compile_in_process_where_triton_would_start_a_pool(monkeypatch):
-    from bench_runner import workers
+    from bench_runner import worker_pool
 
     monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
     monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
-    monkeypatch.setattr(workers, "_has_triton", lambda: True)
-    assert workers._worker_variables()["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    monkeypatch.setattr(worker_pool, "_has_triton", lambda: True)
+    assert worker_pool._worker_variables()["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
     # Set only while a worker starts: this process keeps its own environment.
-    with workers._worker_environment():
+    with worker_pool._worker_environment():
         assert os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
     assert "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ
     assert "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ
     # The job's own choice wins; without Triton inductor starts no subprocess pool anyway.
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "8")
-    assert "TORCHINDUCTOR_COMPILE_THREADS" not in workers._worker_variables()
+    assert "TORCHINDUCTOR_COMPILE_THREADS" not in worker_pool._worker_variables()
     monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS")
-    monkeypatch.setattr(workers, "_has_triton", lambda: False)
-    assert workers._worker_variables() == {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+    monkeypatch.setattr(worker_pool, "_has_triton", lambda: False)
+    assert worker_pool._worker_variables() == {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}

@@ -10,7 +10,7 @@ import torch
 
 from bench_runner import run_benchmark
 from bench_runner.profiling import normalise_name, peak_from_allocations, profiled_calls
-from bench_runner.worker import Side
+from bench_runner.worker_process import Side
 from rnx.config import Benchmark, GateSettings, HarnessSettings
 from rnx.memory_gate import memory_change
 from rnx.profile_diff import diff_profiles

@@ -3,6 +3,7 @@ marks."""
 
 from __future__ import annotations
 
+from bench_runner.adaptive_rule import MAX_ADDED_PROCESSES
 from benchmarks.quality.time_to_decision import (
     Policy,
     marks,
@@ -10,7 +11,6 @@ from benchmarks.quality.time_to_decision import (
     policy_rounds,
     reference,
 )
-from rnx.adaptive import MAX_ADDED_PROCESSES
 
 
 def test_policies_parse_as_fixed_adaptive_or_the_rule_before_issue_13() -> None:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rnx.peaks import load_table, lookup
+from bench_runner.peaks import load_table, lookup
 from rnx.roofline import percent_of_peak_bandwidth, roofline
 
 

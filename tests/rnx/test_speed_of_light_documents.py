@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from bench_runner.peaks import lookup
 from rnx.config import GateSettings
-from rnx.peaks import lookup
 from rnx.schema import InvalidDocument, parse_results
 from rnx.verdict import evaluate
 from rnx_cli.main import main as rnx
@@ -114,7 +114,7 @@ def test_rnx_compare_shows_base_and_head_scores_and_their_peaks(
 
 
 def test_the_h200_document_scores_its_matmul_against_the_table() -> None:
-    """The document `rnx bench` wrote on the lead's H200 (docs/harness.md, "Speed of light on
+    """The document `rnx bench` wrote on the lead's H200 (docs/results.md, "Speed of light on
     the H200"): the score is the arithmetic of its work, the table's H200 row and its samples."""
     doc = parse_results((DATA / "h200-roofline-results.json").read_bytes())
     part = lookup(doc.environment.hardware["gpus"][0]["name"])

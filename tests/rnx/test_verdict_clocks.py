@@ -55,9 +55,10 @@ def test_a_slowdown_the_clock_explains_is_not_blocked() -> None:
 
 
 def test_the_h200_matmul_under_its_power_cap_is_not_blocked() -> None:
-    # Recorded on the H200 (docs/harness.md, session 2, `benchmarks.gpu.gpu_timing --parts
-    # dobench`): a float16 8192^3 matmul read 1465.2 us at 1972 MHz through the harness and
-    # 1676.4 us at 1425 MHz back to back, with the power cap (sw_power_cap) holding the clock.
+    # Recorded on the H200 (docs/results.md, "The harness against triton.testing.do_bench",
+    # `benchmarks.gpu.gpu_timing --parts dobench`): a float16 8192^3 matmul read 1465.2 us at
+    # 1972 MHz through the harness and 1676.4 us at 1425 MHz back to back, with the power cap
+    # (sw_power_cap) holding the clock.
     # Six baseline runs, as the server keeps: with one, a 14% slowdown is not credibly beyond
     # 10%, since one run cannot show how much runs differ (the run-level prior, docs/statistics.md).
     bases = [

@@ -1,4 +1,4 @@
-"""The peaks table (rnx/peaks.yml): a part's dense FLOP/s per dtype and DRAM bandwidth.
+"""The peaks table (bench_runner/peaks.yml): a part's dense FLOP/s per dtype and DRAM bandwidth.
 
 Pure data and lookup (yaml, no torch, no pydantic): the harness looks the GPU up by the name
 the environment fingerprint records; a CPU or a GPU not in the table gets measured peaks

@@ -1,4 +1,5 @@
-"""Worker processes: how they start, the pipe to each, and commands to several at once."""
+"""The parent side of the worker processes (the pool): how they start, the pipe to each, and
+commands to several at once."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 torch.compile and the ONNX exporter import torch._dynamo and inductor on first use: 2-4 s per
 process on the H200 machine (session 1 of issue 14: 5.8 s for a worker's first compiled
 configuration, of which 1.9 s compiling). A CPU run's workers fork from a server that imported
-them already (bench_runner.workers); a spawned worker (a GPU run) starts this thread right after
+them already (bench_runner.worker_pool); a spawned worker (a GPU run) starts this thread right after
 it said hello, and a build that needs the compiler waits for it first, so the two threads never
 import the compiler's modules at the same time.
 """

@@ -1,4 +1,5 @@
-"""The worker process: loads one side's workload, builds, checks, warms up and times on command.
+"""What runs inside a worker process: loads one side's workload, builds, checks, warms up and
+times on command.
 
 The orchestrator sends small dict commands over a pipe: `build` (and, in the first process,
 check) a configuration, `warm` it up, `measure` one sample, `report`, `close`. Only one worker
@@ -22,7 +23,7 @@ from typing import Any
 
 import torch
 
-from bench_runner import preload
+from bench_runner import compiler_preload
 from bench_runner.correctness import check_correctness
 from bench_runner.errors import ConfigFailure, Unsupported
 from bench_runner.gpu_checks import ContentionSigns
@@ -227,7 +228,7 @@ class Side:
             raise self.load_error
         assert self.workload is not None
         if cmd["runtime"] != "pytorch_eager":
-            result["details"]["compiler_import_wait_ns"] = preload.wait()
+            result["details"]["compiler_import_wait_ns"] = compiler_preload.wait()
         runtime = get_runtime(cmd["runtime"])
         why = runtime.unavailable()
         if why:
@@ -453,7 +454,7 @@ def worker_main(conn: Any, spec: dict[str, Any]) -> None:
         "device": time.perf_counter() - t_loaded,
     }
     conn.send(hello)
-    preload.start(spec.get("preload") or [])
+    compiler_preload.start(spec.get("preload") or [])
     handlers = {"build": side.build, "warm": side.warm, "prepare": side.prepare}
     while True:
         try:

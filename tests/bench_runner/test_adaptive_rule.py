@@ -1,10 +1,11 @@
-"""The stopping rule of adaptive sampling (rnx/adaptive.py) on real gate reports: undecided
+"""The stopping rule of adaptive sampling (bench_runner/adaptive_rule.py) on real gate reports:
+undecided
 configurations are measured more only where more processes can decide them, a configuration
 about to BLOCK until it is confirmed, nothing else."""
 
 from __future__ import annotations
 
-from rnx.adaptive import (
+from bench_runner.adaptive_rule import (
     PLAUSIBLY_SLOWER_P,
     Row,
     rows_of,
