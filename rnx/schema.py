@@ -216,8 +216,8 @@ class Samples(_Model):
     @property
     def process_times(self) -> tuple[tuple[int, ...], ...]:
         """by_process, immutable, worked out once per parsed document: the server re-gates every
-        upload against the same parsed baseline documents (gate_server/stored_documents.py), and
-        grouping their samples again each time was a tenth of the re-gate. A copy with other
+        upload against the same parsed baseline documents (gate_server/domain/stored_documents.py),
+        and grouping their samples again each time was a tenth of the re-gate. A copy with other
         samples (model_copy(update=...) copies the kept groups too) works them out again."""
         ns, process, groups, _ = self.grouped
         if ns is self.ns and process is self.process:

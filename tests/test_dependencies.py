@@ -239,12 +239,14 @@ def test_the_checks_see_imports_inside_functions_and_in_strings(tmp_path: Path) 
     # The test itself: a lazy import, an importlib string and a `-m` command all count.
     path = tmp_path / "probe.py"
     path.write_text(
-        "def f():\n    import torch\n    from gate_server.cli import serve_main\n"
+        "def f():\n    import torch\n    from gate_server.cli.main import serve_main\n"
         "COMMANDS = {'x': ('rnx_cli.main:main', None)}\n"
         "CMD = ['python', '-m', 'rnx_cli', 'serve']\n"
     )
-    targets = {i.target for i in imports_of("gate_server.probe", path, {"gate_server.cli": path})}
-    assert targets == {"torch", "gate_server.cli", "rnx_cli.main", "rnx_cli"}
+    targets = {
+        i.target for i in imports_of("gate_server.probe", path, {"gate_server.cli.main": path})
+    }
+    assert targets == {"torch", "gate_server.cli.main", "rnx_cli.main", "rnx_cli"}
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 

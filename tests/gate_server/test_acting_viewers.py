@@ -174,7 +174,7 @@ def test_dashboard_forms_act_only_for_acting_viewers_with_the_csrf_token(
 def test_token_names_and_acting_are_checked(
     database_url: str, kwargs: dict[str, Any], message: str
 ) -> None:
-    from gate_server.auth import issue_token
+    from gate_server.domain.auth import issue_token
 
     database = open_database(database_url)
     try:

@@ -19,10 +19,10 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
-from gate_server.agents import issue_agent_token
-from gate_server.auth import revoke_token
 from gate_server.clock import utcnow
 from gate_server.db import audit, open_database, runs
+from gate_server.domain.agents import issue_agent_token
+from gate_server.domain.auth import revoke_token
 from testbed.factories import body, make_results
 from testbed.gate_helpers import Token, create_token, signed_headers
 from testbed.live_server import LiveServer
@@ -390,9 +390,9 @@ def test_another_workspaces_runs_are_not_found(world: World) -> None:
 
 
 def test_a_token_over_its_rate_is_refused_with_retry_after() -> None:
-    from gate_server.agents import RateLimit
-    from gate_server.answers import refusal_response
+    from gate_server.domain.agents import RateLimit
     from gate_server.errors import RateLimited
+    from gate_server.http.answers import refusal_response
 
     now = [0.0]
     limit = RateLimit(2, clock=lambda: now[0])
@@ -411,7 +411,7 @@ def test_a_token_over_its_rate_is_refused_with_retry_after() -> None:
 def test_the_cli_makes_agent_tokens_and_refuses_an_ungranted_accept(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gate_server.cli import main
+    from gate_server.cli.main import main
 
     url = f"sqlite:///{tmp_path / 'gate.db'}"
     base = ["token", "create", "--workspace", "acme", "--repo", "acme/kernels"]

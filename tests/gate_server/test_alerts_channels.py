@@ -15,10 +15,14 @@ from typing import Any
 
 import pytest
 
-from gate_server.alerts import channels
-from gate_server.alerts.channels import DeliveryFailed
-from gate_server.alerts.events import accepted_slowdown_event, block_event, channel_failing_event
-from gate_server.alerts.message import compose
+from gate_server.domain.alerts import channels
+from gate_server.domain.alerts.channels import DeliveryFailed
+from gate_server.domain.alerts.events import (
+    accepted_slowdown_event,
+    block_event,
+    channel_failing_event,
+)
+from gate_server.domain.alerts.message import compose
 from testbed.receivers import HttpReceiver, SmtpReceiver
 
 PUBLIC = "https://gate.example.com"

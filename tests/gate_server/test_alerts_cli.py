@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gate_server.cli import main
-from gate_server.db import audit, notify, open_database
+from gate_server.cli.main import main
+from gate_server.db import alerts, audit, open_database
 from testbed.gate_helpers import create_token
 from testbed.receivers import SmtpReceiver
 
@@ -111,7 +111,7 @@ def test_add_list_remove_without_showing_secrets(
     try:
         with database.read() as conn:
             log = json.dumps(audit.entries(conn), default=str)
-            assert notify.channel_secret(conn, 4, database.sealer) == {"password": SMTP_PASSWORD}
+            assert alerts.channel_secret(conn, 4, database.sealer) == {"password": SMTP_PASSWORD}
     finally:
         database.close()
     for secret in ("SlackSecretPart", "TeamsSecretSig", signing, SMTP_PASSWORD, "ci.example.com/k"):
@@ -128,7 +128,7 @@ def test_add_list_remove_without_showing_secrets(
     try:
         with database.read() as conn:
             assert (
-                notify.channel_secret(conn, 1, database.sealer) == {}
+                alerts.channel_secret(conn, 1, database.sealer) == {}
             )  # a removed channel's secret is wiped
     finally:
         database.close()
@@ -145,7 +145,7 @@ def test_the_secret_can_come_from_a_file(
     database = open_database(database_url)
     try:
         with database.read() as conn:
-            assert notify.channel_secret(conn, 1, database.sealer) == {"url": SLACK_URL}
+            assert alerts.channel_secret(conn, 1, database.sealer) == {"url": SLACK_URL}
     finally:
         database.close()
 

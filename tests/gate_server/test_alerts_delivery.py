@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from gate_server.alerts import channels, manage
-from gate_server.alerts.delivery import DELIVER, FAILING_AFTER, fan_out
-from gate_server.alerts.traffic import ChannelTraffic
 from gate_server.asgi import create_app
-from gate_server.db import Database, audit, change_points, notify, outbox
+from gate_server.db import Database, alerts, audit, change_points, outbox
 from gate_server.db.change_points import NewChangePoint
-from gate_server.jobs import HANDLERS
-from gate_server.outbox import OutboxWorker
+from gate_server.domain.alerts import channels, manage
+from gate_server.domain.alerts.delivery import DELIVER, FAILING_AFTER, fan_out
+from gate_server.domain.alerts.traffic import ChannelTraffic
+from gate_server.jobs.handlers import HANDLERS
+from gate_server.jobs.worker import OutboxWorker
 from gate_server.settings import ServerSettings
 from testbed.factories import body, make_results
 from testbed.gate_helpers import Token, create_token, signed_headers
@@ -154,7 +154,7 @@ def test_a_block_on_main_goes_to_each_matching_channel_once(
     assert hook.headers["X-Kernalin-Delivery"] == sent["delivery_id"]
     assert sent["delivery_id"] not in json.dumps(slack.json())  # one id per channel
     with storage.read() as conn:
-        assert notify.delivery_counts(conn) == {"deliveries": 2, "delivered": 2}
+        assert alerts.delivery_counts(conn) == {"deliveries": 2, "delivered": 2}
         assert [j.state for j in outbox.jobs(conn, kind=DELIVER)] == ["done", "done"]
 
 
@@ -342,7 +342,7 @@ def test_a_channel_that_keeps_failing_is_reported_to_the_others_once(
     assert events[1].startswith("Alert channel broken (slack) keeps failing")
     assert f"{FAILING_AFTER} sends in a row failed" in events[1]
     with storage.read() as conn:
-        marked = notify.channel(conn, broken)
+        marked = alerts.channel(conn, broken)
         failed = [j for j in outbox.jobs(conn, kind=DELIVER) if j.state == "failed"]
     assert marked is not None and marked.failing_since is not None
     assert marked.failures == 10 and (marked.last_error or "").startswith("HTTP 503")
@@ -383,7 +383,7 @@ def test_a_receiver_that_never_answers_costs_one_timeout_not_one_per_alert(
     assert silent.accepted == 1
     assert [r.json()["text"][:5] for r in receivers["slack"].received] == ["BLOCK"] * 3
     with storage.read() as conn:
-        marked = notify.channel(conn, hung)
+        marked = alerts.channel(conn, hung)
     assert marked is not None and marked.failures == 1
     assert marked.last_error == "no answer in time (timeout)"
 
@@ -464,7 +464,7 @@ def test_no_channel_secret_in_logs_outbox_audit_or_pages(
         seen.append(json.dumps(audit.entries(conn), default=str))
         seen += [j.last_error or "" for j in outbox.jobs(conn)]
         seen += [json.dumps(j.payload) for j in outbox.jobs(conn)]
-        seen += [c.last_error or "" for c in notify.channels(conn)]
+        seen += [c.last_error or "" for c in alerts.channels(conn)]
     seen.append("\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records))
     secrets = ("SlackPathSecret", "HookPathSecret", webhook.secret["signing_secret"])
     for secret in (*secrets, "SmtpPasswordSecret"):

@@ -15,11 +15,11 @@ import pytest
 from sqlalchemy import update
 from starlette.testclient import TestClient
 
-from gate_server.alerts import channels
 from gate_server.clock import utcnow
 from gate_server.db import Database, bisections, change_points
 from gate_server.db.change_points import NewChangePoint
 from gate_server.db.schema import runs
+from gate_server.domain.alerts import channels
 from gate_server.settings import ServerSettings
 from testbed.gate_helpers import Token
 from testbed.receivers import HttpReceiver, SmtpReceiver
@@ -100,7 +100,7 @@ def _open_change_point(storage: Database) -> int:
             undoes_id=None,
         )
         assert found is not None
-        # Its bisection found the culprit (gate_server/bisection/): the report says so.
+        # Its bisection found the culprit (gate_server/domain/bisection/): the report says so.
         bisection = bisections.create(conn, found, 1, [{"sha": _sha("2")}])
         bisections.finish(
             conn, bisection, bisections.FOUND, culprit_sha=_sha("2"), culprit_author="octocat"

@@ -12,8 +12,8 @@ from typing import Any
 from starlette.testclient import TestClient
 
 from gate_server.asgi import create_app
-from gate_server.baseline_reads import read_baseline
 from gate_server.db import tokens
+from gate_server.domain.baseline_reads import read_baseline
 from gate_server.settings import ServerSettings
 from testbed.factories import body, make_results
 from testbed.gate_helpers import Token

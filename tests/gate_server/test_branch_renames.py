@@ -11,7 +11,12 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from gate_server.branches import (
+from gate_server.dashboard.reads import latest_per_branch
+from gate_server.db import LATEST_VERSION, Database, audit, dashboard, repositories, tokens
+from gate_server.db.migrations import migrate, schema_version
+from gate_server.db.renames import BranchRename
+from gate_server.db.schema import branch_renames
+from gate_server.domain.branches import (
     BranchRenameResult,
     all_names,
     current_name,
@@ -19,11 +24,6 @@ from gate_server.branches import (
     former_names,
     rename_branch,
 )
-from gate_server.dashboard.reads import latest_per_branch
-from gate_server.db import LATEST_VERSION, Database, audit, dashboard, repositories, tokens
-from gate_server.db.migrations import migrate, schema_version
-from gate_server.db.renames import BranchRename
-from gate_server.db.schema import branch_renames
 from gate_server.errors import GateServerError
 from rnx_cli.main import main
 from testbed.factories import body, make_results

@@ -14,10 +14,10 @@ import pytest
 from starlette.testclient import TestClient
 
 import stats
-from gate_server.changes import DETECT_KIND, EVENT_KIND, handle_detect, run_locations
 from gate_server.db import audit, change_points, open_database, outbox
 from gate_server.db.change_points import NewChangePoint
-from gate_server.outbox import OutboxWorker
+from gate_server.domain.change_points import DETECT_KIND, EVENT_KIND, handle_detect, run_locations
+from gate_server.jobs.worker import OutboxWorker
 from gate_server.services import Services
 from gate_server.settings import ServerSettings
 from testbed.factories import body, make_results

@@ -1,4 +1,4 @@
-"""The upload rules /openapi.json states (gate_server/openapi.py's _state_upload_rules) are the
+"""The upload rules /openapi.json states (gate_server/http/openapi.py's _state_upload_rules) are the
 server's: each document that breaks one is refused 422 by POST /api/v1/runs and fails the
 documented ResultsDocument schema, and a valid document passes both."""
 
@@ -95,7 +95,7 @@ def test_not_blank_is_what_the_handlers_take() -> None:
     import re
     import sys
 
-    from gate_server.openapi import NO_NUL, NOT_BLANK
+    from gate_server.http.openapi import NO_NUL, NOT_BLANK
 
     not_blank, no_nul = re.compile(NOT_BLANK), re.compile(NO_NUL)
     for c in map(chr, range(sys.maxunicode + 1)):
@@ -121,10 +121,10 @@ def test_not_blank_is_what_the_handlers_take() -> None:
     ],
 )
 def test_the_accept_reason_pattern_is_check_reason(reason: str) -> None:
-    """ACCEPT_REASON (both accept bodies) takes exactly what gate_server/accepts.py takes."""
-    from gate_server.accepts import check_reason
+    """ACCEPT_REASON (both accept bodies) takes exactly what gate_server/domain/accepts.py takes."""
+    from gate_server.domain.accepts import check_reason
     from gate_server.errors import InvalidInput
-    from gate_server.openapi import ACCEPT_REASON
+    from gate_server.http.openapi import ACCEPT_REASON
 
     try:
         check_reason(reason)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gate_server.db import Database, open_database, outbox
-from gate_server.outbox import MAX_ATTEMPTS, OutboxWorker, PermanentFailure, retry_delay
+from gate_server.jobs.worker import MAX_ATTEMPTS, OutboxWorker, PermanentFailure, retry_delay
 
 LEASE = timedelta(seconds=60)
 

@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 
 from gate_server.asgi import create_app
 from gate_server.db import tokens
-from gate_server.github.pull_request_routes import pull_runs
+from gate_server.http.pull_requests import pull_runs
 from gate_server.settings import ServerSettings
 from testbed.factories import body, make_results
 

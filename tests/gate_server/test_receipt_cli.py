@@ -59,7 +59,7 @@ def test_verify_with_a_key_file(client, ci_token, sign, tmp_path, capsys):
 
 
 def test_forged_or_foreign_receipts_fail(client, ci_token, sign, tmp_path, capsys):
-    from gate_server.receipts import ReceiptSigner, generate_private_key_pem
+    from gate_server.domain.receipts import ReceiptSigner, generate_private_key_pem
 
     _, answer, key = _upload(client, ci_token, sign)
     (tmp_path / "key.pem").write_text(key)

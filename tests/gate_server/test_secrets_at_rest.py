@@ -12,13 +12,13 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import select
 
-from gate_server.cli import main
+from gate_server.cli.main import main
 from gate_server.dashboard.state import SESSION_KEY_NAME
-from gate_server.db import notify, open_database
+from gate_server.db import alerts, open_database
 from gate_server.db.schema import notify_channels, server_keys
+from gate_server.domain.receipts import KEY_NAME, generate_private_key_pem
+from gate_server.domain.server_keys import stored_key
 from gate_server.errors import SettingsError
-from gate_server.receipts import KEY_NAME, generate_private_key_pem
-from gate_server.server_keys import stored_key
 from testbed.gate_helpers import create_token
 
 SLACK_URL = "https://hooks.slack.com/services/T0001/B0002/PlantedSecretPart?sig=SigSecret"
@@ -47,7 +47,7 @@ def _secrets(url: str, keys: tuple[str, ...]) -> tuple[dict[str, str], str]:
     database = open_database(url, keys)
     try:
         with database.read() as conn:
-            channel = notify.channel_secret(conn, 1, database.sealer)
+            channel = alerts.channel_secret(conn, 1, database.sealer)
         session = stored_key(database, SESSION_KEY_NAME, lambda: "never made here")
     finally:
         database.close()

@@ -15,9 +15,9 @@ import pytest
 from sqlalchemy import text
 from starlette.testclient import TestClient
 
-from gate_server import api, endpoints
 from gate_server.asgi import create_app
 from gate_server.db import Database, audit, runs
+from gate_server.http import api, endpoints
 from gate_server.settings import ServerSettings
 from rnx_cli.receipt import verify
 from testbed.factories import body, make_results
@@ -400,7 +400,7 @@ def test_another_repositorys_token_cannot_claim_a_used_run_id(client, ci_token, 
 
 
 def test_revoked_token_is_refused(client, ci_token, sign, storage):
-    from gate_server.auth import revoke_token
+    from gate_server.domain.auth import revoke_token
 
     tok = ci_token()
     assert revoke_token(storage, tok.id, actor="test")

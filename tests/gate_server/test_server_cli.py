@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gate_server.auth import hash_token
 from gate_server.db import Database, audit, tokens
+from gate_server.domain.auth import hash_token
 from rnx_cli.main import main
 
 

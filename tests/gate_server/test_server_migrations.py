@@ -16,13 +16,13 @@ from sqlalchemy import create_engine, insert, inspect, select
 from starlette.testclient import TestClient
 
 from gate_server.asgi import create_app
-from gate_server.auth import hash_token
 from gate_server.dashboard.state import SESSION_KEY_NAME
 from gate_server.db import LATEST_VERSION, open_database, tokens
 from gate_server.db.migrations import schema_version
 from gate_server.db.schema import runs as runs_table
-from gate_server.receipts import KEY_NAME, ReceiptSigner, generate_private_key_pem
-from gate_server.server_keys import stored_key
+from gate_server.domain.auth import hash_token
+from gate_server.domain.receipts import KEY_NAME, ReceiptSigner, generate_private_key_pem
+from gate_server.domain.server_keys import stored_key
 from gate_server.settings import ServerSettings
 from gate_server.workloads import UNKNOWN_WORKLOAD
 from testbed import schema_v3 as v3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
-from gate_server.openapi import schema_routes
+from gate_server.http.openapi import schema_routes
 
 
 def test_openapi_paths_and_methods_match_the_routes(client):

@@ -14,9 +14,9 @@ from gate_server.clock import utcnow
 from gate_server.db import LATEST_VERSION, Database, engine, migrate, runs, tokens
 from gate_server.db.migrations import MIGRATIONS, schema_version
 from gate_server.db.schema import migrations
+from gate_server.domain.receipts import generate_private_key_pem
+from gate_server.domain.server_keys import stored_key
 from gate_server.errors import SettingsError
-from gate_server.receipts import generate_private_key_pem
-from gate_server.server_keys import stored_key
 
 
 def test_migrate_is_versioned_and_idempotent(database_url):

@@ -1,4 +1,4 @@
-"""Baseline documents parsed once per process (gate_server/stored_documents.py): the same
+"""Baseline documents parsed once per process (gate_server/domain/stored_documents.py): the same
 verdicts as parsing them on every upload, and an accepted run becomes the baseline at once."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 
+from gate_server.domain.stored_documents import StoredDocuments, parsed_size
 from gate_server.errors import SettingsError
-from gate_server.stored_documents import StoredDocuments, parsed_size
 from rnx.schema import InvalidDocument, parse_results
 from rnx.verdict import evaluate
 from testbed.factories import body, make_results

@@ -1,4 +1,4 @@
-"""Kept profile traces (gate_server/traces.py): the run's CI token keeps the traces its
+"""Kept profile traces (gate_server/domain/traces.py): the run's CI token keeps the traces its
 document names, as gzip JSON; whoever may see the run downloads them, from the API and from
 the run page; anything else is refused with what to do, never a 5xx."""
 
@@ -104,7 +104,7 @@ def test_what_is_not_a_kept_trace_of_the_run_is_refused_with_what_to_do(
         assert (r.status_code, r.json()["error"]["code"]) == (status, code), (why, r.text)
         assert r.json()["error"]["message"], why
     # A body that inflates past the bound (a gzip bomb) stops there: the bound made small.
-    monkeypatch.setattr("gate_server.traces.MAX_TRACE_JSON_BYTES", 64)
+    monkeypatch.setattr("gate_server.domain.traces.MAX_TRACE_JSON_BYTES", 64)
     bomb = _put(client, ci, run_id, gzip.compress(b" " * 10_000 + json.dumps(TRACE).encode()))
     assert (bomb.status_code, bomb.json()["error"]["code"]) == (413, "trace_too_large")
     monkeypatch.undo()

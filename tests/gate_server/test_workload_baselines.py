@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from gate_server.branches import rename_branch
 from gate_server.db import Database
+from gate_server.domain.branches import rename_branch
 from testbed.factories import body, make_results
 from testbed.gate_helpers import Token
 

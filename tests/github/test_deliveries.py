@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from gate_server.answers import Answer
 from gate_server.clock import utcnow
 from gate_server.db import Database, deliveries
 from gate_server.db.schema import github_deliveries
-from gate_server.github import webhook
 from gate_server.github.integration import GitHubIntegration
+from gate_server.http import webhook
+from gate_server.http.answers import Answer
 from tests.github.payloads import load_payload
 
 GH = GitHubIntegration(webhook_secret="s")

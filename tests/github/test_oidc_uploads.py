@@ -141,7 +141,7 @@ def test_tokens_for_other_repositories_audiences_and_revoked_scopes_are_refused(
     assert r.status_code == 403 and r.json()["error"]["code"] == "repository_mismatch"
     r = upload(client, issuer.token(audience="https://other.example"), branch="master")
     assert r.status_code == 401 and "audience" in r.json()["error"]["message"]
-    from gate_server.auth import revoke_token
+    from gate_server.domain.auth import revoke_token
 
     s = Database(database_url)
     try:
@@ -167,7 +167,7 @@ def test_a_name_registered_in_two_workspaces_is_refused_until_an_admin_binds_it(
 ) -> None:
     """GitHub's id used to be bound to whichever row came first; now the upload says which
     command resolves it (409), and after `rnx repo bind` it goes to the workspace named."""
-    from gate_server.cli import main as server_main
+    from gate_server.cli.main import main as server_main
 
     ci_token(workspace="octo", repository=REPO, branches=("master",))
     ci_token(workspace="umbrella", repository=REPO, branches=("master",))
