@@ -96,6 +96,15 @@ class AmbiguousRepository(Conflict):
     code = "ambiguous_repository"
 
 
+class PermanentFailure(GateServerError):
+    """Raised by a job's handler when trying the job again cannot help (it is marked failed)."""
+
+
+class TryLater(GateServerError):
+    """Raised by a job's handler that did nothing this time (a resource is busy): tried again
+    with the usual backoff, logged without a traceback."""
+
+
 class SettingsError(GateServerError):
     """A setting the server cannot start with: an RNX_* variable, a key, a database URL, a
     database written by a newer version. It stops the process with one line."""

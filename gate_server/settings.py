@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from gate_server.errors import SettingsError
-from gate_server.github.oidc import DEFAULT_ISSUER
 from gate_server.numbers import whole_number
 from rnx.config import GateSettings
 from rnx_github.app_auth import AppCredentials
@@ -23,6 +22,9 @@ from stats import MIN_RESAMPLES
 DEFAULT_DATABASE_FILE = "rnx-gate.db"
 DEFAULT_OIDC_AUDIENCE = "kernalin"
 DEFAULT_WEB_URL = "https://github.com"
+
+# GitHub Actions' OIDC issuer (RNX_OIDC_ISSUER overrides it, for a test issuer).
+DEFAULT_ISSUER = "https://token.actions.githubusercontent.com"
 
 
 def default_database_url() -> str:

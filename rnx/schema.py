@@ -20,7 +20,7 @@ from pydantic import (
 
 import stats
 from rnx.branches import MAX_BRANCH_CHARS, branch_name_problem
-from rnx.errors import InvalidInput, UserError
+from rnx.errors import InvalidData, UserError
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
@@ -582,7 +582,7 @@ def validation_details(err: ValidationError, limit: int = 20) -> list[dict[str, 
     ]
 
 
-class InvalidDocument(InvalidInput):
+class InvalidDocument(InvalidData):
     """A results document that does not parse or validate; `details` name the fields."""
 
 

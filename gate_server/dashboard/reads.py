@@ -18,7 +18,6 @@ from gate_server.dashboard.views import (
     EnvironmentLabels,
     HistoryRun,
     SummaryCache,
-    anchor,
     branch_url,
     build_history,
     commit_url,
@@ -47,6 +46,7 @@ from gate_server.db import (
 from gate_server.db.bisections import BisectionRecord, StepRecord
 from gate_server.db.change_points import ChangePointRecord
 from gate_server.db.runs import ListedRun
+from gate_server.domain.anchors import anchor
 from gate_server.domain.branches import all_names, follow_renames
 from gate_server.domain.change_points import compare_url
 from rnx.environments import EnvironmentLabel, stored_environment_label

@@ -14,12 +14,16 @@ from gate_server.clock import utcnow
 from gate_server.db import Database, audit, repositories, tokens
 from gate_server.db.tokens import AGENT, CI, VIEWER, TokenRecord
 from gate_server.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
-from gate_server.github.oidc import looks_like_jwt
 from rnx.branches import BRANCH_PATTERN
 
 _PREFIX = {CI: "rnx_ci_", VIEWER: "rnx_view_", AGENT: "rnx_agent_"}
 # Recording each use as a write would make every read a write; a minute is precise enough.
 _TOUCH_EVERY = timedelta(minutes=1)
+
+
+def looks_like_jwt(token: str) -> bool:
+    """A JWT (three base64url parts, JSON header) rather than one of our opaque CI tokens."""
+    return token.startswith("eyJ") and token.count(".") == 2
 
 
 def hash_token(secret: str) -> str:

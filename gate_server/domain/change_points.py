@@ -23,16 +23,21 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
-from gate_server.db import change_points, outbox, runs
+from gate_server.db import Database, audit, change_points, outbox, repositories, runs
 from gate_server.db.change_points import ChangePointRecord, HistoryRun, NewChangePoint
 from gate_server.db.outbox import OutboxJob
 from gate_server.db.runs import BaselineKey
+from gate_server.db.tokens import CI, TokenRecord
+from gate_server.domain.auth import actor_of, may_act_on
 from gate_server.domain.bisection.jobs import enqueue_start
+from gate_server.domain.branches import current_name
 from gate_server.domain.run_samples import sample_groups
-from gate_server.jobs.worker import PermanentFailure
+from gate_server.errors import Forbidden, NotFound, PermanentFailure
+from gate_server.numbers import whole_number
+from rnx.branches import branch_matches
 
 if TYPE_CHECKING:
-    from gate_server.services import Services
+    from gate_server.domain.job_context import JobContext
 
 log = logging.getLogger("gate_server.changes")
 
@@ -113,7 +118,7 @@ def _key(payload: dict[str, Any]) -> BaselineKey:
     return key
 
 
-def handle_detect(svc: Services, job: OutboxJob) -> None:
+def handle_detect(svc: JobContext, job: OutboxJob) -> None:
     """The DETECT_KIND handler: find and store the series' new change points. Safe to run twice
     and in several processes at once: what is stored is checked again under the series' lock
     before anything new is written."""
@@ -273,3 +278,83 @@ def _end(known: ChangePointRecord, after: int, position: dict[str, int]) -> int 
     """A stored drift's end as an index into the history, when the window holds it."""
     end = position.get(known.end_run_id) if known.end_run_id is not None else None
     return end if end is not None and end > after else None
+
+
+# Reading and acknowledging change points, for the API (gate_server/http/change_points.py), the
+# dashboard and the agents' tools.
+LISTED = 500  # the newest change points answered
+
+
+def readable_repository_id(database: Database, token: TokenRecord, name: str) -> int:
+    """The repository `name` as this token may read it: a CI token's own, or one of a viewer
+    token's workspace."""
+    if token.kind == CI:
+        if token.repository_id is None or (token.repository or "").lower() != name.lower():
+            raise Forbidden(
+                f"this token acts for {token.repository}, not {name}; use that repository's "
+                "CI token or a viewer token of its workspace",
+                code="repository_out_of_scope",
+            )
+        return token.repository_id
+    with database.read() as conn:
+        found = repositories.named(conn, name, workspace_id=token.workspace_id)
+    if not found:
+        raise NotFound(
+            f"no repository {name} in this token's workspace", code="repository_not_found"
+        )
+    return found[0].id
+
+
+def list_change_points(
+    database: Database, token: TokenRecord, name: str, filters: dict[str, str | None]
+) -> dict[str, Any]:
+    """The newest change points of a repository the token may read, filtered."""
+    repository_id = readable_repository_id(database, token, name)
+    with database.read() as conn:
+        found = change_points.listed(conn, repository_id, limit=LISTED, **filters)
+    return {"change_points": [change_point_view(cp) for cp in found]}
+
+
+def acknowledge_change_point(
+    database: Database, token: TokenRecord, raw_id: str, note: str
+) -> dict[str, Any]:
+    """Record the note on a change point of the token's repository; audited."""
+    change_id = whole_number(raw_id)
+    with database.write() as conn:
+        found = None if change_id is None else change_points.by_id(conn, change_id)
+        repo = None if found is None else repositories.by_id(conn, found.repository_id)
+        if (
+            found is None
+            or repo is None
+            or not may_act_on(token, repository_id=repo.id, workspace_id=repo.workspace_id)
+        ):
+            raise NotFound(
+                f"no change point {raw_id[:40]!r} this token may see", code="change_point_not_found"
+            )
+        # Silencing a regression on a branch takes a credential for that branch: not an OIDC
+        # token of pull-request code or of another branch, nor a CI token of other branches.
+        branch = current_name(conn, found.repository_id, found.branch)
+        if not branch_matches(token.branches, branch):
+            raise Forbidden(
+                f"the change point is on branch {branch!r}, which this credential may not "
+                f"speak for ({', '.join(token.branches) or 'no baseline branch'}); use a CI "
+                f"or acting viewer token for that branch, or an OIDC token of a push to it",
+                code="branch_out_of_scope",
+            )
+        actor = actor_of(token)
+        change_points.acknowledge(conn, found.id, note=note, actor=actor)
+        audit.record(
+            conn,
+            actor=actor,
+            token_id=token.id,
+            action="change_point.acknowledge",
+            subject=f"change_point:{found.id}",
+            details={
+                "note": note,
+                "repository": found.repository,
+                "branch": found.branch,
+                "configuration": found.configuration,
+            },
+        )
+        updated = change_points.by_id(conn, found.id) or found
+    return change_point_view(updated)

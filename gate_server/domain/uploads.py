@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +26,6 @@ from gate_server.domain.change_points import enqueue_detection
 from gate_server.domain.receipts import ReceiptSigner
 from gate_server.domain.stored_documents import StoredDocuments
 from gate_server.errors import Conflict, Forbidden, InvalidInput, Malformed
-from gate_server.http.answers import Answer
 from gate_server.numbers import whole_number
 from gate_server.settings import ServerSettings
 from gate_server.workloads import InvalidWorkloadPath, several_workloads, workload_identity
@@ -50,6 +49,15 @@ def stored_run_url(settings: ServerSettings, run_id: str) -> str:
     """The run link kept with a run: absolute under RNX_PUBLIC_URL, else relative (the Host
     header of one request must not decide a link that others are shown later)."""
     return run_url(settings.public_url or "", run_id)
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """An upload's outcome: the answer's body, and whether this call stored the run (False: a
+    stored run's retry, which gets its stored answer again). The route makes them a status."""
+
+    body: dict[str, Any]
+    stored: bool
 
 
 def answered(answer: dict[str, Any], request_base: str) -> dict[str, Any]:
@@ -172,7 +180,7 @@ def ingest_run(
     *,
     documents: StoredDocuments,
     bisection: int | None = None,
-) -> Answer:
+) -> Ingested:
     """Validate, scope-check, re-gate and store one upload whose signature the route checked
     (`signature` is stored with the run). `base_url`: where the client reached the server, for
     the answer's run link only; nothing stored or signed depends on it. `documents`: the
@@ -239,7 +247,7 @@ def ingest_run(
     if not stored:
         # Another request stored this run_id between our read and our write.
         return _retry(database, token, run_id, digest, signature, base_url)
-    return Answer(201, answered(answer, base_url))
+    return Ingested(answered(answer, base_url), stored=True)
 
 
 def _regate(
@@ -400,7 +408,7 @@ def _retry(
     digest: str,
     signature: str,
     base_url: str,
-) -> Answer:
+) -> Ingested:
     """The answer to an upload whose run_id is stored: the stored answer when the same token's
     repository sent the same bytes (a retry, or a replay of the very request), else 409."""
     with database.write() as conn:
@@ -424,4 +432,4 @@ def _retry(
             subject=f"run:{run_id}",
             details={"body_sha256": digest},
         )
-    return Answer(200, answered(existing.answer, base_url))
+    return Ingested(answered(existing.answer, base_url), stored=False)

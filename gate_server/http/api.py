@@ -18,7 +18,7 @@ from gate_server.domain.baseline_reads import MAX_PARAMETER, REQUIRED, read_base
 from gate_server.domain.runs import get_run
 from gate_server.domain.uploads import BISECTION_HEADER, answered, bisection_header, ingest_run
 from gate_server.github.workload_check import check_before_accept
-from gate_server.http.answers import ApiError
+from gate_server.http.answers import Answer, ApiError
 from gate_server.http.app_mode import after_upload as github_after_upload
 from gate_server.http.endpoints import (
     authenticated,
@@ -122,9 +122,10 @@ async def upload_run(request: Request) -> Response:
     )
     if in_loop:
         async with slots:
-            answer = await run_in_event_loop(ingest)
+            ingested = await run_in_event_loop(ingest)
     else:
-        answer = await anyio.to_thread.run_sync(ingest, limiter=slots)
+        ingested = await anyio.to_thread.run_sync(ingest, limiter=slots)
+    answer = Answer(201 if ingested.stored else 200, ingested.body)
     # App mode: the server posts the PR's comment and status itself (gate_server/github).
     task = github_after_upload(svc, answer)
     return JSONResponse(answer.body, status_code=answer.status, background=task)

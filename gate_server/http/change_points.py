@@ -10,45 +10,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gate_server.db import Database, audit, change_points, repositories
 from gate_server.db.change_points import STATUSES
-from gate_server.db.tokens import CI, TokenRecord
-from gate_server.domain.auth import actor_of, may_act_on, refuse_read_only
-from gate_server.domain.branches import current_name
-from gate_server.domain.change_points import change_point_view
+from gate_server.domain.auth import refuse_read_only
+from gate_server.domain.change_points import acknowledge_change_point, list_change_points
 from gate_server.http.answers import ApiError
 from gate_server.http.endpoints import authenticated, parse_json, read_body, require_json
 from gate_server.http.openapi import BODY_ERRORS, NOT_BLANK, endpoint, error, json_body, query
-from gate_server.numbers import whole_number
 from gate_server.services import services
-from rnx.branches import branch_matches
 
 MAX_NOTE_CHARS = 2000
 MAX_NOTE_BODY = 64 * 1024
-LISTED = 500  # the newest change points answered
 FILTERS = ("branch", "environment", "workload")
 MAX_PARAM_CHARS = 1000  # the longest stored value a filter can match (a workload's path)
-
-
-def _repository_id(database: Database, token: TokenRecord, name: str) -> int:
-    """The repository `name` as this token may read it: a CI token's own, or one of a viewer
-    token's workspace."""
-    if token.kind == CI:
-        if token.repository_id is None or (token.repository or "").lower() != name.lower():
-            raise ApiError(
-                403,
-                "repository_out_of_scope",
-                f"this token acts for {token.repository}, not {name}; use that repository's "
-                "CI token or a viewer token of its workspace",
-            )
-        return token.repository_id
-    with database.read() as conn:
-        found = repositories.named(conn, name, workspace_id=token.workspace_id)
-    if not found:
-        raise ApiError(
-            404, "repository_not_found", f"no repository {name} in this token's workspace"
-        )
-    return found[0].id
 
 
 def _text(request: Request, name: str) -> str | None:
@@ -81,15 +54,6 @@ def _filters(request: Request) -> dict[str, str | None]:
         "workload": params["workload"],
         "status": status,
     }
-
-
-def list_change_points(
-    database: Database, token: TokenRecord, name: str, filters: dict[str, str | None]
-) -> dict[str, Any]:
-    repository_id = _repository_id(database, token, name)
-    with database.read() as conn:
-        found = change_points.listed(conn, repository_id, limit=LISTED, **filters)
-    return {"change_points": [change_point_view(cp) for cp in found]}
 
 
 @endpoint(
@@ -156,52 +120,6 @@ def _note(body: bytes) -> str:
             [{"field": "note", "problem": "holds a NUL character"}],
         )
     return note.strip()
-
-
-def acknowledge_change_point(
-    database: Database, token: TokenRecord, raw_id: str, note: str
-) -> dict[str, Any]:
-    """Record the note on a change point of the token's repository; audited."""
-    change_id = whole_number(raw_id)
-    with database.write() as conn:
-        found = None if change_id is None else change_points.by_id(conn, change_id)
-        repo = None if found is None else repositories.by_id(conn, found.repository_id)
-        if (
-            found is None
-            or repo is None
-            or not may_act_on(token, repository_id=repo.id, workspace_id=repo.workspace_id)
-        ):
-            raise ApiError(
-                404, "change_point_not_found", f"no change point {raw_id[:40]!r} this token may see"
-            )
-        # Silencing a regression on a branch takes a credential for that branch: not an OIDC
-        # token of pull-request code or of another branch, nor a CI token of other branches.
-        branch = current_name(conn, found.repository_id, found.branch)
-        if not branch_matches(token.branches, branch):
-            raise ApiError(
-                403,
-                "branch_out_of_scope",
-                f"the change point is on branch {branch!r}, which this credential may not "
-                f"speak for ({', '.join(token.branches) or 'no baseline branch'}); use a CI "
-                f"or acting viewer token for that branch, or an OIDC token of a push to it",
-            )
-        actor = actor_of(token)
-        change_points.acknowledge(conn, found.id, note=note, actor=actor)
-        audit.record(
-            conn,
-            actor=actor,
-            token_id=token.id,
-            action="change_point.acknowledge",
-            subject=f"change_point:{found.id}",
-            details={
-                "note": note,
-                "repository": found.repository,
-                "branch": found.branch,
-                "configuration": found.configuration,
-            },
-        )
-        updated = change_points.by_id(conn, found.id) or found
-    return change_point_view(updated)
 
 
 @endpoint(

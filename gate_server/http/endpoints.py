@@ -12,8 +12,7 @@ from starlette.requests import Request
 
 from gate_server.db.engine import run_in_event_loop
 from gate_server.db.tokens import TokenRecord
-from gate_server.domain.auth import authenticate, bearer_secret
-from gate_server.github.oidc import looks_like_jwt
+from gate_server.domain.auth import authenticate, bearer_secret, looks_like_jwt
 from gate_server.http.answers import ApiError
 from gate_server.numbers import whole_number
 from gate_server.services import services

@@ -309,7 +309,7 @@ def _register_resources(mcp: FastMCP, settings: ServerSettings) -> None:
     @mcp.resource("kernalin://docs/reading-a-verdict", mime_type="text/plain")
     def reading_a_verdict() -> str:
         """How to read a verdict: tiers, reasons, the per-configuration table."""
-        return resources.files("gate_server").joinpath(GUIDE).read_text(encoding="utf-8")
+        return resources.files("gate_server.http").joinpath(GUIDE).read_text(encoding="utf-8")
 
 
 def build(settings: ServerSettings) -> tuple[ASGIApp, StreamableHTTPSessionManager]:

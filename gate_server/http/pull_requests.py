@@ -27,6 +27,7 @@ from gate_server.db import Database, runs
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.domain.accepts import MAX_ACCEPT_BODY, accept_run, check_accept_scope, check_reason
 from gate_server.domain.uploads import answered
+from gate_server.errors import Forbidden, NotFound
 from gate_server.github.pulls import PullRun, latest_runs
 from gate_server.github.workload_check import check_before_accept
 from gate_server.http.answers import ApiError
@@ -52,7 +53,7 @@ def _pr_number(request: Request) -> int:
 def _repository_id(token: TokenRecord) -> int:
     """The repository a CI (or OIDC) token acts for; a viewer token has none here."""
     if token.kind != CI or token.repository_id is None:
-        raise ApiError(403, "viewer_token", "use the repository's CI token (or its OIDC token)")
+        raise Forbidden("use the repository's CI token (or its OIDC token)", code="viewer_token")
     return token.repository_id
 
 
@@ -144,8 +145,8 @@ def accept_pull_runs(
     for run_id in run_ids:
         run = check_accept_scope(database, token, run_id)
         if run.pr_number != pr_number:
-            raise ApiError(
-                404, "run_not_found", f"run {run_id} is not a run of pull request #{pr_number}"
+            raise NotFound(
+                f"run {run_id} is not a run of pull request #{pr_number}", code="run_not_found"
             )
         checked.append(run)
     for run in checked:
@@ -170,11 +171,10 @@ def accept_actor(token: TokenRecord, user: str) -> tuple[str, str | None]:
     with the user the workflow names kept as what it said (on_behalf_of)."""
     if token.github_actor is not None:
         if token.github_actor.lower() != user.lower():
-            raise ApiError(
-                403,
-                "user_mismatch",
+            raise Forbidden(
                 f"the OIDC token is for GitHub user {token.github_actor!r}, but the request "
                 f"names {user!r}; accept as the user whose workflow run it is",
+                code="user_mismatch",
             )
         return f"github:{token.github_actor}", None
     return f"token:{token.id}", f"github:{user}"

@@ -22,35 +22,24 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from starlette.concurrency import run_in_threadpool
 
 from gate_server.db import outbox
 from gate_server.db.outbox import OutboxJob
-
-if TYPE_CHECKING:
-    from gate_server.services import Services
+from gate_server.domain.job_context import JobContext
+from gate_server.errors import PermanentFailure, TryLater
 
 log = logging.getLogger("gate_server.outbox")
 
 # A handler does one job; it raises to have the job tried again later (PermanentFailure: never).
-Handler = Callable[["Services", OutboxJob], None]
+Handler = Callable[[JobContext, OutboxJob], None]
 
 MAX_ATTEMPTS = 10  # then the job is FAILED: 5 s, 10 s, ... 21 min apart, ~43 min in all
 FIRST_RETRY_S = 5.0
 LONGEST_RETRY_S = 3600.0
 KEEP_FINISHED = timedelta(days=7)  # done jobs are kept this long (their delivery ids with them)
 PURGE_EVERY_S = 3600.0
-
-
-class PermanentFailure(Exception):
-    """Raised by a handler when trying the job again cannot help (it is marked failed)."""
-
-
-class TryLater(Exception):
-    """Raised by a handler that did nothing this time (a resource is busy): tried again with
-    the usual backoff, logged without a traceback."""
 
 
 def retry_delay(attempts: int, rng: random.Random, first_s: float = FIRST_RETRY_S) -> timedelta:
@@ -68,7 +57,7 @@ def new_owner() -> str:
 class OutboxWorker:
     def __init__(
         self,
-        services: Services,
+        services: JobContext,
         handlers: Mapping[str, Handler],
         *,
         poll_s: float,

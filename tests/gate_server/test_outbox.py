@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from gate_server.db import Database, open_database, outbox
-from gate_server.jobs.worker import MAX_ATTEMPTS, OutboxWorker, PermanentFailure, retry_delay
+from gate_server.errors import PermanentFailure
+from gate_server.jobs.worker import MAX_ATTEMPTS, OutboxWorker, retry_delay
 
 LEASE = timedelta(seconds=60)
 

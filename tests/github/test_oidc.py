@@ -11,7 +11,8 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gate_server.github.oidc import JwksCache, OidcError, OidcVerifier, looks_like_jwt
+from gate_server.domain.auth import looks_like_jwt
+from gate_server.github.oidc import JwksCache, OidcError, OidcVerifier
 from testbed.oidc_issuer import OidcIssuer
 
 AUDIENCE = "https://gate.example"

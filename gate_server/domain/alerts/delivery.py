@@ -45,10 +45,10 @@ from gate_server.domain.alerts.events import (
 )
 from gate_server.domain.alerts.report import report_facts
 from gate_server.domain.environments import document_label
-from gate_server.jobs.worker import TryLater
+from gate_server.errors import TryLater
 
 if TYPE_CHECKING:
-    from gate_server.services import Services
+    from gate_server.domain.job_context import JobContext
 
 DELIVER = "alert.deliver"
 FAILING_AFTER = 5  # failed sends in a row that make a channel "failing"
@@ -104,7 +104,7 @@ def _fan_out(
     return new
 
 
-def fan_out(svc: Services, job: OutboxJob) -> None:
+def fan_out(svc: JobContext, job: OutboxJob) -> None:
     """The handler of event.block, event.accepted_slowdown and event.channel_failing."""
     p = job.payload
     facts = p["facts"]
@@ -175,7 +175,7 @@ def change_point_facts(conn: Connection, change_id: int) -> tuple[dict[str, Any]
     return facts, repo.workspace_id, repo.id
 
 
-def fan_out_change_point(svc: Services, job: OutboxJob) -> None:
+def fan_out_change_point(svc: JobContext, job: OutboxJob) -> None:
     """The handler of event.change_point (enqueued by the change-point detector with the
     change point's API fields; its id is what is read here)."""
     change_id = int(job.payload["change_point"]["id"])
@@ -186,7 +186,7 @@ def fan_out_change_point(svc: Services, job: OutboxJob) -> None:
             _fan_out(conn, facts, workspace_id, repository_id)
 
 
-def fan_out_culprit(svc: Services, job: OutboxJob) -> None:
+def fan_out_culprit(svc: JobContext, job: OutboxJob) -> None:
     """The handler of event.culprit (queued when a bisection names its change point's culprit):
     one alert per change point, to the channels whose rules take change points (it follows
     the change point's own alert)."""
@@ -223,7 +223,7 @@ def culprit_facts(
     }
 
 
-def deliver(svc: Services, job: OutboxJob) -> None:
+def deliver(svc: JobContext, job: OutboxJob) -> None:
     """The handler of alert.deliver: send one delivery; raise to have it tried again."""
     did = job.payload["delivery_id"]
     with svc.database.read() as conn:
@@ -257,7 +257,7 @@ def deliver(svc: Services, job: OutboxJob) -> None:
         alerts.record_success(conn, did, channel.id)
 
 
-def _failed(svc: Services, did: str, channel_id: int, error: str) -> None:
+def _failed(svc: JobContext, did: str, channel_id: int, error: str) -> None:
     with svc.database.write() as conn:
         count = alerts.record_failure(conn, did, channel_id, error)
         if count < FAILING_AFTER:
@@ -279,7 +279,7 @@ def _failed(svc: Services, did: str, channel_id: int, error: str) -> None:
         emit(conn, facts, workspace_id=channel.workspace_id, repository_id=None)
 
 
-def fan_out_report(svc: Services, job: OutboxJob) -> None:
+def fan_out_report(svc: JobContext, job: OutboxJob) -> None:
     """The handler of event.scheduled_report: the report is built now, from what is stored."""
     with svc.database.write() as conn:
         found = report_facts(conn, job.payload["facts"]["run_id"], svc.settings)

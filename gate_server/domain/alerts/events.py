@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from gate_server.dashboard.views import anchor
 from gate_server.db.runs import RunFacts
+from gate_server.domain.anchors import anchor
 from rnx.environments import EnvironmentLabel
 
 BLOCK = "block"  # a BLOCK on a push to a baseline branch: a regression landed

@@ -26,11 +26,11 @@ from gate_server.db.outbox import OutboxJob
 from gate_server.domain.alerts.events import CULPRIT, outbox_kind
 from gate_server.domain.bisection import plan
 from gate_server.domain.run_samples import sample_groups
-from gate_server.jobs.worker import PermanentFailure
+from gate_server.errors import PermanentFailure
 from rnx_github.client import GitHubClient, GitHubError
 
 if TYPE_CHECKING:
-    from gate_server.services import Services
+    from gate_server.domain.job_context import JobContext
 
 log = logging.getLogger("gate_server.bisection")
 
@@ -60,14 +60,14 @@ def _number(payload: dict[str, Any], name: str) -> int:
         raise PermanentFailure(f"a bisection job needs {name}, got {payload!r}") from None
 
 
-def _client(svc: Services, repository: str) -> GitHubClient | None:
+def _client(svc: JobContext, repository: str) -> GitHubClient | None:
     app = svc.github.app
     if app is None or svc.settings.bisect_budget == 0:
         return None
     return app.client(repository=repository)
 
 
-def handle_start(svc: Services, job: OutboxJob) -> None:
+def handle_start(svc: JobContext, job: OutboxJob) -> None:
     """START_KIND: store the change point's bisection with its range of commits, once."""
     cp_id = _number(job.payload, "change_point_id")
     with svc.database.read() as conn:
@@ -96,7 +96,7 @@ def handle_start(svc: Services, job: OutboxJob) -> None:
         _advance_later(conn, new_id)
 
 
-def handle_advance(svc: Services, job: OutboxJob) -> None:
+def handle_advance(svc: JobContext, job: OutboxJob) -> None:
     """ADVANCE_KIND: end the bisection, wait, or dispatch the next measurement."""
     bisection_id = _number(job.payload, "bisection_id")
     with svc.database.write() as conn:
@@ -123,7 +123,7 @@ def handle_advance(svc: Services, job: OutboxJob) -> None:
 
 
 def _claim_dispatch(
-    svc: Services, conn: Connection, b: BisectionRecord, nxt: plan.Next
+    svc: JobContext, conn: Connection, b: BisectionRecord, nxt: plan.Next
 ) -> int | None:
     """The step row of the next dispatch, written before it; None while the repository has
     its most dispatches in flight (then it is looked at again later)."""
@@ -155,7 +155,7 @@ def _expire_or_wait(conn: Connection, b: BisectionRecord, steps: list[StepRecord
 
 
 def _dispatch(
-    svc: Services, b: BisectionRecord, cp: ChangePointRecord, step_id: int, sha: str
+    svc: JobContext, b: BisectionRecord, cp: ChangePointRecord, step_id: int, sha: str
 ) -> None:
     """Run the workflow at `sha` (a repeat's processes are pooled with the earlier runs'
     by handle_measured: each repeat measures with more processes in all)."""
@@ -200,7 +200,7 @@ def _end(conn: Connection, b: BisectionRecord, nxt: plan.Next) -> None:
     bisections.finish(conn, b.id, bisections.STOPPED, low_sha=low, high_sha=high, reason=nxt.reason)
 
 
-def handle_culprit(svc: Services, job: OutboxJob) -> None:
+def handle_culprit(svc: JobContext, job: OutboxJob) -> None:
     """CULPRIT_KIND: name the pull request that merged the culprit (a GitHub failure leaves it
     unnamed, logged), then queue the culprit's one alert (event.culprit; its deliveries are
     keyed by the change point, so a second run of this job sends nothing twice)."""
@@ -233,7 +233,7 @@ def enqueue_measured(
     outbox.enqueue(conn, MEASURED_KIND, {**payload, "run_id": run_id, "sha": sha})
 
 
-def handle_measured(svc: Services, job: OutboxJob) -> None:
+def handle_measured(svc: JobContext, job: OutboxJob) -> None:
     """MEASURED_KIND: gate the run against both ends (with every earlier run of its commit in
     this bisection), record the step's side and evidence, and advance."""
     bisection_id = _number(job.payload, "bisection_id")

@@ -1,6 +1,6 @@
 """The dashboard's two actions, for a viewer token made with --can-act: acknowledge a change
 point (overview) and accept a run (run page). Each is a CSRF-protected form post that goes
-through the same checks and audit entries as the API (gate_server/http/change_points.py,
+through the same checks and audit entries as the API (gate_server/domain/change_points.py,
 gate_server/domain/accepts.py), with the token's name as the actor."""
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from gate_server.db import Database, tokens
 from gate_server.db.tokens import TokenRecord
 from gate_server.domain.accepts import accept_run, check_accept_scope, check_reason
 from gate_server.domain.auth import actor_of
+from gate_server.domain.change_points import acknowledge_change_point
 from gate_server.errors import Refused
 from gate_server.github.workload_check import check_before_accept
 from gate_server.http.answers import ApiError, refusal_response
-from gate_server.http.change_points import MAX_NOTE_CHARS, acknowledge_change_point
+from gate_server.http.change_points import MAX_NOTE_CHARS
 from gate_server.http.dashboard.access import Viewer, same_origin
 from gate_server.http.dashboard.routes import _error_page, _secure, _small_form, _viewer_or_response
 from gate_server.services import services
