@@ -16,7 +16,7 @@ from gate_server.settings import ServerSettings
 from testbed.factories import body, make_results
 from testbed.gate_helpers import Token, create_token, signed_headers
 from tests.dashboard.test_access import csrf_from, login
-from tests.gate_server.test_change_points import _drain, _stepped
+from tests.gate_server.domain.test_change_points import _drain, _stepped
 
 
 @pytest.fixture

@@ -126,7 +126,7 @@ def test_a_step_is_found_once_and_a_step_back_resolves_it(
     assert back["status"] == first["status"] == "resolved"
     assert history.change_points(status="open") == []
     # One event per change point for the alerts (handled: fanned out to no channel, as this
-    # workspace has none; tests/gate_server/test_alerts_delivery.py sends them).
+    # workspace has none; tests/gate_server/domain/test_alerts_delivery.py sends them).
     database = open_database(database_url)
     try:
         with database.read() as conn:

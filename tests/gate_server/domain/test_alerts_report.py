@@ -23,7 +23,7 @@ from gate_server.domain.alerts import channels
 from gate_server.settings import ServerSettings
 from testbed.gate_helpers import Token
 from testbed.receivers import HttpReceiver, SmtpReceiver
-from tests.gate_server import test_alerts_delivery as delivery
+from tests.gate_server.domain import test_alerts_delivery as delivery
 
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
 BS8 = "pytorch_eager/float32/bs8"
@@ -203,7 +203,7 @@ def _valid_slack(sent: list[dict[str, Any]]) -> None:
 def _valid_teams(sent: list[dict[str, Any]]) -> None:
     import jsonschema
 
-    vendor = Path(__file__).parents[1] / "data" / "vendor" / "adaptive-card-1.4.json"
+    vendor = Path(__file__).parents[2] / "data" / "vendor" / "adaptive-card-1.4.json"
     schema = json.loads(vendor.read_text(encoding="utf-8"))
     checker = jsonschema.Draft6Validator.FORMAT_CHECKER
     for message in sent:

@@ -484,7 +484,7 @@ def test_teams_cards_validate_against_the_official_adaptive_card_1_4_schema(
 ) -> None:
     import jsonschema
 
-    vendor = Path(__file__).parents[1] / "data" / "vendor" / "adaptive-card-1.4.json"
+    vendor = Path(__file__).parents[2] / "data" / "vendor" / "adaptive-card-1.4.json"
     schema = json.loads(vendor.read_text(encoding="utf-8"))
     receiver = HttpReceiver(status=202).start()
     try:
