@@ -16,7 +16,7 @@ _REF = "#/components/schemas/{model}"
 
 def operation(method: str, spec: dict[str, Any]) -> Callable[[F], F]:
     """Attach an endpoint's OpenAPI operation for `method`; an undocumented route is missing
-    from /openapi.json, which tests/gate_server/test_openapi.py catches."""
+    from /openapi.json, which tests/gate_server/http/test_server_openapi.py catches."""
 
     def attach(fn: F) -> F:
         ops: dict[str, Any] = dict(getattr(fn, "__openapi__", {}))
