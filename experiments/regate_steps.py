@@ -13,8 +13,8 @@ run (timeit, best of 9) on 8 and 48 configurations:
   of 10 samples per configuration from tuples of Python ints (a parsed document's
   process_times) against from float64 arrays (its process_arrays).
 Then the memory a parsed document takes, with its groups kept for the statistics and without
-(tracemalloc; gate_server/stored_documents.py keeps 256 of them), and what the statistics keep
-of the baseline sets they were compared with once their bounds are reached (stats/_kept.py).
+(tracemalloc; gate_server/domain/stored_documents.py keeps 256 of them), and what the statistics
+keep of the baseline sets they were compared with once their bounds are reached (stats/_kept.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Base sides compare_many has seen, kept for the next comparison against the same ones.
 
 The server re-gates every upload of a workload against the same baseline runs, parsed once per
-server process (gate_server/stored_documents.py), with each process's times an array that can
+server process (gate_server/domain/stored_documents.py), with each process's times an array that can
 never change (frozen_groups: a view of bytes, which numpy will not make writable). A base side
 made of such arrays is the same side for as long as they are the same objects, so what
 compare_many works out from the side alone (its checks, its median, each process's location) is
