@@ -11,6 +11,12 @@ main's statistics in a subprocess and print them side by side.
   run: unchanged (--unchanged replays: PASS share and BLOCKs); per configuration, its head
   times x 1.05 (flagged: WARN or BLOCK) and x 1.40 (BLOCK), --per-config replays each. The
   weakest configuration is reported beside the range.
+- Busy CPU (benchmarks/data/corpus-crossload.npz, benchmarks/quality/cross_load_corpus.py:
+  runs recorded quiet and runs recorded beside a hog on the same core): baseline runs recorded
+  quiet and the head busy, and the reverse, by turns; --history baseline runs, 3 processes of
+  10 samples, stats.compare_many with the runs and stats.gate with the product's defaults.
+  Unchanged (--cpu-unchanged replays), and per configuration its head times x 1.15 (flagged)
+  and x 1.40 (BLOCK), --cpu-per-config replays each.
 - Coverage: the 90% intervals on data drawn from the model
   (benchmarks/quality/interval_coverage.py), 2-10 baseline runs, 3-9 processes, process
   spreads 0.5-5%: share holding the true ratio.
@@ -173,6 +179,67 @@ def run_figures(
     }
 
 
+def busy_cpu_figures(
+    path: Path, *, history: int, unchanged: int, per_config: int, seed: int
+) -> dict[str, Any]:
+    """Per configuration figures on the cross-load CPU corpus (quiet against busy, both ways)."""
+    import stats
+    from benchmarks.quality.verdict_runs import Scenario, _side, load
+    from rnx.config import GateSettings
+
+    gate = GateSettings()
+    corpus = load(path)
+    assert corpus.runs is not None, f"{path}: a corpus recorded as runs"
+    rng = np.random.default_rng(seed)
+    scen = Scenario(corpus, 3, rng)
+    quiet = [i for i, r in enumerate(corpus.runs) if not corpus.busy[r].any()]
+    busy = [i for i, r in enumerate(corpus.runs) if corpus.busy[r].all()]
+    history = min(history, len(quiet) - 1, len(busy) - 1)
+    n_k, n_l = corpus.data.shape[1], corpus.data.shape[2]
+    names = corpus.kernels or [str(k) for k in range(n_k)]
+    ids = [f"{names[k]}[{lv}]" for k in range(n_k) for lv in range(n_l)]  # (level: a copy)
+    turn = itertools.count()
+
+    def tier(slow: int | None, factor: float) -> str:
+        pools = (quiet, busy) if next(turn) % 2 == 0 else (busy, quiet)
+        base_runs, head_jobs = scen.draw(history, *pools)
+        labels = np.concatenate([np.full(len(b), i) for i, b in enumerate(base_runs)])
+        base = _side(corpus.data, np.concatenate(base_runs), 0, 10, rng)
+        head = _side(corpus.data, head_jobs, 1, 10, rng)
+        if slow is not None:
+            head[slow] = [g * factor for g in head[slow]]
+        pairs = list(zip(base, head, strict=True))
+        cs = stats.compare_many(
+            pairs,
+            rope=gate.rope,
+            probability=gate.probability,
+            seed=int(rng.integers(2**31)),
+            base_runs=[list(labels)] * len(pairs),
+        )
+        decided = stats.gate(
+            dict(zip(ids, cs, strict=True)),
+            probability=gate.probability,
+            block_threshold=gate.block_threshold,
+        )
+        return decided.tier
+
+    tiers = [tier(None, 1.0) for _ in range(unchanged)]
+    flagged: dict[str, float] = {}
+    blocked: dict[str, float] = {}
+    for c, cid in enumerate(ids):
+        flagged[cid] = sum(tier(c, 1.15) != "PASS" for _ in range(per_config)) / per_config
+        blocked[cid] = sum(tier(c, 1.40) == "BLOCK" for _ in range(per_config)) / per_config
+    return {
+        "runs": len(corpus.runs),
+        "history": history,
+        "pass": tiers.count("PASS") / max(len(tiers), 1),
+        "block": tiers.count("BLOCK"),
+        "replays": len(tiers),
+        "flagged_15": flagged,
+        "blocked_40": blocked,
+    }
+
+
 def coverage_figures(sims: int, seed: int) -> list[dict[str, Any]]:
     from benchmarks.quality.interval_coverage import coverage
 
@@ -248,8 +315,19 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
                 seed=args.seed,
                 base_processes=n,
             )
+    busy = {}
+    if args.cpu_per_config or args.cpu_unchanged:
+        for path in args.cpu_corpus or [DATA / "corpus-crossload.npz"]:
+            busy[path.stem] = busy_cpu_figures(
+                path,
+                history=args.history,
+                unchanged=args.cpu_unchanged,
+                per_config=args.cpu_per_config,
+                seed=args.seed,
+            )
     return {
         "corpora": corpora,
+        "busy_cpu": busy,
         "coverage": coverage_figures(args.sims, args.seed) if args.sims else [],
         "cost_ms": cost_figures(args.repeat),
     }
@@ -270,6 +348,17 @@ def report(name: str, got: dict[str, Any]) -> list[str]:
             f"  5% slower, flagged per configuration: {_weakest(f['flagged_5'])}",
             f"  40% slower, BLOCK per configuration: {_weakest(f['blocked_40'])}",
         ]
+    for corpus, f in got.get("busy_cpu", {}).items():
+        lines += [
+            f"{corpus} (busy CPU): {f['runs']} runs, {f['history']} baseline runs a replay, "
+            "quiet against busy and busy against quiet by turns",
+            f"  unchanged: PASS {f['pass']:.1%}, BLOCK {f['block']} of {f['replays']}",
+        ]
+        if f["flagged_15"]:
+            lines += [
+                f"  15% slower, flagged per configuration: {_weakest(f['flagged_15'])}",
+                f"  40% slower, BLOCK per configuration: {_weakest(f['blocked_40'])}",
+            ]
     if got["coverage"]:
         cov = got["coverage"]
         every = [c[k] for c in cov for k in ("changed", "unchanged")]
@@ -299,6 +388,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-config", type=int, default=40, help="replays per configuration (40)")
     p.add_argument("--sims", type=int, default=300, help="coverage: draws per setting (300)")
     p.add_argument("--repeat", type=int, default=15)
+    p.add_argument("--cpu-corpus", type=Path, action="append", help="a busy-CPU corpus of runs")
+    p.add_argument(
+        "--cpu-unchanged", type=int, default=200, help="busy CPU: unchanged replays (200)"
+    )
+    p.add_argument(
+        "--cpu-per-config", type=int, default=20, help="busy CPU: replays per configuration (20)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--base-processes",
@@ -315,6 +411,10 @@ def main(argv: list[str] | None = None) -> int:
         rest += ["--per-config", str(args.per_config), "--sims", str(args.sims)]
         rest += ["--repeat", str(args.repeat), "--seed", str(args.seed)]
         rest += ["--base-processes", args.base_processes]
+        rest += ["--cpu-unchanged", str(args.cpu_unchanged)]
+        rest += ["--cpu-per-config", str(args.cpu_per_config)]
+        for d in args.cpu_corpus or []:
+            rest += ["--cpu-corpus", str(d.resolve())]
         for d in args.runs_dir or []:
             rest += ["--runs-dir", str(d.resolve())]
         env = {**os.environ, "PYTHONPATH": str(args.main.resolve())}
