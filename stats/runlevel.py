@@ -104,8 +104,8 @@ class RunFit:
 @dataclass(frozen=True)
 class Baseline:
     """What the model works out from the baseline runs alone: the same for every head run
-    compared with them (compare_many keeps it with the base sides it keeps, stats/_kept.py: the
-    server re-gates every upload of a workload against the same runs). Process locations are
+    compared with them (a prepared baseline keeps it, stats/prepared.py: the server re-gates
+    every upload of a workload against the same runs). Process locations are
     centred on each configuration's mean baseline location, so sums of squares stay exact in
     float64."""
 

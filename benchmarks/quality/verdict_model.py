@@ -280,9 +280,17 @@ def cost_figures(repeat: int) -> dict[str, float]:
             for c in range(n)
         ]
         labels = [[r for r in range(6) for _ in range(3)]] * n
+        # Prepared once, as the server does per baseline set (a tree before stats.prepare_baseline
+        # keeps the base sides in its own caches instead).
+        prepare = getattr(stats, "prepare_baseline", None)
+        extra: dict[str, Any] = (
+            {"baseline": prepare([p[0] for p in pairs], labels)}
+            if prepare
+            else {"base_runs": labels}
+        )
 
-        def regate(pairs: list[Any] = pairs, labels: list[Any] = labels) -> None:
-            cs = stats.compare_many(pairs, seed=0, base_runs=labels)
+        def regate(pairs: list[Any] = pairs, extra: dict[str, Any] = extra) -> None:
+            cs = stats.compare_many(pairs, seed=0, **extra)
             stats.gate({str(i): c for i, c in enumerate(cs)})
 
         regate()  # the first call's imports and kept base sides are not a re-gate's
