@@ -97,18 +97,24 @@ def adaptive_tier(head: Any, base: list[Any], gate: Any, start: int) -> tuple[st
     )
     from rnx.verdict import evaluate
 
+    try:  # the baselines prepared once, as the harness's adaptive loop does
+        from rnx.verdict import PreparedBaselines
+
+        extra: dict[str, Any] = {"prepared": PreparedBaselines(base)}
+    except ImportError:  # a tree before it
+        extra = {}
     recorded = processes_of(head)
     per = {c.id: start for c in head.configurations}
     confirmed: set[str] = set()
     for added in range(MAX_ADDED_PROCESSES + 1):
         doc = first_processes(head, per)
-        report = evaluate(doc, base, gate)
+        report = evaluate(doc, base, gate, **extra)
         if added == MAX_ADDED_PROCESSES or start + added >= recorded:
             return report.tier, added
         rows = rows_of(report)
         projected = None
         if any(r.verdict == "undecided" for r in rows):
-            projected = verdicts(evaluate(with_processes_doubled(doc), base, gate))
+            projected = verdicts(evaluate(with_processes_doubled(doc), base, gate, **extra))
         found = still_open(report.tier, rows, confirmed, projected)
         if not found:
             return report.tier, added
