@@ -79,6 +79,12 @@ SET_APART_LEVEL = 0.01
 # Configurations' variances are pooled unless they differ beyond what sampling noise gives in
 # this share of cases (_shrunk_variances).
 POOL_EVIDENCE = 0.9
+# The least spread (of log-variances) the pooling allows between configurations: never pooled
+# all the way, since configurations may differ.
+POOL_FLOOR = 0.05
+# A process's deviation from its run's median counts at most this many robust sd (1.4826 MAD)
+# of its configuration in the process spread (_spread).
+DEVIATION_CAP_SD = 3.0
 MIN_RUNS_TO_SET_APART = 3
 # A later group of configurations sharing their runs' shifts has at least this many.
 MIN_GROUP_CONFIGS = 4
@@ -632,7 +638,7 @@ def _spread(
     cfg = np.concatenate([cb, ch])
     moved = dev != 0
     mad = cell_medians(np.abs(dev[moved]), cfg[moved], c_n)
-    cap = np.where(np.isfinite(mad) & (mad > 0), 3 * 1.4826 * mad, np.inf)[cfg]
+    cap = np.where(np.isfinite(mad) & (mad > 0), DEVIATION_CAP_SD * 1.4826 * mad, np.inf)[cfg]
     result: np.ndarray = np.bincount(cfg, np.minimum(dev * dev, cap * cap), minlength=c_n)
     return result
 
@@ -665,7 +671,7 @@ def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.nd
     chance = chdtri(max(n - 1, 1), 1 - POOL_EVIDENCE) / max(n - 1, 1)
     noise_mean = float(noise.mean() if every else np.mean(noise[ok]))
     spread = float(nanvar(kept)) - noise_mean * chance
-    tau2 = max(spread, 0.05)  # never pool all the way: configurations may differ
+    tau2 = max(spread, POOL_FLOOR)
     precision = where_ok(1.0 / noise, 0.0) + 1.0 / tau2
     shrunk = (where_ok(logs / noise, 0.0) + mean / tau2) / precision
     # Degrees of freedom: no more than all the configurations' logs hold together (the pooled
