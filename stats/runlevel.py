@@ -243,11 +243,15 @@ def fit(
     base_level = nanmean(run_loc, axis=1)
     diff = head_loc - base_level
     # The head's median is only as sure as its lower processes agree: interference only adds
-    # time, so a median far above the fastest process means two of them may have been hit.
+    # time, so a median far above the fastest process means two of them may have been hit. The
+    # head is one run, and its own processes are all that is known of its conditions: its gap
+    # stands alone (a runner noisier than the history's is not pooled away, and each added
+    # process narrows it). A baseline run is one of several: its gap is weighed against the
+    # history's process spread (_history_process_variance).
     gap = head_loc - heads.minima(yh)
-    head_var = _median_var(h_cnt) * _run_process_variance(var_e, df_e, gap, h_cnt)
+    head_var = _median_var(h_cnt) * np.maximum(var_e, _gap_variance(gap, h_cnt))
     run_gap = np.where(present, run_loc - run_min, 0.0)
-    run_var = _median_var(counts) * _run_process_variance(
+    run_var = _median_var(counts) * _history_process_variance(
         var_e[:, None], df_e[:, None], run_gap, counts
     )
     base_var = np.where(present, run_var, 0.0).sum(axis=1) / k_runs**2
@@ -401,27 +405,37 @@ _INEFFICIENCY_BY_N = np.array([_MEDIAN_INEFFICIENCY.get(k, math.pi / 2) for k in
 
 # (median - minimum)^2 of n standard normal values, n = 0..9 (n past 9 looked up as 9, where
 # the gap is smaller than theirs: the side of caution), by simulation
-# (tests/stats/test_calibration.py checks them): its mean, and the degrees of freedom that
-# gap^2 / mean carries as an estimate of the process variance (2 mean^2 / variance, as a
-# chi-square's). 0 and 1 process have no gap.
+# (tests/stats/test_calibration.py checks them): its GAP_LEVEL point, its mean, and the
+# degrees of freedom that gap^2 / mean carries as an estimate of the process variance
+# (2 mean^2 / variance, as a chi-square's). 0 and 1 process have no gap.
+GAP_LEVEL = 0.75
+_GAP_SQ_POINT = np.array([np.inf, np.inf, 0.662, 1.489, 1.905, 2.438, 2.69, 3.043, 3.22, 3.473])
 _GAP_SQ_MEAN = np.array([np.inf, np.inf, 0.501, 1.171, 1.444, 1.788, 1.992, 2.233, 2.401, 2.581])
 _GAP_DF = np.array([0.0, 0.0, 1.0, 0.86, 1.37, 1.63, 2.07, 2.31, 2.72, 2.93])
 
 
-def _run_process_variance(
+def _gap_variance(gap: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The head's process variance read from how far its median of n processes lies above its
+    fastest: beyond var_e in 1 - GAP_LEVEL of runs of normal processes, and growing with the
+    gap where interference (which only adds time) lifted the median."""
+    k = np.minimum(np.asarray(n, dtype=int), len(_GAP_SQ_POINT) - 1)
+    result: np.ndarray = gap**2 / _GAP_SQ_POINT[k]
+    return result
+
+
+def _history_process_variance(
     var_e: np.ndarray, df_e: np.ndarray, gap: np.ndarray, n: np.ndarray
 ) -> np.ndarray:
-    """The process variance a run's median of n processes is read with: the configuration's
-    history (var_e, from every run's processes, with its df_e degrees of freedom) pooled with
-    what the run's own gap between its median and its fastest process says, each weighted by
-    the degrees of freedom it carries; never below var_e. Interference only adds time, so a
-    median far above the run's fastest process may have been lifted, and a run whose gap is
-    large widens its interval; but one gap carries about one degree of freedom, and a
-    configuration whose history holds many more (its processes agree run after run) is no
-    longer judged by one run's gap alone. Before, the gap's 75% point stood in for the process
-    variance whenever it was larger: a configuration of two GPU process states with 3 processes
-    got an interval twice its process spread from one run whose fastest process drew the other
-    state (a 5% slowdown flagged 70% on gpu-aa-h200, every other configuration 95-100%)."""
+    """The process variance a baseline run's median of n processes is read with: the
+    configuration's history (var_e, from every run's processes, with its df_e degrees of
+    freedom) pooled with what the run's own gap between its median and its fastest process
+    says, each weighted by the degrees of freedom it carries; never below var_e. One gap
+    carries about one degree of freedom, so a configuration whose history holds many more (its
+    processes agree run after run) is no longer judged by one baseline run's gap alone. Before,
+    the gap's 75% point stood in for the process variance whenever it was larger, for every
+    baseline run as for the head: one baseline run whose fastest process drew the other GPU
+    state widened a configuration's interval for every head compared with it (a 5% slowdown
+    flagged 70% on gpu-aa-h200, every other configuration 95-100%)."""
     k = np.minimum(np.asarray(n, dtype=int), len(_GAP_SQ_MEAN) - 1)
     df_g = _GAP_DF[k]
     from_gap = gap**2 / _GAP_SQ_MEAN[k]
