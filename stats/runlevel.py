@@ -434,8 +434,8 @@ def _history_process_variance(
     processes agree run after run) is no longer judged by one baseline run's gap alone. Before,
     the gap's 75% point stood in for the process variance whenever it was larger, for every
     baseline run as for the head: one baseline run whose fastest process drew the other GPU
-    state widened a configuration's interval for every head compared with it (a 5% slowdown
-    flagged 70% on gpu-aa-h200, every other configuration 95-100%)."""
+    state widened a configuration's interval for every head compared with it (docs/statistics.md,
+    "Runs", step 1)."""
     k = np.minimum(np.asarray(n, dtype=int), len(_GAP_SQ_MEAN) - 1)
     df_g = _GAP_DF[k]
     from_gap = gap**2 / _GAP_SQ_MEAN[k]
