@@ -18,9 +18,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from gate_server.db.runs import BaselineRun
 from rnx.schema import ResultsDocument, parse_results
+
+if TYPE_CHECKING:
+    from rnx.verdict import PreparedBaselines
 
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 # What a parsed document takes in memory, measured with tracemalloc once its samples' groups
@@ -28,6 +32,9 @@ DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 # 1,000; 8 KiB a configuration besides): rounded up, so the estimate is never below the truth.
 PARSED_BYTES_PER_SAMPLE = 96
 PARSED_BYTES_PER_CONFIGURATION = 8 * 1024
+# Baseline sets kept prepared for the statistics (one per workload and its chosen runs; each
+# holds its documents and a few arrays of their samples' size).
+KEEP_PREPARED = 64
 
 
 def parsed_size(doc: ResultsDocument) -> int:
@@ -51,6 +58,30 @@ class StoredDocuments:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self._prepared: OrderedDict[tuple[tuple[str, str], ...], PreparedBaselines] = OrderedDict()
+
+    def prepared(
+        self, chosen: Sequence[BaselineRun], docs: Sequence[ResultsDocument]
+    ) -> PreparedBaselines:
+        """The chosen runs' documents (load's answer for them) prepared once for every upload
+        re-gated against this baseline set (rnx.verdict.PreparedBaselines), by the runs and
+        their stored bytes' digests: the documents of a kept set are the ones it was made
+        from, which hold the same numbers as docs."""
+        from rnx.verdict import PreparedBaselines
+
+        key = tuple((r.run_id, r.body_sha256) for r in chosen)
+        with self._lock:
+            found = self._prepared.get(key)
+            if found is not None:
+                self._prepared.move_to_end(key)
+                return found
+        made = PreparedBaselines(docs)
+        with self._lock:
+            found = self._prepared.setdefault(key, made)
+            self._prepared.move_to_end(key)
+            while len(self._prepared) > KEEP_PREPARED:
+                self._prepared.popitem(last=False)
+        return found
 
     def load(
         self,

@@ -9,7 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate_server.clock import utcnow
 from gate_server.db import Database, audit, autosync, repositories, runs
@@ -32,6 +32,9 @@ from gate_server.workloads import InvalidWorkloadPath, several_workloads, worklo
 from rnx.branches import branch_matches
 from rnx.environments import environment_label
 from rnx.schema import GateReport, InvalidDocument, ResultsDocument, parse_results
+
+if TYPE_CHECKING:
+    from rnx.verdict import PreparedBaselines
 
 NO_WORKLOAD_BASELINE = "no baseline yet for this workload in this environment"
 
@@ -200,12 +203,14 @@ def ingest_run(
                 conn, repository_id, doc, workload, settings.baseline_history, token.branches
             )
             chosen = choose_baselines(found.runs)
-            baseline_docs = documents.load(chosen, lambda ids: runs.documents(conn, ids))
+            baseline = documents.prepared(
+                chosen, documents.load(chosen, lambda ids: runs.documents(conn, ids))
+            )
             repository = repositories.by_id(conn, repository_id)
     if found is None:
         return _retry(database, token, run_id, digest, signature, base_url)
 
-    report = _regate(doc, baseline_docs, settings)
+    report = _regate(doc, baseline, settings)
     # On its baseline branch outside a pull request; a bisection's run measures one commit for
     # the server, and is never a baseline and never alerted.
     at_home = (
@@ -251,7 +256,7 @@ def ingest_run(
 
 
 def _regate(
-    doc: ResultsDocument, baseline_docs: list[ResultsDocument], settings: ServerSettings
+    doc: ResultsDocument, baseline: PreparedBaselines, settings: ServerSettings
 ) -> GateReport:
     """The verdict from the samples, with the server's thresholds (never the client's tier)."""
     # numpy and the statistics: loaded with the first upload
@@ -261,8 +266,9 @@ def _regate(
     # Baselines are kept per workload: say so when this one has none, though others may.
     return evaluate(
         doc,
-        baseline_docs,
+        baseline.baselines,
         settings.gate,
+        prepared=baseline,
         resamples=settings.resamples,
         seed=settings.seed,
         wording={Code.NO_BASELINE: lambda _: NO_WORKLOAD_BASELINE},

@@ -185,6 +185,35 @@ def test_uploads_reuse_parsed_baselines_with_unchanged_verdicts(client, ci_token
     # push 2, push 2 by push 3, push 3 by the first pull request; the rest were kept.
     assert cache.misses == len(history)
     assert cache.hits == 1 + 2 + 3  # push 3: push 1; first pull request: 1, 2; second: all
+    # One prepared baseline per baseline set (the first push's empty one among them): the two
+    # pull requests shared the last.
+    assert len(cache._prepared) == 4
+
+
+def test_a_baseline_set_is_prepared_once_and_gives_the_numbers_of_one_made_anew() -> None:
+    from datetime import datetime, timezone
+
+    from gate_server.db.runs import BaselineRun
+    from rnx.config import GateSettings
+
+    stored = {run_id: (digest, data) for run_id, digest, data in map(_stored, (1, 2, 3))}
+    chosen = [
+        BaselineRun(i, run_id, 1, "a" * 40, datetime.now(timezone.utc), digest)
+        for i, (run_id, (digest, _)) in enumerate(stored.items())
+    ]
+    cache = StoredDocuments()
+    docs = cache.load(chosen, lambda ids: {i: stored[i][1] for i in ids})
+    prepared = cache.prepared(chosen, docs)
+    assert cache.prepared(chosen, docs) is prepared  # the same set: made once
+    assert cache.prepared(chosen[:2], docs[:2]) is not prepared  # another set: its own
+    head = make_results(seed=40, slowdown=1.1, event="pull_request", pr_number=2, branch="f")
+    gate = GateSettings()
+    for _ in range(2):
+        with_it = evaluate(head, prepared.baselines, gate, prepared=prepared)
+        anew = evaluate(head, [parse_results(d) for _, d in stored.values()], gate)
+        assert with_it.model_dump() == anew.model_dump()
+    with pytest.raises(ValueError, match="prepared must be made from these very"):
+        evaluate(head, [parse_results(d) for _, d in stored.values()], gate, prepared=prepared)
 
 
 def test_an_accepted_run_is_the_baseline_of_the_next_upload(client, ci_token, sign):
