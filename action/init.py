@@ -38,12 +38,18 @@ WORKFLOW = """\
 # Written by `rnx init`: benchmark the kernels listed in kernalin.yml on every pull request.
 # Secrets/variables to set: KERNALIN_TOKEN (rnx token create) and KERNALIN_URL (your gate server).
 name: kernalin
+# A dispatched run names its bisection and commit, so the gate server knows from GitHub's
+# workflow_run webhook when one failed; other runs keep GitHub's own name (empty run-name).
+run-name: >-
+  ${{{{ inputs.bisection && format('kernalin bisection {{0}} at {{1}}', inputs.bisection,
+  inputs.commit) || '' }}}}
 on:
   pull_request:
   push:
     branches: [{branch}]
-  # The gate server (GitHub App mode) runs this at one commit of {branch} to find the commit
-  # that caused a change point (docs/bisection.md). Its runs never become baselines.
+  # The gate server (GitHub App mode) runs this at one commit of {branch}: to find the commit
+  # that caused a change point (docs/bisection.md; with `bisection`, its runs never become
+  # baselines), or to benchmark a commit no push measured (docs/auto-sync.md).
   workflow_dispatch:
     inputs:
       commit:
@@ -64,7 +70,7 @@ jobs:
     runs-on: ubuntu-latest   # GPU kernels: put your GPU runner's labels here
     steps:
       - uses: actions/checkout@v4
-      # A dispatched run (the gate server's bisection) measures the commit it names.
+      # A dispatched run (bisection, auto-sync) measures the commit it names.
       - if: inputs.commit != ''
         env:
           COMMIT: ${{{{ inputs.commit }}}}

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gate_server.db.engine import run_in_event_loop
 from gate_server.http import api, bisections, change_points, health, mcp, traces
+from gate_server.http import autosync as autosync_api
 from gate_server.http.answers import EXCEPTION_HANDLERS, error_response
 from gate_server.http.dashboard.acting import routes as acting_routes
 from gate_server.http.dashboard.github_sign_in import routes as github_sign_in_routes
@@ -107,6 +108,7 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
         *change_points.routes,
         *traces.routes,
         *bisections.routes,
+        *autosync_api.routes,
         *github_routes,
         *dashboard_routes,
         *acting_routes,

@@ -56,6 +56,13 @@ _WHOLE_NUMBERS: dict[str, tuple[str, int, int | None]] = {
     # workflow runs dispatched at once per repository, and measurements per bisection (0: off).
     "bisect_in_flight": ("RNX_BISECT_IN_FLIGHT", 1, 100),
     "bisect_budget": ("RNX_BISECT_BUDGET", 0, 100),
+    # Auto-sync in App mode (gate_server/domain/autosync/, docs/auto-sync.md): its own dispatches in
+    # flight per repository (0: off), a baseline run at least every N commits of a linked
+    # branch (0: never for that reason; compare-commits counts at most 250), and how long a
+    # push's head waits for the run of the push's own workflow before it is dispatched.
+    "autosync_in_flight": ("RNX_AUTOSYNC_IN_FLIGHT", 0, 100),
+    "autosync_every": ("RNX_AUTOSYNC_EVERY", 0, 250),
+    "autosync_wait_s": ("RNX_AUTOSYNC_WAIT_S", 0, 86_400),
 }
 
 
@@ -107,6 +114,9 @@ class ServerSettings:
     bisect_budget: int = 8  # 0 turns bisection off
     # The repository's benchmark workflow file that bisection dispatches (`rnx init` writes it).
     bisect_workflow: str = "kernalin.yml"
+    autosync_in_flight: int = 2  # 0 turns auto-sync off
+    autosync_every: int = 20
+    autosync_wait_s: int = 3600
     # Keys that encrypt stored secrets (gate_server/db/sealed.py), newest first; () keeps them
     # plain.
     secret_keys: tuple[str, ...] = field(default=(), repr=False)

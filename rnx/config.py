@@ -200,11 +200,60 @@ class Benchmark(_Strict):
         return "batch_sizes" in self.model_fields_set
 
 
+# Auto-sync's every-N bound: compare-commits lists at most 250 commits, so a larger N could
+# not be counted.
+MAX_SYNC_EVERY = 250
+
+
+def _repository_path(value: Any) -> Any:
+    """A path inside the repository: relative, without `..` (what a commit's paths are)."""
+    if isinstance(value, str):
+        text = value.replace("\\", "/").strip()
+        parts = [p for p in text.split("/") if p not in ("", ".")]
+        if text.startswith("/") or re.match(r"^[A-Za-z]:", text) or ".." in parts or not parts:
+            raise ValueError(
+                f"{value[:80]!r} is not a path inside the repository; write it relative to the "
+                "root without '..', e.g. kernels/attention.py"
+            )
+        return "/".join(parts)
+    return value
+
+
+RepositoryPath = Annotated[str, BeforeValidator(_repository_path)]
+
+
+class AutoSync(_Strict):
+    """kernalin.yml `auto-sync:` (App mode, docs/auto-sync.md): the gate server benchmarks every
+    new commit of `branch` that touches one of `workloads` or what it imports."""
+
+    branch: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+/-]{1,255}$")]
+    # None: every workload of `benchmarks:`.
+    workloads: Annotated[list[RepositoryPath], Field(min_length=1)] | None = None
+    # A baseline run at least every this many commits of the branch; None: the server's
+    # RNX_AUTOSYNC_EVERY; 0: never for this reason.
+    every: Annotated[int, Field(ge=0, le=MAX_SYNC_EVERY)] | None = None
+
+
 class KernalinConfig(_Strict):
     version: Literal[1] = 1
     gate: GateSettings = Field(default_factory=GateSettings)
     harness: HarnessSettings = Field(default_factory=HarnessSettings)
     benchmarks: list[Benchmark] = Field(default_factory=list)
+    auto_sync: AutoSync | None = Field(None, alias="auto-sync")
+
+    def synced_workloads(self) -> list[str]:
+        """The paths auto-sync follows: its own list, else every benchmark's workload."""
+        if self.auto_sync is None:
+            return []
+        if self.auto_sync.workloads is not None:
+            return list(dict.fromkeys(self.auto_sync.workloads))
+        paths = []
+        for b in self.benchmarks:
+            try:
+                paths.append(_repository_path(b.workload))
+            except ValueError:
+                continue  # a workload outside the repository has no commits to follow
+        return list(dict.fromkeys(paths))
 
 
 # A bounded repr for values quoted in errors: a YAML alias bomb is a tiny file whose full
@@ -224,6 +273,11 @@ def _describe(err: ValidationError, source: str, *, key_prefix: str = "") -> str
             msg = (
                 f"{_SHORT_REPR.repr(e['input'])} is not a branch name or pattern; write names "
                 "like main or release/* (letters, digits, . _ - + / and * only)"
+            )
+        elif e["type"] == "string_pattern_mismatch" and loc.endswith("auto-sync.branch"):
+            msg = (
+                f"{_SHORT_REPR.repr(e['input'])} is not a branch name; write one branch like "
+                "main (letters, digits, . _ - + / only; no patterns)"
             )
         elif e["type"] == "literal_error":
             msg = f"{_SHORT_REPR.repr(e['input'])} is not allowed; {msg.lower()}"
@@ -296,6 +350,7 @@ __all__ = [
     "DTYPES",
     "RUNTIMES",
     "Benchmark",
+    "AutoSync",
     "GateSettings",
     "HarnessSettings",
     "KernalinConfig",

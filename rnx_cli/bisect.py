@@ -22,7 +22,7 @@ from action.lfs import fetch_lfs
 from action.paired import base_worktree
 from rnx.config import Benchmark, HarnessSettings, KernalinConfig, load_config, override
 from rnx.errors import UserError
-from rnx.schema import ConfigComparison
+from rnx.schema import GateReport
 
 Side = Literal["good", "bad"]
 
@@ -223,7 +223,8 @@ class PairedMeasure:
             self.trees[sha] = tree
         return self.trees[sha]
 
-    def comparisons(self, head: str, base: str, processes: int) -> list[ConfigComparison] | str:
+    def report(self, head: str, base: str, processes: int) -> GateReport | str:
+        """The paired run's local gate report, or why the head's workload could not run."""
         from action.measure import local_report
         from bench_runner import run_benchmark
 
@@ -243,24 +244,28 @@ class PairedMeasure:
             )
         except UserError as e:
             return f"the workload did not run: {e}"
-        return local_report(document, self.config).comparisons
+        return local_report(document, self.config)
+
+    def choose(self, report: GateReport) -> str | None:
+        """The configuration the ends' run makes worth bisecting, or None when the gate saw no
+        slowdown over the whole run. Picking the most-moved of several configurations from one
+        run favours noise, so the pick is only made among those the gate's own family-wise
+        decision flagged (a PASS means nothing credible moved)."""
+        if report.tier == "PASS":
+            return None
+        slower = [c for c in report.comparisons if c.verdict == "slower" and c.ratio is not None]
+        return max(slower, key=lambda c: c.ratio or 0).id if slower else None
 
     def __call__(self, head: str, base: str, processes: int) -> Measured | str:
-        found = self.comparisons(head, base, processes)
-        if isinstance(found, str):
-            return found
-        usable = [c for c in found if c.status == "ok" and c.ratio is not None]
-        if self.configuration is None:  # the ends' run picks the configuration that moved most
-            if not usable:
-                return "no configuration measured: " + "; ".join(
-                    f"{c.id}: {c.reason or c.status}" for c in found
-                )
-            self.configuration = max(usable, key=lambda c: c.ratio or 0).id
-        chosen = [c for c in usable if c.id == self.configuration]
-        if not chosen:
-            reasons = [f"{c.reason or c.status}" for c in found if c.id == self.configuration]
+        report = self.report(head, base, processes)
+        if isinstance(report, str):
+            return report
+        chosen = [c for c in report.comparisons if c.id == self.configuration]
+        usable = [c for c in chosen if c.status == "ok" and c.ratio is not None]
+        if not usable:
+            reasons = [f"{c.reason or c.status}" for c in chosen]
             return f"{self.configuration} did not run: {'; '.join(reasons) or 'not planned'}"
-        c = chosen[0]
+        c = usable[0]
         return Measured(c.ratio or 0, c.low or 0, c.high or 0)
 
 
@@ -315,11 +320,22 @@ def run(args: argparse.Namespace, root: Path, out: Any = sys.stdout) -> Outcome:
     commits = commit_range(root, args.good, args.bad)
     with ExitStack() as stack:
         measure = PairedMeasure(root, stack, bench, harness, config)
-        measure.configuration = args.configuration
-        ends = measure(commits[-1], commits[0], harness.processes)
-        if isinstance(ends, str):
-            raise UserError(f"could not measure {args.bad} against {args.good}: {ends}")
-        outcome = Outcome(commits[0], commits[-1], measure.configuration or "", ends)
+        report = measure.report(commits[-1], commits[0], harness.processes)
+        if isinstance(report, str):
+            raise UserError(f"could not measure {args.bad} against {args.good}: {report}")
+        measure.configuration = args.configuration or measure.choose(report)
+        found = [c for c in report.comparisons if c.id == measure.configuration]
+        if measure.configuration is None or not found or found[0].ratio is None:
+            outcome = Outcome(commits[0], commits[-1], args.configuration or "", None)
+            outcome.why = (
+                _nothing_to_find(report, args.bad, args.good)
+                if measure.configuration is None
+                else f"{measure.configuration} was not measured at both ends"
+            )
+            return outcome
+        c = found[0]
+        ends = Measured(c.ratio or 0, c.low or 0, c.high or 0)
+        outcome = Outcome(commits[0], commits[-1], measure.configuration, ends)
         print(
             f"rnx bisect: {len(commits) - 1} commits, {outcome.configuration}: bad against "
             f"good {ends.text()}",
@@ -342,6 +358,19 @@ def run(args: argparse.Namespace, root: Path, out: Any = sys.stdout) -> Outcome:
     else:
         outcome.range_left = commits[lo + 1 : hi + 1]
     return outcome
+
+
+def _nothing_to_find(report: GateReport, bad: str, good: str) -> str:
+    """Why the ends' run stops the bisection, naming what moved most for `--configuration`."""
+    why = f"the gate finds no credible slowdown of {bad} against {good} ({report.tier})"
+    moved = [c for c in report.comparisons if c.ratio is not None and c.low is not None]
+    if moved:
+        c = max(moved, key=lambda c: c.ratio or 0)
+        why += (
+            f"; the most moved, {c.id} at {c.ratio:.3f}x [{c.low:.3f}, {c.high or 0:.3f}], "
+            f"is followed anyway with --configuration {c.id}"
+        )
+    return why + ": nothing to find"
 
 
 def _step_line(step: Step, left: int) -> str:

@@ -34,8 +34,16 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "init": ("action.init:main", None, "add a CI gate: write the workflow and kernalin.yml"),
     "serve": ("gate_server.cli.main:serve_main", "server", "run the gate server"),
     "token": ("gate_server.cli.main:token_main", "server", "create, list or revoke tokens"),
-    "branch": ("gate_server.cli.main:branch_main", "server", "follow a branch renamed on GitHub"),
-    "notify": ("gate_server.cli.main:notify_main", "server", "send alerts to Slack, Teams, ..."),
+    "branch": (
+        "gate_server.cli.main:branch_main",
+        "server",
+        "follow a branch renamed on GitHub",
+    ),
+    "notify": (
+        "gate_server.cli.main:notify_main",
+        "server",
+        "send alerts to Slack, Teams, ...",
+    ),
     "environment": (
         "gate_server.cli.main:environment_main",
         "server",
@@ -53,6 +61,11 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
         "list a repository's change points, or acknowledge one",
     ),
     "accept": ("rnx_cli.acting:accept_main", None, "accept a run as the new baseline"),
+    "link": (
+        "rnx_cli.link:main",
+        None,
+        "benchmark every new commit touching a workload (auto-sync)",
+    ),
     "receipt": ("rnx_cli.receipt:main", None, "verify a server's signed receipt offline"),
     "schema": ("rnx_cli.schema:main", None, "print the JSON Schema of results documents"),
 }

@@ -22,6 +22,7 @@ DEFAULT_API_URL = "https://api.github.com"
 ACTIONS_BOT = "github-actions[bot]"
 STATUS_CONTEXT = "rnx-benchmark"
 _NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
+COMPARE_PAGES = 100  # compare-commits pages of 100 read at most: ranges up to 10,000 commits
 # Where a 301 for a branch points: .../repos/{owner}/{repo}/branches/{name} (or the
 # /repositories/{id}/ form GitHub uses for moved repositories), with the name percent-encoded.
 _BRANCH_LOCATION = re.compile(r"/(?:repos/[^/]+/[^/]+|repositories/\d+)/branches/(.+)$")
@@ -307,16 +308,27 @@ class GitHubClient:
 
     def compare_commits(self, repository: str, base: str, head: str) -> list[Commit]:
         """GET /repos/{repository}/compare/{base}...{head}: the commits after `base` up to
-        and including `head`, oldest first (GitHub lists at most 250)."""
+        and including `head`, oldest first. Read page by page: unpaged, GitHub lists only 250
+        commits (the newest), so a longer range would lose its oldest. A range of more than
+        COMPARE_PAGES pages of 100 is refused (GitHubError) rather than listed in part."""
         path = f"/repos/{repository}/compare/{quote(base, safe='')}...{quote(head, safe='')}"
-        data = self.request("GET", path).json()
-        found = []
-        for c in data.get("commits") or []:
-            login = (c.get("author") or {}).get("login")
-            name = ((c.get("commit") or {}).get("author") or {}).get("name")
-            message = str((c.get("commit") or {}).get("message") or "")
-            found.append(Commit(str(c["sha"]), login or name, message.splitlines()[0][:200]))
-        return found
+        url: str | None = f"{path}?per_page=100"
+        found: list[Commit] = []
+        for _ in range(COMPARE_PAGES):
+            response = self.request("GET", url or path)
+            for c in response.json().get("commits") or []:
+                login = (c.get("author") or {}).get("login")
+                name = ((c.get("commit") or {}).get("author") or {}).get("name")
+                message = str((c.get("commit") or {}).get("message") or "")
+                found.append(Commit(str(c["sha"]), login or name, message.splitlines()[0][:200]))
+            link = _NEXT_LINK.search(response.headers.get("Link", ""))
+            url = link.group(1) if link else None
+            if url is None:
+                return found
+        raise GitHubError(
+            f"{base[:12]}...{head[:12]} in {repository} holds more than "
+            f"{COMPARE_PAGES * 100} commits: too many to list"
+        )
 
     def dispatch_workflow(
         self, repository: str, workflow: str, *, ref: str, inputs: dict[str, str]
@@ -328,6 +340,31 @@ class GitHubClient:
             f"/repos/{repository}/actions/workflows/{quote(workflow, safe='')}/dispatches",
             json={"ref": ref, "inputs": inputs},
         )
+
+    # ---- auto-sync: which files a commit touched, and the repository's files at a commit
+
+    def commit_files(self, repository: str, sha: str) -> list[str]:
+        """GET /repos/{repository}/commits/{sha}: the paths the commit added, changed or
+        removed (a rename counts under both names). GitHub lists at most 300 files per page
+        and 3000 in all; the first page is read (a commit touching more is all-touching)."""
+        data = self.request(
+            "GET", f"/repos/{repository}/commits/{quote(sha, safe='')}", params={"per_page": 300}
+        ).json()
+        paths = []
+        for f in data.get("files") or []:
+            paths += [str(f["filename"])] + (
+                [str(f["previous_filename"])] if f.get("previous_filename") else []
+            )
+        return paths
+
+    def tree_paths(self, repository: str, sha: str) -> tuple[set[str], bool]:
+        """GET /repos/{repository}/git/trees/{sha}?recursive=1: every file's path at the
+        commit, and whether GitHub cut the list (it lists at most 100,000 entries)."""
+        data = self.request(
+            "GET", f"/repos/{repository}/git/trees/{quote(sha, safe='')}", params={"recursive": "1"}
+        ).json()
+        paths = {str(e["path"]) for e in data.get("tree") or [] if e.get("type") == "blob"}
+        return paths, bool(data.get("truncated"))
 
     def commit_pull_request(self, repository: str, sha: str) -> int | None:
         """GET /repos/{repository}/commits/{sha}/pulls: the merged pull request that brought

@@ -3,7 +3,8 @@
 Each try builds a git repository holding examples/attention.py and 8 commits after it, one of
 them (at a seeded random position) slowing ModelNew down: `--slowdown 2x` calls the fused
 attention twice; `--slowdown 10%` calls it once more on the first of the batch's 10 samples
-(a tenth more work; the ends' measured ratio is printed with each try). Then it runs
+(a tenth more work; the ends' measured ratio is printed with each try); `--slowdown none`
+changes nothing, and no commit should be named. Then it runs
 the real command, `python -m rnx_cli bisect HEAD~8 HEAD --json`, and checks the culprit.
 
     .venv/bin/python -m benchmarks.harness.bisect_local --slowdown 2x --tries 1
@@ -32,6 +33,7 @@ ONE_CALL = "        return F.scaled_dot_product_attention(q, k, v)\n"
 PLANTS = {
     "2x": (ONE_CALL, "        F.scaled_dot_product_attention(q, k, v)\n" + ONE_CALL),
     "10%": (ONE_CALL, "        F.scaled_dot_product_attention(q[:1], k[:1], v[:1])\n" + ONE_CALL),
+    "none": (ONE_CALL, "        # the same call\n" + ONE_CALL),  # a comment: nothing to name
 }
 COMMITS = 8
 
@@ -107,7 +109,7 @@ def one_try(args: argparse.Namespace, culprit: int) -> dict[str, object]:
         named = (outcome["culprit"] or {}).get("sha")
         return {
             "culprit": culprit,
-            "found": named == planted,
+            "found": named is None if args.slowdown == "none" else named == planted,
             "named": "none" if named is None else ("right" if named == planted else "WRONG"),
             "ends": outcome["ends"],
             "steps": len(outcome["steps"]),
@@ -148,7 +150,11 @@ def main() -> None:
     print(
         f"rnx bisect, {args.slowdown} slowdown among {COMMITS} commits, batch size "
         f"{args.batch_size}, samples {args.samples}, processes {args.processes}: "
-        f"right culprit in {found} of {args.tries} tries"
+        + (
+            f"no culprit named in {found} of {args.tries} tries"
+            if args.slowdown == "none"
+            else f"right culprit in {found} of {args.tries} tries"
+        )
     )
 
 

@@ -43,6 +43,8 @@ from gate_server.db.engine import MIGRATION_LOCK, Database, advisory_lock
 from gate_server.db.schema import (
     agent_tokens,
     audit_log,
+    autosync_commits,
+    autosync_links,
     bisection_steps,
     bisections,
     branch_renames,
@@ -279,6 +281,11 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     ),
     (15, "run traces (harness.keep-traces)", _create(run_traces)),
     (16, "bisections of change points and their steps", _create(bisections, bisection_steps)),
+    (
+        17,
+        "auto-sync: linked workloads and the commits dispatched for them",
+        _create(autosync_links, autosync_commits),
+    ),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

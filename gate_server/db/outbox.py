@@ -98,6 +98,25 @@ def enqueue_once(conn: Connection, kind: str, payload: dict[str, Any]) -> bool:
     return True
 
 
+def waiting(conn: Connection, kind: str, payload: dict[str, Any], *, by: datetime) -> bool:
+    """Whether a job of `kind` with this very payload waits untried, due at `by` or sooner:
+    then a later look need not be queued again (a job that queues its own next look would
+    otherwise pile up copies)."""
+    found = conn.execute(
+        select(outbox.c.id)
+        .where(
+            outbox.c.state == PENDING,
+            outbox.c.kind == kind,
+            outbox.c.attempts == 0,
+            outbox.c.lease_owner.is_(None),
+            outbox.c.payload == json.dumps(payload, sort_keys=True),
+            outbox.c.available_at <= by,
+        )
+        .limit(1)
+    ).first()
+    return found is not None
+
+
 def get(conn: Connection, job_id: int) -> OutboxJob | None:
     row = conn.execute(select(outbox).where(outbox.c.id == job_id)).first()
     return None if row is None else _job(row._mapping)

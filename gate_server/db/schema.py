@@ -281,6 +281,48 @@ bisection_steps = Table(
     UniqueConstraint("bisection_id", "commit_index", "attempt", name="uq_bisection_steps_attempt"),
 )
 
+# Auto-sync (gate_server/domain/autosync/): a workload linked on a branch with `rnx link`; every new
+# commit of that branch that touches it (or what it imports) is benchmarked. kernalin.yml's
+# `auto-sync:` links are read from the pushed commit instead and never stored. A removed link
+# keeps its row (removed_at) so the audit trail and a later re-link stay readable.
+autosync_links = Table(
+    "autosync_links",
+    metadata,
+    Column("id", _BIG_ID, primary_key=True),
+    Column("repository_id", Integer, ForeignKey(repositories.c.id), nullable=False),
+    Column("branch", String(MAX_BRANCH_CHARS), nullable=False),
+    Column("workload", String(MAX_WORKLOAD_BYTES), nullable=False),
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("removed_at", DateTime(timezone=True), nullable=True),
+    Index("ix_autosync_links_branch", "repository_id", "branch"),
+)
+
+# One row per commit auto-sync decided to benchmark: written (state queued) before anything is
+# dispatched, and unique per repository and commit, so a commit is dispatched at most once
+# however often its push is delivered or its job runs.
+autosync_commits = Table(
+    "autosync_commits",
+    metadata,
+    Column("id", _BIG_ID, primary_key=True),
+    Column("repository_id", Integer, ForeignKey(repositories.c.id), nullable=False),
+    Column("sha", String(64), nullable=False),
+    Column("branch", String(MAX_BRANCH_CHARS), nullable=False),
+    Column("workloads", Text, nullable=False),  # JSON list of the linked paths it touched
+    Column("reason", String(16), nullable=False),  # touched | every-n
+    # queued | dispatching | dispatched | skipped (a run came without us) | refused (by GitHub)
+    Column("state", String(16), nullable=False),
+    Column("due_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("dispatched_at", DateTime(timezone=True), nullable=True),
+    Column("note", String(300), nullable=True),
+    # JSON: the commits after it in its push. Its run arrives after theirs (the push's own run
+    # of its head, say), and is placed before them in the history (place_in_history).
+    Column("later", Text, nullable=False, server_default="[]"),
+    UniqueConstraint("repository_id", "sha", name="uq_autosync_commits_sha"),
+    Index("ix_autosync_commits_state", "repository_id", "state", "due_at"),
+)
+
 # Each baseline run's one number per configuration for change-point detection
 # (stats.run_location of its samples), computed once by the first detection that reads the run.
 # A run with no usable configuration has one row with configuration "" (so it is not read again).

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 
-from gate_server.db import audit, change_points, renames, repositories, runs, tokens
+from gate_server.db import audit, autosync, change_points, renames, repositories, runs, tokens
 from gate_server.db.engine import BRANCH_LOCK, advisory_lock
 from gate_server.db.renames import BranchRename
 from gate_server.errors import InvalidInput, NotFound
@@ -112,6 +112,7 @@ def rename_branch(
         return BranchRenameResult(repository.name, old, new, False, 0, [])
     moved = runs.move_baselines(conn, repository_id, old, new)
     change_points.move_branch(conn, repository_id, old, new)
+    autosync.move_branch(conn, repository_id, old, new)
     renames.append(conn, repository_id, old, new, actor=actor, via=via)
     widened = _widen_tokens(conn, repository_id, old, new)
     audit.record(

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from gate_server.clock import utcnow
-from gate_server.db import Database, audit, repositories, runs
+from gate_server.db import Database, audit, autosync, repositories, runs
 from gate_server.db.runs import BaselineKey, BaselineRun, NewRun
 from gate_server.db.tokens import AGENT, CI, TokenRecord
 from gate_server.domain.alerts.delivery import emit
@@ -368,6 +368,9 @@ def _store(
             new = replace(new, baseline_branch=current_name(conn, new.repository_id, new.branch))
         if not runs.insert_run(conn, new):
             return False
+        if baseline and doc.git.event == "workflow_dispatch":
+            # An auto-sync run of an earlier commit, arriving after later commits' runs.
+            autosync.place_in_history(conn, new.run_id)
         if detect and new.baseline_branch is not None:
             key = BaselineKey(
                 new.repository_id, new.baseline_branch, new.environment_key, new.workload

@@ -321,6 +321,29 @@ _ANSWERS: dict[str, Any] = {
         ["change_points"],
         change_points={"type": "array", "items": {"$ref": "#/components/schemas/ChangePoint"}},
     ),
+    "AutoSyncLink": _object(
+        ["repository", "branch", "workload", "created_by", "created_at"],
+        repository=_STR,
+        branch=_STR,
+        workload=_WORKLOAD,
+        created_by={"type": "string", "description": "who linked it (token or GitHub user)"},
+        created_at=_STR,
+        created={"type": "boolean", "description": "false: it was linked before"},
+    ),
+    "AutoSyncLinks": _object(
+        ["links", "recent"],
+        links={"type": "array", "items": {"$ref": "#/components/schemas/AutoSyncLink"}},
+        recent={
+            "type": "array",
+            "description": "the newest auto-sync commits, oldest first: sha, branch, reason "
+            "(touched, every-n), state (queued, dispatching, dispatched, skipped, refused), "
+            "workloads, note",
+        },
+    ),
+    "AutoSyncUnlinked": _object(
+        ["removed"],
+        removed={"type": "object", "description": "repository, branch and workload unlinked"},
+    ),
     "Bisection": _object(
         ["change_point_id", "state", "steps"],
         change_point_id={"type": "integer"},

@@ -24,6 +24,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gate_server.db import Database, audit, deliveries, repositories, runs
+from gate_server.domain.autosync import jobs as autosync_jobs
+from gate_server.domain.bisection import jobs as bisection_jobs
 from gate_server.domain.branches import current_name, rename_branch
 from gate_server.errors import AmbiguousRepository, GateServerError
 from gate_server.github.integration import GitHubIntegration
@@ -328,6 +330,32 @@ def on_installation(database: Database, gh: GitHubIntegration, delivery: Deliver
     return Answer(200, {"bound": bound})
 
 
+def on_workflow_run_completed(
+    database: Database, gh: GitHubIntegration, delivery: Delivery
+) -> Answer:
+    """A bisection's dispatched run that failed (its build, its checkout): the step is skipped
+    at once rather than after the 6-hour wait for a run that will never upload."""
+    run = _mapping(delivery.payload.get("workflow_run"))
+    conclusion = str(run.get("conclusion") or "")
+    if conclusion in ("success", ""):
+        return _ignored("a run that succeeded uploads its own results")
+    full_name = str(_mapping(delivery.payload.get("repository")).get("full_name") or "")
+    with database.write() as conn:
+        skipped = any(
+            bisection_jobs.skip_failed_run(
+                conn,
+                repo.id,
+                str(run.get("display_title") or ""),
+                conclusion,
+                str(run.get("html_url") or ""),
+            )
+            for repo in repositories.named(conn, full_name)
+        )
+    if not skipped:
+        return _ignored("not a run a bisection waits for")
+    return Answer(200, {"skipped": True})
+
+
 def on_issue_comment(database: Database, gh: GitHubIntegration, delivery: Delivery) -> Answer:
     comment = pull_request_comment(delivery.event, delivery.payload)
     if comment is None:
@@ -438,14 +466,36 @@ def _reply(
     return Answer(200, {key: text})
 
 
+def on_push(database: Database, gh: GitHubIntegration, delivery: Delivery) -> Answer:
+    """Auto-sync (gate_server/domain/autosync/): the push's commits are looked at in the outbox, so
+    the answer does not wait for GitHub's API and a redelivery queues nothing new."""
+    if gh.app is None:
+        return _ignored("auto-sync needs GitHub App mode (RNX_GITHUB_APP_ID)")
+    repo_id = _mapping(delivery.payload.get("repository")).get("id")
+    if isinstance(repo_id, bool) or not isinstance(repo_id, int):
+        return _ignored("the push names no repository id")
+    with database.read() as conn:
+        registered = repositories.by_github_id(conn, repo_id)
+    if registered is None:
+        return _ignored("the repository is not registered here")
+    job = autosync_jobs.push_job(dict(delivery.payload), registered.id)
+    if job is None:
+        return _ignored("the push adds no commits to a branch")
+    with database.write() as conn:
+        autosync_jobs.enqueue_push(conn, job)
+    return Answer(200, {"autosync": {"branch": job["branch"], "after": job["after"]}})
+
+
 HANDLERS: dict[tuple[str, str | None], Handler] = {
     ("ping", None): on_ping,
+    ("push", None): on_push,
     ("issue_comment", "created"): on_issue_comment,
     ("repository", "renamed"): on_rename,
     ("repository", "edited"): on_repository_edited,
     ("pull_request", "edited"): on_pull_request_edited,
     ("installation", "created"): on_installation,
     ("installation_repositories", "added"): on_installation,
+    ("workflow_run", "completed"): on_workflow_run_completed,
 }
 
 
@@ -513,7 +563,8 @@ def _unstorable(event: str, payload: Mapping[str, Any], body: bytes | bytearray)
 
 @endpoint(
     "post",
-    "GitHub webhooks: ping, '/kernalin accept <reason>' PR comments, repository and branch renames",
+    "GitHub webhooks: ping, '/kernalin accept <reason>' PR comments, repository and branch "
+    "renames, pushes (auto-sync)",
     parameters=[
         header("X-Hub-Signature-256"),
         header("X-GitHub-Event", pattern=NOT_BLANK),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from gate_server.domain import change_points
 from gate_server.domain.alerts.delivery import DELIVER
 from gate_server.domain.alerts.delivery import HANDLERS as ALERT_HANDLERS
+from gate_server.domain.autosync import jobs as autosync
 from gate_server.domain.bisection import jobs as bisection
 from gate_server.jobs.worker import Handler
 
@@ -19,6 +20,9 @@ HANDLERS: dict[str, Handler] = {
     bisection.ADVANCE_KIND: bisection.handle_advance,
     bisection.MEASURED_KIND: bisection.handle_measured,
     bisection.CULPRIT_KIND: bisection.handle_culprit,
+    # auto-sync of linked workloads in App mode (gate_server/domain/autosync/jobs.py)
+    autosync.PUSH_KIND: autosync.handle_push,
+    autosync.DISPATCH_KIND: autosync.handle_dispatch,
     # alerts (gate_server/domain/alerts/delivery.py): event.* fan out, alert.deliver sends
     **ALERT_HANDLERS,
 }

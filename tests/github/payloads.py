@@ -109,3 +109,52 @@ def _installation(payload: dict[str, Any], installation_id: int | None) -> None:
             "id": installation_id,
             "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ==",
         }
+
+
+def make_push(
+    repository: str,
+    github_id: int,
+    before: str,
+    changed: list[tuple[str, dict[str, str]]],
+    *,
+    branch: str = "main",
+    installation_id: int = 77,
+) -> dict[str, Any]:
+    """GitHub's push event of `changed` ((sha, {path: added|modified|removed}), oldest first)
+    on `branch`, made from the recorded (tag) push payload. Each commit is shaped as GitHub's
+    webhook reference documents it; like GitHub, at most 20 commits are listed (which 20 does
+    not matter to the server: it asks compare-commits for all of them)."""
+    payload = copy.deepcopy(load_payload("push.1"))
+    listed = []
+    for sha, files in changed:
+        person = {"name": "Octo Cat", "email": "octocat@example.com", "username": "octocat"}
+        listed.append(
+            {
+                "id": sha,
+                "tree_id": sha[::-1],
+                "distinct": True,
+                "message": f"change {sha[:7]}",
+                "timestamp": "2026-12-01T09:00:00Z",
+                "url": f"https://github.com/{repository}/commit/{sha}",
+                "author": person,
+                "committer": person,
+                **{
+                    kind: sorted(p for p, s in files.items() if s == kind)
+                    for kind in ("added", "removed", "modified")
+                },
+            }
+        )
+    after = changed[-1][0]
+    payload.update(
+        ref=f"refs/heads/{branch}",
+        before=before,
+        after=after,
+        created=False,
+        deleted=False,
+        compare=f"https://github.com/{repository}/compare/{before[:12]}...{after[:12]}",
+        commits=listed[:20],
+        head_commit=listed[-1],
+        installation={"id": installation_id, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uNzc="},
+    )
+    payload["repository"].update(id=github_id, full_name=repository, name=repository.split("/")[1])
+    return payload

@@ -6,10 +6,15 @@ process that died mid-dispatch never dispatches a commit twice."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
@@ -18,6 +23,7 @@ from gate_server.db import alerts, bisections, open_database, outbox
 from gate_server.domain.alerts.delivery import delivery_id
 from gate_server.domain.alerts.message import compose
 from gate_server.domain.bisection import jobs as bisection
+from gate_server.http.webhook import WEBHOOK_PATH, signature_of
 from gate_server.jobs.worker import OutboxWorker
 from gate_server.settings import ServerSettings
 from rnx_cli.acting import bisection_text
@@ -39,6 +45,8 @@ def sha(i: int) -> str:
 
 
 RANGE = [sha(100 + i) for i in range(16)]
+WEBHOOK_SECRET = "It's a Secret to Everybody"
+WEBHOOKS = Path(__file__).resolve().parents[1] / "data" / "github-webhooks"
 
 
 @pytest.fixture
@@ -56,22 +64,32 @@ def github() -> Iterator[tuple[str, fake_github.State]]:
         yield url, state
 
 
-@pytest.fixture
-def app(database_url: str, github: tuple[str, fake_github.State]) -> Iterator[TestClient]:
+@contextmanager
+def app_mode(
+    database_url: str, github: tuple[str, fake_github.State], **settings: Any
+) -> Iterator[TestClient]:
     """App mode in-process; the worker's loop is stopped so the test runs the jobs."""
     from gate_server.asgi import create_app
 
     url, state = github
-    settings = ServerSettings(
+    server = ServerSettings(
         database_url=database_url,
         public_url="http://gate.test",
         outbox_poll_ms=60_000,
         github_app=AppCredentials("314", private_pem(state.__dict__["app_key"]), url),
         github_api_url=url,
+        github_webhook_secret=WEBHOOK_SECRET,
         oidc_audience=None,
+        **settings,
     )
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(server)) as c:
         c.portal.call(c.app.state.outbox_worker.stop)
+        yield c
+
+
+@pytest.fixture
+def app(database_url: str, github: tuple[str, fake_github.State]) -> Iterator[TestClient]:
+    with app_mode(database_url, github) as c:
         yield c
 
 
@@ -109,14 +127,22 @@ def stepped_history(app: TestClient, token: Token) -> None:
     drain(app)
 
 
-def run_dispatches(app: TestClient, state: fake_github.State, token: Token) -> int:
-    """Play the workflow for each new dispatch until none comes: check out the input commit,
-    measure it, upload with the bisection header. Returns how many ran."""
-    done = 0
+def run_dispatches(
+    app: TestClient,
+    state: fake_github.State,
+    token: Token,
+    *,
+    commits_in_range: list[str] = RANGE,
+    culprit: int = CULPRIT,
+    done: int = 0,
+) -> int:
+    """Play the workflow for each new dispatch (from the `done`-th) until none comes: check
+    out the input commit, measure it, upload with the bisection header. Returns how many
+    dispatches there were in all."""
     while done < len(commits(state).dispatches):
         inputs = commits(state).dispatches[done]["inputs"]
         at = inputs["commit"]
-        factor = 1.10 if RANGE.index(at) >= CULPRIT else 1.0
+        factor = 1.10 if commits_in_range.index(at) >= culprit else 1.0
         answer = upload(
             app,
             token,
@@ -315,3 +341,135 @@ def test_a_bisection_header_that_is_no_id_is_refused_with_the_fix(
     finally:
         database.close()
     assert [j.state for j in measured] == [outbox.DONE]
+
+
+def workflow_run_completed(run_name: str, conclusion: str) -> dict[str, Any]:
+    """GitHub's workflow_run "completed" webhook (the recorded payload) of a dispatched run of
+    kernalin.yml in REPO named `run_name` that ended `conclusion`."""
+    payload: dict[str, Any] = json.loads(
+        (WEBHOOKS / "workflow_run.completed.payload.json").read_text()
+    )
+    run = payload["workflow_run"]
+    run.update(
+        display_title=run_name,
+        conclusion=conclusion,
+        event="workflow_dispatch",
+        head_branch="main",
+        path=".github/workflows/kernalin.yml",
+    )
+    payload["repository"].update(full_name=REPO, name=REPO.split("/")[1])
+    return payload
+
+
+def deliver(app: TestClient, payload: dict[str, Any], delivery: str) -> dict[str, Any]:
+    raw = json.dumps(payload).encode()
+    r = app.post(
+        WEBHOOK_PATH,
+        content=raw,
+        headers={
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "workflow_run",
+            "X-GitHub-Delivery": delivery,
+            "X-Hub-Signature-256": signature_of(WEBHOOK_SECRET, raw),
+        },
+    )
+    assert r.status_code == 200, r.text
+    answer: dict[str, Any] = r.json()
+    return answer
+
+
+def test_a_dispatched_run_that_failed_is_skipped_at_once_from_its_workflow_run_webhook(
+    app: TestClient, database_url: str, github: tuple[str, fake_github.State]
+) -> None:
+    _, state = github
+    token = create_token(database_url)
+    stepped_history(app, token)
+    [first] = commits(state).dispatches
+    at = first["inputs"]["commit"]
+    # The name the workflow `rnx init` writes gives a dispatched run (its run-name, rendered
+    # as GitHub renders ${{ inputs.* }}): what the webhook's display_title carries.
+    written = yaml.safe_load(
+        WORKFLOW.format(branch="main", schedule="", action_note="", action_ref="a/b@v1")
+    )
+    assert written["run-name"] == (
+        "${{ inputs.bisection && format('kernalin bisection {0} at {1}', inputs.bisection, "
+        "inputs.commit) || '' }}"
+    )
+    name = f"kernalin bisection {first['inputs']['bisection']} at {at}"
+    # A run that succeeded uploads its results itself: its webhook changes nothing.
+    assert "ignored" in deliver(app, workflow_run_completed(name, "success"), "d-0")
+    failed = workflow_run_completed(name, "failure")
+    assert deliver(app, failed, "d-1")["skipped"] is True
+    drain(app)
+    # Skipped at once (not after 6 hours): the next commit nearest the middle is dispatched.
+    assert len(commits(state).dispatches) == 2
+    second = commits(state).dispatches[1]["inputs"]["commit"]
+    assert second != at and abs(RANGE.index(second) - RANGE.index(at)) == 1
+    # Redelivered (the same delivery, or GitHub's redelivery under a new id): nothing more.
+    assert deliver(app, failed, "d-1")["skipped"] is True  # the first answer, stored
+    assert "ignored" in deliver(app, failed, "d-2")
+    # Another repository's run of the same name skips nothing here.
+    other = workflow_run_completed(name, "failure")
+    other["repository"]["full_name"] = "acme/other"
+    assert "ignored" in deliver(app, other, "d-3")
+    drain(app)
+    assert len(commits(state).dispatches) == 2
+    run_dispatches(app, state, token, done=1)
+    b, steps = read(database_url)
+    assert b.state == bisections.FOUND and b.culprit_sha == RANGE[CULPRIT], (b, steps)
+    assert steps[0].sha == at and steps[0].side == "skipped"
+    assert "ended failure" in steps[0].evidence["reason"]
+    shas = [s.sha for s in steps]
+    assert len(shas) == len(set(shas)) == len(commits(state).dispatches)
+
+
+def test_a_redelivered_upload_of_a_bisection_run_measures_and_dispatches_once(
+    app: TestClient, database_url: str, github: tuple[str, fake_github.State]
+) -> None:
+    _, state = github
+    token = create_token(database_url)
+    stepped_history(app, token)
+    [first] = commits(state).dispatches
+    at, bisection_id = first["inputs"]["commit"], first["inputs"]["bisection"]
+    doc = make_results(
+        configs=CONFIGS,
+        slowdown={STEPPED: 1.10 if RANGE.index(at) >= CULPRIT else 1.0},
+        seed=500,
+        sha=at,
+        event="workflow_dispatch",
+        run_id=uuid.uuid4(),
+    )
+    data = body(doc)
+    for _ in range(3):  # the action sends it again when an answer is lost
+        headers = {**signed_headers(token.secret, data), "X-Kernalin-Bisection": bisection_id}
+        r = app.post("/api/v1/runs", content=data, headers=headers)
+        assert r.status_code in (200, 201), r.text
+        drain(app)
+    assert len(commits(state).dispatches) == 2
+    _, steps = read(database_url)
+    assert [s.state for s in steps] == [bisections.MEASURED, bisections.DISPATCHED]
+
+
+def test_a_range_longer_than_github_lists_unpaged_is_bisected_whole(
+    database_url: str, github: tuple[str, fake_github.State]
+) -> None:
+    """GitHub's compare lists only the newest 250 commits unless asked page by page: a
+    culprit among the oldest of 316 commits must still be found."""
+    _, state = github
+    more = [sha(2000 + i) for i in range(300)]
+    add_commits(state, REPO, more)
+    long_range = [*RANGE, sha(116), sha(117), *more[:-2]]
+    culprit = 40  # among the 66 oldest: outside the newest 250
+    with app_mode(database_url, github, bisect_budget=12) as app:
+        token = create_token(database_url)
+        for i in range(30):
+            upload(app, token, sha(i), 1.0, seed=i)
+        for n, at in enumerate(more[-3:]):
+            upload(app, token, at, 1.10, seed=30 + n)
+        drain(app)
+        ran = run_dispatches(app, state, token, commits_in_range=long_range, culprit=culprit)
+    b, steps = read(database_url)
+    assert len(b.commits) == len(long_range) == 316
+    assert [c["sha"] for c in b.commits] == long_range
+    assert b.state == bisections.FOUND and b.culprit_sha == long_range[culprit], (b, steps)
+    assert ran == len(steps) <= 12

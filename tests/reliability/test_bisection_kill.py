@@ -1,13 +1,16 @@
 """kill -9 of a real App-mode server while GitHub has taken its workflow dispatch but not yet
-answered, on SQLite and PostgreSQL: after a restart the bisection goes on from what is stored,
-and no commit is dispatched twice (the step row written before the dispatch is waited for,
-never sent again)."""
+answered, or just after a step's run was uploaded, and the events that advance a bisection
+delivered again (a failed run's workflow_run webhook, an upload), on SQLite and PostgreSQL:
+the bisection goes on from what is stored, and no commit is dispatched twice (the step row
+written before the dispatch is waited for, never sent again)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -15,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from action.init import WORKFLOW
 from gate_server.db import bisections, open_database
+from gate_server.http.webhook import WEBHOOK_PATH, signature_of
 from testbed.act_harness import REPO_ROOT
 from testbed.factories import body, make_results
 from testbed.fakes import fake_github
@@ -29,6 +33,7 @@ CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
 STEPPED = "pytorch_eager/float32/bs8"
 CULPRIT = 10
 RANGE = [f"{100 + i:040x}" for i in range(16)]
+WEBHOOKS = Path(__file__).resolve().parents[1] / "data" / "github-webhooks"
 
 
 def _upload(server: LiveServer, token: Token, at: str, factor: float, seed: int, **h: str) -> None:
@@ -121,3 +126,123 @@ def _ended(database_url: str) -> bool:
     finally:
         database.close()
     return b is not None and b.state != bisections.RUNNING
+
+
+WEBHOOK_SECRET = "It's a Secret to Everybody"
+
+
+def _failed_run_webhook(server: LiveServer, bisection: str, sha: str, delivery: str) -> Any:
+    """GitHub's workflow_run completed webhook (the recorded payload) of a dispatched run that
+    failed, named as the workflow `rnx init` writes names it."""
+    payload = json.loads((WEBHOOKS / "workflow_run.completed.payload.json").read_text())
+    payload["workflow_run"].update(
+        display_title=f"kernalin bisection {bisection} at {sha}",
+        conclusion="failure",
+        event="workflow_dispatch",
+    )
+    payload["repository"]["full_name"] = REPO
+    raw = json.dumps(payload).encode()
+    r = httpx.post(
+        server.url + WEBHOOK_PATH,
+        content=raw,
+        headers={
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "workflow_run",
+            "X-GitHub-Delivery": delivery,
+            "X-Hub-Signature-256": signature_of(WEBHOOK_SECRET, raw),
+        },
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_redelivered_webhooks_and_uploads_and_a_kill_9_between_steps_dispatch_nothing_twice(
+    database_url: str, tmp_path: Path
+) -> None:
+    """The events that advance a bisection, each delivered again (GitHub redelivers a webhook;
+    the action sends an upload again when its answer is lost), and the server killed with
+    SIGKILL just after an upload was stored: the bisection ends with its culprit and every
+    (commit, attempt) dispatched once."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    token = create_token(database_url)
+    with fake_github.serve() as (url, state):
+        install_app(state, key, {REPO: 77})
+        add_commits(state, REPO, [f"{i:040x}" for i in range(30)] + RANGE)
+        workflow = WORKFLOW.format(branch="main", schedule="", action_note="", action_ref="a/b@v1")
+        state.repo(REPO).files[("main", ".github/workflows/kernalin.yml")] = workflow
+        merged_by_pull(state, REPO, RANGE[CULPRIT], 7)
+        env = {
+            "PYTHONPATH": str(REPO_ROOT),
+            "RNX_OUTBOX_POLL_MS": "20",
+            "RNX_OUTBOX_LEASE_S": "2",
+            "RNX_GITHUB_APP_ID": "314",
+            "RNX_GITHUB_APP_PRIVATE_KEY": private_pem(key),
+            "RNX_GITHUB_API_URL": url,
+            "RNX_GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
+            "RNX_OIDC_AUDIENCE": "off",
+        }
+        sent = commits(state).dispatches
+        server = start_server(database_url, tmp_path, env=env)
+        try:
+            for i in range(30):
+                _upload(server, token, f"{i:040x}", 1.0, seed=i)
+            for n in range(3):
+                _upload(server, token, RANGE[-1], 1.10, seed=30 + n)
+            _wait(lambda: len(sent) == 1)
+            # The first dispatched run fails to build: GitHub's webhook says so, three times
+            # (the delivery, its redelivery under the same id, and again under a new id).
+            first = sent[0]["inputs"]
+            answers = [
+                _failed_run_webhook(server, first["bisection"], first["commit"], d)
+                for d in ("d-1", "d-1", "d-2")
+            ]
+            assert [a.get("skipped") for a in answers] == [True, True, None], answers
+            _wait(lambda: len(sent) == 2)
+            done, killed = 1, False
+            while True:
+                at, bisection = sent[done]["inputs"]["commit"], sent[done]["inputs"]["bisection"]
+                factor = 1.10 if RANGE.index(at) >= CULPRIT else 1.0
+                doc = make_results(
+                    configs=CONFIGS,
+                    slowdown={STEPPED: factor},
+                    seed=100 + done,
+                    sha=at,
+                    event="workflow_dispatch",
+                )
+                data = body(doc)
+                headers = {"X-Kernalin-Bisection": bisection}
+                for _ in range(2):  # the upload, and the action's retry of it
+                    r = httpx.post(
+                        f"{server.url}/api/v1/runs",
+                        content=data,
+                        headers={**signed_headers(token.secret, data), **headers},
+                        timeout=60,
+                    )
+                    assert r.status_code in (200, 201), r.text
+                if not killed:
+                    # SIGKILL with the upload stored and its measurement queued, maybe run.
+                    server.process.kill()
+                    server.process.wait(timeout=10)
+                    server = start_server(database_url, tmp_path, env=env)
+                    killed = True
+                done += 1
+                _wait(lambda n=done: len(sent) > n or _ended(database_url))
+                if len(sent) == done:
+                    break
+            time.sleep(3)  # past the lease: any job run again has had its chance
+        finally:
+            server.stop()
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            b = bisections.get(conn, 1)
+            steps = bisections.steps(conn, 1)
+    finally:
+        database.close()
+    assert b is not None and b.state == bisections.FOUND, (b, steps)
+    assert (b.culprit_sha, b.culprit_pr) == (RANGE[CULPRIT], 7)
+    assert steps[0].side == "skipped" and "ended failure" in steps[0].evidence["reason"]
+    dispatched = [(d["inputs"]["commit"], d["inputs"]["bisection"]) for d in sent]
+    assert len(dispatched) == len(set(dispatched)) == len(steps)
+    assert len({(s.sha, s.attempt) for s in steps}) == len(steps) <= 6

@@ -150,3 +150,32 @@ def test_docs_list_every_harness_key() -> None:
         key = field.alias or name
         assert f"| `harness.{key}` |" in text, key
         assert f"\n  {key}: " in text, key
+
+
+def test_auto_sync_follows_the_benchmarks_or_its_own_list() -> None:
+    data = {"benchmarks": [{"workload": "./kernels//a.py"}], "auto-sync": {"branch": "main"}}
+    config = parse_config(data)
+    assert config.synced_workloads() == ["kernels/a.py"] and config.auto_sync is not None
+    assert config.auto_sync.every is None
+    own = parse_config({"auto-sync": {"branch": "main", "workloads": ["b.py"], "every": 10}})
+    assert own.synced_workloads() == ["b.py"]
+    assert parse_config({}).synced_workloads() == []
+
+
+@pytest.mark.parametrize(
+    ("auto_sync", "says"),
+    [
+        ({"branch": "release/*"}, "is not a branch name; write one branch like main"),
+        ({"branch": "main", "workloads": ["../x.py"]}, "is not a path inside the repository"),
+        ({"branch": "main", "workloads": ["/abs.py"]}, "is not a path inside the repository"),
+        ({"branch": "main", "every": 251}, "auto-sync.every"),
+        ({"workloads": ["a.py"]}, "auto-sync.branch: Field required"),
+        ({"branch": "main", "evry": 3}, "auto-sync.evry: unknown key"),
+    ],
+)
+def test_a_bad_auto_sync_key_names_itself_and_the_fix(
+    auto_sync: dict[str, object], says: str
+) -> None:
+    with pytest.raises(UserError, match=None) as e:
+        parse_config({"auto-sync": auto_sync})
+    assert says in str(e.value)

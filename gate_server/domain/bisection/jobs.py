@@ -7,12 +7,15 @@ written as a step row (state dispatching) and committed BEFORE the workflow is d
 a handler run twice or a process killed mid-job never dispatches a commit twice; a dispatch
 GitHub refused is withdrawn and tried again. MEASURED_KIND (queued with an upload that names
 the bisection): gate that run against both ends of the change point and advance. A step whose
-run never comes back within STEP_TIMEOUT counts as skipped (a failed build, a lost dispatch).
+workflow run GitHub reports ended without success (skip_failed_run, from the workflow_run
+webhook) is skipped at once; one whose run never comes back within STEP_TIMEOUT counts as
+skipped too (a lost dispatch).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +43,9 @@ MEASURED_KIND = "bisect.measured"
 CULPRIT_KIND = "bisect.culprit"
 STEP_TIMEOUT = timedelta(hours=6)  # a dispatched run not back by then: the commit is skipped
 BUSY_RETRY = timedelta(minutes=2)  # the repository has its most dispatches in flight
+# The name a dispatched run of the workflow `rnx init` writes shows (its `run-name`, GitHub's
+# `display_title`): how a workflow_run webhook, which carries no inputs, names its step.
+RUN_NAME = re.compile(r"kernalin bisection (\d+) at ([0-9a-f]{40})")
 
 
 def enqueue_start(conn: Connection, change_point_id: int) -> None:
@@ -86,7 +92,7 @@ def handle_start(svc: JobContext, job: OutboxJob) -> None:
         commits = []  # a commit is gone (a force-push): only the after commit is known
     listed = [{"sha": c.sha, "author": c.author, "message": c.message} for c in commits]
     if not listed or listed[-1]["sha"] != cp.after_sha:
-        # Nothing listed, or a range longer than GitHub lists (250): the after end is known.
+        # Nothing listed (a commit is gone): the after end is known.
         listed.append({"sha": cp.after_sha, "author": None, "message": ""})
     with svc.database.write() as conn:
         bisections.hold_change_point(conn, cp_id)
@@ -265,3 +271,31 @@ def handle_measured(svc: JobContext, job: OutboxJob) -> None:
             if s.id == open_steps[0].id and s.state != bisections.MEASURED:
                 bisections.record_measurement(conn, s.id, run_id, side, evidence)
                 _advance_later(conn, bisection_id)
+
+
+def skip_failed_run(
+    conn: Connection, repository_id: int, run_name: str, conclusion: str, url: str
+) -> bool:
+    """A dispatched run that ended without success (a `workflow_run` completed webhook whose
+    conclusion is failure, cancelled, timed out...): its step is skipped now, as `git bisect
+    skip` does, instead of after STEP_TIMEOUT. False when `run_name` names no step still
+    waiting in a bisection of this repository (a redelivery, a run that uploaded anyway)."""
+    named = RUN_NAME.fullmatch(run_name.strip())
+    if named is None:
+        return False
+    bisection_id, sha = int(named.group(1)), named.group(2)
+    bisections.hold(conn, bisection_id)
+    b = bisections.get(conn, bisection_id)
+    if b is None or b.repository_id != repository_id or b.state != bisections.RUNNING:
+        return False
+    waiting = [
+        s
+        for s in bisections.steps(conn, bisection_id)
+        if s.sha == sha and s.state in (bisections.DISPATCHING, bisections.DISPATCHED)
+    ]
+    if not waiting:
+        return False
+    reason = f"its workflow run ended {conclusion} ({url})"
+    bisections.record_measurement(conn, waiting[0].id, None, plan.SKIPPED, {"reason": reason})
+    _advance_later(conn, bisection_id)
+    return True
