@@ -225,9 +225,7 @@ def ingest_run(
         "tier": report.tier,
         "reasons": report.reasons,
         "comparisons": [c.model_dump(mode="json") for c in report.comparisons],
-        "inconclusive": None
-        if report.inconclusive is None
-        else report.inconclusive.model_dump(mode="json"),
+        "inconclusive": report.inconclusive and report.inconclusive.model_dump(mode="json"),
         "baseline": _baseline_block(found, chosen),
         "is_baseline": becomes_baseline,
         "url": stored_run_url(settings, run_id),
