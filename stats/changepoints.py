@@ -86,7 +86,6 @@ EARLY_BELOW = 16  # runs: a shorter history may be reported early (see _Test.ear
 EARLY_STRICTNESS = 10.0  # an early p-value is this many times the t-test's (see _early_p_value)
 RAMP_CHECK_RHO = 0.5  # residuals this alike in a row: is it a drift (see _autocorrelation)?
 MIN_RUNS_FOR_RHO = 5  # fewer runs a side on average: autocorrelation is not estimated (0)
-SERIES_RHO_ALLOWANCE = 4.5  # the history's own rho is taken this / sqrt(n) low (_series_rho)
 
 
 @dataclass(frozen=True)
@@ -191,7 +190,7 @@ def detect(
     # the best of hundreds, and under noise well above `min_change` the rank test's p-value of
     # the best split alone would report several false changes per 1,000 runs.
     noise = _noise(y)
-    test = _Test(p_value, max(margin, min_signal * noise), margin, noise, _series_rho(y))
+    test = _Test(p_value, max(margin, min_signal * noise), margin, noise)
     inside = sorted({b for k in known for b in _bounds(k) if 0 < b < len(y)})
     found = _divide(y, [0, *inside], int(min_runs), test)
     found = _merge(y, inside, _around_newest(y, known, inside, found, int(min_runs), test), test)
@@ -208,7 +207,6 @@ class _Test:
     floor: float
     margin: float  # min_change on the (scaled) log scale: the band for `undoes`
     noise: float  # the history's run-to-run noise (`_noise`)
-    rho: float = 0.0  # the least autocorrelation any split assumes (`_series_rho`)
 
     def early(self, before: np.ndarray, after: np.ndarray) -> bool:
         """Whether the sides are a short history (fewer than EARLY_BELOW runs) in which the
@@ -226,36 +224,6 @@ def _noise(y: np.ndarray) -> float:
         return 0.0
     d = np.diff(y)
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
-
-
-def _series_rho(y: np.ndarray) -> float:
-    """The lag-1 autocorrelation of the whole history's noise, which every test assumes at
-    least: the sides of one split are often too short to show it (a season, a random walk or a
-    trend's curve cut at every change found), and each false split makes the next sides
-    shorter still. For AR(1) runs the variance of two-run differences is (1 + rho) times that
-    of one-run differences whatever the level; a step or a slowed run moves one or two
-    differences, which are clipped at 3 robust standard deviations, and a straight ramp only
-    moves their median. Independent runs give an estimate within 4.5 / sqrt(n) of 0 in all but
-    about 1 in 1,000 histories (simulated, n = 30 to 200), so it is taken that much low:
-    short histories keep their own sides' estimate alone."""
-    n = len(y)
-    if n < 3 * MIN_RUNS_FOR_RHO:
-        return 0.0
-    one, two = _clipped_variance(np.diff(y)), _clipped_variance(y[2:] - y[:-2])
-    if one == 0:
-        return 0.0
-    rho = two / one - 1 - SERIES_RHO_ALLOWANCE / math.sqrt(n)
-    return min(MAX_RHO, max(0.0, rho))
-
-
-def _clipped_variance(d: np.ndarray) -> float:
-    """Mean square of d about its median, each clipped at 3 robust standard deviations."""
-    centred = d - np.median(d)
-    spread = 1.4826 * float(np.median(np.abs(centred)))
-    if spread == 0:
-        return 0.0
-    clipped = np.clip(centred, -3 * spread, 3 * spread)
-    return float(np.dot(clipped, clipped)) / len(d)
 
 
 def _compact(k: KnownChange, present: np.ndarray) -> KnownChange:
@@ -483,12 +451,11 @@ def _grid(m: int, min_runs: int) -> _Grid:
     )
 
 
-def _shift(before: np.ndarray, after: np.ndarray, scale: float, rho: float = 0.0) -> _Shift:
+def _shift(before: np.ndarray, after: np.ndarray, scale: float) -> _Shift:
     """Hodges-Lehmann shift (log scale, times `scale`) with Moses' 90% interval, and the
-    Mann-Whitney U test's p-value (assuming at least `rho`, see `_p_value`)."""
+    Mann-Whitney U test's p-value."""
     log_ratio, low, high = _hodges_lehmann(before, after)
-    p = _p_value(before, after, rho)
-    return _Shift(p, log_ratio * scale, low * scale, high * scale)
+    return _Shift(_p_value(before, after), log_ratio * scale, low * scale, high * scale)
 
 
 def _exp(log_ratio: float) -> float:
@@ -514,17 +481,16 @@ def _hodges_lehmann(before: np.ndarray, after: np.ndarray) -> tuple[float, float
     return float(np.median(diffs)), float(diffs[k - 1]), float(diffs[-k])
 
 
-def _p_value(before: np.ndarray, after: np.ndarray, rho: float = 0.0) -> float:
+def _p_value(before: np.ndarray, after: np.ndarray) -> float:
     """Two-sided Mann-Whitney U test, corrected for autocorrelated runs: the rank test's z-score
     (from its exact or approximate p-value) is divided by the square root of the variance
     inflation (1 + rho) / (1 - rho) of an AR(1) series, rho estimated from the two sides'
     residuals (`_autocorrelation`). A runner whose speed wanders (thermal state, a neighbour's
     load) makes consecutive runs alike: n such runs carry the evidence of about
-    n (1 - rho) / (1 + rho) independent ones, and the uncorrected test calls wander a change.
-    The sides' rho is taken at least `rho` (the whole history's, `_series_rho`)."""
+    n (1 - rho) / (1 + rho) independent ones, and the uncorrected test calls wander a change."""
     before, after = _near(before, after)
     p = _rank_p_value(before, after)
-    inflation = _inflation(before, after, rho)
+    inflation = _inflation(before, after)
     if inflation <= 1.0 or p >= 1.0:
         return p
     from scipy.stats import norm
@@ -586,10 +552,9 @@ def _lag1(parts: list[np.ndarray]) -> float:
     return sum(float(np.dot(p[1:], p[:-1])) for p in clipped) / total if total > 0 else 0.0
 
 
-def _inflation(before: np.ndarray, after: np.ndarray, least: float = 0.0) -> float:
-    """The variance inflation of a mean of AR(1) runs, (1 + rho) / (1 - rho), rho at least
-    `least`."""
-    rho = max(least, _autocorrelation(before, after))
+def _inflation(before: np.ndarray, after: np.ndarray) -> float:
+    """The variance inflation of a mean of AR(1) runs, (1 + rho) / (1 - rho)."""
+    rho = _autocorrelation(before, after)
     return (1 + rho) / (1 - rho)
 
 
@@ -606,13 +571,13 @@ def _significance(
     if not _steady(before, after):
         return 2.0  # a burst of disturbed runs, not a new level: no test needed
     if test.early(before, after):
-        p = _early_p_value(before, after, test.rho)
+        p = _early_p_value(before, after)
     else:
-        p = _p_value(before, after, test.rho) if final else _rank_p_value(before, after)
+        p = _p_value(before, after) if final else _rank_p_value(before, after)
     return p if p <= test.p_value else 1.0 + p
 
 
-def _early_p_value(before: np.ndarray, after: np.ndarray, least: float = 0.0) -> float:
+def _early_p_value(before: np.ndarray, after: np.ndarray) -> float:
     """The evidence of a short history, where no rank test reaches the level (3 runs above 10
     are at best p = 2 / C(13, 3) = 0.007): Student's t of the Hodges-Lehmann shift against the
     sides' pooled standard deviation (each about its own median, n - 2 degrees of freedom),
@@ -631,8 +596,7 @@ def _early_p_value(before: np.ndarray, after: np.ndarray, least: float = 0.0) ->
     # Correlated runs: the lag-1 autocorrelation of the residuals as measured, without the
     # long test's allowance for a short history's chance correlation (a false early report
     # costs more than a real change found a few runs later).
-    rho = _lag1([before - np.median(before), after - np.median(after)])
-    rho = min(MAX_RHO, max(least, rho))
+    rho = min(MAX_RHO, max(0.0, _lag1([before - np.median(before), after - np.median(after)])))
     score = abs(shift) / (sd * math.sqrt((1 / n1 + 1 / n2) * (1 + rho) / (1 - rho)))
     return float(min(1.0, EARLY_STRICTNESS * 2 * student.sf(score, n1 + n2 - 2)))
 
@@ -705,7 +669,7 @@ def _report(
         if cut in ends:
             continue  # a known drift's end: the drift is still the previous change
         before, after = y[edges[i - 1] : cut], y[cut : edges[i + 1]]
-        shift = _shift(before, after, scale, test.rho)
+        shift = _shift(before, after, scale)
         # Tested as `_merge` tested it: after a known change, with the segment before it.
         tested = (
             _before_side(y[edges[i - 2] : edges[i - 1]], before)
@@ -714,7 +678,7 @@ def _report(
         )
         early = test.early(tested, after)
         if early:
-            shift = replace(shift, p_value=_early_p_value(*_near(tested, after), test.rho))
+            shift = replace(shift, p_value=_early_p_value(*_near(tested, after)))
         # The level before the previous change, when this history holds it.
         level_before = y[edges[i - 2] : edges[i - 1]] if i >= 2 else y[:0]
         undoes = previous is not None and _undoes(
