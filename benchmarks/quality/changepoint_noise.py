@@ -41,7 +41,8 @@ def incremental(history: np.ndarray, window: int) -> list[tuple[int, ChangePoint
     """The server's use: after every run, detect on the newest `window` runs with every change
     reported so far as known; a drift that continues a known change updates it (its end and
     total change; its start and when it was first reported stay). Returns (run count when
-    first reported, change, absolute after)."""
+    first reported, change, absolute after); the change's own `before`, `after` and `end` are
+    absolute too (indices into `history`)."""
     reported: list[tuple[int, ChangePoint, int]] = []
     ends: list[int | None] = []  # each reported change's absolute end (drifts)
     for t in range(1, len(history) + 1):
@@ -55,10 +56,12 @@ def incremental(history: np.ndarray, window: int) -> list[tuple[int, ChangePoint
             end = None if cp.end is None else cp.end + start
             if cp.continues is not None:
                 k = cp.continues.key
-                reported[k] = (reported[k][0], replace(cp, after=reported[k][2]), reported[k][2])
+                a = reported[k][2]
+                reported[k] = (reported[k][0], replace(cp, before=a - 1, after=a, end=end), a)
                 ends[k] = end
             else:
-                reported.append((t, cp, cp.after + start))
+                a = cp.after + start
+                reported.append((t, replace(cp, before=a - 1, after=a, end=end), a))
                 ends.append(end)
     return reported
 

@@ -19,6 +19,10 @@ with its own test's parameters where the case is from its suite (p-value, window
 magnitude, permutations; MongoDB's permutations seeded as its tests seed them) and with its
 defaults on the other suite's cases; MongoDB's implementation is skipped on series longer than
 `--reference-max-runs` (its own suite marks them slow: 90 s and 15 minutes).
+
+Then TCPD's annotated real series with the paper's F1 and cover: ours (defaults and as the
+server runs it), Otava and "no change", per series and overall
+(`benchmarks.quality.changepoint_tcpd`; `--no-tcpd` leaves it out).
 """
 
 from __future__ import annotations
@@ -216,6 +220,7 @@ def main() -> None:
     parser.add_argument("--venvs", type=Path, default=Path("/tmp/rnx-changepoint-reference"))
     parser.add_argument("--reference-max-runs", type=int, default=1300)
     parser.add_argument("--no-references", action="store_true", help="the expectations only")
+    parser.add_argument("--no-tcpd", action="store_true", help="leave out TCPD's real series")
     args = parser.parse_args()
     cases = load_cases()
     began = time.perf_counter()
@@ -258,6 +263,12 @@ def main() -> None:
     print()
     for name in names:
         print(f"{name}: {score[name]} of {runs[name]} reproduced")
+    if not args.no_tcpd:
+        # Its own process: that module uses `install` and REFERENCES from this one.
+        tcpd = [sys.executable, "-m", "benchmarks.quality.changepoint_tcpd", "--venvs"]
+        tcpd += [str(args.venvs), *(["--no-references"] if args.no_references else [])]
+        print(flush=True)
+        subprocess.run(tcpd, check=True)
     print(f"\n{math.ceil(time.perf_counter() - began)} s")
 
 
