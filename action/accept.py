@@ -1,6 +1,6 @@
 """Accept mode: the action run on `issue_comment` acts on "/kernalin accept <reason>".
 
-It applies the same rules as the server's webhook (gate_server/github/webhook.py), asking
+It applies the same rules as the server's webhook (gate_server/http/webhook.py), asking
 GitHub with the workflow's GITHUB_TOKEN; then it asks the gate server to accept the PR's
 latest runs (with the OIDC token when the workflow grants id-token: write, else the CI token)
 and turns the sticky comment and the commit status to PASS. The server needs no GitHub

@@ -45,7 +45,7 @@ from action.workflow import Workflow
 from bench_runner.adaptive import AdaptiveSampling, Baseline
 from rnx.branches import branch_matches
 from rnx.config import Benchmark, KernalinConfig
-from rnx.errors import InvalidInput, UserError
+from rnx.errors import InvalidData, UserError
 from rnx.formatting import format_headline
 from rnx.schema import GateReport, Tier
 from rnx_github.comment import Combined, PartResult, combine, worst
@@ -413,7 +413,7 @@ def main(
         run = _prepare(args, env, wf, Path.cwd())
         setup_s = time.monotonic() - started
         measured = _measure_all(run)
-    except (UserError, InvalidInput) as e:
+    except (UserError, InvalidData) as e:
         wf.error(str(e), title="rnx-benchmark: cannot run")
         wf.append_summary(f"### ❌ rnx-benchmark could not run\n\n{e}")
         return 2

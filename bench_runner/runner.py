@@ -153,13 +153,17 @@ def run_benchmark(
             # The server's thresholds when it gave them: its verdict is the one that counts.
             gate = against.gate or adaptive.gate
             baselines = list(against.documents)
+            prepared: list[Any] = []  # the baselines prepared once, on the first judgement
 
             def judge(doubled: bool = False) -> GateReport:
                 from bench_runner.adaptive_rule import with_processes_doubled
-                from rnx.verdict import evaluate
+                from rnx.verdict import PreparedBaselines, evaluate
 
+                if not prepared:
+                    prepared.append(PreparedBaselines(baselines))
                 doc = _document(orchestrator, env, repository, git, base_workload)
-                return evaluate(with_processes_doubled(doc) if doubled else doc, baselines, gate)
+                head = with_processes_doubled(doc) if doubled else doc
+                return evaluate(head, baselines, gate, prepared=prepared[0])
 
             decider = Decider(judge, adaptive.budget_s, started, lambda: judge(doubled=True))
             added = sample_until_decided(orchestrator, decider)

@@ -13,8 +13,7 @@ run (timeit, best of 9) on 8 and 48 configurations:
   of 10 samples per configuration from tuples of Python ints (a parsed document's
   process_times) against from float64 arrays (its process_arrays).
 Then the memory a parsed document takes, with its groups kept for the statistics and without
-(tracemalloc; gate_server/stored_documents.py keeps 256 of them), and what the statistics keep
-of the baseline sets they were compared with once their bounds are reached (stats/_kept.py).
+(tracemalloc; gate_server/domain/stored_documents.py keeps 256 of them).
 """
 
 from __future__ import annotations
@@ -88,37 +87,6 @@ def document_kib(configs: int) -> tuple[float, float]:
     return parsed / 1024, kept / 1024
 
 
-def kept_mib(configs: int = 48) -> tuple[float, int, int]:
-    """MiB the statistics keep for baseline sets (stats/_kept.py) once both of their bounds are
-    reached: sets of `configs` configurations x 6 runs x 3 processes x 10 samples, compared once
-    each, whose arrays nothing else holds (as when the server's parsed documents are gone from
-    its cache). Returns the MiB, the sides kept and the baselines kept."""
-    import stats
-    from stats import _kept
-    from stats.compare import _KEPT, _KEPT_RUNS
-
-    rng = np.random.default_rng(0)
-    runs = [r for r in range(6) for _ in range(3)]
-    gc.collect()
-    tracemalloc.start()
-    try:
-        for _ in range(_kept.KEEP_SIDES // configs + 2):
-            pairs = [
-                (
-                    list(stats.frozen_groups(rng.lognormal(10, 0.02, (18, 10)))),
-                    rng.lognormal(10, 0.02, (3, 10)).tolist(),
-                )
-                for _ in range(configs)
-            ]
-            stats.compare_many(pairs, seed=0, base_runs=[runs] * configs)
-        del pairs
-        gc.collect()
-        kept = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
-    return kept / 2**20, len(_KEPT), len(_KEPT_RUNS)
-
-
 def main() -> int:
     print(f"timeit, best of 9, in microseconds; {DRAWS} draws per configuration")
     for configs in (8, 48):
@@ -127,11 +95,6 @@ def main() -> int:
     for configs in (8, 48):
         parsed, kept = document_kib(configs)
         print(f"  a parsed {configs}-configuration document: {parsed:.0f} KiB, {kept:.0f} KiB kept")
-    mib, sides, baselines = kept_mib()
-    print(
-        f"  the statistics' kept baselines, full ({sides} sides, {baselines} baseline sets of 48 "
-        f"configurations x 6 runs x 3 processes): {mib:.1f} MiB"
-    )
     return 0
 
 

@@ -6,7 +6,7 @@ __all__ = ["create_app"]
 
 
 def __getattr__(name: str) -> object:
-    # Importing the package must stay cheap (the CLI imports gate_server.cli only).
+    # Importing the package must stay cheap (the CLI imports gate_server.cli.main only).
     if name == "create_app":
         from gate_server.asgi import create_app
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from gate_server.cli import main
+from gate_server.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

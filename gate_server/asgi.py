@@ -15,18 +15,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gate_server import agent_mcp, api, change_point_api, health, trace_api
-from gate_server.answers import EXCEPTION_HANDLERS, error_response
-from gate_server.autosync import api as autosync_api
-from gate_server.bisection import api as bisection_api
-from gate_server.dashboard.acting import routes as acting_routes
-from gate_server.dashboard.github_sign_in import routes as github_sign_in_routes
-from gate_server.dashboard.routes import routes as dashboard_routes
 from gate_server.db.engine import run_in_event_loop
-from gate_server.github.routes import routes as github_routes
-from gate_server.jobs import HANDLERS, LANES
-from gate_server.openapi import openapi_document
-from gate_server.outbox import OutboxWorker
+from gate_server.http import api, autosync, bisections, change_points, health, mcp, traces
+from gate_server.http.answers import EXCEPTION_HANDLERS, error_response
+from gate_server.http.dashboard.acting import routes as acting_routes
+from gate_server.http.dashboard.github_sign_in import routes as github_sign_in_routes
+from gate_server.http.dashboard.routes import routes as dashboard_routes
+from gate_server.http.github_routes import routes as github_routes
+from gate_server.http.openapi import openapi_document
+from gate_server.jobs.handlers import HANDLERS, LANES
+from gate_server.jobs.worker import OutboxWorker
 from gate_server.services import Services
 from gate_server.settings import ServerSettings, load_settings
 from rnx import __version__
@@ -106,10 +104,10 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
     routes: list[BaseRoute] = [
         *health.routes,
         *api.routes,
-        *change_point_api.routes,
-        *trace_api.routes,
-        *bisection_api.routes,
-        *autosync_api.routes,
+        *change_points.routes,
+        *traces.routes,
+        *bisections.routes,
+        *autosync.routes,
         *github_routes,
         *dashboard_routes,
         *acting_routes,
@@ -121,7 +119,7 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
 
     routes.append(Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False))
     # The MCP endpoint for coding agents (docs/agents.md); its sessions live in the lifespan.
-    mcp_app, mcp_sessions = agent_mcp.build(settings)
+    mcp_app, mcp_sessions = mcp.build(settings)
     routes.append(Route("/mcp", mcp_app, include_in_schema=False))
 
     @asynccontextmanager

@@ -1,8 +1,8 @@
 """The server's domain errors: plain exceptions whose message says what is wrong and how to fix it.
 
 The core (gate_server/db, branches, auth, settings, receipts...) raises these; the edges turn
-them into an answer: gate_server/answers.py into the one JSON error shape, gate_server/cli.py
-into one line and an exit code.
+them into an answer: gate_server/http/answers.py into the one JSON error shape,
+gate_server/cli/main.py into one line and an exit code.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ class GateServerError(Exception):
 class Refused(GateServerError):
     """Something asked of the core that it turns down. `code` names why for a program (the
     API's error code, each kind has its default); the message says what to do. What each kind
-    becomes over HTTP is decided at the edge (gate_server/answers.py), not here, so the core is
+    becomes over HTTP is decided at the edge (gate_server/http/answers.py), not here, so the core is
     called the same from a route, an MCP tool, a job or a test."""
 
     code: ClassVar[str] = "refused"
@@ -94,6 +94,15 @@ class AmbiguousRepository(Conflict):
     id for it is bound by an admin (`rnx repo bind`), never by guessing."""
 
     code = "ambiguous_repository"
+
+
+class PermanentFailure(GateServerError):
+    """Raised by a job's handler when trying the job again cannot help (it is marked failed)."""
+
+
+class TryLater(GateServerError):
+    """Raised by a job's handler that did nothing this time (a resource is busy): tried again
+    with the usual backoff, logged without a traceback."""
 
 
 class SettingsError(GateServerError):

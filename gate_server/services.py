@@ -6,19 +6,20 @@ from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
-from gate_server.alerts.traffic import ChannelTraffic
 from gate_server.dashboard.state import DashboardState
 from gate_server.db import Database, open_database
+from gate_server.domain.alerts.traffic import ChannelTraffic
+from gate_server.domain.receipts import ReceiptSigner, load_signer
+from gate_server.domain.stored_documents import StoredDocuments
 from gate_server.github.integration import GitHubIntegration
-from gate_server.receipts import ReceiptSigner, load_signer
 from gate_server.settings import ServerSettings
-from gate_server.stored_documents import StoredDocuments
 
 
 @dataclass(frozen=True)
 class Services:
     settings: ServerSettings
-    # Uploads reach it in the event loop, where its statements are awaited (gate_server/api.py).
+    # Uploads reach it in the event loop, where its statements are awaited
+    # (gate_server/http/api.py).
     database: Database
     signer: ReceiptSigner  # signs receipts
     github: GitHubIntegration  # webhook secret, OIDC verifier, GitHub App (each when set)

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from gate_server.errors import SettingsError
-from gate_server.github.oidc import DEFAULT_ISSUER
 from gate_server.numbers import whole_number
 from rnx.config import GateSettings
 from rnx_github.app_auth import AppCredentials
@@ -23,6 +22,9 @@ from stats import MIN_RESAMPLES
 DEFAULT_DATABASE_FILE = "rnx-gate.db"
 DEFAULT_OIDC_AUDIENCE = "kernalin"
 DEFAULT_WEB_URL = "https://github.com"
+
+# GitHub Actions' OIDC issuer (RNX_OIDC_ISSUER overrides it, for a test issuer).
+DEFAULT_ISSUER = "https://token.actions.githubusercontent.com"
 
 
 def default_database_url() -> str:
@@ -42,19 +44,19 @@ _WHOLE_NUMBERS: dict[str, tuple[str, int, int | None]] = {
     "resamples": ("RNX_RESAMPLES", MIN_RESAMPLES, None),
     "seed": ("RNX_SEED", 0, None),
     "oidc_leeway_s": ("RNX_OIDC_LEEWAY_S", 0, 300),
-    # The outbox worker (gate_server/outbox.py): how often an idle one looks for due jobs, and
+    # The outbox worker (gate_server/jobs/worker.py): how often an idle one looks for due jobs, and
     # how long a claimed job is its own before another process may take it over.
     "outbox_poll_ms": ("RNX_OUTBOX_POLL_MS", 10, 60_000),
     "outbox_lease_s": ("RNX_OUTBOX_LEASE_S", 1, 86_400),
-    # Parsed baseline documents kept in memory per process (gate_server/stored_documents.py).
+    # Parsed baseline documents kept in memory per process (gate_server/domain/stored_documents.py).
     "document_cache_mb": ("RNX_DOCUMENT_CACHE_MB", 0, None),
     # The dashboard's run summaries kept in memory per process (gate_server/dashboard/views.py).
     "summary_cache_mb": ("RNX_SUMMARY_CACHE_MB", 0, None),
-    # Bisection of change points in App mode (gate_server/bisection/, docs/bisection.md):
+    # Bisection of change points in App mode (gate_server/domain/bisection/, docs/bisection.md):
     # workflow runs dispatched at once per repository, and measurements per bisection (0: off).
     "bisect_in_flight": ("RNX_BISECT_IN_FLIGHT", 1, 100),
     "bisect_budget": ("RNX_BISECT_BUDGET", 0, 100),
-    # Auto-sync in App mode (gate_server/autosync/, docs/auto-sync.md): its own dispatches in
+    # Auto-sync in App mode (gate_server/domain/autosync/, docs/auto-sync.md): its own dispatches in
     # flight per repository (0: off), a baseline run at least every N commits of a linked
     # branch (0: never for that reason; compare-commits counts at most 250), and how long a
     # push's head waits for the run of the push's own workflow before it is dispatched.
@@ -105,7 +107,8 @@ class ServerSettings:
     outbox_lease_s: int = 300
     document_cache_mb: int = 256  # 0: parse every baseline document on every upload
     summary_cache_mb: int = 64  # 0: read each run's document on every page view
-    # Look for change points in baseline history after every baseline run (gate_server/changes.py).
+    # Look for change points in baseline history after every baseline run
+    # (gate_server/domain/change_points.py).
     detect_changes: bool = True
     bisect_in_flight: int = 2
     bisect_budget: int = 8  # 0 turns bisection off

@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from rnx.branches import BRANCH_PATTERN
-from rnx.errors import InvalidInput
+from rnx.errors import InvalidData
 from rnx.schema import (
     DTYPES,
     RUNTIMES,
@@ -39,11 +39,11 @@ CONFIG_VERSION = 1
 DEFAULT_CONFIG_FILE = "kernalin.yml"
 
 
-class ConfigError(InvalidInput):
+class ConfigError(InvalidData):
     """kernalin.yml, or a harness knob from the environment (RNX_THREADS), is not what it may
     be: the message names the file or variable and what to write. A domain error like the
-    other InvalidInput, so the contracts never raise the command line's UserError; the edges
-    that show InvalidInput (rnx.errors.run_command, `rnx gate`) show this one the same way."""
+    other InvalidData, so the contracts never raise the command line's UserError; the edges
+    that show InvalidData (rnx.errors.run_command, `rnx gate`) show this one the same way."""
 
 
 def _fraction(value: Any) -> Any:

@@ -14,7 +14,7 @@ class UserError(Exception):
     exit_code = 2
 
 
-class InvalidInput(Exception):
+class InvalidData(Exception):
     """Data handed to the contracts is not what they take (a results document): a domain error,
     whoever handed it over. The CLI shows it as it shows a UserError; the server answers 422."""
 
@@ -29,11 +29,11 @@ def run_command(name: str, command: Callable[[], int]) -> int:
     """Run a command's body and turn what a person can fix into one line and an exit code.
 
     Used at the edges only (the `rnx` dispatcher, `python -m gate_server`): a UserError or an
-    InvalidInput is printed as `NAME: error: ...`; anything else is a bug and keeps its
+    InvalidData is printed as `NAME: error: ...`; anything else is a bug and keeps its
     traceback."""
     try:
         return command()
-    except (UserError, InvalidInput) as e:
+    except (UserError, InvalidData) as e:
         print(f"{name}: error: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:

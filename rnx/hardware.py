@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import stats
-from rnx.errors import InvalidInput
+from rnx.errors import InvalidData
 from rnx.formatting import (
     MISSING,
     format_factor_interval,
@@ -41,7 +41,7 @@ NO_DIFFERENCE = "no credible difference"
 NOT_COMPARED = "not compared"
 
 
-class NotComparable(InvalidInput):
+class NotComparable(InvalidData):
     """The runs handed over cannot be compared side by side (the message says why)."""
 
 

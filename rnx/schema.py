@@ -20,7 +20,7 @@ from pydantic import (
 
 import stats
 from rnx.branches import MAX_BRANCH_CHARS, branch_name_problem
-from rnx.errors import InvalidInput
+from rnx.errors import InvalidData
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
@@ -216,8 +216,8 @@ class Samples(_Model):
     @property
     def process_times(self) -> tuple[tuple[int, ...], ...]:
         """by_process, immutable, worked out once per parsed document: the server re-gates every
-        upload against the same parsed baseline documents (gate_server/stored_documents.py), and
-        grouping their samples again each time was a tenth of the re-gate. A copy with other
+        upload against the same parsed baseline documents (gate_server/domain/stored_documents.py),
+        and grouping their samples again each time was a tenth of the re-gate. A copy with other
         samples (model_copy(update=...) copies the kept groups too) works them out again."""
         ns, process, groups, _ = self.grouped
         if ns is self.ns and process is self.process:
@@ -582,7 +582,7 @@ def validation_details(err: ValidationError, limit: int = 20) -> list[dict[str, 
     ]
 
 
-class InvalidDocument(InvalidInput):
+class InvalidDocument(InvalidData):
     """A results document that does not parse or validate; `details` name the fields."""
 
 

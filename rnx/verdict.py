@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,51 @@ from rnx.schema import (
 from stats.reasons import Code, Reason, Wording, render
 
 NO_BASELINE = render(Reason(Code.NO_BASELINE))
+# Sets of configurations (one per head's configurations and clocks) a PreparedBaselines keeps
+# the statistics' prepared sides for: uploads of one workload compare the same set.
+KEEP_CONFIGURATION_SETS = 8
+
+
+class PreparedBaselines:
+    """The baseline documents of one baseline set, prepared once for every head gated
+    against them (evaluate(..., prepared=...)): each configuration's baseline groups, and the
+    statistics' prepared sides (stats.prepare_baseline) per set of configurations compared.
+    The server makes one per baseline set and keeps it beside the parsed documents; the numbers
+    are the same as without it. Safe to share between threads."""
+
+    def __init__(self, baselines: Sequence[ResultsDocument]):
+        self.baselines = tuple(baselines)
+        self.index = [doc.by_id for doc in self.baselines]
+        self._groups: dict[tuple[str, str | None], tuple[list[Any], str | None, list[int]]] = {}
+        self._sides: OrderedDict[tuple[Any, ...], stats.PreparedBaseline] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def groups(self, cid: str, head_method: str | None) -> tuple[list[Any], str | None, list[int]]:
+        """_baseline_groups of this set, worked out once per configuration and clock."""
+        k = (cid, head_method)
+        found = self._groups.get(k)
+        if found is None:
+            found = _baseline_groups(cid, self.index, head_method)
+            with self._lock:
+                found = self._groups.setdefault(k, found)
+        return found
+
+    def statistics(
+        self, keys: tuple[Any, ...], pairs: list[tuple[Any, Any]], runs: list[list[int]]
+    ) -> stats.PreparedBaseline:
+        """The statistics' prepared sides of these pairs (their bases from groups())."""
+        with self._lock:
+            found = self._sides.get(keys)
+            if found is not None:
+                self._sides.move_to_end(keys)
+                return found
+        made = stats.prepare_baseline([p[0] for p in pairs], runs)
+        with self._lock:
+            found = self._sides.setdefault(keys, made)
+            self._sides.move_to_end(keys)
+            while len(self._sides) > KEEP_CONFIGURATION_SETS:
+                self._sides.popitem(last=False)
+        return found
 
 
 @dataclass
@@ -37,17 +83,19 @@ class _Plan:
     pairs: list[tuple[Any, Any]] = field(default_factory=list)
     pair_runs: list[list[int]] = field(default_factory=list)
     pair_ids: list[str] = field(default_factory=list)
+    pair_keys: list[tuple[str, str | None]] = field(default_factory=list)
     broken: dict[str, str] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     used_baselines: set[int] = field(default_factory=set)
 
 
-def _plan(head: ResultsDocument, baselines: Sequence[ResultsDocument], paired: bool) -> _Plan:
+def _plan(head: ResultsDocument, prepared: PreparedBaselines, paired: bool) -> _Plan:
     """A row per configuration of head; the ones that can be compared become pairs."""
     plan = _Plan()
+    baselines = prepared.baselines
     # Each baseline's configurations by id: looking each one up by scanning every baseline
     # grows with the square of the configurations (48 x 48 x 7 for a large run).
-    index = [doc.by_id for doc in baselines]
+    index = prepared.index
     for cfg in head.configurations:
         cid = cfg.id  # worked out anew on every read
         row = _row(cfg, cid)
@@ -72,7 +120,7 @@ def _plan(head: ResultsDocument, baselines: Sequence[ResultsDocument], paired: b
                 row.update(verdict="undecided", reason=why)
                 continue
         else:
-            base_groups, why, used = _baseline_groups(cid, index, cfg.timing_method)
+            base_groups, why, used = prepared.groups(cid, cfg.timing_method)
             plan.used_baselines.update(used)
             if why is not None and why.startswith(OTHER_CLOCK):
                 # Not a missing baseline: one exists, measured in another unit. Undecided, so
@@ -87,6 +135,7 @@ def _plan(head: ResultsDocument, baselines: Sequence[ResultsDocument], paired: b
         plan.pairs.append((base_groups, head_groups))
         plan.pair_runs.append(used)
         plan.pair_ids.append(cid)
+        plan.pair_keys.append((cid, cfg.timing_method))
     return plan
 
 
@@ -99,6 +148,7 @@ def evaluate(
     seed: int | None = 0,
     explain_all: bool = False,
     wording: Mapping[Code, Wording] | None = None,
+    prepared: PreparedBaselines | None = None,
 ) -> GateReport:
     """Compare head with its baselines (or, in paired mode, with its own base samples) and gate it.
 
@@ -112,12 +162,26 @@ def evaluate(
 
     wording: the caller's sentence for a reason's code (stats/reasons.py), where it says it
     differently (the server: a workload, not the environment, has no baseline).
+
+    prepared: these baselines prepared once (PreparedBaselines(baselines)), for a caller that
+    gates many heads against them (the server); made anew for this call where None.
     """
     paired = head.settings.mode == "paired"
-    plan = _plan(head, baselines, paired)
+    if prepared is None:
+        prepared = PreparedBaselines(baselines)
+    elif len(prepared.baselines) != len(baselines) or any(
+        a is not b for a, b in zip(prepared.baselines, baselines, strict=True)
+    ):
+        raise ValueError("prepared must be made from these very baseline documents")
+    plan = _plan(head, prepared, paired)
     rows = plan.rows
     comparisons: dict[str, stats.Comparison] = {}
     if plan.pairs:
+        sides = (
+            None
+            if paired
+            else prepared.statistics(tuple(plan.pair_keys), plan.pairs, plan.pair_runs)
+        )
         results = stats.compare_many(
             plan.pairs,
             rope=gate.rope,
@@ -125,7 +189,7 @@ def evaluate(
             resamples=resamples,
             seed=seed,
             paired=paired,
-            base_runs=None if paired else plan.pair_runs,
+            baseline=sides,
         )
         for cid, c in zip(plan.pair_ids, results, strict=True):
             comparisons[cid] = c

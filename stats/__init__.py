@@ -7,6 +7,7 @@ from stats.changepoints import ChangePoint, KnownChange, detect, run_location
 from stats.compare import MIN_SAMPLES, Comparison, compare, compare_many, frozen_groups
 from stats.gate import GateDecision, gate, holm, max_adjusted
 from stats.location import Location, median_interval, median_intervals
+from stats.prepared import PreparedBaseline, prepare_baseline
 
 __all__ = [
     "MIN_RESAMPLES",
@@ -16,6 +17,7 @@ __all__ = [
     "GateDecision",
     "KnownChange",
     "Location",
+    "PreparedBaseline",
     "compare",
     "compare_many",
     "detect",
@@ -25,5 +27,6 @@ __all__ = [
     "max_adjusted",
     "median_interval",
     "median_intervals",
+    "prepare_baseline",
     "run_location",
 ]

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from stats import _kept, bootstrap, runlevel
+from stats import bootstrap, runlevel
 from stats._validate import (
     as_generator,
     as_groups,
@@ -19,6 +19,7 @@ from stats._validate import (
     check_resamples,
     plain_sides,
 )
+from stats.prepared import BaseSide, PreparedBaseline, base_sides, medians
 
 MIN_SAMPLES = 8
 PAIRED_BAND = bootstrap.CENTRAL
@@ -120,6 +121,7 @@ def compare_many(
     base_runs: Sequence[Sequence[int]] | None = None,
     run_shift_sd: float = RUN_SHIFT_SD,
     config_shift_sd: float = CONFIG_SHIFT_SD,
+    baseline: PreparedBaseline | None = None,
 ) -> list[Comparison]:
     """Compare many configurations in one vectorised pass.
 
@@ -135,20 +137,35 @@ def compare_many(
     the interval: the history's spread between runs, with priors run_shift_sd (a run's common
     shift, all configurations alike) and config_shift_sd (one configuration's own shift) while
     there are few runs.
+
+    baseline (unpaired only): the base sides prepared once (stats.prepare_baseline), for a
+    caller that compares many heads with the same baseline runs (the server): each pair's base
+    must be the very object it was prepared from, in order; base_runs, if None, are the ones it
+    was prepared with. The numbers are the same as without it.
     """
     rope = check_fraction(rope, "rope", low=0.0, high=1.0)
     probability = check_fraction(probability, "probability", low=0.5, high=1.0)
     resamples = check_resamples(resamples)
     run_shift_sd = check_fraction(run_shift_sd, "run_shift_sd", low=0.0, high=1.0)
     config_shift_sd = check_fraction(config_shift_sd, "config_shift_sd", low=0.0, high=1.0)
-    bases, heads, labels, kept = _checked_pairs(pairs, paired, base_runs)
+    if baseline is not None:
+        if paired:
+            raise ValueError("baseline is for unpaired comparisons; paired mode has no baseline")
+        if not isinstance(baseline, PreparedBaseline) or not baseline.matches(pairs):
+            raise ValueError("baseline must be prepared from these pairs' base sides, in order")
+    # The prepared run labels and the run-level model's work stand where no others are given.
+    prepared = baseline if baseline is not None and base_runs is None else None
+    runs: Any = base_runs if prepared is None else prepared.labels
+    bases, heads, labels = _checked_pairs(pairs, paired, runs, baseline)
     rng = as_generator(seed)
-    sides = None if paired else _base_sides(pairs, bases, kept)
+    sides = None if paired else baseline.sides if baseline is not None else base_sides(bases)
 
     run_shift: float | None = None
     if labels is not None:
         assert sides is not None
-        fit = _run_level(sides, heads, labels, resamples, rng, run_shift_sd, config_shift_sd)
+        fit = _run_level(
+            sides, heads, labels, resamples, rng, run_shift_sd, config_shift_sd, prepared
+        )
         draws, run_shift = fit.draws, math.exp(fit.shift)
     elif paired:
         draws = _paired_draws(bases, heads, resamples, rng)
@@ -167,8 +184,8 @@ def compare_many(
     quantiles = _quantiles(draws, (tail, 0.5, 1 - tail))
     spread = draws.std(axis=1)
     z = float(_normal_quantile(probability))
-    head_medians = _medians(heads)
-    base_medians = _medians(bases) if sides is None else [side.median for side in sides]
+    head_medians = medians(heads)
+    base_medians = medians(bases) if sides is None else [side.median for side in sides]
     # Each Comparison keeps a row: read-only, so nobody can change another's draws through it.
     draws.setflags(write=False)
     return [
@@ -195,58 +212,19 @@ def frozen_groups(groups: Iterable[Sequence[float]]) -> tuple[np.ndarray, ...]:
     """Groups of times as float64 arrays that can never change: what compare_many converts
     every group to, made once for data that many comparisons share (rnx.schema keeps a parsed
     document's processes so; the server re-gates every upload against the same parsed
-    baselines). Each is a view of bytes, which numpy will not make writable, so compare_many
-    keeps what it works out from a base side of them for the next comparison (stats/_kept.py)."""
+    baselines). Each is a view of bytes, which numpy will not make writable: a prepared baseline
+    (stats.prepare_baseline) made of them can be shared between threads."""
     return tuple(
         np.frombuffer(np.array(g, dtype=np.float64).tobytes(), dtype=np.float64) for g in groups
     )
 
 
-# Base sides of unchangeable groups seen before, by the groups' identities, and the run-level
-# model's baselines of such sides (stats/_kept.py).
-_KEPT: _kept.Kept[_kept.BaseSide] = _kept.Kept(_kept.KEEP_SIDES)
-_KEPT_RUNS: _kept.Kept[tuple[list[_kept.BaseSide], runlevel.Baseline]] = _kept.Kept(
-    _kept.KEEP_BASELINES
-)
-
-
-def _base_sides(
-    pairs: Sequence[Any], bases: list[list[np.ndarray]], kept: list[_kept.BaseSide | None]
-) -> list[_kept.BaseSide]:
-    """Each base side with its median and its groups' locations: kept ones as kept, the others
-    worked out together, and kept where the pair's groups cannot change (the entry holds those
-    very arrays: the same numbers as the checked ones, and their identities are its key)."""
-    new = [i for i, side in enumerate(kept) if side is None]
-    worked_out: dict[int, _kept.BaseSide] = {}
-    if new:
-        locations = bootstrap.group_locations(
-            [g for i in new for g in bases[i]], bootstrap.LOW, log=True
-        )
-        locations.setflags(write=False)
-        split = np.split(locations, np.cumsum([len(bases[i]) for i in new])[:-1])
-        medians = _medians([bases[i] for i in new])
-        for i, locs, median in zip(new, split, medians, strict=True):
-            k = _kept.key(pairs[i][0])
-            groups = bases[i] if k is None else list(pairs[i][0])
-            worked_out[i] = _kept.BaseSide(
-                groups=groups, median=float(median), locations=locs, kept=k is not None
-            )
-            if k is not None:
-                _KEPT.put(k, worked_out[i])
-    return [worked_out[i] if side is None else side for i, side in enumerate(kept)]
-
-
 def _checked_pairs(
-    pairs: Any, paired: Any, base_runs: Any
-) -> tuple[
-    list[list[np.ndarray]],
-    list[list[np.ndarray]],
-    list[np.ndarray] | None,
-    list[_kept.BaseSide | None],
-]:
-    """compare_many's pairs as (bases, heads) of groups, the base run labels if given, and the
-    base sides kept from an earlier comparison (their checks passed then); a ValueError or
-    TypeError naming the argument otherwise."""
+    pairs: Any, paired: Any, base_runs: Any, baseline: PreparedBaseline | None
+) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]], list[np.ndarray] | None]:
+    """compare_many's pairs as (bases, heads) of groups (the bases as prepared, where they
+    were), and the base run labels if given; a ValueError or TypeError naming the argument
+    otherwise."""
     if not isinstance(paired, bool):
         raise TypeError(f"paired must be True or False, got {type(paired).__name__}")
     if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or not pairs:
@@ -259,8 +237,7 @@ def _checked_pairs(
         or len(base_runs) != len(pairs)
     ):
         raise ValueError("base_runs must give one sequence of run labels per pair")
-    kept: list[_kept.BaseSide | None] = [None] * len(pairs) if paired else _kept_bases(pairs)
-    bases, heads = _plain_pairs(pairs, kept)
+    bases, heads = _plain_pairs(pairs, baseline)
     for i, pair in enumerate(pairs):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise ValueError(f"pairs[{i}] must be a (base, head) pair")
@@ -271,6 +248,8 @@ def _checked_pairs(
             heads.append(as_groups(pair[1], f"{prefix}head"))
         if paired:
             check_paired(bases[i], heads[i])
+    if baseline is not None and base_runs is baseline.labels:  # checked when prepared
+        return bases, heads, baseline.labels
     labels = (
         None
         if base_runs is None
@@ -278,29 +257,21 @@ def _checked_pairs(
             as_run_labels(base_runs[i], len(bases[i]), f"base_runs[{i}]") for i in range(len(pairs))
         ]
     )
-    return bases, heads, labels, kept
-
-
-def _kept_bases(pairs: Sequence[Any]) -> list[_kept.BaseSide | None]:
-    """Each pair's base side as kept from an earlier comparison, or None."""
-    return [
-        _KEPT.get(_kept.key(pair[0]))
-        if isinstance(pair, (tuple, list)) and len(pair) == 2
-        else None
-        for pair in pairs
-    ]
+    return bases, heads, labels
 
 
 def _plain_pairs(
-    pairs: Sequence[Any], kept: list[_kept.BaseSide | None]
+    pairs: Sequence[Any], baseline: PreparedBaseline | None
 ) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
     """The bases and the heads of the server's usual pairs, each side checked in one step with
-    the others (plain_sides), or the bases as kept where every one was; [] for a side that is
-    not all alike, checked pair by pair."""
+    the others (plain_sides), or the bases as prepared; [] for a side that is not all alike,
+    checked pair by pair."""
     if not all(isinstance(pair, (tuple, list)) and len(pair) == 2 for pair in pairs):
         return [], []
-    found = [side.groups for side in kept if side is not None]
-    bases = found if len(found) == len(pairs) else plain_sides([p[0] for p in pairs]) or []
+    if baseline is not None:
+        bases = [side.groups for side in baseline.sides]
+    else:
+        bases = plain_sides([p[0] for p in pairs]) or []
     heads = plain_sides([pair[1] for pair in pairs])
     return bases, heads or []
 
@@ -325,13 +296,14 @@ def _paired_draws(
 
 
 def _run_level(
-    bases: list[_kept.BaseSide],
+    bases: list[BaseSide],
     heads: list[list[np.ndarray]],
     labels: list[np.ndarray],
     resamples: int,
     rng: np.random.Generator,
     run_shift_sd: float,
     config_shift_sd: float,
+    prepared: PreparedBaseline | None,
 ) -> runlevel.RunFit:
     """Process locations of every group, then the run-level model over all pairs at once."""
     locations = bootstrap.group_locations([g for h in heads for g in h], bootstrap.LOW, log=True)
@@ -344,8 +316,13 @@ def _run_level(
         # No run has two processes: a process's own samples give its location's variance.
         logs = [[np.log(h[0])] for h in heads]
         fallback = bootstrap.location_draws(logs, resamples, rng, bootstrap.LOW).var(axis=1)
+    made = (
+        prepared.model(run_shift_sd)
+        if prepared is not None
+        else runlevel.baseline([s.locations for s in bases], labels, run_shift_sd=run_shift_sd)
+    )
     return runlevel.fit(
-        _baseline(bases, labels, run_shift_sd),
+        made,
         head_locs,
         resamples,
         rng,
@@ -354,23 +331,6 @@ def _run_level(
         process_var_fallback=fallback,
         aligned=_aligned(heads, labels),
     )
-
-
-def _baseline(
-    sides: list[_kept.BaseSide], labels: list[np.ndarray], run_shift_sd: float
-) -> runlevel.Baseline:
-    """What the run-level model works out from these baseline runs alone: kept with them where
-    every side is kept (the entry holds the sides, so their identities are its key)."""
-    key = None
-    if all(side.kept for side in sides):
-        key = (tuple(map(id, sides)), b"".join(lab.tobytes() for lab in labels), run_shift_sd)
-    found = _KEPT_RUNS.get(key)
-    if found is not None:
-        return found[1]
-    made = runlevel.baseline([s.locations for s in sides], labels, run_shift_sd=run_shift_sd)
-    if key is not None:
-        _KEPT_RUNS.put(key, (sides, made))
-    return made
 
 
 def _aligned(heads: list[list[np.ndarray]], labels: list[np.ndarray]) -> bool:
@@ -396,20 +356,6 @@ def _quantiles(draws: np.ndarray, qs: tuple[float, ...]) -> np.ndarray:
     part = np.sort(draws, axis=1)
     frac = (pos - lo)[:, None]
     result: np.ndarray = part[:, lo].T * (1 - frac) + part[:, hi].T * frac
-    return result
-
-
-def _medians(sides: list[list[np.ndarray]]) -> np.ndarray:
-    """The plain median of each side's samples; the sides with as many samples are done in one
-    partition of their rows (the same order statistics as one side at a time)."""
-    flats = [groups[0] if len(groups) == 1 else np.concatenate(groups) for groups in sides]
-    result = np.empty(len(flats))
-    by_size: dict[int, list[int]] = {}
-    for i, flat in enumerate(flats):
-        by_size.setdefault(flat.size, []).append(i)
-    for n, rows in by_size.items():
-        part = np.partition(np.stack([flats[i] for i in rows]), [(n - 1) // 2, n // 2], axis=1)
-        result[rows] = (part[:, (n - 1) // 2] + part[:, n // 2]) / 2
     return result
 
 

@@ -79,6 +79,12 @@ SET_APART_LEVEL = 0.01
 # Configurations' variances are pooled unless they differ beyond what sampling noise gives in
 # this share of cases (_shrunk_variances).
 POOL_EVIDENCE = 0.9
+# The least spread (of log-variances) the pooling allows between configurations: never pooled
+# all the way, since configurations may differ.
+POOL_FLOOR = 0.05
+# A process's deviation from its run's median counts at most this many robust sd (1.4826 MAD)
+# of its configuration in the process spread (_spread).
+DEVIATION_CAP_SD = 3.0
 MIN_RUNS_TO_SET_APART = 3
 # A later group of configurations sharing their runs' shifts has at least this many.
 MIN_GROUP_CONFIGS = 4
@@ -104,8 +110,8 @@ class RunFit:
 @dataclass(frozen=True)
 class Baseline:
     """What the model works out from the baseline runs alone: the same for every head run
-    compared with them (compare_many keeps it with the base sides it keeps, stats/_kept.py: the
-    server re-gates every upload of a workload against the same runs). Process locations are
+    compared with them (a prepared baseline keeps it, stats/prepared.py: the server re-gates
+    every upload of a workload against the same runs). Process locations are
     centred on each configuration's mean baseline location, so sums of squares stay exact in
     float64."""
 
@@ -237,11 +243,17 @@ def fit(
     base_level = nanmean(run_loc, axis=1)
     diff = head_loc - base_level
     # The head's median is only as sure as its lower processes agree: interference only adds
-    # time, so a median far above the fastest process means two of them may have been hit.
+    # time, so a median far above the fastest process means two of them may have been hit. The
+    # head is one run, and its own processes are all that is known of its conditions: its gap
+    # stands alone (a runner noisier than the history's is not pooled away, and each added
+    # process narrows it). A baseline run is one of several: its gap is weighed against the
+    # history's process spread (_history_process_variance).
     gap = head_loc - heads.minima(yh)
     head_var = _median_var(h_cnt) * np.maximum(var_e, _gap_variance(gap, h_cnt))
     run_gap = np.where(present, run_loc - run_min, 0.0)
-    run_var = _median_var(counts) * np.maximum(var_e[:, None], _gap_variance(run_gap, counts))
+    run_var = _median_var(counts) * _history_process_variance(
+        var_e[:, None], df_e[:, None], run_gap, counts
+    )
     base_var = np.where(present, run_var, 0.0).sum(axis=1) / k_runs**2
     runs_part = var_v * (1 + 1 / k_runs)
     var_c = runs_part + head_var + base_var
@@ -391,21 +403,45 @@ _MEDIAN_INEFFICIENCY = {1: 1.0, 2: 1.0, 3: 1.346, 4: 1.193, 5: 1.435, 6: 1.289, 
 _INEFFICIENCY_BY_N = np.array([_MEDIAN_INEFFICIENCY.get(k, math.pi / 2) for k in range(10)])
 
 
-# GAP_LEVEL's point of (median - minimum)^2 of n standard normal values, n = 0..9 (n past 9
-# looked up as 9, where the gap is smaller than theirs: the side of caution), by simulation
-# (tests/stats/test_calibration.py checks them). 0 and 1 process have no gap.
+# (median - minimum)^2 of n standard normal values, n = 0..9 (n past 9 looked up as 9, where
+# the gap is smaller than theirs: the side of caution), by simulation
+# (tests/stats/test_calibration.py checks them): its GAP_LEVEL point, its mean, and the
+# degrees of freedom that gap^2 / mean carries as an estimate of the process variance
+# (2 mean^2 / variance, as a chi-square's). 0 and 1 process have no gap.
 GAP_LEVEL = 0.75
 _GAP_SQ_POINT = np.array([np.inf, np.inf, 0.662, 1.489, 1.905, 2.438, 2.69, 3.043, 3.22, 3.473])
+_GAP_SQ_MEAN = np.array([np.inf, np.inf, 0.501, 1.171, 1.444, 1.788, 1.992, 2.233, 2.401, 2.581])
+_GAP_DF = np.array([0.0, 0.0, 1.0, 0.86, 1.37, 1.63, 2.07, 2.31, 2.72, 2.93])
 
 
 def _gap_variance(gap: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """A process variance read from how far a median of n processes lies above their fastest:
-    beyond var_e in 1 - GAP_LEVEL of runs of normal processes, and growing with the gap where
-    interference (which only adds time) lifted the median. Before, (gap / 2)^2 * 3 / n stood in
-    for var_e * median_var(n) at any n: it exceeded it on average at 9 processes, so every extra
-    process bought less than it should (90% intervals covered 0.95 at 9 processes spread 5%)."""
+    """The head's process variance read from how far its median of n processes lies above its
+    fastest: beyond var_e in 1 - GAP_LEVEL of runs of normal processes, and growing with the
+    gap where interference (which only adds time) lifted the median."""
     k = np.minimum(np.asarray(n, dtype=int), len(_GAP_SQ_POINT) - 1)
     result: np.ndarray = gap**2 / _GAP_SQ_POINT[k]
+    return result
+
+
+def _history_process_variance(
+    var_e: np.ndarray, df_e: np.ndarray, gap: np.ndarray, n: np.ndarray
+) -> np.ndarray:
+    """The process variance a baseline run's median of n processes is read with: the
+    configuration's history (var_e, from every run's processes, with its df_e degrees of
+    freedom) pooled with what the run's own gap between its median and its fastest process
+    says, each weighted by the degrees of freedom it carries; never below var_e. One gap
+    carries about one degree of freedom, so a configuration whose history holds many more (its
+    processes agree run after run) is no longer judged by one baseline run's gap alone. Before,
+    the gap's 75% point stood in for the process variance whenever it was larger, for every
+    baseline run as for the head: one baseline run whose fastest process drew the other GPU
+    state widened a configuration's interval for every head compared with it (docs/statistics.md,
+    "Runs", step 1)."""
+    k = np.minimum(np.asarray(n, dtype=int), len(_GAP_SQ_MEAN) - 1)
+    df_g = _GAP_DF[k]
+    from_gap = gap**2 / _GAP_SQ_MEAN[k]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pooled = (df_e * var_e + df_g * from_gap) / (df_e + df_g)
+    result: np.ndarray = np.maximum(var_e, np.nan_to_num(pooled, nan=0.0, posinf=0.0))
     return result
 
 
@@ -616,7 +652,7 @@ def _spread(
     cfg = np.concatenate([cb, ch])
     moved = dev != 0
     mad = cell_medians(np.abs(dev[moved]), cfg[moved], c_n)
-    cap = np.where(np.isfinite(mad) & (mad > 0), 3 * 1.4826 * mad, np.inf)[cfg]
+    cap = np.where(np.isfinite(mad) & (mad > 0), DEVIATION_CAP_SD * 1.4826 * mad, np.inf)[cfg]
     result: np.ndarray = np.bincount(cfg, np.minimum(dev * dev, cap * cap), minlength=c_n)
     return result
 
@@ -649,7 +685,7 @@ def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.nd
     chance = chdtri(max(n - 1, 1), 1 - POOL_EVIDENCE) / max(n - 1, 1)
     noise_mean = float(noise.mean() if every else np.mean(noise[ok]))
     spread = float(nanvar(kept)) - noise_mean * chance
-    tau2 = max(spread, 0.05)  # never pool all the way: configurations may differ
+    tau2 = max(spread, POOL_FLOOR)
     precision = where_ok(1.0 / noise, 0.0) + 1.0 / tau2
     shrunk = (where_ok(logs / noise, 0.0) + mean / tau2) / precision
     # Degrees of freedom: no more than all the configurations' logs hold together (the pooled

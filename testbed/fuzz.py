@@ -32,7 +32,7 @@ from schemathesis.checks import CHECKS as ALL_CHECKS
 from schemathesis.config._checks import POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES
 from schemathesis.core.failures import FailureGroup
 
-from gate_server.auth import sign_upload
+from gate_server.domain.auth import sign_upload
 from testbed.factories import body, make_results
 from testbed.gate_helpers import (
     create_token,

@@ -84,8 +84,8 @@ def create_token(
     can_act: bool = False,
 ) -> Token:
     """A new token; a viewer token has no repository, and branches only when it may act."""
-    from gate_server.auth import issue_token
     from gate_server.db import open_database
+    from gate_server.domain.auth import issue_token
 
     s = open_database(database_url)
     try:
@@ -121,7 +121,7 @@ def server_with_ci_token(
 
 def signed_headers(secret: str, body: bytes, *, timestamp: int | None = None) -> dict[str, str]:
     """The headers of an upload, signed as DESIGN.md says."""
-    from gate_server.auth import sign_upload
+    from gate_server.domain.auth import sign_upload
 
     ts = str(int(time.time()) if timestamp is None else timestamp)
     return {

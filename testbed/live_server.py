@@ -77,7 +77,7 @@ def _start_once(
     if prelude is None:
         command = [sys.executable, "-m", "gate_server"]
     else:
-        run = "import sys; from gate_server.cli import main; sys.exit(main(sys.argv[1:]))"
+        run = "import sys; from gate_server.cli.main import main; sys.exit(main(sys.argv[1:]))"
         command = [sys.executable, "-c", f"{prelude}\n{run}"]
     command += ["serve", "--host", "127.0.0.1"]
     command += ["--port", str(port), "--database-url", database_url, "--log-level", "warning"]

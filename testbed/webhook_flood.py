@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from gate_server.github.webhook import WEBHOOK_PATH
+from gate_server.http.webhook import WEBHOOK_PATH
 from testbed.live_server import LiveServer
 
 SECRET = "webhook-memory-secret"

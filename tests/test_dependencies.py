@@ -5,6 +5,9 @@ handed over as strings ("pkg.module:function" for importlib or uvicorn, `python 
 subprocess command). A forbidden import or an import circle between modules fails here with
 the file and line that made it. The layers' picture in docs/layout.md is checked against the
 same table: its arrows are parsed, and a missing, extra or upward arrow fails.
+
+Inside gate_server the same holds one level down, between its rooms (a folder, or a module at
+its root): SERVER_ROOMS is the table, "The server's rooms" in docs/layout.md its picture.
 """
 
 from __future__ import annotations
@@ -46,6 +49,25 @@ NEVER: dict[str, frozenset[str]] = {
 # Circles that exist today and are being removed elsewhere; each names who removes it. An entry
 # whose circle is gone fails the test: delete it then, so the list never hides a new circle.
 KNOWN_CIRCLES: dict[frozenset[str], str] = {}
+
+# gate_server's rooms, top to bottom: a folder, or a module at the package's root. Room -> the
+# rooms it may import besides itself and the foundation. The foundation (modules at the root
+# that every room uses) imports nothing of the server but itself.
+SERVER_FOUNDATION = frozenset({"settings", "errors", "clock", "numbers", "workloads"})
+SERVER_ROOMS: dict[str, frozenset[str]] = {
+    "__init__": frozenset({"asgi"}),
+    "__main__": frozenset({"cli"}),
+    "cli": frozenset({"asgi", "domain", "db"}),
+    "asgi": frozenset({"http", "jobs", "services", "db"}),
+    "http": frozenset({"services", "dashboard", "github", "domain", "db"}),
+    "jobs": frozenset({"domain", "db"}),
+    "services": frozenset({"dashboard", "github", "domain", "db"}),
+    "dashboard": frozenset({"domain", "db"}),
+    "github": frozenset({"domain", "db"}),
+    "domain": frozenset({"db"}),
+    "db": frozenset(),
+    "foundation": frozenset(),
+}
 _TARGET = re.compile(rf"^(?:{'|'.join(OURS)})(?:\.\w+)*(?::\w+)?$")
 
 
@@ -239,22 +261,24 @@ def test_the_checks_see_imports_inside_functions_and_in_strings(tmp_path: Path) 
     # The test itself: a lazy import, an importlib string and a `-m` command all count.
     path = tmp_path / "probe.py"
     path.write_text(
-        "def f():\n    import torch\n    from gate_server.cli import serve_main\n"
+        "def f():\n    import torch\n    from gate_server.cli.main import serve_main\n"
         "COMMANDS = {'x': ('rnx_cli.main:main', None)}\n"
         "CMD = ['python', '-m', 'rnx_cli', 'serve']\n"
     )
-    targets = {i.target for i in imports_of("gate_server.probe", path, {"gate_server.cli": path})}
-    assert targets == {"torch", "gate_server.cli", "rnx_cli.main", "rnx_cli"}
+    targets = {
+        i.target for i in imports_of("gate_server.probe", path, {"gate_server.cli.main": path})
+    }
+    assert targets == {"torch", "gate_server.cli.main", "rnx_cli.main", "rnx_cli"}
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 ARROW = re.compile(r"([a-z_]+) +--> +(.*)$")
 
 
-def diagram_arrows(layout: str) -> list[tuple[str, frozenset[str]]]:
-    """The arrows of the fenced picture under "## The layers", top to bottom: `A --> B, C` is
+def diagram_arrows(layout: str, heading: str = "The layers") -> list[tuple[str, frozenset[str]]]:
+    """The arrows of the fenced picture under "## <heading>", top to bottom: `A --> B, C` is
     (A, {B, C}); a target list in parentheses means none."""
-    section = layout.split("\n## The layers\n", 1)[1]
+    section = layout.split(f"\n## {heading}\n", 1)[1]
     picture = section.split("```", 2)[1]
     arrows = []
     for line in picture.splitlines():
@@ -266,14 +290,18 @@ def diagram_arrows(layout: str) -> list[tuple[str, frozenset[str]]]:
     return arrows
 
 
-def diagram_errors(arrows: list[tuple[str, frozenset[str]]]) -> list[str]:
-    """Where the picture's arrows differ from MAY_IMPORT, or point up the picture."""
+def diagram_errors(
+    arrows: list[tuple[str, frozenset[str]]],
+    table: dict[str, frozenset[str]] = MAY_IMPORT,
+) -> list[str]:
+    """Where the picture's arrows differ from the table (MAY_IMPORT unless told), or point up
+    the picture."""
     errors = []
     drawn = dict(arrows)
     if len(drawn) != len(arrows):
         errors.append("a package has two arrows")
-    for package in sorted(set(OURS) | set(drawn)):
-        have, allowed = drawn.get(package), MAY_IMPORT.get(package)
+    for package in sorted(set(table) | set(drawn)):
+        have, allowed = drawn.get(package), table.get(package)
         if allowed is not None:
             allowed = allowed - {package}  # itself always, drawn or not
         if have is None or allowed is None:
@@ -307,3 +335,98 @@ def test_a_wrong_picture_is_caught() -> None:
         "rnx_github: picture ['rnx'], table ['rnx', 'stats']"
     ]
     assert "bench_runner --> action: drawn pointing up" in diagram_errors(diagram_arrows(upward))
+
+
+def server_room(module: str) -> str:
+    """The room of a gate_server module: its folder, or the module itself at the root (the
+    foundation's modules share one room)."""
+    parts = module.split(".")
+    name = parts[1] if len(parts) > 1 else "__init__"
+    return "foundation" if name in SERVER_FOUNDATION else name
+
+
+def server_room_imports(graph: dict[str, list[Import]]) -> dict[str, list[Import]]:
+    """Room -> the imports by its modules of modules in another room."""
+    found: dict[str, list[Import]] = {}
+    for module, imports in graph.items():
+        if _top(module) != "gate_server":
+            continue
+        room = server_room(module)
+        found.setdefault(room, [])
+        for i in imports:
+            in_server = i.target in graph and _top(i.target) == "gate_server"
+            if in_server and server_room(i.target) != room:
+                found[room].append(i)
+    return found
+
+
+def test_every_server_module_is_in_a_known_room(graph: dict[str, list[Import]]) -> None:
+    rooms = {server_room(m) for m in graph if _top(m) == "gate_server"}
+    assert rooms <= set(SERVER_ROOMS), (
+        f"rooms of gate_server without a row in SERVER_ROOMS: {sorted(rooms - set(SERVER_ROOMS))}"
+        ' (and in docs/layout.md, "The server\'s rooms")'
+    )
+
+
+def test_server_rooms_import_only_what_the_layout_allows(graph: dict[str, list[Import]]) -> None:
+    wrong = [
+        str(i)
+        for room, imports in server_room_imports(graph).items()
+        for i in imports
+        if server_room(i.target) not in SERVER_ROOMS[room]
+        and not (server_room(i.target) == "foundation" and room != "foundation")
+    ]
+    assert not wrong, "imports between gate_server's rooms against docs/layout.md:\n" + "\n".join(
+        wrong
+    )
+
+
+def test_no_import_circle_between_server_rooms(graph: dict[str, list[Import]]) -> None:
+    # The table itself draws no circle, and neither do the imports as they are.
+    assert _cycles({r: set(t) for r, t in SERVER_ROOMS.items()}) == []
+    edges = {
+        room: {server_room(i.target) for i in imports}
+        for room, imports in server_room_imports(graph).items()
+    }
+    for targets in list(edges.values()):
+        for target in targets:
+            edges.setdefault(target, set())
+    circles = _cycles(edges)
+    lines = sorted(
+        str(i)
+        for circle in circles
+        for i in server_room_imports(graph)[circle[0]]
+        if server_room(i.target) in circle
+    )
+    assert not circles, f"gate_server's rooms that import each other: {circles}\n" + "\n".join(
+        lines
+    )
+
+
+def test_the_rooms_picture_matches_the_table() -> None:
+    arrows = diagram_arrows((ROOT / "docs" / "layout.md").read_text(), "The server's rooms")
+    errors = diagram_errors(arrows, SERVER_ROOMS)
+    assert not errors, "docs/layout.md's rooms against SERVER_ROOMS:\n" + "\n".join(errors)
+
+
+def test_a_room_importing_upward_is_caught(tmp_path: Path) -> None:
+    # The domain importing a route: the check names the file and line that made the import.
+    path = tmp_path / "probe.py"
+    path.write_text("from gate_server.http.answers import Answer\n")
+    modules = {"gate_server.domain.probe": path, "gate_server.http.answers": path}
+    graph = {m: imports_of(m, path, modules) for m in modules}
+    graph["gate_server.http.answers"] = []
+    imports = server_room_imports(graph)["domain"]
+    assert [server_room(i.target) for i in imports] == ["http"]
+    assert "http" not in SERVER_ROOMS["domain"]
+    assert server_room("gate_server.settings") == "foundation"
+    assert server_room("gate_server.db.runs") == "db"
+
+
+def test_a_wrong_rooms_picture_is_caught() -> None:
+    picture = (ROOT / "docs" / "layout.md").read_text()
+    upward = picture.replace("domain     --> db", "domain     --> db, http")
+    assert diagram_errors(diagram_arrows(upward, "The server's rooms"), SERVER_ROOMS) == [
+        "domain: picture ['db', 'http'], table ['db']",
+        "domain --> http: drawn pointing up",
+    ]

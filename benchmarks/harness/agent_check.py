@@ -120,9 +120,9 @@ def _budget_overrun(repo: Path, budgets: list[float], work: Path) -> list[tuple[
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from gate_server.agents import issue_agent_token
     from gate_server.clock import utcnow
     from gate_server.db import open_database
+    from gate_server.domain.agents import issue_agent_token
     from testbed.live_server import start_server
 
     url = f"sqlite:///{work / 'gate.db'}"

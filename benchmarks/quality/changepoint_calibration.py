@@ -3,8 +3,8 @@
 Run `.venv/bin/python -m benchmarks.quality.changepoint_calibration` (about 5 minutes on 2
 cores; `--histories 4` is a 30-second smoke run). Every history is one configuration's run
 locations (log scale), seeded; after every run `stats.detect` is called as the server calls it
-(gate_server/changes.py, `benchmarks.quality.changepoint_noise.incremental`): on the newest 200
-runs, with the change points reported before as known ones.
+(gate_server/domain/change_points.py, `benchmarks.quality.changepoint_noise.incremental`): on the
+newest 200 runs, with the change points reported before as known ones.
 
 - False alarms (issue 29's cases, each `--histories` x `--runs` runs, 20,000 by default): 1%,
   2% and 3% Gaussian run-to-run noise; AR(1) rho 0.3 at 1% marginal noise; 1% noise with 5% of
@@ -35,7 +35,7 @@ from scipy.signal import lfilter
 import stats
 from benchmarks.quality.changepoint_noise import incremental
 
-WINDOW = 200  # the server's window (gate_server/changes.py)
+WINDOW = 200  # the server's window (gate_server/domain/change_points.py)
 NEAR = 2  # a change point within this many runs of the injected change finds it
 NEW_RUNS = 20  # a new series' first runs, where early reports come
 

@@ -5,8 +5,8 @@ Run `python -m benchmarks.quality.changepoint_noise` (a few minutes; `--runs` an
 make it
 shorter). Each history is one configuration's run locations (log scale), as `run_location`
 gives them. After every run `stats.detect` is called as the server calls it
-(gate_server/changes.py): on the newest `--window` runs, with the change points it reported
-before as known ones.
+(gate_server/domain/change_points.py): on the newest `--window` runs, with the change points it
+reported before as known ones.
 
 - False alarms: unchanged histories of `--runs` runs under each noise model (1%, 2% and 3%
   Gaussian run-to-run noise; AR(1) with rho 0.3, 0.6 and 0.9 and 1% marginal noise; 1% noise

@@ -11,6 +11,12 @@ main's statistics in a subprocess and print them side by side.
   run: unchanged (--unchanged replays: PASS share and BLOCKs); per configuration, its head
   times x 1.05 (flagged: WARN or BLOCK) and x 1.40 (BLOCK), --per-config replays each. The
   weakest configuration is reported beside the range.
+- Busy CPU (benchmarks/data/corpus-crossload.npz, benchmarks/quality/cross_load_corpus.py:
+  runs recorded quiet and runs recorded beside a hog on the same core): baseline runs recorded
+  quiet and the head busy, and the reverse, by turns; --history baseline runs, 3 processes of
+  10 samples, stats.compare_many with the runs and stats.gate with the product's defaults.
+  Unchanged (--cpu-unchanged replays), and per configuration its head times x 1.15 (flagged)
+  and x 1.40 (BLOCK), --cpu-per-config replays each.
 - Coverage: the 90% intervals on data drawn from the model
   (benchmarks/quality/interval_coverage.py), 2-10 baseline runs, 3-9 processes, process
   spreads 0.5-5%: share holding the true ratio.
@@ -77,12 +83,14 @@ def processes_of(doc: Any) -> int:
     return min(max(c.samples.process) + 1 for c in doc.configurations if c.samples)
 
 
-def adaptive_tier(head: Any, base: list[Any], gate: Any, start: int) -> tuple[str, int]:
+def adaptive_tier(
+    head: Any, base: list[Any], gate: Any, start: int, reports: list[Any] | None = None
+) -> tuple[str, int]:
     """The tier after the product's adaptive sampling (bench_runner/adaptive_rule.py), replayed on
-    a head
-    recorded with more processes: from `start` processes, each configuration the rule keeps
+    a head recorded with more processes: from `start` processes, each configuration the rule keeps
     open gets its next recorded process, until none is open, MAX_ADDED_PROCESSES were added or
-    the recording has no more. Returns the tier and the processes added."""
+    the recording has no more. Returns the tier and the processes added (and appends the
+    final report to reports, if given)."""
     from bench_runner.adaptive_rule import (
         MAX_ADDED_PROCESSES,
         rows_of,
@@ -92,21 +100,31 @@ def adaptive_tier(head: Any, base: list[Any], gate: Any, start: int) -> tuple[st
     )
     from rnx.verdict import evaluate
 
+    try:  # the baselines prepared once, as the harness's adaptive loop does
+        from rnx.verdict import PreparedBaselines
+
+        extra: dict[str, Any] = {"prepared": PreparedBaselines(base)}
+    except ImportError:  # a tree before it
+        extra = {}
     recorded = processes_of(head)
     per = {c.id: start for c in head.configurations}
     confirmed: set[str] = set()
     for added in range(MAX_ADDED_PROCESSES + 1):
         doc = first_processes(head, per)
-        report = evaluate(doc, base, gate)
+        report = evaluate(doc, base, gate, **extra)
+        if reports is not None:
+            reports.append(report)
         if added == MAX_ADDED_PROCESSES or start + added >= recorded:
             return report.tier, added
         rows = rows_of(report)
         projected = None
         if any(r.verdict == "undecided" for r in rows):
-            projected = verdicts(evaluate(with_processes_doubled(doc), base, gate))
+            projected = verdicts(evaluate(with_processes_doubled(doc), base, gate, **extra))
         found = still_open(report.tier, rows, confirmed, projected)
         if not found:
             return report.tier, added
+        if reports is not None:
+            reports.pop()  # not final
         for o in found:
             per[o.id] += 1
             if o.confirming:
@@ -140,15 +158,24 @@ def run_figures(
         order = rng.permutation(len(docs))
         return docs[order[0]], [bases[i] for i in order[1 : history + 1]]
 
-    def tier(head: Any, base: list[Any]) -> str:
-        found, more = adaptive_tier(head, base, gate, min(head_processes, recorded))
+    # Coverage on the recorded runs: each configuration's 90% interval holds its true ratio,
+    # 1 in an unchanged replay, 1.05 for the configuration slowed by 5%.
+    held: dict[str, list[bool]] = {}
+
+    def tier(head: Any, base: list[Any], truth: dict[str, float] | None = None) -> str:
+        reports: list[Any] = []
+        found, more = adaptive_tier(head, base, gate, min(head_processes, recorded), reports)
         added.append(more)
+        for c in reports[-1].comparisons if truth is not None else ():
+            if c.id in truth and c.low is not None and c.high is not None:
+                held.setdefault(c.id, []).append(c.low <= truth[c.id] <= c.high)
         return found
 
     tiers = []
+    ones = {c.id: 1.0 for c in docs[0].configurations}
     for _ in range(unchanged):
         head, base = draw()
-        tiers.append(tier(head, base))
+        tiers.append(tier(head, base, ones))
     ids = [c.id for c in docs[0].configurations if c.status == "ok"]
     flagged: dict[str, float] = {}
     blocked: dict[str, float] = {}
@@ -156,7 +183,7 @@ def run_figures(
         small = big = 0
         for _ in range(per_config):
             head, base = draw()
-            small += tier(slowed(head, cid, 1.05), base) != "PASS"
+            small += tier(slowed(head, cid, 1.05), base, {cid: 1.05}) != "PASS"
             big += tier(slowed(head, cid, 1.40), base) == "BLOCK"
         flagged[cid] = small / per_config
         blocked[cid] = big / per_config
@@ -170,6 +197,68 @@ def run_figures(
         "block": tiers.count("BLOCK"),
         "replays": len(tiers),
         "flagged_5": flagged,
+        "blocked_40": blocked,
+        "coverage": {k: (sum(v), len(v)) for k, v in held.items()},
+    }
+
+
+def busy_cpu_figures(
+    path: Path, *, history: int, unchanged: int, per_config: int, seed: int
+) -> dict[str, Any]:
+    """Per configuration figures on the cross-load CPU corpus (quiet against busy, both ways)."""
+    import stats
+    from benchmarks.quality.verdict_runs import Scenario, _side, load
+    from rnx.config import GateSettings
+
+    gate = GateSettings()
+    corpus = load(path)
+    assert corpus.runs is not None, f"{path}: a corpus recorded as runs"
+    rng = np.random.default_rng(seed)
+    scen = Scenario(corpus, 3, rng)
+    quiet = [i for i, r in enumerate(corpus.runs) if not corpus.busy[r].any()]
+    busy = [i for i, r in enumerate(corpus.runs) if corpus.busy[r].all()]
+    history = min(history, len(quiet) - 1, len(busy) - 1)
+    n_k, n_l = corpus.data.shape[1], corpus.data.shape[2]
+    names = corpus.kernels or [str(k) for k in range(n_k)]
+    ids = [f"{names[k]}[{lv}]" for k in range(n_k) for lv in range(n_l)]  # (level: a copy)
+    turn = itertools.count()
+
+    def tier(slow: int | None, factor: float) -> str:
+        pools = (quiet, busy) if next(turn) % 2 == 0 else (busy, quiet)
+        base_runs, head_jobs = scen.draw(history, *pools)
+        labels = np.concatenate([np.full(len(b), i) for i, b in enumerate(base_runs)])
+        base = _side(corpus.data, np.concatenate(base_runs), 0, 10, rng)
+        head = _side(corpus.data, head_jobs, 1, 10, rng)
+        if slow is not None:
+            head[slow] = [g * factor for g in head[slow]]
+        pairs = list(zip(base, head, strict=True))
+        cs = stats.compare_many(
+            pairs,
+            rope=gate.rope,
+            probability=gate.probability,
+            seed=int(rng.integers(2**31)),
+            base_runs=[list(labels)] * len(pairs),
+        )
+        decided = stats.gate(
+            dict(zip(ids, cs, strict=True)),
+            probability=gate.probability,
+            block_threshold=gate.block_threshold,
+        )
+        return decided.tier
+
+    tiers = [tier(None, 1.0) for _ in range(unchanged)]
+    flagged: dict[str, float] = {}
+    blocked: dict[str, float] = {}
+    for c, cid in enumerate(ids):
+        flagged[cid] = sum(tier(c, 1.15) != "PASS" for _ in range(per_config)) / per_config
+        blocked[cid] = sum(tier(c, 1.40) == "BLOCK" for _ in range(per_config)) / per_config
+    return {
+        "runs": len(corpus.runs),
+        "history": history,
+        "pass": tiers.count("PASS") / max(len(tiers), 1),
+        "block": tiers.count("BLOCK"),
+        "replays": len(tiers),
+        "flagged_15": flagged,
         "blocked_40": blocked,
     }
 
@@ -214,9 +303,17 @@ def cost_figures(repeat: int) -> dict[str, float]:
             for c in range(n)
         ]
         labels = [[r for r in range(6) for _ in range(3)]] * n
+        # Prepared once, as the server does per baseline set (a tree before stats.prepare_baseline
+        # keeps the base sides in its own caches instead).
+        prepare = getattr(stats, "prepare_baseline", None)
+        extra: dict[str, Any] = (
+            {"baseline": prepare([p[0] for p in pairs], labels)}
+            if prepare
+            else {"base_runs": labels}
+        )
 
-        def regate(pairs: list[Any] = pairs, labels: list[Any] = labels) -> None:
-            cs = stats.compare_many(pairs, seed=0, base_runs=labels)
+        def regate(pairs: list[Any] = pairs, extra: dict[str, Any] = extra) -> None:
+            cs = stats.compare_many(pairs, seed=0, **extra)
             stats.gate({str(i): c for i, c in enumerate(cs)})
 
         regate()  # the first call's imports and kept base sides are not a re-gate's
@@ -249,9 +346,21 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
                 seed=args.seed,
                 base_processes=n,
             )
+    busy = {}
+    if args.cpu_per_config or args.cpu_unchanged:
+        for path in args.cpu_corpus or [DATA / "corpus-crossload.npz"]:
+            busy[path.stem] = busy_cpu_figures(
+                path,
+                history=args.history,
+                unchanged=args.cpu_unchanged,
+                per_config=args.cpu_per_config,
+                seed=args.seed,
+            )
     return {
         "corpora": corpora,
+        "busy_cpu": busy,
         "coverage": coverage_figures(args.sims, args.seed) if args.sims else [],
+        "sims": args.sims,
         "cost_ms": cost_figures(args.repeat),
     }
 
@@ -259,6 +368,36 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
 def _weakest(shares: dict[str, float]) -> str:
     k = min(shares, key=lambda x: shares[x])
     return f"{min(shares.values()):.0%}-{max(shares.values()):.0%} (weakest {k}: {shares[k]:.0%})"
+
+
+def _coverage_line(cov: dict[str, tuple[int, int]]) -> str:
+    """Coverage of the 90% intervals on recorded runs, pooled and per configuration, beside
+    the range the worst configuration's share would have (5-95%) if every interval covered
+    exactly 90% and the replays were independent: with a few hundred intervals each, the worst
+    of many configurations is low by chance alone (and more so on a corpus of few runs, whose
+    replays share their heads)."""
+    shares = {k: h / n for k, (h, n) in cov.items() if n}
+    pooled = sum(h for h, _ in cov.values()) / max(sum(n for _, n in cov.values()), 1)
+    k = min(shares, key=lambda x: shares[x])
+    rng = np.random.default_rng(0)
+    sizes = np.array([n for _, n in cov.values() if n])
+    worst = [(rng.binomial(sizes, 0.9) / sizes).min() for _ in range(2000)]
+    lo, hi = np.quantile(worst, [0.05, 0.95])
+    return (
+        f"  coverage of 90% intervals on these runs: {pooled:.3f} pooled; per configuration "
+        f"{min(shares.values()):.3f}-{max(shares.values()):.3f} (worst {k}; at exactly 90% and "
+        f"independent replays, the worst would be {lo:.3f}-{hi:.3f}: replays share their "
+        "recorded heads, so the worst strays further)"
+    )
+
+
+def expected_worst(sims: int, settings: int, configs: int = 8) -> tuple[float, float]:
+    """5-95% range of the worst of settings x configs coverage shares, each of sims
+    intervals, if every interval covered exactly 90%."""
+    rng = np.random.default_rng(0)
+    worst = [(rng.binomial(sims, 0.9, settings * configs) / sims).min() for _ in range(2000)]
+    lo, hi = np.quantile(worst, [0.05, 0.95])
+    return float(lo), float(hi)
 
 
 def report(name: str, got: dict[str, Any]) -> list[str]:
@@ -271,13 +410,27 @@ def report(name: str, got: dict[str, Any]) -> list[str]:
             f"  5% slower, flagged per configuration: {_weakest(f['flagged_5'])}",
             f"  40% slower, BLOCK per configuration: {_weakest(f['blocked_40'])}",
         ]
+        if f.get("coverage"):
+            lines.append(_coverage_line(f["coverage"]))
+    for corpus, f in got.get("busy_cpu", {}).items():
+        lines += [
+            f"{corpus} (busy CPU): {f['runs']} runs, {f['history']} baseline runs a replay, "
+            "quiet against busy and busy against quiet by turns",
+            f"  unchanged: PASS {f['pass']:.1%}, BLOCK {f['block']} of {f['replays']}",
+        ]
+        if f["flagged_15"]:
+            lines += [
+                f"  15% slower, flagged per configuration: {_weakest(f['flagged_15'])}",
+                f"  40% slower, BLOCK per configuration: {_weakest(f['blocked_40'])}",
+            ]
     if got["coverage"]:
         cov = got["coverage"]
         every = [c[k] for c in cov for k in ("changed", "unchanged")]
         lines.append(
             f"coverage of 90% intervals, model draws ({len(cov)} settings): "
             f"{min(every):.3f}-{max(every):.3f}; worst single configuration "
-            f"{min(c['worst'] for c in cov):.3f}"
+            f"{min(c['worst'] for c in cov):.3f} (at exactly 90%, the worst of these would be "
+            "{:.3f}-{:.3f})".format(*expected_worst(got.get("sims", 300), len(cov)))
         )
         for c in cov:
             lines.append(
@@ -300,6 +453,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-config", type=int, default=40, help="replays per configuration (40)")
     p.add_argument("--sims", type=int, default=300, help="coverage: draws per setting (300)")
     p.add_argument("--repeat", type=int, default=15)
+    p.add_argument("--cpu-corpus", type=Path, action="append", help="a busy-CPU corpus of runs")
+    p.add_argument(
+        "--cpu-unchanged", type=int, default=200, help="busy CPU: unchanged replays (200)"
+    )
+    p.add_argument(
+        "--cpu-per-config", type=int, default=20, help="busy CPU: replays per configuration (20)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--base-processes",
@@ -316,6 +476,10 @@ def main(argv: list[str] | None = None) -> int:
         rest += ["--per-config", str(args.per_config), "--sims", str(args.sims)]
         rest += ["--repeat", str(args.repeat), "--seed", str(args.seed)]
         rest += ["--base-processes", args.base_processes]
+        rest += ["--cpu-unchanged", str(args.cpu_unchanged)]
+        rest += ["--cpu-per-config", str(args.cpu_per_config)]
+        for d in args.cpu_corpus or []:
+            rest += ["--cpu-corpus", str(d.resolve())]
         for d in args.runs_dir or []:
             rest += ["--runs-dir", str(d.resolve())]
         env = {**os.environ, "PYTHONPATH": str(args.main.resolve())}
@@ -328,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
             check=True,
         )
         theirs = json.loads(done.stdout)
+        theirs.setdefault("sims", args.sims)
     got = figures(args)
     if args.json:
         print(json.dumps(got))

@@ -465,7 +465,8 @@ def analyse(
 def server_history() -> int:
     """How many baseline runs the gate server compares a head run with at most: the newest one
     plus `baseline_history` earlier ones of the same branch and environment
-    (gate_server/baselines.py stops earlier only at a run a person accepted as the new normal)."""
+    (gate_server/domain/baselines.py stops earlier only at a run a person accepted as the new
+    normal)."""
     from gate_server.settings import ServerSettings
 
     return 1 + ServerSettings.baseline_history

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import httpx
 
-from gate_server.alerts import channels, manage
 from gate_server.db import open_database
+from gate_server.domain.alerts import channels, manage
 from testbed.factories import body, make_results
 from testbed.gate_helpers import create_token, signed_headers
 from testbed.live_server import start_server

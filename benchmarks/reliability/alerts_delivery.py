@@ -31,8 +31,8 @@ from pathlib import Path
 
 import httpx
 
-from gate_server.alerts import channels, manage
-from gate_server.db import notify, open_database
+from gate_server.db import alerts, open_database
+from gate_server.domain.alerts import channels, manage
 from testbed.factories import body, make_results
 from testbed.gate_helpers import (
     create_token,
@@ -107,7 +107,7 @@ def _settled(url: str) -> dict[str, int]:
         deadline = time.monotonic() + WAIT_S
         while True:
             with database.read() as conn:
-                counts = notify.delivery_counts(conn)
+                counts = alerts.delivery_counts(conn)
             done = counts["deliveries"] == counts["delivered"]
             if done or time.monotonic() > deadline:
                 return counts

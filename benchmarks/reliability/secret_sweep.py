@@ -236,9 +236,9 @@ def sweep(root: Path, kind: str, blocks: int) -> tuple[dict[str, list[str]], int
     """One server on one database kind: (hits per place, how many secrets were planted)."""
     from cryptography.fernet import Fernet
 
-    from gate_server.agents import issue_agent_token
     from gate_server.clock import utcnow
     from gate_server.db import open_database, repositories
+    from gate_server.domain.agents import issue_agent_token
     from testbed.oidc_issuer import OidcIssuer
 
     # As docs/security.md tells an operator: stored secrets encrypted with the server's key.

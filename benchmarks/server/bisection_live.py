@@ -39,8 +39,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from action.init import WORKFLOW
 from benchmarks.server.bisection_quality import COMMITS, PROCESSES, SAMPLES, measure
-from gate_server.bisection.jobs import enqueue_start
 from gate_server.db import bisections, change_points, open_database, repositories
+from gate_server.domain.bisection.jobs import enqueue_start
 from testbed.factories import make_results
 from testbed.fakes import fake_github
 from testbed.fakes.github_commits import WORKFLOWS, add_commits, commits

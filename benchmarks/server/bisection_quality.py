@@ -1,5 +1,5 @@
 """How well a bisection pins a step to its commit: the server's own stepping and statistics
-(gate_server/bisection/plan.py) over a noisy synthetic history, one dispatch per measurement.
+(gate_server/domain/bisection/plan.py) over a noisy synthetic history, one dispatch per measurement.
 
 Each trial: a range of 16 commits after a before run, a step of STEP at a random commit (or
 none), the before and after ends measured once each, and every dispatch measuring its commit
@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from gate_server.bisection.plan import Step, classify, next_step
+from gate_server.domain.bisection.plan import Step, classify, next_step
 
 COMMITS = 16
 SAMPLES = 20  # per process

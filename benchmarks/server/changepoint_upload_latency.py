@@ -29,8 +29,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from gate_server.changes import DETECT_KIND
 from gate_server.db import open_database, outbox
+from gate_server.domain.change_points import DETECT_KIND
 from testbed.code_sides import sides, start_code_server
 from testbed.factories import DEFAULT_CONFIGS as DEFAULT
 from testbed.factories import body, make_results
@@ -120,8 +120,8 @@ def _last_job(url: str) -> int:
 
 def _handler_seconds(url: str, repeats: int = 5) -> float:
     """The detection handler alone on the full history, in this process (best of `repeats`)."""
-    from gate_server.changes import handle_detect
     from gate_server.db.outbox import OutboxJob
+    from gate_server.domain.change_points import handle_detect
     from gate_server.services import Services
     from gate_server.settings import ServerSettings
 

@@ -14,7 +14,7 @@ on SQLite and PostgreSQL, with an empty database and with 1,000,000 stored runs.
 power loss), one started with NORMAL (the setting before; the last commits before a power
 loss could vanish); the same uploads to both, alternating, then threaded throughput on each.
 --upload-slots: the server's bound on uploads ingested at once per process
-(gate_server/api.py UPLOADS_AT_ONCE) against anyio's thread pool bound of 40, on the first
+(gate_server/http/api.py UPLOADS_AT_ONCE) against anyio's thread pool bound of 40, on the first
 engine of --db. --round-trips (PostgreSQL): an upload's lookups without a transaction and
 pooled connections pinged only after a second idle (gate_server/db/engine.py), against a
 transaction around each lookup and a ping on every checkout (pool_pre_ping), as before.
@@ -23,7 +23,7 @@ transaction around each lookup and a ping on every checkout (pool_pre_ping), as 
 compared in one run, alternating, on a machine whose speed changes from minute to minute.
 --variant CODE: this tree's server against the same code with CODE run in the server process
 before it starts (a constant set, a function replaced): an idea tried side by side before it
-is written (`a.LOOP_BODY_BYTES = 0` after `import gate_server.api as a`: every upload in a
+is written (`a.LOOP_BODY_BYTES = 0` after `import gate_server.http.api as a`: every upload in a
 worker thread, as before they moved into the event loop). The two servers of a side-by-side mode
 each have an empty database of that engine.
 
@@ -61,9 +61,9 @@ from typing import Any
 import httpx
 from sqlalchemy import text
 
-from gate_server.api import UPLOADS_AT_ONCE
 from gate_server.db import Database
 from gate_server.db import runs as stored_runs
+from gate_server.http.api import UPLOADS_AT_ONCE
 from testbed.factories import body, make_results
 from testbed.gate_helpers import (
     create_token,
@@ -386,7 +386,7 @@ SIDE_BY_SIDE: dict[str, SideBySide] = {
         # 40: anyio's thread pool, the bound every upload had before
         [
             (str(UPLOADS_AT_ONCE), None),
-            ("40", "import gate_server.api as a; a.UPLOADS_AT_ONCE = 40"),
+            ("40", "import gate_server.http.api as a; a.UPLOADS_AT_ONCE = 40"),
         ],
     ),
     "round_trips": (

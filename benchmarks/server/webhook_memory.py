@@ -1,6 +1,6 @@
 """The webhook's memory under unsigned bodies: 8 concurrent 24 MiB deliveries with a wrong
 X-Hub-Signature-256, sent to the real server with its bound on unverified reads
-(gate_server/github/webhook.py, MAX_UNVERIFIED_READS) and, side by side, to one without it.
+(gate_server/http/webhook.py, MAX_UNVERIFIED_READS) and, side by side, to one without it.
 
     .venv/bin/python -m benchmarks.server.webhook_memory [--bodies 8] [--mib 24] [--rounds 2]
 
@@ -15,11 +15,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gate_server.github.webhook import MAX_UNVERIFIED_READS
+from gate_server.http.webhook import MAX_UNVERIFIED_READS
 from testbed.gate_helpers import LiveServer, start_server
 from testbed.webhook_flood import SECRET, flood, memory_mib
 
-UNBOUNDED = "import gate_server.github.webhook as w; w.MAX_UNVERIFIED_READS = 1_000_000"
+UNBOUNDED = "import gate_server.http.webhook as w; w.MAX_UNVERIFIED_READS = 1_000_000"
 
 
 def measure(server: LiveServer, bodies: int, mib: int, rounds: int) -> tuple[float, float]:

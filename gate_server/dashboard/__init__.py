@@ -1,4 +1,3 @@
-"""The dashboard: server-rendered pages for signed-in viewers (overview, history, runs, audit).
-
-Its routes are gate_server.dashboard.routes.routes; create_app mounts them.
+"""The dashboard's pages: what each shows (reads.py), how (views.py, charts.py, templates/),
+for signed-in viewers. Its routes are gate_server/http/dashboard/; create_app mounts them.
 """

@@ -108,7 +108,8 @@ class StepMark:
 
 @dataclass(frozen=True)
 class ChangeMark:
-    """A change point found in this configuration's history (gate_server/changes.py)."""
+    """A change point found in this configuration's history
+    (gate_server/domain/change_points.py)."""
 
     id: int
     after_run_id: str  # the first run after the change: the mark is drawn just before it

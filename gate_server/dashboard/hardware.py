@@ -16,7 +16,7 @@ from starlette.datastructures import QueryParams
 from gate_server.db import Database, dashboard, hardware, prices, runs
 from gate_server.db.hardware import BaselinedEnvironment
 from gate_server.db.runs import BaselineKey
-from gate_server.stored_documents import StoredDocuments
+from gate_server.domain.stored_documents import StoredDocuments
 from rnx.hardware import (
     CURRENCY,
     MAX_ENVIRONMENTS,
@@ -113,7 +113,7 @@ def _newest_baselines(
 ) -> dict[str, tuple[str, ResultsDocument]]:
     """The newest baseline of each offered environment that the baseline branch ran itself
     (an accepted pull request run only where there is no other): (run id, document) by key.
-    Documents come parsed from the server's cache (gate_server/stored_documents.py): a viewer
+    Documents come parsed from the server's cache (gate_server/domain/stored_documents.py): a viewer
     reloading the page parses nothing again."""
     chosen = []
     with database.read() as conn:

@@ -12,15 +12,12 @@ from urllib.parse import urlencode
 from pydantic import ValidationError
 from sqlalchemy.engine import Connection
 
-from gate_server.branches import all_names, follow_renames
-from gate_server.changes import compare_url
 from gate_server.dashboard.charts import ChangeMark, StepMark
 from gate_server.dashboard.explanations import explained
 from gate_server.dashboard.views import (
     EnvironmentLabels,
     HistoryRun,
     SummaryCache,
-    anchor,
     branch_url,
     build_history,
     commit_url,
@@ -36,11 +33,11 @@ from gate_server.dashboard.views import (
 )
 from gate_server.db import (
     Database,
+    alerts,
     audit,
     bisections,
     change_points,
     dashboard,
-    notify,
     renames,
     repositories,
     runs,
@@ -49,6 +46,9 @@ from gate_server.db import (
 from gate_server.db.bisections import BisectionRecord, StepRecord
 from gate_server.db.change_points import ChangePointRecord
 from gate_server.db.runs import ListedRun
+from gate_server.domain.anchors import anchor
+from gate_server.domain.branches import all_names, follow_renames
+from gate_server.domain.change_points import compare_url
 from rnx.environments import EnvironmentLabel, stored_environment_label
 from rnx.formatting import SPEED_OF_LIGHT_NOTE
 from rnx.schema import ResultsDocument
@@ -97,8 +97,8 @@ def overview(database: Database, summaries: SummaryCache, workspace_id: int) -> 
         accepts = dashboard.recent_runs(conn, repo_ids, accepted=True)
         answers = dashboard.answers(conn, [r.run_id for r in blocks])
         open_changes = change_points.open_in_workspace(conn, workspace_id)
-        # Alert channels that keep failing (gate_server/alerts/delivery.py); never a secret.
-        failing = [c for c in notify.channels(conn, workspace_id) if c.failing_since]
+        # Alert channels that keep failing (gate_server/domain/alerts/delivery.py); never a secret.
+        failing = [c for c in alerts.channels(conn, workspace_id) if c.failing_since]
         # Each environment is named by the run it is listed with (a change point: the run
         # after the step).
         listed = [r.run_id for repo in repos for r in repo["latest"]]

@@ -10,7 +10,7 @@ from gate_server.dashboard.hardware import Comparisons
 from gate_server.dashboard.sessions import SessionSigner
 from gate_server.dashboard.views import SummaryCache
 from gate_server.db import Database
-from gate_server.server_keys import stored_key
+from gate_server.domain.server_keys import stored_key
 
 # The HMAC key of the session cookies is kept in the database, so every server process
 # accepts every other's cookies.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,18 +46,6 @@ def pr_url(repository: str, pr_number: int) -> str:
 
 def branch_url(repository: str, branch: str) -> str:
     return f"{GITHUB}/{quote(repository, safe='/')}/tree/{quote(branch, safe='/')}"
-
-
-def anchor(text: str, taken: set[str]) -> str:
-    """`text` as a fragment id not in `taken` (then added to it): letters, digits, `-` and `_`
-    kept, anything else `-`, and a number appended when two texts read the same."""
-    base = re.sub(r"[^A-Za-z0-9_-]", "-", text).strip("-") or "workload"
-    found, n = base, 1
-    while found in taken:
-        n += 1
-        found = f"{base}-{n}"
-    taken.add(found)
-    return found
 
 
 def config_sort_key(config_id: str) -> tuple[int, int, int, str]:

@@ -16,7 +16,7 @@
     keys.py          the server's own secret keys
     sealed.py        secrets at rest encrypted with the operator's key (RNX_SECRET_KEY)
     deliveries.py    GitHub webhook deliveries (acted on once)
-    notify.py        alerts: channels (and their secrets), rules, deliveries
+    alerts.py        alerts: channels (and their secrets), rules, deliveries
     oidc_tokens.py   spent OIDC token ids
     outbox.py        the durable outbox: enqueue in the caller's transaction, claim under a
                      lease, complete, fail with a retry time
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from gate_server.db import (
     agent_tokens,
+    alerts,
     audit,
     autosync,
     change_points,
@@ -39,7 +40,6 @@ from gate_server.db import (
     deliveries,
     hardware,
     keys,
-    notify,
     oidc_tokens,
     outbox,
     prices,
@@ -64,7 +64,7 @@ __all__ = [
     "deliveries",
     "hardware",
     "keys",
-    "notify",
+    "alerts",
     "oidc_tokens",
     "migrate",
     "outbox",

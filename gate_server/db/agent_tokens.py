@@ -1,5 +1,5 @@
 """What an agent token adds to its tokens row: the agent's name, the user it acts for, its
-scopes and its expiry (gate_server/agents.py decides what they allow)."""
+scopes and its expiry (gate_server/domain/agents.py decides what they allow)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Auto-sync's links and the commits it dispatched (gate_server/autosync/): every SQL statement."""
+"""Auto-sync's links and the commits it dispatched (gate_server/domain/autosync/): every SQL
+statement."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Bisections of change points and their steps (gate_server/bisection/): every SQL statement."""
+"""Bisections of change points and their steps (gate_server/domain/bisection/): every SQL
+statement."""
 
 from __future__ import annotations
 

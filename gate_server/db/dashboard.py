@@ -137,7 +137,7 @@ def history(
 ) -> list[tuple[ListedRun, dict[str, Any]]]:
     """A window of a baseline branch's runs (of one environment, of one workload, when given),
     newest first, each with its stored answer. `names` are the branch's name now, then the
-    names it had (gate_server/branches.py).
+    names it had (gate_server/domain/branches.py).
 
     Documents are fetched separately (runs.documents) and only for runs the dashboard has not
     summarized yet: a stored run never changes.

@@ -42,7 +42,7 @@ SQLITE_SYNCHRONOUS = "FULL"
 # checkout (pool_pre_ping) cost each upload three round trips
 # (`benchmarks/server/server_load.py --db postgresql --round-trips`). Should the database go
 # away under load, a statement fails instead, the pool replaces every connection it holds, and
-# that request is answered 503 with Retry-After (gate_server/answers.py), which the action
+# that request is answered 503 with Retry-After (gate_server/http/answers.py), which the action
 # retries.
 PING_AFTER_IDLE_S = 1.0
 # INSERT ... RETURNING (db/runs.py insert_run) came with SQLite 3.35 (2021); Python uses the

@@ -1,5 +1,5 @@
 """The branch-rename log: one row per rename followed, never changed (resolved in
-gate_server/branches.py)."""
+gate_server/domain/branches.py)."""
 
 from __future__ import annotations
 

@@ -199,7 +199,8 @@ def _baseline_parameters(key: BaselineKey, limit: int) -> dict[str, Any]:
 
 
 # Documents apart from the baseline lookup: a server process keeps the baselines it has parsed
-# (gate_server/stored_documents.py), so an upload reads a baseline's bytes only the first time.
+# (gate_server/domain/stored_documents.py), so an upload reads a baseline's bytes only the first
+# time.
 _DOCUMENTS = select(runs.c.run_id, runs.c.document).where(
     runs.c.run_id.in_(bindparam("run_ids", expanding=True))
 )

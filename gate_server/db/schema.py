@@ -167,7 +167,7 @@ server_keys = Table(
 
 # One row per branch rename followed (GitHub-confirmed or recorded by an admin), oldest first.
 # Rows are never changed or deleted: resolving a name replays them in order
-# (gate_server/branches.py), which keeps cycles (a->b->a) and chains (a->b->c) right, and
+# (gate_server/domain/branches.py), which keeps cycles (a->b->a) and chains (a->b->c) right, and
 # keeps every name a run was uploaded under explainable.
 branch_renames = Table(
     "branch_renames",
@@ -182,8 +182,8 @@ branch_renames = Table(
     Index("ix_branch_renames_repository", "repository_id", "id"),
 )
 
-# A profile's Chrome trace kept with its run (harness.keep-traces; gate_server/traces.py): the
-# gzip bytes as uploaded, under the file name the run's document gives the trace.
+# A profile's Chrome trace kept with its run (harness.keep-traces; gate_server/domain/traces.py):
+# the gzip bytes as uploaded, under the file name the run's document gives the trace.
 run_traces = Table(
     "run_traces",
     metadata,
@@ -194,8 +194,9 @@ run_traces = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
-# A step change in a baseline branch's history of one configuration (gate_server/changes.py),
-# stored once: the unique key is the series and the first run after the change.
+# A step change in a baseline branch's history of one configuration
+# (gate_server/domain/change_points.py), stored once: the unique key is the series and the first run
+# after the change.
 change_points = Table(
     "change_points",
     metadata,
@@ -238,8 +239,8 @@ change_points = Table(
     Index("ix_change_points_repository_status", "repository_id", "status", "id"),
 )
 
-# A change point's bisection (gate_server/bisection/): the range's commits (JSON, oldest first),
-# where it stands, and what it found. One per change point.
+# A change point's bisection (gate_server/domain/bisection/): the range's commits (JSON, oldest
+# first), where it stands, and what it found. One per change point.
 bisections = Table(
     "bisections",
     metadata,
@@ -280,7 +281,7 @@ bisection_steps = Table(
     UniqueConstraint("bisection_id", "commit_index", "attempt", name="uq_bisection_steps_attempt"),
 )
 
-# Auto-sync (gate_server/autosync/): a workload linked on a branch with `rnx link`; every new
+# Auto-sync (gate_server/domain/autosync/): a workload linked on a branch with `rnx link`; every new
 # commit of that branch that touches it (or what it imports) is benchmarked. kernalin.yml's
 # `auto-sync:` links are read from the pushed commit instead and never stored. A removed link
 # keeps its row (removed_at) so the audit trail and a later re-link stay readable.
@@ -333,14 +334,14 @@ run_locations = Table(
     Column("location", Float, nullable=False),
 )
 
-# The durable outbox (gate_server/outbox.py): work to do after an answer, written in the same
+# The durable outbox (gate_server/jobs/worker.py): work to do after an answer, written in the same
 # transaction as what caused it, done by whichever server process holds its lease.
 outbox = Table(
     "outbox",
     metadata,
     Column("id", _BIG_ID, primary_key=True),
     Column("delivery_id", String(36), nullable=False, unique=True),  # for receivers to dedupe
-    Column("kind", String(64), nullable=False),  # picks the handler (gate_server/jobs.py)
+    Column("kind", String(64), nullable=False),  # picks the handler (gate_server/jobs/handlers.py)
     Column("payload", Text, nullable=False),  # JSON
     Column("state", String(10), nullable=False),  # pending | done | failed
     Column("created_at", DateTime(timezone=True), nullable=False),
@@ -388,10 +389,10 @@ oidc_token_uses = Table(
     Column("expires_at", DateTime(timezone=True), nullable=False),
 )
 
-# ---- alerts (gate_server/alerts/): where a workspace's events go
+# ---- alerts (gate_server/domain/alerts/): where a workspace's events go
 
 # A channel: where messages are sent. `secret` holds what must never be shown (a webhook URL,
-# an SMTP password, a webhook's signing key) as JSON; only gate_server/alerts/ reads it, and
+# an SMTP password, a webhook's signing key) as JSON; only gate_server/domain/alerts/ reads it, and
 # `shown` is what listings print instead. `config` holds what may be shown (SMTP host, the
 # addresses). The failure columns count consecutive failed sends (a success resets them).
 notify_channels = Table(

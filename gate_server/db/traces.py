@@ -1,4 +1,4 @@
-"""Kept profile traces (gate_server/traces.py): one row per run and trace file name."""
+"""Kept profile traces (gate_server/domain/traces.py): one row per run and trace file name."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ class GitHubIntegration:
         return cls(webhook_secret=settings.github_webhook_secret, app=app, oidc=oidc)
 
     def oidc_login(self, database: Database, token: str) -> TokenRecord:
-        """For gate_server.auth.authenticate: a JWT bearer is an OIDC token."""
+        """For gate_server.domain.auth.authenticate: a JWT bearer is an OIDC token."""
         if self.oidc is None:
             raise Unauthenticated(
                 "this server does not take OIDC tokens (RNX_OIDC_AUDIENCE=off); send a CI token",

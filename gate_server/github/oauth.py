@@ -24,10 +24,10 @@ from urllib.parse import urlencode
 import httpx
 from sqlalchemy.engine import Connection
 
-from gate_server.auth import hash_token
 from gate_server.db import Database, audit, repositories, tokens
 from gate_server.db.repositories import Repository
 from gate_server.db.tokens import VIEWER, TokenRecord
+from gate_server.domain.auth import hash_token
 from gate_server.settings import OAuthClient
 from rnx_github.app_auth import GitHubApp
 from rnx_github.client import GitHubClient, GitHubError

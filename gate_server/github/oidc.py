@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import jwt
 
-DEFAULT_ISSUER = "https://token.actions.githubusercontent.com"
 ALGORITHMS = ["RS256"]
 # An unknown kid triggers a refresh (GitHub rotates keys), but not more often than this, so
 # a stream of forged kids cannot make us hammer the issuer.
@@ -25,11 +24,6 @@ FETCH_TIMEOUT_S = 5.0
 
 class OidcError(Exception):
     """A token we refuse; the message says why and is safe to show the client."""
-
-
-def looks_like_jwt(token: str) -> bool:
-    """A JWT (three base64url parts, JSON header) rather than one of our opaque CI tokens."""
-    return token.startswith("eyJ") and token.count(".") == 2
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gate_server.accepts import accept_run
 from gate_server.db import Database
 from gate_server.db.runs import RunRecord
+from gate_server.domain.accepts import accept_run
 from rnx.schema import ConfigComparison, Inconclusive, Tier
 from rnx_github.client import GitHubClient, GitHubError
 from rnx_github.comment import (

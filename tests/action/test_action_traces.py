@@ -1,5 +1,5 @@
 """`rnx gate` with harness.keep-traces: the traces its run kept reach the real server beside
-the run (tests/gate_server/test_traces.py covers the server's refusals); a trace the server
+the run (tests/gate_server/domain/test_traces.py covers the server's refusals); a trace the server
 refuses is a warning, never the build's failure."""
 
 from __future__ import annotations

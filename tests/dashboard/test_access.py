@@ -11,8 +11,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from gate_server.asgi import create_app
-from gate_server.auth import revoke_token
 from gate_server.db import Database
+from gate_server.domain.auth import revoke_token
 from gate_server.settings import ServerSettings
 from testbed.factories import body, make_results
 from testbed.gate_helpers import Token, signed_headers

@@ -13,7 +13,7 @@ from gate_server.asgi import create_app
 from gate_server.settings import ServerSettings
 from rnx_cli.main import main
 from testbed.gate_helpers import create_token
-from tests.gate_server.test_environment_prices import _upload
+from tests.gate_server.domain.test_environment_prices import _upload
 
 
 def _actions(app: TestClient, secret: str) -> list[tuple[str, str]]:

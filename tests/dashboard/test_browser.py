@@ -283,7 +283,7 @@ def test_an_acting_viewer_gets_the_forms_and_their_refusals_read_as_pages(
     page: Any, site: Site
 ) -> None:
     # A refused submission only: the module's other tests read the site's state as seeded
-    # (tests/gate_server/test_acting_viewers.py acknowledges and accepts through the forms).
+    # (tests/gate_server/http/test_acting_viewers.py acknowledges and accepts through the forms).
     from testbed.gate_helpers import create_token
 
     alice = create_token(

@@ -123,7 +123,7 @@ def test_a_writer_may_act_on_the_baseline_branches_the_ci_tokens_name(
         db.close()
     assert signed.kind == "viewer" and signed.can_act
     assert signed.branches == ["main", "release/*"]
-    from gate_server.cli import _print_tokens
+    from gate_server.cli.main import _print_tokens
 
     _print_tokens([signed], as_json=False)
     assert "github:hubot" in capsys.readouterr().out  # what `rnx token list` shows
@@ -155,8 +155,8 @@ def test_an_admin_revocation_is_not_undone_by_signing_in_again(
 ) -> None:
     _permit(github[1], "octocat", "read", "read")
     assert _through_github(client).status_code == 303
-    from gate_server.auth import revoke_token
     from gate_server.db import open_database, tokens
+    from gate_server.domain.auth import revoke_token
 
     db = open_database(database_url)
     try:

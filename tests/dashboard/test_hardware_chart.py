@@ -41,7 +41,7 @@ def test_the_page_template_shows_sol_only_when_a_run_has_scores() -> None:
     from types import SimpleNamespace
 
     from gate_server.dashboard.hardware import HardwareQuery
-    from gate_server.dashboard.routes import templates
+    from gate_server.http.dashboard.routes import templates
 
     def page(scored: bool) -> str:
         gpu = run("gpu", seed=2, slowdown=0.5)

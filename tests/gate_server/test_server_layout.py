@@ -53,4 +53,4 @@ def test_no_assert_and_no_cli_error_in_the_core(path: Path) -> None:
     for node in ast.walk(_tree(path)):
         assert not isinstance(node, ast.Assert), f"{_name(path)}:{node.lineno} asserts"
         if isinstance(node, ast.ImportFrom) and node.module == "rnx.errors":
-            assert _name(path) == "gate_server/cli.py", f"{_name(path)} imports rnx.errors"
+            assert _name(path) == "gate_server/cli/main.py", f"{_name(path)} imports rnx.errors"

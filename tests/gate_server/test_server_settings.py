@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from gate_server.domain.receipts import ReceiptSigner, generate_private_key_pem
 from gate_server.errors import SettingsError
-from gate_server.receipts import ReceiptSigner, generate_private_key_pem
 from gate_server.settings import ServerSettings, load_settings
 from stats import MIN_RESAMPLES
 

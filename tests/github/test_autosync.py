@@ -18,11 +18,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
 from action.init import WORKFLOW
-from gate_server.autosync import jobs as autosync_jobs
 from gate_server.db import autosync, open_database, outbox, runs
 from gate_server.db.runs import BaselineKey
-from gate_server.github.webhook import signature_of
-from gate_server.outbox import OutboxWorker
+from gate_server.domain.autosync import jobs as autosync_jobs
+from gate_server.http.webhook import signature_of
+from gate_server.jobs.worker import OutboxWorker
 from gate_server.settings import ServerSettings
 from rnx_github.app_auth import AppCredentials
 from testbed.factories import body, make_results
@@ -419,7 +419,7 @@ def test_kernalin_yml_auto_sync_links_without_rnx_link(
 def test_a_renamed_branch_keeps_its_links(
     app: TestClient, database_url: str, github: fake_github.State
 ) -> None:
-    from gate_server.branches import rename_branch
+    from gate_server.domain.branches import rename_branch
 
     token = create_token(database_url, branches=("main", "trunk"))
     link(app, token)

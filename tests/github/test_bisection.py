@@ -19,12 +19,12 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
 from action.init import WORKFLOW
-from gate_server.alerts.delivery import delivery_id
-from gate_server.alerts.message import compose
-from gate_server.bisection import jobs as bisection
-from gate_server.db import bisections, notify, open_database, outbox
-from gate_server.github.webhook import WEBHOOK_PATH, signature_of
-from gate_server.outbox import OutboxWorker
+from gate_server.db import alerts, bisections, open_database, outbox
+from gate_server.domain.alerts.delivery import delivery_id
+from gate_server.domain.alerts.message import compose
+from gate_server.domain.bisection import jobs as bisection
+from gate_server.http.webhook import WEBHOOK_PATH, signature_of
+from gate_server.jobs.worker import OutboxWorker
 from gate_server.settings import ServerSettings
 from rnx_cli.acting import bisection_text
 from rnx_github.app_auth import AppCredentials
@@ -163,9 +163,9 @@ def webhook_channel(database_url: str) -> int:
     database = open_database(database_url)
     try:
         with database.write() as conn:
-            workspace = notify.workspace_id(conn, "acme")
+            workspace = alerts.workspace_id(conn, "acme")
             assert workspace is not None
-            channel = notify.add_channel(
+            channel = alerts.add_channel(
                 conn,
                 workspace_id=workspace,
                 name="hook",
@@ -176,7 +176,7 @@ def webhook_channel(database_url: str) -> int:
                 sealer=database.sealer,
             )
             assert channel is not None
-            notify.add_rule(
+            alerts.add_rule(
                 conn,
                 workspace_id=workspace,
                 repository_id=None,
@@ -227,8 +227,8 @@ def test_a_step_in_16_commits_is_pinned_to_its_commit(
             outbox.enqueue(conn, bisection.CULPRIT_KIND, {"bisection_id": 1})
         drain(app)
         with database.read() as conn:
-            sent = notify.delivery(conn, delivery_id("culprit:1", channel))
-            first = notify.delivery(conn, delivery_id("change_point:1", channel))
+            sent = alerts.delivery(conn, delivery_id("culprit:1", channel))
+            first = alerts.delivery(conn, delivery_id("change_point:1", channel))
             culprit_jobs = outbox.jobs(conn, kind="event.culprit")
     finally:
         database.close()

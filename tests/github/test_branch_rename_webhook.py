@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gate_server.db import Database, audit
 from gate_server.db.schema import branch_renames
-from gate_server.github.webhook import WEBHOOK_PATH, signature_of
+from gate_server.http.webhook import WEBHOOK_PATH, signature_of
 from rnx_github.client import branch_of_location
 from testbed.factories import body, make_results
 from testbed.fakes import fake_github

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
 from gate_server.db import Database, audit, repositories
-from gate_server.github.webhook import WEBHOOK_PATH, signature_of, signature_ok
+from gate_server.http.webhook import WEBHOOK_PATH, signature_of, signature_ok
 from gate_server.settings import ServerSettings
 from rnx_github.app_auth import AppCredentials
 from testbed.factories import body, make_results

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from action.init import WORKFLOW
 from gate_server.db import open_database, outbox
-from gate_server.github.webhook import signature_of
+from gate_server.http.webhook import signature_of
 from rnx_cli.main import main as rnx
 from testbed.act_harness import REPO_ROOT
 from testbed.fakes import fake_github

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from action.init import WORKFLOW
 from gate_server.db import bisections, open_database
-from gate_server.github.webhook import WEBHOOK_PATH, signature_of
+from gate_server.http.webhook import WEBHOOK_PATH, signature_of
 from testbed.act_harness import REPO_ROOT
 from testbed.factories import body, make_results
 from testbed.fakes import fake_github

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import httpx
 
-from gate_server.changes import DETECT_KIND, EVENT_KIND
 from gate_server.db import Database, change_points, open_database, outbox
 from gate_server.db.outbox import OutboxJob
 from gate_server.db.runs import BaselineKey
+from gate_server.domain.change_points import DETECT_KIND, EVENT_KIND
 from testbed.factories import body, make_results
 from testbed.gate_helpers import LiveServer, create_token, signed_headers, start_server
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 
-from gate_server.alerts import channels, manage
-from gate_server.db import notify, open_database
+from gate_server.db import alerts, open_database
+from gate_server.domain.alerts import channels, manage
 from testbed.factories import body, make_results
 from testbed.gate_helpers import create_token, signed_headers
 from testbed.live_server import LiveServer
@@ -71,7 +71,7 @@ def _wait_delivered(database_url: str, expected: int, timeout: float = 120.0) ->
         deadline = time.monotonic() + timeout
         while True:
             with database.read() as conn:
-                counts = notify.delivery_counts(conn)
+                counts = alerts.delivery_counts(conn)
             if counts == {"deliveries": expected, "delivered": expected}:
                 return counts
             if time.monotonic() > deadline:

@@ -353,7 +353,7 @@ def test_hostile_bodies_to_the_accept_endpoints_are_4xx(
 def test_hostile_webhook_bodies_with_a_valid_signature_are_4xx_or_ignored(
     database_url: str, name: str
 ) -> None:
-    from gate_server.github.webhook import WEBHOOK_PATH, signature_of
+    from gate_server.http.webhook import WEBHOOK_PATH, signature_of
 
     settings_ = ServerSettings(database_url=database_url, github_webhook_secret="s3cret")
     raw = OTHER_BODIES[name]

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import pytest
 from starlette.testclient import TestClient
 
-from gate_server.auth import revoke_token
 from gate_server.db import Database, audit, runs
+from gate_server.domain.auth import revoke_token
 from testbed.factories import body, make_results
 from testbed.gate_helpers import Token, create_token, signed_headers
 

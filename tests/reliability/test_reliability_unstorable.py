@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 from gate_server.asgi import create_app
 from gate_server.db import Database, runs
-from gate_server.github.webhook import WEBHOOK_PATH, signature_of
+from gate_server.http.webhook import WEBHOOK_PATH, signature_of
 from gate_server.settings import ServerSettings
 from testbed.factories import body, make_results
 from testbed.gate_helpers import Token, create_token, signed_headers

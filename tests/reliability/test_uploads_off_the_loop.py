@@ -1,6 +1,6 @@
 """An upload waiting on the database never holds up the server's other requests: on SQLite its
 statements block the thread that runs them, so uploads are ingested in worker threads there
-(gate_server/api.py), and /healthz and /readyz answer meanwhile (issue 35, item 7)."""
+(gate_server/http/api.py), and /healthz and /readyz answer meanwhile (issue 35, item 7)."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from gate_server.settings import ServerSettings
 from rnx_cli.main import main
 from testbed.gate_helpers import create_token
 from testbed.live_server import LiveServer
-from tests.gate_server.test_acting_viewers import _pr_run
-from tests.gate_server.test_change_points import _stepped
+from tests.gate_server.domain.test_change_points import _stepped
+from tests.gate_server.http.test_acting_viewers import _pr_run
 
 
 def test_a_person_lists_acknowledges_and_accepts_with_their_token(

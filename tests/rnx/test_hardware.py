@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from rnx.errors import InvalidInput
+from rnx.errors import InvalidData
 from rnx.hardware import (
     BASELINE,
     CSV_COLUMNS,
@@ -159,7 +159,7 @@ def test_shared_names_fall_back_to_keys() -> None:
     ],
 )
 def test_bad_input_is_one_clear_error(documents, prices, message) -> None:
-    with pytest.raises(InvalidInput, match=message):
+    with pytest.raises(InvalidData, match=message):
         compare_hardware(documents(), prices=prices)
 
 

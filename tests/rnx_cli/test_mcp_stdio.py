@@ -20,9 +20,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from gate_server.agents import issue_agent_token
 from gate_server.clock import utcnow
 from gate_server.db import audit, open_database
+from gate_server.domain.agents import issue_agent_token
 from testbed.live_server import LiveServer
 from tests.rnx_cli.conftest import ROOT, slow_down
 

@@ -66,9 +66,27 @@ def test_90_percent_intervals_cover_the_truth_88_to_92_percent() -> None:
 
 
 @pytest.mark.parametrize("n", range(2, 10))
-def test_gap_points_are_the_normal_gaps(n: int) -> None:
-    """_GAP_SQ_POINT[n]: GAP_LEVEL's point of (median - minimum)^2 of n standard normals."""
+def test_gap_moments_are_the_normal_gaps(n: int) -> None:
+    """_GAP_SQ_POINT[n], _GAP_SQ_MEAN[n] and _GAP_DF[n]: GAP_LEVEL's point and the mean of
+    (median - minimum)^2 of n standard normals, and the degrees of freedom of gap^2 / mean as a
+    variance estimate (2 mean^2 / variance)."""
     x = np.random.default_rng(n).standard_normal((200_000, n))
     gap_sq = (np.median(x, axis=1) - x.min(axis=1)) ** 2
     point = np.quantile(gap_sq, runlevel.GAP_LEVEL)
     assert runlevel._GAP_SQ_POINT[n] == pytest.approx(point, rel=0.03)
+    assert runlevel._GAP_SQ_MEAN[n] == pytest.approx(gap_sq.mean(), rel=0.02)
+    assert runlevel._GAP_DF[n] == pytest.approx(2 * gap_sq.mean() ** 2 / gap_sq.var(), rel=0.05)
+
+
+def test_a_baseline_run_gap_weighs_by_its_degrees_of_freedom() -> None:
+    """A gap as large as the history's spread leaves var_e; a large gap widens a baseline run
+    whose history holds few degrees of freedom more than one whose history holds many."""
+    var_e = np.array([1e-4, 1e-4])
+    df_e = np.array([4.0, 40.0])
+    n = np.array([3, 3])
+    ordinary = runlevel._history_process_variance(var_e, df_e, np.array([0.005, 0.005]), n)
+    assert ordinary == pytest.approx(var_e)
+    wide = runlevel._history_process_variance(var_e, df_e, np.array([0.05, 0.05]), n)
+    gap_alone = 0.05**2 / runlevel._GAP_SQ_MEAN[3]
+    assert var_e[0] < wide[1] < wide[0] < gap_alone
+    assert wide[0] == pytest.approx((4 * 1e-4 + 0.86 * gap_alone) / 4.86)

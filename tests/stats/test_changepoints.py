@@ -348,7 +348,7 @@ def test_the_statistics_load_scipy_stats_only_when_change_points_are_tested() ->
     # scipy.stats takes most of a second to import: every server start and every `rnx` command
     # (which load the statistics) paid it, though only change-point detection uses it.
     code = (
-        "import sys, gate_server.cli, rnx_cli.main, stats\n"
+        "import sys, gate_server.cli.main, rnx_cli.main, stats\n"
         "print('scipy.stats' in sys.modules)\n"
         "stats.detect([1.0] * 8 + [2.0] * 8)\n"
         "print('scipy.stats' in sys.modules)\n"

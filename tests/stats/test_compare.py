@@ -258,7 +258,8 @@ def test_three_or_more_processes_give_the_unbiased_variance_of_their_mean() -> N
 
 
 def test_medians_and_quantiles_are_numpys() -> None:
-    from stats.compare import _medians, _quantiles
+    from stats.compare import _quantiles
+    from stats.prepared import medians as _medians
 
     rng = np.random.default_rng(11)
     sides = [[rng.random(n) for n in sizes] for sizes in ([10, 10, 10], [30], [7, 8], [10] * 18)]
@@ -370,82 +371,49 @@ def _numbers(cs: list[stats.Comparison]) -> list[tuple]:
     ]
 
 
-def test_a_kept_base_side_gives_the_numbers_of_one_worked_out_anew(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The server compares every upload with the same parsed baselines: base sides of frozen
-    groups are kept (stats/_kept.py), and a comparison against them, first or later, with the
-    same head or another, gives exactly the numbers of the same values given as lists."""
-    from stats import _kept
-
-    # Empty stores of their own: other tests may have filled the module's to their bounds.
-    kept_sides: _kept.Kept[_kept.BaseSide] = _kept.Kept(_kept.KEEP_SIDES)
-    kept_runs: _kept.Kept[Any] = _kept.Kept(_kept.KEEP_BASELINES)
-    monkeypatch.setattr(_compare_module(), "_KEPT", kept_sides)
-    monkeypatch.setattr(_compare_module(), "_KEPT_RUNS", kept_runs)
+def test_a_prepared_baseline_gives_the_numbers_of_one_worked_out_anew() -> None:
+    """The server compares every upload with the same baseline runs, prepared once
+    (stats.prepare_baseline): a comparison against them, first or later, with the same head or
+    another, gives exactly the numbers of the same values given as lists."""
     frozen, labels = _run_pairs(np.random.default_rng(5), 6, frozen=True)
     plain = [([g.tolist() for g in b], h) for b, h in frozen]
-    first = stats.compare_many(frozen, seed=1, base_runs=labels)
-    assert (len(kept_sides), len(kept_runs)) == (6, 1)  # every side, and the model's work on them
-    again = stats.compare_many(frozen, seed=1, base_runs=labels)
-    assert (len(kept_sides), len(kept_runs)) == (6, 1)  # found again, not kept twice
-    # What is kept is shared by every later comparison, so none of it can be changed.
-    ((_, kept_baseline),) = kept_runs._kept.values()
-    assert kept_baseline.shifted is not None  # the process-shift path is the one compared here
-    for a in (kept_baseline.yb, kept_baseline.run_loc, *kept_baseline.shifted):
+    prepared = stats.prepare_baseline([b for b, _ in frozen], labels)
+    first = stats.compare_many(frozen, seed=1, baseline=prepared)
+    again = stats.compare_many(frozen, seed=1, baseline=prepared)
+    # What it holds is shared by every later comparison, so none of it can be changed.
+    made = prepared.model(_compare_module().RUN_SHIFT_SD)
+    assert made is prepared.model(_compare_module().RUN_SHIFT_SD)  # made once
+    assert made.shifted is not None  # the process-shift path is the one compared here
+    for a in (made.yb, made.run_loc, *made.shifted, prepared.sides[0].locations):
         with pytest.raises(ValueError):
             a[0] = 0.0
     expected = _numbers(stats.compare_many(plain, seed=1, base_runs=labels))
     assert _numbers(first) == _numbers(again) == expected
-    # Another head against the same kept sides; and unpaired without runs.
+    # Another head against the same prepared sides; and unpaired without runs.
     other = [(b, [[x * 1.3 for x in g] for g in h]) for b, h in frozen]
     other_plain = [(pb, h) for (pb, _), (_, h) in zip(plain, other, strict=True)]
-    assert _numbers(stats.compare_many(other, seed=2, base_runs=labels)) == _numbers(
+    assert _numbers(stats.compare_many(other, seed=2, baseline=prepared)) == _numbers(
         stats.compare_many(other_plain, seed=2, base_runs=labels)
     )
-    assert _numbers(stats.compare_many(other, seed=3)) == _numbers(
+    unlabelled = stats.prepare_baseline([b for b, _ in frozen])
+    assert _numbers(stats.compare_many(other, seed=3, baseline=unlabelled)) == _numbers(
         stats.compare_many(other_plain, seed=3)
     )
 
 
-def test_only_sides_that_cannot_change_are_kept_and_bad_ones_never(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from stats import _kept
-
-    kept_sides: _kept.Kept[_kept.BaseSide] = _kept.Kept(_kept.KEEP_SIDES)
-    monkeypatch.setattr(_compare_module(), "_KEPT", kept_sides)
-
-    (frozen_group,) = stats.frozen_groups([[1.0, 2.0]])
-    with pytest.raises(ValueError):  # a view of bytes: numpy will not make it writable
-        frozen_group.setflags(write=True)
-    assert _kept.key([frozen_group]) == (id(frozen_group),)
-    writable = np.array([1.0, 2.0])
-    read_only = np.array([1.0, 2.0])
-    read_only.setflags(write=False)  # can be made writable again: not kept
-    for side in ([writable], [read_only], [frozen_group, writable], [[1.0, 2.0]], (frozen_group,)):
-        assert _kept.key(side) is None
-    # A frozen side that fails the checks raises every time and is never kept.
-    bad = list(stats.frozen_groups([[1.0] * 10, [1.0] * 9 + [-1.0]]))
-    for _ in range(2):
-        with pytest.raises(ValueError, match=r"base\[1\] contains a time <= 0"):
-            stats.compare_many([(bad, [[1.0] * 10])], seed=0, base_runs=[[0, 1]])
-    assert len(kept_sides) == 0
-
-
-def test_the_kept_sides_are_bounded_least_recently_used_first() -> None:
-    from stats import _kept
-
-    kept: _kept.Kept[_kept.BaseSide] = _kept.Kept(size=2)
-    sides = {
-        k: _kept.BaseSide(groups=[], median=float(k), locations=np.zeros(0), kept=True)
-        for k in range(3)
-    }
-    kept.put((0,), sides[0])
-    kept.put((1,), sides[1])
-    assert kept.get((0,)) is sides[0]  # now the most recently used
-    kept.put((2,), sides[2])
-    assert len(kept) == 2
-    assert kept.get((1,)) is None
-    assert kept.get((0,)) is sides[0] and kept.get((2,)) is sides[2]
-    assert kept.get(None) is None
+def test_a_prepared_baseline_is_only_for_the_sides_it_was_made_from() -> None:
+    frozen, labels = _run_pairs(np.random.default_rng(6), 3, frozen=True)
+    prepared = stats.prepare_baseline([b for b, _ in frozen], labels)
+    copies = [(list(b), h) for b, h in frozen]  # the same numbers, other objects
+    for pairs in (copies, frozen[:2], frozen[::-1]):
+        with pytest.raises(ValueError, match="baseline must be prepared from these pairs"):
+            stats.compare_many(pairs, seed=0, baseline=prepared)
+    with pytest.raises(ValueError, match="paired mode has no baseline"):
+        stats.compare_many(frozen, seed=0, baseline=prepared, paired=True)
+    # A side that fails the checks fails when prepared, naming it.
+    bad = [[1.0] * 10, [1.0] * 9 + [-1.0]]
+    with pytest.raises(ValueError, match=r"bases\[1\]\[1\] contains a time <= 0|time <= 0"):
+        stats.prepare_baseline([[[1.0] * 10], bad], [[0], [0, 1]])
+    with pytest.raises(ValueError, match="base_runs must give one sequence"):
+        stats.prepare_baseline([b for b, _ in frozen], labels[:2])
+    assert not hasattr(_compare_module(), "_KEPT")  # no cache behind the caller's back

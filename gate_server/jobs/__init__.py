@@ -1,0 +1,2 @@
+"""Background jobs: the outbox worker (worker.py) and every job kind with its handler
+(handlers.py)."""
