@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from rnx.branches import BRANCH_PATTERN
-from rnx.errors import UserError
+from rnx.errors import InvalidData
 from rnx.schema import (
     DTYPES,
     RUNTIMES,
@@ -37,6 +37,13 @@ from rnx.schema import (
 
 CONFIG_VERSION = 1
 DEFAULT_CONFIG_FILE = "kernalin.yml"
+
+
+class ConfigError(InvalidData):
+    """kernalin.yml, or a harness knob from the environment (RNX_THREADS), is not what it may
+    be: the message names the file or variable and what to write. A domain error like the
+    other InvalidData, so the contracts never raise the command line's UserError; the edges
+    that show InvalidData (rnx.errors.run_command, `rnx gate`) show this one the same way."""
 
 
 def _fraction(value: Any) -> Any:
@@ -137,7 +144,7 @@ def _threads_from_environment() -> int | None:
     if not text:
         return None
     if not (text.isascii() and text.isdigit() and len(text) < 6) or int(text) < 1:
-        raise UserError(f"RNX_THREADS={text!r}: give a whole number of threads, 1 or more")
+        raise ConfigError(f"RNX_THREADS={text!r}: give a whole number of threads, 1 or more")
     return int(text)
 
 
@@ -302,7 +309,7 @@ def override(
     try:
         return type(model).model_validate(data)
     except ValidationError as e:
-        raise UserError(_describe(e, source, key_prefix=key_prefix)) from None
+        raise ConfigError(_describe(e, source, key_prefix=key_prefix)) from None
 
 
 def parse_config(
@@ -311,14 +318,16 @@ def parse_config(
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise UserError(f"{source}: the top level must be a mapping (version:, gate:, benchmarks:)")
+        raise ConfigError(
+            f"{source}: the top level must be a mapping (version:, gate:, benchmarks:)"
+        )
     version = data.get("version", CONFIG_VERSION)
     if version != CONFIG_VERSION:
-        raise UserError(f"{source}: version {version!r} is not supported; write version: 1")
+        raise ConfigError(f"{source}: version {version!r} is not supported; write version: 1")
     try:
         return KernalinConfig.model_validate(data)
     except ValidationError as e:
-        raise UserError(_describe(e, source)) from None
+        raise ConfigError(_describe(e, source)) from None
 
 
 def load_config(path: str | Path | None) -> KernalinConfig:
@@ -332,17 +341,17 @@ def load_config(path: str | Path | None) -> KernalinConfig:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise UserError(f"cannot read config file {path}: {e.strerror}") from None
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
     except UnicodeDecodeError as e:
-        raise UserError(
+        raise ConfigError(
             f"{path} is not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8"
         ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise UserError(f"{path} is not valid YAML: {e}") from None
+        raise ConfigError(f"{path} is not valid YAML: {e}") from None
     except RecursionError:
-        raise UserError(f"{path} nests too deeply to be a kernalin.yml") from None
+        raise ConfigError(f"{path} nests too deeply to be a kernalin.yml") from None
     return parse_config(data, source=str(path))
 
 

@@ -20,7 +20,7 @@ from pydantic import (
 
 import stats
 from rnx.branches import MAX_BRANCH_CHARS, branch_name_problem
-from rnx.errors import InvalidData, UserError
+from rnx.errors import InvalidData
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
@@ -624,7 +624,7 @@ def load_results(path: str) -> ResultsDocument:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise UserError(f"cannot read results file {path}: {e.strerror}") from None
+        raise InvalidDocument(f"cannot read results file {path}: {e.strerror}") from None
     return parse_results(data, source=path)
 
 

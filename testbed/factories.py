@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from rnx.schema import MIN_SAMPLES, ResultsDocument
+from rnx.schema import MIN_SAMPLES, ResultsDocument, SpeedOfLight
 
 DEFAULT_CONFIGS: tuple[tuple[str, str, int], ...] = tuple(
     (runtime, dtype, bs)
@@ -107,6 +107,29 @@ def make_results(
 # the sticky comment: it must come out as the characters it is (assert_inert).
 HOSTILE_WORKLOAD = "kernels/<img src=x onerror=alert(1)>[click](https://evil.example)**b**.py"
 HOSTILE_REASON = "<!-- rnx-benchmark:part-end --> [click](https://evil.example) **b** <script>"
+
+
+def h200_score(
+    score: float,
+    bound: str = "memory",
+    *,
+    measured_s: float = 1e-6,
+    peak_flops: float = 989.5e12,
+    beyond_roofline: bool = False,
+) -> SpeedOfLight:
+    """A configuration's speed-of-light score against the H200's table peaks (4.8 TB/s, dense
+    float16 FLOP/s): the roofline time is the score times the measured time."""
+    peak = {"peak_bandwidth": 4.8e12} if bound == "memory" else {"peak_flops": peak_flops}
+    return SpeedOfLight(
+        score=score,
+        bound=bound,
+        roofline_s=score * measured_s,
+        measured_s=measured_s,
+        peak_source="table",
+        peak_part="H200 SXM",
+        beyond_roofline=beyond_roofline,
+        **peak,
+    )
 
 
 def assert_inert(comment: str, *, parts: int = 1) -> None:

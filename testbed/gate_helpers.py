@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 # The loopback server lives with the server; tests and benchmarks import it from here.
 from testbed.live_server import LiveServer, free_port, start_server  # noqa: F401
@@ -101,6 +102,21 @@ def create_token(
     finally:
         s.close()
     return Token(token_id, secret)
+
+
+@contextmanager
+def server_with_ci_token(
+    root: Path, repository: str = "acme/kernels", branches: tuple[str, ...] = ("main",)
+) -> Iterator[tuple[LiveServer, str]]:
+    """The real server on loopback over a new SQLite database in root, and the secret of a CI
+    token for repository: what a test of the action uploads to."""
+    url = f"sqlite:///{root / 'gate.db'}"
+    token = create_token(url, repository=repository, branches=branches)
+    live = start_server(url, root)
+    try:
+        yield live, token.secret
+    finally:
+        live.stop()
 
 
 def signed_headers(secret: str, body: bytes, *, timestamp: int | None = None) -> dict[str, str]:

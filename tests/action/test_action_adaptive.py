@@ -16,7 +16,7 @@ from action.gate import main
 from action.inputs import InputError, parse_budget
 from action.upload import Credential, UploadAnswer, upload
 from testbed.factories import make_results
-from testbed.gate_helpers import LiveServer, create_token, start_server
+from testbed.gate_helpers import LiveServer, server_with_ci_token
 from tests.bench_runner.harness_helpers import WORKLOADS
 
 REPO = "acme/kernels"
@@ -25,14 +25,8 @@ ENV = "linux-x86_64-cpu-test"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, str]]:
-    root = tmp_path_factory.mktemp("gate")
-    url = f"sqlite:///{root / 'gate.db'}"
-    token = create_token(url, repository=REPO, branches=("main",))
-    live = start_server(url, root)
-    try:
-        yield live, token.secret
-    finally:
-        live.stop()
+    with server_with_ci_token(tmp_path_factory.mktemp("gate"), REPO) as served:
+        yield served
 
 
 def _fetch(url: str, secret: str, **over: str) -> Fetched | NotFetched:

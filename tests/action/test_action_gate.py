@@ -19,8 +19,9 @@ from action.measure import Measured, local_report
 from action.upload import Credential, Outage, UploadAnswer, upload
 from action.workflow import Workflow
 from rnx.config import Benchmark, KernalinConfig
+from testbed.action_io import read_outputs
 from testbed.factories import make_results
-from testbed.gate_helpers import LiveServer, create_token, start_server
+from testbed.gate_helpers import LiveServer, create_token, server_with_ci_token, start_server
 
 REPO = "acme/kernels"
 ON_ACTIONS = {"GITHUB_ACTIONS": "true"}
@@ -28,14 +29,8 @@ ON_ACTIONS = {"GITHUB_ACTIONS": "true"}
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, str]]:
-    root = tmp_path_factory.mktemp("gate")
-    url = f"sqlite:///{root / 'gate.db'}"
-    token = create_token(url, repository=REPO, branches=("main",))
-    live = start_server(url, root)
-    try:
-        yield live, token.secret
-    finally:
-        live.stop()
+    with server_with_ci_token(tmp_path_factory.mktemp("gate"), REPO) as served:
+        yield served
 
 
 def _ctx(tmp_path: Path, pr: int | None):
@@ -130,16 +125,6 @@ def test_bad_input_is_an_error_in_the_log_and_the_summary(
     assert "does not exist in the checkout" in summary.read_text()
 
 
-def _outputs(path: Path) -> dict[str, str]:
-    values, lines, i = {}, path.read_text().splitlines(), 0
-    while i < len(lines):
-        name, _, delimiter = lines[i].partition("<<")
-        j = lines.index(delimiter, i + 1)
-        values[name] = "\n".join(lines[i + 1 : j])
-        i = j + 1
-    return values
-
-
 def test_gate_results_measured_elsewhere_end_to_end(
     server: tuple[LiveServer, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
@@ -190,7 +175,7 @@ def test_gate_results_measured_elsewhere_end_to_end(
             "main",
         ]
         assert main(argv, env=env) == 1
-    outputs = _outputs(tmp_path / "output")
+    outputs = read_outputs(tmp_path / "output")
     assert outputs["tier"] == "BLOCK" and outputs["run-url"].startswith(live.url)
     summary = (tmp_path / "summary.md").read_text()
     assert "rnx-benchmark: BLOCK" in summary and "| slower |" in summary
@@ -295,7 +280,7 @@ def test_a_push_outside_the_baseline_branches_is_measured_but_never_uploaded(
         (tmp_path / "output").unlink(missing_ok=True)
         argv = ["--from-results", str(results), "--branch", branch, "--sha", f"{seed}" * 20]
         assert main(argv, env=env) == 0
-        outputs[branch] = _outputs(tmp_path / "output")
+        outputs[branch] = read_outputs(tmp_path / "output")
         stored = httpx.get(
             f"{live.url}/api/v1/runs/{doc.run_id}",
             headers={"Authorization": f"Bearer {secret}"},

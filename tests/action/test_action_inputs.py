@@ -8,7 +8,7 @@ import pytest
 
 from action.inputs import InputError, input_variable, read_inputs
 from action.overlay import effective_config
-from rnx.errors import UserError
+from rnx.config import ConfigError
 
 
 @pytest.fixture
@@ -135,7 +135,7 @@ def test_inputs_override_kernalin_yml(repo: Path) -> None:
 
 def test_bad_key_in_kernalin_yml_is_named(repo: Path) -> None:
     (repo / "kernalin.yml").write_text("version: 1\ngate: {block_treshold: 10%}\n")
-    with pytest.raises(UserError, match="gate.block_treshold: unknown key"):
+    with pytest.raises(ConfigError, match="gate.block_treshold: unknown key"):
         effective_config(
             read_inputs({"INPUT_WORKLOAD": "kernels/attention.py"}, root=repo), root=repo
         )

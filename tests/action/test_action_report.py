@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from rnx.schema import ConfigComparison, SpeedOfLight
+from rnx.schema import ConfigComparison
 from rnx_github.comment import (
     COMMENT_MARKER,
     ConfigNote,
@@ -14,6 +14,7 @@ from rnx_github.comment import (
     parse_parts,
     status_description,
 )
+from testbed.factories import h200_score
 
 
 def _part(tier: str, env: str, *, reasons: list[str] | None = None) -> PartResult:
@@ -130,16 +131,7 @@ def test_measurement_notes_are_one_inert_line_per_configuration_under_the_table(
 
 def test_speed_of_light_is_a_column_and_a_note_when_the_run_has_scores() -> None:
     part = _part("PASS", "h200")
-    sol = SpeedOfLight(
-        score=1.31,
-        bound="memory",
-        roofline_s=1.31e-3,
-        measured_s=1e-3,
-        peak_bandwidth=4.8e12,
-        peak_source="table",
-        peak_part="H200 SXM",
-        beyond_roofline=True,
-    )
+    sol = h200_score(1.31, measured_s=1e-3, beyond_roofline=True)
     scored = dataclasses.replace(
         part, comparisons=[part.comparisons[0].model_copy(update={"speed_of_light": sol})]
     )

@@ -10,7 +10,6 @@ import hashlib
 import hmac
 import http.server
 import json
-import random
 import threading
 import time
 import uuid
@@ -20,7 +19,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from action.upload import Clock, Credential, Outage, UploadAnswer, upload
+from action.upload import Credential, Outage, UploadAnswer, upload
+from testbed.action_io import VirtualClock
 from testbed.factories import make_results
 
 GOOD_ANSWER = {
@@ -79,19 +79,6 @@ def scripted_server(script: Script) -> Iterator[str]:
         released.set()
         server.shutdown()
         server.server_close()
-
-
-class VirtualClock(Clock):
-    """Real time plus slept time, so retry schedules run instantly but are still measured."""
-
-    def __init__(self) -> None:
-        self.slept: list[float] = []
-        super().__init__(
-            monotonic=lambda: time.monotonic() + sum(self.slept),
-            sleep=self.slept.append,
-            wall=time.time,
-            rng=random.Random(1),
-        )
 
 
 def _json(status: int, payload: object, **headers: str) -> tuple[int, bytes, dict[str, str]]:

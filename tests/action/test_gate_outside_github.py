@@ -15,7 +15,7 @@ import pytest
 from action.gate import main
 from rnx_cli import receipt
 from testbed.factories import make_results
-from testbed.gate_helpers import LiveServer, create_token, start_server
+from testbed.gate_helpers import LiveServer, server_with_ci_token
 
 REPO = "acme/kernels"
 # What a GitLab job's environment holds; nothing of GitHub's.
@@ -30,14 +30,8 @@ GITLAB = {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, str]]:
-    root = tmp_path_factory.mktemp("gate")
-    url = f"sqlite:///{root / 'gate.db'}"
-    token = create_token(url, repository=REPO, branches=("main",))
-    live = start_server(url, root)
-    try:
-        yield live, token.secret
-    finally:
-        live.stop()
+    with server_with_ci_token(tmp_path_factory.mktemp("gate"), REPO) as served:
+        yield served
 
 
 def _gate(tmp_path: Path, env: dict[str, str], doc_args: dict, flags: list[str]) -> list[str]:

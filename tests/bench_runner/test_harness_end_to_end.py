@@ -15,7 +15,7 @@ import pytest
 from bench_runner import run_benchmark
 from bench_runner.cli import main as bench_main
 from bench_runner.runner import plan_configurations
-from rnx.config import Benchmark, HarnessSettings
+from rnx.config import Benchmark, ConfigError, HarnessSettings
 from rnx.errors import UserError
 from rnx.schema import parse_results
 from tests.bench_runner.harness_helpers import EXAMPLES, WORKLOADS
@@ -133,9 +133,9 @@ def test_missing_workload_is_a_user_error(tmp_path):
 
 
 def test_cli_flag_errors_name_the_flag(tmp_path):
-    with pytest.raises(UserError, match="--samples"):
+    with pytest.raises(ConfigError, match="--samples"):
         bench_main([str(WORKLOADS / "tiny.py"), "--samples", "3", "--out", str(tmp_path / "r")])
-    with pytest.raises(UserError, match="--dtypes"):
+    with pytest.raises(ConfigError, match="--dtypes"):
         bench_main([str(WORKLOADS / "tiny.py"), "--dtypes", "int8", "--out", str(tmp_path / "r")])
 
 
@@ -201,7 +201,7 @@ def test_thread_count_comes_from_the_settings_model(monkeypatch):
     # kernalin.yml's harness.threads wins over the machine's default
     assert default_threads(HarnessSettings(threads=2)) == 2
     monkeypatch.setenv("RNX_THREADS", "many")
-    with pytest.raises(UserError, match="RNX_THREADS='many'"):
+    with pytest.raises(ConfigError, match="RNX_THREADS='many'"):
         HarnessSettings()
 
 

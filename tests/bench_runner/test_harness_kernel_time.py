@@ -103,12 +103,11 @@ def test_overlapping_call_ranges_are_refused():
 
 def test_rnx_bench_takes_the_gpu_timer_and_refuses_others_naming_the_flag():
     from bench_runner.cli import _harness, _parser
-    from rnx.config import parse_config
-    from rnx.errors import UserError
+    from rnx.config import ConfigError, parse_config
 
     config = parse_config({"harness": {"gpu-timer": "kernels"}})
     assert _harness(_parser().parse_args(["w.py"]), config).gpu_timer == "kernels"
     flag = _parser().parse_args(["w.py", "--gpu-timer", "events"])
     assert _harness(flag, config).gpu_timer == "events"  # the flag wins over the file
-    with pytest.raises(UserError, match=r"--gpu-timer: 'cuda' is not allowed"):
+    with pytest.raises(ConfigError, match=r"--gpu-timer: 'cuda' is not allowed"):
         _harness(_parser().parse_args(["w.py", "--gpu-timer", "cuda"]), config)

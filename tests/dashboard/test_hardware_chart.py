@@ -6,6 +6,7 @@ import re
 
 from gate_server.dashboard.hardware_chart import _decades, comparison_svg
 from rnx.hardware import compare_hardware
+from testbed.factories import h200_score
 from tests.rnx.test_hardware import run
 
 
@@ -41,20 +42,11 @@ def test_the_page_template_shows_sol_only_when_a_run_has_scores() -> None:
 
     from gate_server.dashboard.hardware import HardwareQuery
     from gate_server.http.dashboard.routes import templates
-    from rnx.schema import SpeedOfLight
 
     def page(scored: bool) -> str:
         gpu = run("gpu", seed=2, slowdown=0.5)
         if scored:
-            sol = SpeedOfLight(
-                score=0.25,
-                bound="memory",
-                roofline_s=2.5e-7,
-                measured_s=1e-6,
-                peak_bandwidth=4.8e12,
-                peak_source="table",
-                peak_part="H200 SXM",
-            )
+            sol = h200_score(0.25)
             configs = [c.model_copy(update={"speed_of_light": sol}) for c in gpu.configurations]
             gpu = gpu.model_copy(update={"configurations": configs})
         c = compare_hardware([run("cpu", seed=1), gpu])

@@ -9,14 +9,14 @@ benchmarks/reliability/action_faults.py.
 
 from __future__ import annotations
 
-import random
 import time
 from pathlib import Path
 
 import pytest
 
 from action.gate import main
-from action.upload import Clock, Credential, Outage, upload
+from action.upload import Credential, Outage, upload
+from testbed.action_io import VirtualClock, read_outputs
 from testbed.factories import make_results
 from testbed.misbehaving import OUTAGE_MODES, STATUS_MODES, outage
 
@@ -30,29 +30,6 @@ GIVE_UP_AT_ONCE = {"http-401", "http-403", "http-404", "http-413", "http-422"}
 REFUSED = GIVE_UP_AT_ONCE | {"deep-json-422", "non-json-201", "wrong-json-201", "deep-json-201"}
 
 
-class VirtualClock(Clock):
-    """Real time plus slept time: retry schedules run instantly but count against the budget."""
-
-    def __init__(self) -> None:
-        self.slept: list[float] = []
-        super().__init__(
-            monotonic=lambda: time.monotonic() + sum(self.slept),
-            sleep=self.slept.append,
-            wall=time.time,
-            rng=random.Random(8),
-        )
-
-
-def _outputs(path: Path) -> dict[str, str]:
-    values, lines, i = {}, path.read_text().splitlines(), 0
-    while i < len(lines):
-        name, _, delimiter = lines[i].partition("<<")
-        j = lines.index(delimiter, i + 1)
-        values[name] = "\n".join(lines[i + 1 : j])
-        i = j + 1
-    return values
-
-
 @pytest.mark.parametrize("mode", [m for m in OUTAGE_MODES if m not in HOLDING])
 def test_rnx_gate_warns_and_succeeds_on_every_outage(
     mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -60,7 +37,7 @@ def test_rnx_gate_warns_and_succeeds_on_every_outage(
     monkeypatch.chdir(tmp_path)
     results = tmp_path / "results.json"
     results.write_text(make_results(repository=REPO, branch="feature", pr_number=3).to_json())
-    clock = VirtualClock()
+    clock = VirtualClock(seed=8)
     with outage(mode) as server:
         env = {
             "GITHUB_ACTIONS": "true",
@@ -81,7 +58,7 @@ def test_rnx_gate_warns_and_succeeds_on_every_outage(
     warnings = [line for line in log.splitlines() if line.startswith("::warning")]
     lead = "the gate server refused the upload" if mode in REFUSED else "did not reach the gate"
     assert any(lead in w for w in warnings), log
-    assert _outputs(tmp_path / "output")["tier"] == "WARN"
+    assert read_outputs(tmp_path / "output")["tier"] == "WARN"
     assert lead in (tmp_path / "summary.md").read_text()
     assert real_s + sum(clock.slept) <= 60.0, (real_s, clock.slept)
     if mode in GIVE_UP_AT_ONCE:

@@ -1,7 +1,7 @@
 """Hostile input: fuzzed results documents and kernalin.yml files, and malicious uploads.
 
 The parsers may only ever answer with a parsed value or their own clear error (InvalidDocument,
-UserError); the server may only answer 4xx with the one error shape, store nothing, and render
+ConfigError); the server may only answer 4xx with the one error shape, store nothing, and render
 whatever it did store as text, never as markup.
 """
 
@@ -20,8 +20,7 @@ from starlette.testclient import TestClient
 from gate_server.asgi import create_app
 from gate_server.db import Database, runs
 from gate_server.settings import ServerSettings
-from rnx.config import KernalinConfig, load_config, parse_config
-from rnx.errors import UserError
+from rnx.config import ConfigError, KernalinConfig, load_config, parse_config
 from rnx.schema import InvalidDocument, ResultsDocument, parse_results
 from testbed.factories import body, make_results
 from testbed.gate_helpers import create_token, signed_headers
@@ -131,7 +130,7 @@ CONFIG = st.recursive(
 def test_parse_config_of_any_mapping_is_a_config_or_a_clear_error(data: dict[str, Any]) -> None:
     try:
         assert isinstance(parse_config(data), KernalinConfig)
-    except UserError as e:
+    except ConfigError as e:
         assert str(e).startswith("kernalin.yml")
 
 
@@ -146,7 +145,7 @@ def test_load_config_of_any_file_is_a_config_or_a_clear_error(
     path.write_bytes(data)
     try:
         load_config(path)
-    except UserError as e:
+    except ConfigError as e:
         assert str(path) in str(e)
 
 
@@ -174,7 +173,7 @@ def test_hostile_kernalin_yml_is_a_quick_clear_error(
     """Regressions: each of these used to escape as a traceback or run for ever."""
     path = tmp_path / "kernalin.yml"
     path.write_bytes(data)
-    with pytest.raises(UserError, match=says) as e:
+    with pytest.raises(ConfigError, match=says) as e:
         load_config(path)
     assert len(str(e.value)) < 2000
 

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 import stats
-from rnx.config import HarnessSettings, KernalinConfig, load_config, parse_config
-from rnx.errors import UserError
+from rnx.config import ConfigError, HarnessSettings, KernalinConfig, load_config, parse_config
 from rnx.schema import (
     MAX_PROCESSES,
     MAX_SAMPLES,
@@ -55,7 +54,7 @@ def test_missing_default_file_means_defaults(
 
 
 def test_missing_named_file_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="cannot read config file"):
+    with pytest.raises(ConfigError, match="cannot read config file"):
         load_config(tmp_path / "nope.yml")
 
 
@@ -91,19 +90,19 @@ def test_comma_separated_inputs_are_lists() -> None:
     ],
 )
 def test_bad_values_name_the_key(data: dict, expected: str) -> None:
-    with pytest.raises(UserError, match=expected):
+    with pytest.raises(ConfigError, match=expected):
         parse_config(data)
 
 
 def test_invalid_yaml_is_one_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "kernalin.yml"
     path.write_text("gate: [unclosed\n")
-    with pytest.raises(UserError, match="not valid YAML"):
+    with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(path)
 
 
 def test_top_level_must_be_a_mapping() -> None:
-    with pytest.raises(UserError, match="must be a mapping"):
+    with pytest.raises(ConfigError, match="must be a mapping"):
         parse_config(["a"])  # type: ignore[arg-type]
 
 
@@ -126,7 +125,7 @@ def test_a_document_records_exactly_what_kernalin_yml_may_ask_for(
         try:
             parse_config({"harness": {key: value}})
             asked = True
-        except UserError:
+        except ConfigError:
             asked = False
         try:
             parse_results(golden | {"settings": golden["settings"] | {field: value}})
@@ -176,6 +175,6 @@ def test_auto_sync_follows_the_benchmarks_or_its_own_list() -> None:
 def test_a_bad_auto_sync_key_names_itself_and_the_fix(
     auto_sync: dict[str, object], says: str
 ) -> None:
-    with pytest.raises(UserError, match=None) as e:
+    with pytest.raises(ConfigError, match=None) as e:
         parse_config({"auto-sync": auto_sync})
     assert says in str(e.value)

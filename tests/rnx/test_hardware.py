@@ -21,7 +21,7 @@ from rnx.hardware import (
     verdict_of,
 )
 from rnx.schema import ResultsDocument
-from testbed.factories import make_results
+from testbed.factories import h200_score, make_results
 
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
 
@@ -236,18 +236,9 @@ def test_csv_text_split_at_a_semicolon_never_starts_a_formula() -> None:
 
 
 def test_speed_of_light_is_shown_beside_never_in_the_verdict() -> None:
-    from rnx.schema import SpeedOfLight
 
     gpu = run("gpu", seed=2, slowdown=0.5)
-    sol = SpeedOfLight(
-        score=0.42,
-        bound="memory",
-        roofline_s=4.2e-7,
-        measured_s=1e-6,
-        peak_bandwidth=4.8e12,
-        peak_source="table",
-        peak_part="H200 SXM",
-    )
+    sol = h200_score(0.42)
     configs = [gpu.configurations[0].model_copy(update={"speed_of_light": sol})]
     gpu = gpu.model_copy(update={"configurations": configs + list(gpu.configurations[1:])})
     c = compare_hardware([run("cpu", seed=1), gpu])

@@ -11,6 +11,7 @@ import pytest
 from rnx.formatting import format_money, format_rate
 from rnx.hardware import CSV_COLUMNS
 from rnx_cli.main import main
+from testbed.factories import h200_score
 from tests.rnx.test_hardware import run
 
 
@@ -100,20 +101,12 @@ def test_number_formats() -> None:
 def test_the_sol_column_appears_only_with_scores(
     runs: list[str], tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    from rnx.schema import SpeedOfLight, load_results
+    from rnx.schema import load_results
 
     assert main(["compare-hardware", *runs]) == 0
     assert "SOL" not in capsys.readouterr().out
     doc = load_results(runs[1])
-    sol = SpeedOfLight(
-        score=0.375,
-        bound="compute",
-        roofline_s=3.75e-7,
-        measured_s=1e-6,
-        peak_flops=9.9e14,
-        peak_source="table",
-        peak_part="H200 SXM",
-    )
+    sol = h200_score(0.375, "compute", peak_flops=9.9e14)
     configs = [c.model_copy(update={"speed_of_light": sol}) for c in doc.configurations]
     scored = tmp_path / "scored.json"
     scored.write_text(doc.model_copy(update={"configurations": configs}).to_json())

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from rnx.config import GateSettings, parse_config
-from rnx.errors import UserError
+from rnx.config import ConfigError, GateSettings, parse_config
 from rnx.memory_gate import MEMORY_FLOOR_BYTES, format_bytes, memory_change
 from rnx.schema import MAX_CONFIGURATIONS, Memory, Profile, ResultsDocument, parse_results
 from rnx.verdict import evaluate
@@ -126,9 +125,9 @@ def test_old_documents_without_profiles_still_gate():
 
 
 def test_bad_memory_thresholds_are_refused_with_the_key():
-    with pytest.raises(UserError, match="gate.memory-threshold"):
+    with pytest.raises(ConfigError, match="gate.memory-threshold"):
         parse_config({"gate": {"memory-threshold": "lots"}})
-    with pytest.raises(UserError, match="gate.memory-block-threshold"):
+    with pytest.raises(ConfigError, match="gate.memory-block-threshold"):
         parse_config({"gate": {"memory-block-threshold": -0.1}})
 
 

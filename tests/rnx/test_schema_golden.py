@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rnx.errors import UserError
 from rnx.schema import InvalidDocument, load_results, parse_results
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -67,8 +66,8 @@ def test_nan_literal_is_refused() -> None:
         parse_results(text, source="nan.json")
 
 
-def test_unreadable_file_is_a_user_error(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="cannot read results file"):
+def test_unreadable_file_is_a_clear_domain_error(tmp_path: Path) -> None:
+    with pytest.raises(InvalidDocument, match="cannot read results file"):
         load_results(str(tmp_path / "missing.json"))
 
 
