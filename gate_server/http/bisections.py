@@ -16,7 +16,7 @@ from gate_server.db.change_points import ChangePointRecord
 from gate_server.db.tokens import CI, TokenRecord
 from gate_server.domain.auth import actor_of, may_act_on, refuse_read_only
 from gate_server.domain.branches import current_name
-from gate_server.http.answers import ApiError
+from gate_server.errors import Conflict, Forbidden, NotFound
 from gate_server.http.endpoints import authenticated
 from gate_server.http.openapi import endpoint, error, json_body
 from gate_server.numbers import whole_number
@@ -75,8 +75,8 @@ def _found(conn: Any, token: TokenRecord, raw_id: str, *, act: bool) -> ChangePo
     else:
         visible = token.workspace_id == repo.workspace_id
     if not visible or cp is None:
-        raise ApiError(
-            404, "change_point_not_found", f"no change point {raw_id[:40]!r} this token may see"
+        raise NotFound(
+            f"no change point {raw_id[:40]!r} this token may see", code="change_point_not_found"
         )
     return cp
 
@@ -94,17 +94,16 @@ def cancel_bisection(database: Database, token: TokenRecord, raw_id: str) -> dic
     with database.write() as conn:
         cp = _found(conn, token, raw_id, act=True)
         if not branch_matches(token.branches, current_name(conn, cp.repository_id, cp.branch)):
-            raise ApiError(
-                403,
-                "branch_out_of_scope",
+            raise Forbidden(
                 f"the change point is on branch {cp.branch!r}, which this credential may not "
                 "speak for; use a CI or acting viewer token for that branch",
+                code="branch_out_of_scope",
             )
         b = bisections.of_change_point(conn, cp.id)
         if b is None or b.state != bisections.RUNNING:
             state = "none" if b is None else b.state
-            raise ApiError(
-                409, "not_running", f"change point {cp.id}'s bisection is not running ({state})"
+            raise Conflict(
+                f"change point {cp.id}'s bisection is not running ({state})", code="not_running"
             )
         bisections.hold(conn, b.id)
         actor = actor_of(token)
