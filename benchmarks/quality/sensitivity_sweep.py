@@ -113,25 +113,11 @@ def _set(name: str, value: float) -> Iterator[None]:
 
 
 def _coverage(sims: int, seed: int) -> list[float]:
-    from benchmarks.quality.interval_coverage import coverage
+    from benchmarks.quality.verdict_model import coverage_figures
 
-    shares = []
     grid = [(2, 3, 0.005), (3, 9, 0.02), (6, 3, 0.05), (10, 9, 0.005)]
-    for i, (runs, processes, sd_e) in enumerate(grid):
-        got = coverage(
-            runs=runs,
-            processes=processes,
-            sd_e=sd_e,
-            sims=sims,
-            configs=8,
-            shift=0.05,
-            samples=20,
-            sd_sample=0.03,
-            outliers=0.05,
-            seed=seed + i,
-        )
-        shares += [got["changed"], got["unchanged"]]
-    return shares
+    got = coverage_figures(sims, seed, grid)
+    return [share for g in got for share in (g["changed"], g["unchanged"])]
 
 
 def measure(docs: list[Any], args: argparse.Namespace) -> dict[str, Any]:

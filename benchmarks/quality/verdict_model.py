@@ -33,6 +33,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -263,11 +264,16 @@ def busy_cpu_figures(
     }
 
 
-def coverage_figures(sims: int, seed: int) -> list[dict[str, Any]]:
+def coverage_figures(
+    sims: int, seed: int, grid: Iterable[tuple[int, int, float]] | None = None
+) -> list[dict[str, Any]]:
+    """Coverage on model draws for each (baseline runs, processes, run-to-run sd) of `grid`
+    (by default 2-10 runs x 3 or 9 processes x 0.5-5% sd)."""
     from benchmarks.quality.interval_coverage import coverage
 
     out = []
-    grid = itertools.product((2, 3, 6, 10), (3, 9), (0.005, 0.02, 0.05))
+    if grid is None:
+        grid = itertools.product((2, 3, 6, 10), (3, 9), (0.005, 0.02, 0.05))
     for i, (runs, processes, sd_e) in enumerate(grid):
         got = coverage(
             runs=runs,
