@@ -49,6 +49,16 @@ def _upload(server: LiveServer, token: Token, at: str, factor: float, seed: int,
     assert r.status_code == 201, r.text
 
 
+def _stored_bisection(database_url: str) -> tuple[Any, list[Any]]:
+    """The test's one bisection and its steps, as stored."""
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            return bisections.get(conn, 1), bisections.steps(conn, 1)
+    finally:
+        database.close()
+
+
 def _wait(what: Callable[[], bool], timeout: float = 90.0) -> None:
     deadline = time.monotonic() + timeout
     while not what():
@@ -105,13 +115,7 @@ def test_kill_9_mid_dispatch_neither_loses_the_bisection_nor_dispatches_twice(
                 _wait(lambda n=done: len(sent) > n or _ended(database_url))
         finally:
             server.stop()
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            b = bisections.get(conn, 1)
-            steps = bisections.steps(conn, 1)
-    finally:
-        database.close()
+    b, steps = _stored_bisection(database_url)
     assert b is not None and b.state == bisections.FOUND, (b, steps)
     assert (b.culprit_sha, b.culprit_pr) == (RANGE[CULPRIT], 7)
     dispatched = [(d["inputs"]["commit"], d["inputs"]["bisection"]) for d in sent]
@@ -233,13 +237,7 @@ def test_redelivered_webhooks_and_uploads_and_a_kill_9_between_steps_dispatch_no
             time.sleep(3)  # past the lease: any job run again has had its chance
         finally:
             server.stop()
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            b = bisections.get(conn, 1)
-            steps = bisections.steps(conn, 1)
-    finally:
-        database.close()
+    b, steps = _stored_bisection(database_url)
     assert b is not None and b.state == bisections.FOUND, (b, steps)
     assert (b.culprit_sha, b.culprit_pr) == (RANGE[CULPRIT], 7)
     assert steps[0].side == "skipped" and "ended failure" in steps[0].evidence["reason"]
