@@ -408,8 +408,8 @@ _INEFFICIENCY_BY_N = np.array([_MEDIAN_INEFFICIENCY.get(k, math.pi / 2) for k in
 # (tests/stats/test_calibration.py checks them): its GAP_LEVEL point, its mean, and the
 # degrees of freedom that gap^2 / mean carries as an estimate of the process variance
 # (2 mean^2 / variance, as a chi-square's). 0 and 1 process have no gap.
-GAP_LEVEL = 0.75
-_GAP_SQ_POINT = np.array([np.inf, np.inf, 0.662, 1.489, 1.905, 2.438, 2.69, 3.043, 3.22, 3.473])
+GAP_LEVEL = 0.9
+_GAP_SQ_POINT = np.array([np.inf, np.inf, 1.353, 3.229, 3.552, 4.281, 4.483, 4.907, 5.051, 5.33])
 _GAP_SQ_MEAN = np.array([np.inf, np.inf, 0.501, 1.171, 1.444, 1.788, 1.992, 2.233, 2.401, 2.581])
 _GAP_DF = np.array([0.0, 0.0, 1.0, 0.86, 1.37, 1.63, 2.07, 2.31, 2.72, 2.93])
 

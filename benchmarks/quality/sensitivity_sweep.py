@@ -1,16 +1,22 @@
 """How each heuristic decision constant of the verdict model moves the per-run figures.
 
 Run `python -m benchmarks.quality.sensitivity_sweep` (every constant below at its default and
-at a lower and a higher value; about a minute a value on 2 idle cores) or `--only NAME` for
-some. Each value is set for the whole measurement (the module's constant, or the keyword the
-product passes), then put back. Per value, on a recorded corpus of `rnx bench` runs
-(--runs-dir, default benchmarks/data/gpu-aa-h200-bs16-128: 12 H200 runs of 3 processes) replayed
-as benchmarks/quality/verdict_model.py does (the product's defaults, --history baseline runs):
+at a lower and a higher value; a few minutes a value on one core) or `--only NAME` for some;
+`--jobs N` measures N values at once, each in a process of its own. Each value is set for the
+whole measurement (the module's constant, or the keyword the product passes). Per value:
 
-- unchanged: PASS share and BLOCKs in --unchanged replays;
-- 5% slower, one configuration at a time: the share flagged (WARN or BLOCK), weakest
-  configuration and mean over configurations, --per-config replays each;
-- 40% slower: the share that BLOCKs, weakest configuration;
+- on a recorded H200 corpus of `rnx bench` runs (--runs-dir, default
+  benchmarks/data/gpu-aa-h200-bs1-8-9proc: 12 runs of 9 processes), replayed as
+  benchmarks/quality/verdict_model.py does with the product's defaults: --history baseline runs
+  of --base-processes processes (kernalin.yml's baseline-processes, 9), the head from 3
+  processes with adaptive sampling (bench_runner/adaptive_rule.py) replayed:
+  - unchanged: PASS share and BLOCKs in --unchanged replays;
+  - 5% slower, one configuration at a time: the share flagged (WARN or BLOCK), weakest
+    configuration and mean over configurations, --per-config replays each;
+  - 40% slower: the share that BLOCKs, weakest configuration;
+- on the busy-CPU corpus (benchmarks/data/corpus-crossload.npz; baseline quiet and head busy,
+  and the reverse): unchanged PASS share (--cpu-unchanged replays) and the weakest
+  configuration's share flagged at 15% slower (--cpu-per-config replays each);
 - coverage of the 90% intervals on data drawn from the model
   (benchmarks/quality/interval_coverage.py): the lowest and the mean over a few settings of
   2-10 runs, 3-9 processes, process spreads 0.5-5% (--sims draws each).
@@ -22,11 +28,12 @@ constants names, per constant, the figure that justifies its value.
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +65,26 @@ def _set_module(module: str, name: str) -> Callable[[float], Any]:
         return lambda: setattr(mod, name, old)
 
     return setter
+
+
+def _set_gap_level(value: float) -> Callable[[], None]:
+    """GAP_LEVEL with the table of its points, _GAP_SQ_POINT, worked out again for it (the
+    value's quantile of (median - minimum)^2 of n standard normals, as
+    tests/stats/test_calibration.py checks the default's)."""
+    from stats import runlevel
+
+    old_level, old_points = runlevel.GAP_LEVEL, runlevel._GAP_SQ_POINT
+    points = old_points.copy()
+    rng = np.random.default_rng(0)
+    for n in range(2, len(points)):
+        x = rng.standard_normal((200_000, n))
+        points[n] = np.quantile((np.median(x, axis=1) - x.min(axis=1)) ** 2, value)
+    runlevel.GAP_LEVEL, runlevel._GAP_SQ_POINT = value, points
+
+    def restore() -> None:
+        runlevel.GAP_LEVEL, runlevel._GAP_SQ_POINT = old_level, old_points
+
+    return restore
 
 
 def _set_keyword(keyword: str) -> Callable[[float], Any]:
@@ -100,6 +127,23 @@ CONSTANTS: dict[str, tuple[Callable[[float], Any], float, tuple[float, ...]]] = 
     "WIDEN_AT": (_set_module("stats.runlevel", "WIDEN_AT"), 0.95, (0.9, 0.975)),
     "MIN_DF": (_set_module("stats.runlevel", "MIN_DF"), 2.0, (1.0, 4.0)),
     "MAX_DF": (_set_module("stats.runlevel", "MAX_DF"), 60.0, (20.0, 200.0)),
+    "GAP_LEVEL": (_set_gap_level, 0.9, (0.75, 0.97)),
+    # Adaptive sampling's rule (replayed on the recorded corpus's extra processes).
+    "PLAUSIBLY_SLOWER_P": (
+        _set_module("bench_runner.adaptive_rule", "PLAUSIBLY_SLOWER_P"),
+        0.5,
+        (0.3, 0.7),
+    ),
+    "ABOUT_TO_BLOCK_P": (
+        _set_module("bench_runner.adaptive_rule", "ABOUT_TO_BLOCK_P"),
+        0.5,
+        (0.3, 0.7),
+    ),
+    "MAX_ADDED_PROCESSES": (
+        _set_module("bench_runner.adaptive_rule", "MAX_ADDED_PROCESSES"),
+        6,
+        (3, 9),
+    ),
 }
 
 
@@ -121,7 +165,7 @@ def _coverage(sims: int, seed: int) -> list[float]:
 
 
 def measure(docs: list[Any], args: argparse.Namespace) -> dict[str, Any]:
-    from benchmarks.quality.verdict_model import run_figures
+    from benchmarks.quality.verdict_model import busy_cpu_figures, run_figures
 
     got = run_figures(
         docs,
@@ -129,10 +173,21 @@ def measure(docs: list[Any], args: argparse.Namespace) -> dict[str, Any]:
         unchanged=args.unchanged,
         per_config=args.per_config,
         seed=args.seed,
+        base_processes=args.base_processes,
+    )
+    busy = busy_cpu_figures(
+        args.cpu_corpus,
+        history=args.history,
+        unchanged=args.cpu_unchanged,
+        per_config=args.cpu_per_config,
+        seed=args.seed,
     )
     cov = _coverage(args.sims, args.seed) if args.sims else []
     flagged = got["flagged_5"]
+    busy_flagged = busy["flagged_15"] or {"": float("nan")}
     return {
+        "busy_pass": busy["pass"],
+        "busy_flag_min": min(busy_flagged.values()),
         "pass": got["pass"],
         "block": got["block"],
         "flag_min": min(flagged.values()),
@@ -144,50 +199,76 @@ def measure(docs: list[Any], args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs-dir", type=Path, default=DATA / "gpu-aa-h200-bs16-128")
-    p.add_argument("--only", action="append", help="a constant to sweep (default: all)")
-    p.add_argument("--history", type=int, default=6, help="baseline runs a replay (6)")
-    p.add_argument("--unchanged", type=int, default=200, help="unchanged replays a value (200)")
-    p.add_argument("--per-config", type=int, default=15, help="replays per configuration (15)")
-    p.add_argument("--sims", type=int, default=40, help="coverage draws per setting (40)")
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+def _measured(job: tuple[str, float | None, argparse.Namespace]) -> tuple[str, str, dict]:
+    """One row: the figures with constant `name` set to `value` (None: every default), in this
+    process (each job of --jobs runs in a process of its own, so a value set stays there)."""
     from benchmarks.quality.verdict_model import load_runs
 
+    name, value, args = job
+    docs = load_runs(args.runs_dir)
+    if value is None:
+        return "(all defaults)", "", measure(docs, args)
+    with _set(name, value):
+        return name, f"{value:g}", measure(docs, args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs-dir", type=Path, default=DATA / "gpu-aa-h200-bs1-8-9proc")
+    p.add_argument("--only", action="append", help="a constant to sweep (default: all)")
+    p.add_argument("--history", type=int, default=6, help="baseline runs a replay (6)")
+    p.add_argument("--base-processes", type=int, default=9, help="a baseline run's processes (9)")
+    p.add_argument("--unchanged", type=int, default=200, help="unchanged replays a value (200)")
+    p.add_argument("--per-config", type=int, default=15, help="replays per configuration (15)")
+    p.add_argument("--cpu-corpus", type=Path, default=DATA / "corpus-crossload.npz")
+    p.add_argument("--cpu-unchanged", type=int, default=200, help="busy CPU: unchanged (200)")
+    p.add_argument("--cpu-per-config", type=int, default=10, help="busy CPU: at 15%% (10)")
+    p.add_argument("--sims", type=int, default=40, help="coverage draws per setting (40)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=1, help="values measured at once (1)")
+    args = p.parse_args(argv)
     names = args.only or list(CONSTANTS)
     unknown = sorted(set(names) - set(CONSTANTS))
     if unknown:
         p.error(f"unknown constants {unknown}; known: {', '.join(CONSTANTS)}")
-    docs = load_runs(args.runs_dir)
     print(
-        f"{args.runs_dir.name}: {len(docs)} runs, {args.history} baseline runs a replay; "
-        f"{args.unchanged} unchanged replays, {args.per_config} per configuration at 5% and 40%, "
-        f"coverage {args.sims} draws x 4 settings; load average {os.getloadavg()[0]:.1f}",
+        f"{args.runs_dir.name}: {args.history} baseline runs of {args.base_processes} processes "
+        f"a replay; {args.unchanged} unchanged replays, {args.per_config} per configuration at "
+        f"5% and 40%; {args.cpu_corpus.name}: {args.cpu_unchanged} unchanged, "
+        f"{args.cpu_per_config} per configuration at 15%; coverage {args.sims} draws x 4 "
+        f"settings; load average {os.getloadavg()[0]:.1f}",
         file=sys.stderr,
     )
     header = (
         f"{'constant':<31} {'value':>7}  {'PASS':>6} {'BLOCK':>5}  {'5% weakest':>10} "
-        f"{'5% mean':>7}  {'40% BLOCK':>9}  {'cov min':>7} {'cov mean':>8}"
+        f"{'5% mean':>7}  {'40% BLOCK':>9}  {'busy PASS':>9} {'busy 15%':>8}  {'cov min':>7} "
+        f"{'cov mean':>8}"
     )
     print(header)
-    default_row = measure(docs, args)
-    _row("(all defaults)", "", default_row)
-    for name in names:
-        _, default, tried = CONSTANTS[name]
-        for value in sorted(itertools.chain(tried)):
-            with _set(name, value):
-                _row(name, f"{value:g}", measure(docs, args))
-        print(f"{'':<31} {default:>7g}  (default: the first row)", flush=True)
+    jobs: list[tuple[str, float | None, argparse.Namespace]] = [("", None, args)]
+    jobs += [(n, v, args) for n in names for v in sorted(CONSTANTS[n][2])]
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs, mp_context=get_context("fork")) as pool:
+            rows = list(pool.map(_measured, jobs))
+    else:
+        rows = [_measured(job) for job in jobs]
+    last = None
+    for name, value, figures in rows:
+        if last not in (None, name) and last in CONSTANTS:
+            print(f"{'':<31} {CONSTANTS[last][1]:>7g}  (default: the first row)")
+        _row(name, value, figures)
+        last = name
+    if last in CONSTANTS:
+        print(f"{'':<31} {CONSTANTS[last][1]:>7g}  (default: the first row)")
     return 0
 
 
 def _row(name: str, value: str, m: dict[str, Any]) -> None:
     print(
         f"{name:<31} {value:>7}  {m['pass']:>6.1%} {m['block']:>5}  {m['flag_min']:>10.0%} "
-        f"{m['flag_mean']:>7.0%}  {m['block40_min']:>9.0%}  {m['cov_min']:>7.3f} "
-        f"{m['cov_mean']:>8.3f}   weakest {m['flag_weakest']}",
+        f"{m['flag_mean']:>7.0%}  {m['block40_min']:>9.0%}  {m['busy_pass']:>9.1%} "
+        f"{m['busy_flag_min']:>8.0%}  {m['cov_min']:>7.3f} {m['cov_mean']:>8.3f}   "
+        f"weakest {m['flag_weakest']}",
         flush=True,
     )
 
