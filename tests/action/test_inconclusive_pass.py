@@ -25,10 +25,10 @@ from testbed.gate_helpers import LiveServer, Token
 
 REPO = "acme/kernels"
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
-# With 12 samples in 3 processes at 20% noise, the data resolve only changes over 38.5% (bs1)
-# and past the 25% block threshold at bs8 too, so a 30% slowdown could pass unseen.
-NOISY = {"spread": 0.2, "n": 12, "processes": 3, "configs": CONFIGS}
-HEADLINE = "PASS — inconclusive: could not resolve changes under 39%; more processes or paired mode"
+# With 12 samples in 3 processes at 25% noise, the data resolve only changes over 37.7% (bs1)
+# and past the 25% block threshold at bs8 too (29.4%), so a 30% slowdown could pass unseen.
+NOISY = {"spread": 0.25, "n": 12, "processes": 3, "configs": CONFIGS}
+HEADLINE = "PASS — inconclusive: could not resolve changes under 38%; more processes or paired mode"
 
 
 def _ctx(tmp_path: Path, pr: int):
@@ -66,7 +66,7 @@ def test_every_surface_says_a_blind_pass_is_inconclusive(
     assert answer.tier == "PASS"
     assert answer.inconclusive is not None
     assert answer.inconclusive.configurations == [f"pytorch_eager/float32/bs{b}" for b in (1, 8)]
-    assert 0.38 < answer.inconclusive.resolution < 0.39
+    assert 0.37 < answer.inconclusive.resolution < 0.38
     assert answer.inconclusive.block_threshold == 0.25
 
     # The action: the log's headline and output, the comment and job summary, the status.
@@ -89,7 +89,7 @@ def test_every_surface_says_a_blind_pass_is_inconclusive(
     )
     # Another job's comment holds this part: the header still says it.
     theirs = combine([combined.body], [], sha=head.git.sha)
-    assert theirs.unresolved == 0.39 and f"rnx-benchmark: {HEADLINE}" in theirs.body
+    assert theirs.unresolved == 0.38 and f"rnx-benchmark: {HEADLINE}" in theirs.body
 
     # The server: its stored answer, its App-mode comment and status, the run page.
     auth = {"Authorization": f"Bearer {viewer_token().secret}"}

@@ -64,8 +64,8 @@ def _pair(**noise: Any) -> tuple[Any, Any]:
 
 def test_evaluate_carries_it_in_the_report() -> None:
     base, head = _pair(spread=0.2, n=12, processes=3)
-    # bs1 resolves about 46%, bs8 about 26%: a 30% threshold only bs1 cannot see.
-    report = evaluate(head, [base], GateSettings(block_threshold=0.30))
+    # bs1 resolves about 30%, bs8 about 24%: a 27% threshold only bs1 cannot see.
+    report = evaluate(head, [base], GateSettings(block_threshold=0.27))
     assert report.tier == "PASS"
     assert report.inconclusive is not None
     assert report.inconclusive.configurations == ["pytorch_eager/float32/bs1"]

@@ -78,6 +78,16 @@ def test_gap_moments_are_the_normal_gaps(n: int) -> None:
     assert runlevel._GAP_DF[n] == pytest.approx(2 * gap_sq.mean() ** 2 / gap_sq.var(), rel=0.05)
 
 
+@pytest.mark.parametrize("n", range(2, 10))
+def test_squares_about_the_median_are_the_normal_ones(n: int) -> None:
+    """_SS_ABOUT_MEDIAN[n]: the mean sum of squared deviations of n standard normals from their
+    median (more than n - 1: the median is not the mean)."""
+    x = np.random.default_rng(100 + n).standard_normal((400_000, n))
+    ss = ((x - np.median(x, axis=1, keepdims=True)) ** 2).sum(axis=1)
+    assert runlevel._SS_ABOUT_MEDIAN[n] == pytest.approx(ss.mean(), rel=0.01)
+    assert runlevel._ss_about_median(np.array([n]))[0] >= n - 1
+
+
 def test_a_baseline_run_gap_weighs_by_its_degrees_of_freedom() -> None:
     """A gap as large as the history's spread leaves var_e; a large gap widens a baseline run
     whose history holds few degrees of freedom more than one whose history holds many."""
