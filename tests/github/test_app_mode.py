@@ -1,20 +1,17 @@
-"""GitHub App mode against the GitHub fake: app JWT, installation tokens, the server posting.
-
-App JWT -> installation tokens (cached until expiry), and the server posting a PR's sticky
-comment and commit status itself."""
+"""GitHub App mode against the GitHub fake: the server posting a PR's sticky comment and commit
+status itself (the App's JWT and installation tokens: tests/rnx_github/test_app_auth.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
 from gate_server.settings import ServerSettings
-from rnx_github.app_auth import AppCredentials, GitHubApp, InstallationTokens, app_jwt
+from rnx_github.app_auth import AppCredentials, GitHubApp
 from rnx_github.client import ACTIONS_BOT
 from testbed.factories import (
     HOSTILE_REASON,
@@ -24,7 +21,7 @@ from testbed.factories import (
     make_results,
 )
 from testbed.fakes import fake_github
-from testbed.fakes.github_endpoints import extras, install_app, private_pem
+from testbed.fakes.github_endpoints import install_app, private_pem
 from testbed.gate_helpers import Token, signed_headers
 
 REPO = "Codertocat/Hello-World"
@@ -45,51 +42,6 @@ def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]
     with fake_github.serve() as (url, state):
         install_app(state, app_key, {REPO: INSTALLATION})
         yield url, state
-
-
-class Clock:
-    def __init__(self) -> None:
-        import time
-
-        self.t = time.time()
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def test_installation_tokens_are_cached_until_shortly_before_expiry(
-    github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
-) -> None:
-    url, state = github
-    extras(state).app.token_lifetime_s = 130  # type: ignore[union-attr]  # 10 s past the margin
-    clock = Clock()
-    tokens = InstallationTokens(AppCredentials("314", pem(app_key), url), clock=clock)
-    first = tokens.token(INSTALLATION)
-    assert tokens.token(INSTALLATION) == first and tokens.exchanges == 1
-    clock.t += 11  # now within the renewal margin
-    second = tokens.token(INSTALLATION)
-    assert second != first and tokens.exchanges == 2
-    assert tokens.installation_for(REPO) == INSTALLATION
-    assert [i for i, _ in extras(state).app.issued] == [INSTALLATION, INSTALLATION]  # type: ignore[union-attr]
-
-
-def test_app_jwt_is_short_lived_and_refused_with_another_key(
-    github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
-) -> None:
-    import jwt
-
-    url, _ = github
-    token = app_jwt(AppCredentials("314", pem(app_key), url), now=1_000_000)
-    claims = jwt.decode(token, options={"verify_signature": False})
-    assert claims == {"iat": 1_000_000 - 60, "exp": 1_000_000 + 540, "iss": "314"}
-    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    r = httpx.get(
-        f"{url}/app",
-        headers={"Authorization": f"Bearer {app_jwt(AppCredentials('314', pem(stranger), url))}"},
-    )
-    assert r.status_code == 401
-    app = GitHubApp(AppCredentials("314", pem(app_key), url))
-    assert app.bot_login() == BOT
 
 
 @pytest.fixture
