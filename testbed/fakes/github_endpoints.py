@@ -80,14 +80,16 @@ def private_pem(key: Any) -> str:
     )
 
 
-def install_app(state: State, key: Any, installations: dict[str, int]) -> FakeApp:
-    """GitHub App "314" with `key`'s public half, installed on `installations` (repo -> id)."""
+def install_app(
+    state: State, key: Any, installations: dict[str, int], *, app_id: str = "314"
+) -> FakeApp:
+    """GitHub App `app_id` with `key`'s public half, installed on `installations` (repo -> id)."""
     from cryptography.hazmat.primitives import serialization
 
     public = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    app = FakeApp("314", public.decode(), installations=dict(installations))
+    app = FakeApp(app_id, public.decode(), installations=dict(installations))
     extras(state).app = app
     return app
 
@@ -394,6 +396,4 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/repos/{owner}/{repo}/issues/comments/{comment_id:int}/reactions", create_reaction),
 ]
 
-for _route in ROUTES:
-    if _route not in fake_github.ROUTES:
-        fake_github.ROUTES.append(_route)
+fake_github.mount(ROUTES)

@@ -22,7 +22,7 @@ from testbed.factories import (
 )
 from testbed.fakes import fake_github
 from testbed.fakes.github_endpoints import install_app, private_pem
-from testbed.gate_helpers import Token, signed_headers
+from testbed.gate_helpers import Token, app_mode_settings, signed_headers
 
 REPO = "Codertocat/Hello-World"
 INSTALLATION = 77
@@ -48,14 +48,7 @@ def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]
 def server_settings(
     database_url: str, github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
 ) -> ServerSettings:
-    url = github[0]
-    return ServerSettings(
-        database_url=database_url,
-        public_url="http://gate.test",
-        github_app=AppCredentials("314", pem(app_key), url),
-        github_api_url=url,
-        oidc_audience=None,
-    )
+    return app_mode_settings(database_url, app_key, github[0], public_url="http://gate.test")
 
 
 def upload(client: TestClient, token: Token, **kwargs: Any) -> Any:
@@ -123,11 +116,7 @@ def test_github_being_down_never_fails_an_upload(
     from gate_server.asgi import create_app
 
     dead = f"http://127.0.0.1:{refused_port}"
-    settings = ServerSettings(
-        database_url=database_url,
-        github_app=AppCredentials("314", pem(app_key), dead),
-        oidc_audience=None,
-    )
+    settings = app_mode_settings(database_url, app_key, dead)
     token: Token = ci_token(workspace="octo", repository=REPO, branches=("main",))
     with TestClient(create_app(settings)) as c:
         answer = upload(c, token, branch="f", event="pull_request", pr_number=4, base_branch="main")

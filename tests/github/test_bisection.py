@@ -25,14 +25,12 @@ from gate_server.domain.alerts.message import compose
 from gate_server.domain.bisection import jobs as bisection
 from gate_server.http.webhook import WEBHOOK_PATH, signature_of
 from gate_server.jobs.worker import OutboxWorker
-from gate_server.settings import ServerSettings
 from rnx_cli.acting import bisection_text
-from rnx_github.app_auth import AppCredentials
 from testbed.factories import body, make_results
 from testbed.fakes import fake_github
 from testbed.fakes.github_commits import add_commits, commits, merged_by_pull
-from testbed.fakes.github_endpoints import install_app, private_pem
-from testbed.gate_helpers import Token, create_token, signed_headers
+from testbed.fakes.github_endpoints import install_app
+from testbed.gate_helpers import Token, app_mode_settings, create_token, outbox_jobs, signed_headers
 
 REPO = "acme/kernels"
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
@@ -72,14 +70,13 @@ def app_mode(
     from gate_server.asgi import create_app
 
     url, state = github
-    server = ServerSettings(
-        database_url=database_url,
+    server = app_mode_settings(
+        database_url,
+        state.__dict__["app_key"],
+        url,
         public_url="http://gate.test",
         outbox_poll_ms=60_000,
-        github_app=AppCredentials("314", private_pem(state.__dict__["app_key"]), url),
-        github_api_url=url,
         github_webhook_secret=WEBHOOK_SECRET,
-        oidc_audience=None,
         **settings,
     )
     with TestClient(create_app(server)) as c:
@@ -125,6 +122,17 @@ def stepped_history(app: TestClient, token: Token) -> None:
     for n, at in enumerate([RANGE[-1], sha(116), sha(117)]):
         upload(app, token, at, 1.10, seed=30 + n)
     drain(app)
+
+
+@pytest.fixture
+def bisecting(
+    app: TestClient, database_url: str, github: tuple[str, fake_github.State]
+) -> tuple[fake_github.State, Token]:
+    """A step in main's history, its change point found and the first commit of its
+    bisection dispatched: the fake GitHub's state and the CI token."""
+    token = create_token(database_url)
+    stepped_history(app, token)
+    return github[1], token
 
 
 def run_dispatches(
@@ -260,11 +268,9 @@ def test_a_step_in_16_commits_is_pinned_to_its_commit(
 
 
 def test_a_redelivered_job_or_a_dispatcher_killed_mid_dispatch_dispatches_nothing_twice(
-    app: TestClient, database_url: str, github: tuple[str, fake_github.State]
+    app: TestClient, database_url: str, bisecting: tuple[fake_github.State, Token]
 ) -> None:
-    _, state = github
-    token = create_token(database_url)
-    stepped_history(app, token)
+    state, token = bisecting
     assert len(commits(state).dispatches) == 1
     database = open_database(database_url)
     try:
@@ -293,11 +299,9 @@ def test_a_redelivered_job_or_a_dispatcher_killed_mid_dispatch_dispatches_nothin
 
 
 def test_a_cancelled_bisection_dispatches_nothing_more(
-    app: TestClient, database_url: str, github: tuple[str, fake_github.State]
+    app: TestClient, database_url: str, bisecting: tuple[fake_github.State, Token]
 ) -> None:
-    _, state = github
-    token = create_token(database_url)
-    stepped_history(app, token)
+    state, token = bisecting
     viewer = create_token(database_url, viewer=True)
     auth = {"Authorization": f"Bearer {token.secret}"}
     refused = app.post(
@@ -334,12 +338,7 @@ def test_a_bisection_header_that_is_no_id_is_refused_with_the_fix(
     )
     assert answer["is_baseline"] is False
     drain(app)
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            measured = outbox.jobs(conn, kind=bisection.MEASURED_KIND)
-    finally:
-        database.close()
+    measured = outbox_jobs(database_url, bisection.MEASURED_KIND)
     assert [j.state for j in measured] == [outbox.DONE]
 
 
@@ -379,11 +378,9 @@ def deliver(app: TestClient, payload: dict[str, Any], delivery: str) -> dict[str
 
 
 def test_a_dispatched_run_that_failed_is_skipped_at_once_from_its_workflow_run_webhook(
-    app: TestClient, database_url: str, github: tuple[str, fake_github.State]
+    app: TestClient, database_url: str, bisecting: tuple[fake_github.State, Token]
 ) -> None:
-    _, state = github
-    token = create_token(database_url)
-    stepped_history(app, token)
+    state, token = bisecting
     [first] = commits(state).dispatches
     at = first["inputs"]["commit"]
     # The name the workflow `rnx init` writes gives a dispatched run (its run-name, rendered
@@ -424,11 +421,9 @@ def test_a_dispatched_run_that_failed_is_skipped_at_once_from_its_workflow_run_w
 
 
 def test_a_redelivered_upload_of_a_bisection_run_measures_and_dispatches_once(
-    app: TestClient, database_url: str, github: tuple[str, fake_github.State]
+    app: TestClient, database_url: str, bisecting: tuple[fake_github.State, Token]
 ) -> None:
-    _, state = github
-    token = create_token(database_url)
-    stepped_history(app, token)
+    state, token = bisecting
     [first] = commits(state).dispatches
     at, bisection_id = first["inputs"]["commit"], first["inputs"]["bisection"]
     doc = make_results(

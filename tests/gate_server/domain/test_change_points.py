@@ -14,14 +14,19 @@ import pytest
 from starlette.testclient import TestClient
 
 import stats
-from gate_server.db import audit, change_points, open_database, outbox
-from gate_server.db.change_points import NewChangePoint
+from gate_server.db import audit, open_database, outbox
 from gate_server.domain.change_points import DETECT_KIND, EVENT_KIND, handle_detect, run_locations
 from gate_server.jobs.worker import OutboxWorker
 from gate_server.services import Services
 from gate_server.settings import ServerSettings
 from testbed.factories import body, make_results
-from testbed.gate_helpers import Token, create_token, signed_headers
+from testbed.gate_helpers import (
+    Token,
+    create_token,
+    insert_change_point,
+    outbox_jobs,
+    signed_headers,
+)
 
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
 STEPPED = "pytorch_eager/float32/bs8"
@@ -94,12 +99,7 @@ def test_a_step_is_found_once_and_a_step_back_resolves_it(
     _drain(app)
     # The 32 baseline runs pushed before any look ran queued one look between them, which ran
     # over them all (a look reads the series when it runs).
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            looks = outbox.jobs(conn, kind=DETECT_KIND)
-    finally:
-        database.close()
+    looks = outbox_jobs(database_url, DETECT_KIND)
     assert len(looks) == 1 and {job.state for job in looks} == {"done"}
     assert history.change_points() == []  # two runs at the new level are not yet enough
     history.push(1.10)  # the third: 3 runs above 30 is p = 2 / C(33, 3) = 0.0004
@@ -127,13 +127,8 @@ def test_a_step_is_found_once_and_a_step_back_resolves_it(
     assert history.change_points(status="open") == []
     # One event per change point for the alerts (handled: fanned out to no channel, as this
     # workspace has none; tests/gate_server/domain/test_alerts_delivery.py sends them).
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            events = outbox.jobs(conn, kind=EVENT_KIND)
-            detections = outbox.jobs(conn, kind=DETECT_KIND)
-    finally:
-        database.close()
+    events = outbox_jobs(database_url, EVENT_KIND)
+    detections = outbox_jobs(database_url, DETECT_KIND)
     assert [e.payload["change_point"]["id"] for e in events] == [first["id"], back["id"]]
     assert [e.payload["resolves"] for e in events] == [None, first["id"]]
     assert all(e.state == outbox.DONE and e.attempts == 1 for e in events)
@@ -178,12 +173,7 @@ def test_only_baseline_runs_queue_a_look(app: TestClient, database_url: str) -> 
     history.push(1.0, branch="feature")  # not among the token's baseline branches
     history.push(1.0, event="schedule")  # a nightly run of main (rnx init --schedule)
     assert [r["is_baseline"] for r in history.runs] == [True, False, False, True]
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            jobs = outbox.jobs(conn, kind=DETECT_KIND)
-    finally:
-        database.close()
+    jobs = outbox_jobs(database_url, DETECT_KIND)
     # One look waits for main's series, for runs 0 and 3 both; none for the others.
     assert [(j.state, j.payload["branch"]) for j in jobs] == [(outbox.PENDING, "main")]
     _drain(app)
@@ -194,12 +184,7 @@ def test_only_baseline_runs_queue_a_look(app: TestClient, database_url: str) -> 
         headers={"Authorization": f"Bearer {token.secret}"},
     )
     assert r.status_code == 200, r.text
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            jobs = outbox.jobs(conn, kind=DETECT_KIND)
-    finally:
-        database.close()
+    jobs = outbox_jobs(database_url, DETECT_KIND)
     assert [j.state for j in jobs] == [outbox.DONE, outbox.PENDING]  # a new look for the accept
     assert jobs[-1].payload["branch"] == "main"
 
@@ -355,12 +340,7 @@ def test_jobs_of_one_series_in_parallel_store_each_change_once(
     assert ran == [1, 1], ran  # both took part
     [found] = history.change_points()
     assert found["after_run_id"] == history.runs[30]["run_id"]
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            events = outbox.jobs(conn, kind=EVENT_KIND)
-    finally:
-        database.close()
+    events = outbox_jobs(database_url, EVENT_KIND)
     assert [e.payload["change_point"]["id"] for e in events] == [found["id"]]
 
 
@@ -425,27 +405,21 @@ def test_a_change_masked_by_a_stored_one_is_stored_at_its_own_run(
             [queued] = outbox.jobs(conn, kind=DETECT_KIND)
             p = queued.payload
             before, after = history.runs[39], history.runs[40]
-            stored = change_points.insert_new(
+            stored = insert_change_point(
                 conn,
-                NewChangePoint(
-                    p["repository_id"],
-                    p["branch"],
-                    p["environment_key"],
-                    p["workload"],
-                    STEPPED,
-                    before["run_id"],
-                    f"{39:040x}",
-                    after["run_id"],
-                    f"{40:040x}",
-                    1.12,
-                    1.10,
-                    1.14,
-                    1e-6,
-                    False,
-                    None,
-                    None,
-                ),
-                undoes_id=None,
+                repository_id=p["repository_id"],
+                branch=p["branch"],
+                environment_key=p["environment_key"],
+                workload=p["workload"],
+                configuration=STEPPED,
+                before_run_id=before["run_id"],
+                before_sha=f"{39:040x}",
+                after_run_id=after["run_id"],
+                after_sha=f"{40:040x}",
+                ratio=1.12,
+                low=1.10,
+                high=1.14,
+                p_value=1e-6,
             )
     finally:
         database.close()
