@@ -198,3 +198,28 @@ def app_mode_settings(
         oidc_audience=None,
         **settings,
     )
+
+
+@contextmanager
+def app_without_worker(settings: Any, **client_args: Any) -> Iterator[Any]:
+    """The app in-process (a starlette TestClient, `client_args` to it) with its outbox worker
+    stopped, so the test runs the jobs itself (run_due_jobs). Stopped, not merely slow to look
+    again: a test that a loaded machine stretched past the worker's poll would race it."""
+    from starlette.testclient import TestClient
+
+    from gate_server.asgi import create_app
+
+    app = create_app(settings)
+    with TestClient(app, **client_args) as client:
+        assert client.portal is not None  # the client's event loop, while it is entered
+        client.portal.call(app.state.outbox_worker.stop)
+        yield client
+
+
+def run_due_jobs(client: Any) -> int:
+    """Run every due outbox job with the (stopped) worker of app_without_worker(); how many."""
+    worker = client.app.state.outbox_worker
+    ran = 0
+    while worker.run_once():
+        ran += 1
+    return ran

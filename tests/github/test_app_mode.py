@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
 from gate_server.settings import ServerSettings
@@ -21,7 +20,7 @@ from testbed.factories import (
     make_results,
 )
 from testbed.fakes import fake_github
-from testbed.fakes.github_endpoints import install_app, private_pem
+from testbed.fakes.github_endpoints import app_key, private_pem, serve_with_app
 from testbed.gate_helpers import Token, app_mode_settings, signed_headers
 
 REPO = "Codertocat/Hello-World"
@@ -29,26 +28,15 @@ INSTALLATION = 77
 BOT = "rnx-gate[bot]"
 
 
-@pytest.fixture(scope="module")
-def app_key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-pem = private_pem
+@pytest.fixture
+def github() -> Iterator[tuple[str, fake_github.State]]:
+    with serve_with_app({REPO: INSTALLATION}) as served:
+        yield served
 
 
 @pytest.fixture
-def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]]:
-    with fake_github.serve() as (url, state):
-        install_app(state, app_key, {REPO: INSTALLATION})
-        yield url, state
-
-
-@pytest.fixture
-def server_settings(
-    database_url: str, github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
-) -> ServerSettings:
-    return app_mode_settings(database_url, app_key, github[0], public_url="http://gate.test")
+def server_settings(database_url: str, github: tuple[str, fake_github.State]) -> ServerSettings:
+    return app_mode_settings(database_url, app_key(), github[0], public_url="http://gate.test")
 
 
 def upload(client: TestClient, token: Token, **kwargs: Any) -> Any:
@@ -111,12 +99,12 @@ def test_markdown_and_html_from_a_results_document_are_posted_as_text(
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_github_being_down_never_fails_an_upload(
-    database_url: str, ci_token: Any, app_key: rsa.RSAPrivateKey, refused_port: int
+    database_url: str, ci_token: Any, refused_port: int
 ) -> None:
     from gate_server.asgi import create_app
 
     dead = f"http://127.0.0.1:{refused_port}"
-    settings = app_mode_settings(database_url, app_key, dead)
+    settings = app_mode_settings(database_url, app_key(), dead)
     token: Token = ci_token(workspace="octo", repository=REPO, branches=("main",))
     with TestClient(create_app(settings)) as c:
         answer = upload(c, token, branch="f", event="pull_request", pr_number=4, base_branch="main")
@@ -124,13 +112,13 @@ def test_github_being_down_never_fails_an_upload(
 
 
 def test_the_servers_sticky_comment_is_found_across_pages_and_only_its_own_is_edited(
-    github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
+    github: tuple[str, fake_github.State],
 ) -> None:
     from gate_server.github.pulls import publish
     from rnx_github.comment import COMMENT_MARKER
 
     url, state = github
-    app = GitHubApp(AppCredentials("314", pem(app_key), url))
+    app = GitHubApp(AppCredentials("314", private_pem(app_key()), url))
     client = app.client(repository=REPO)
     state.seed_comments(REPO, 5, 130)
     # Someone quoting the marker, and the action's own sticky comment: neither is the App's.

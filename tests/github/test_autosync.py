@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
 from action.init import WORKFLOW
@@ -27,8 +26,16 @@ from gate_server.jobs.worker import OutboxWorker
 from testbed.factories import body, make_results
 from testbed.fakes import fake_github
 from testbed.fakes.github_commits import commit_files, commits
-from testbed.fakes.github_endpoints import install_app
-from testbed.gate_helpers import Token, app_mode_settings, create_token, outbox_jobs, signed_headers
+from testbed.fakes.github_endpoints import app_key, serve_with_app
+from testbed.gate_helpers import (
+    Token,
+    app_mode_settings,
+    app_without_worker,
+    create_token,
+    outbox_jobs,
+    run_due_jobs,
+    signed_headers,
+)
 from tests.github.payloads import make_push
 
 REPO = "acme/kernels"
@@ -54,10 +61,8 @@ def new_sha() -> str:
 
 @pytest.fixture
 def github() -> Iterator[fake_github.State]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    with fake_github.serve() as (url, state):
-        install_app(state, key, {REPO: 77})
-        state.__dict__.update(app_key=key, api_url=url)
+    with serve_with_app({REPO: 77}) as (url, state):
+        state.__dict__["api_url"] = url
         workflow = WORKFLOW.format(
             branch="main", schedule="", action_note="", action_ref="acme/rnx@v1"
         )
@@ -69,20 +74,17 @@ def github() -> Iterator[fake_github.State]:
 @contextmanager
 def started(database_url: str, state: fake_github.State, **settings: Any) -> Iterator[TestClient]:
     """App mode in-process with the webhook; the worker's loop is stopped so the test runs
-    the jobs (drain)."""
-    from gate_server.asgi import create_app
-
+    the jobs (run_due_jobs)."""
     chosen = app_mode_settings(
         database_url,
-        state.__dict__["app_key"],
+        app_key(),
         state.__dict__["api_url"],
         public_url="http://gate.test",
         outbox_poll_ms=60_000,
         github_webhook_secret=SECRET,
         **{"autosync_every": 0, "autosync_wait_s": 0, **settings},
     )
-    with TestClient(create_app(chosen)) as client:
-        client.portal.call(client.app.state.outbox_worker.stop)
+    with app_without_worker(chosen) as client:
         yield client
 
 
@@ -90,12 +92,6 @@ def started(database_url: str, state: fake_github.State, **settings: Any) -> Ite
 def app(database_url: str, github: fake_github.State) -> Iterator[TestClient]:
     with started(database_url, github) as client:
         yield client
-
-
-def drain(client: TestClient) -> None:
-    worker: OutboxWorker = client.app.state.outbox_worker  # type: ignore[attr-defined]
-    while worker.run_once():
-        pass
 
 
 def push_payload(state: fake_github.State, before: str, shas: list[str]) -> dict[str, Any]:
@@ -140,7 +136,7 @@ def push(
         shas.append(new_sha())
         commit_files(state, REPO, shas[-1], files)
     deliver(client, push_payload(state, before, shas))
-    drain(client)
+    run_due_jobs(client)
     return shas
 
 
@@ -192,7 +188,7 @@ def test_a_commit_touching_the_linked_file_is_dispatched_once_and_an_unrelated_o
     payload = push_payload(github, before, shas)
     first = deliver(app, payload, "the-delivery")
     assert first["autosync"] == {"branch": "main", "after": shas[2]}
-    drain(app)
+    run_due_jobs(app)
     assert dispatched(github) == [shas[1]]
     [d] = commits(github).dispatches
     assert (d["workflow"], d["ref"]) == ("kernalin.yml", "main")
@@ -211,7 +207,7 @@ def test_a_commit_touching_the_linked_file_is_dispatched_once_and_an_unrelated_o
             )
     finally:
         database.close()
-    drain(app)
+    run_due_jobs(app)
     assert dispatched(github) == [shas[1]]
     [row] = rows(database_url)
     assert (row.sha, row.state, row.reason, row.workloads) == (
@@ -296,7 +292,7 @@ def test_the_head_waits_for_the_pushs_own_run_and_the_in_flight_limit_holds(
                 outbox.enqueue(conn, autosync_jobs.DISPATCH_KIND, {"repository_id": repo_id})
         finally:
             database.close()
-        drain(client)
+        run_due_jobs(client)
         assert dispatched(github) == [shas[0], shas[1]]
         states = {r.sha: r.state for r in rows(database_url)}
         assert states[shas[2]] == autosync.SKIPPED
@@ -346,7 +342,7 @@ def test_a_dispatcher_killed_mid_dispatch_never_dispatches_that_commit_again(
     finally:
         database.close()
     github.__dict__["github_commits"].hold.clear()
-    drain(app)
+    run_due_jobs(app)
     assert dispatched(github) == []
     assert [r.state for r in rows(database_url)] == [autosync.DISPATCHING]
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from starlette.testclient import TestClient
 
-from gate_server.asgi import create_app
 from gate_server.db import Database
 from gate_server.settings import ServerSettings
-from testbed.gate_helpers import create_token
+from testbed.gate_helpers import app_without_worker, create_token
 from testbed.receivers import HttpReceiver
 from tests.gate_server.domain.alerting import PUBLIC, Alerting
 
@@ -22,8 +20,7 @@ def alerting(database_url: str, storage: Database) -> Iterator[Alerting]:
     settings = ServerSettings(database_url=database_url, public_url=PUBLIC, outbox_poll_ms=60_000)
     receivers = {"slack": HttpReceiver().start(), "hook": HttpReceiver().start()}
     try:
-        with TestClient(create_app(settings)) as app:
-            app.portal.call(app.app.state.outbox_worker.stop)
+        with app_without_worker(settings) as app:
             token = create_token(database_url, branches=("main",))
             yield Alerting(app, token, storage, settings, receivers)
     finally:

@@ -22,9 +22,11 @@ from gate_server.settings import ServerSettings
 from testbed.factories import body, make_results
 from testbed.gate_helpers import (
     Token,
+    app_without_worker,
     create_token,
     insert_change_point,
     outbox_jobs,
+    run_due_jobs,
     signed_headers,
 )
 
@@ -34,26 +36,12 @@ STEPPED = "pytorch_eager/float32/bs8"
 
 @pytest.fixture
 def app(database_url: str) -> Iterator[TestClient]:
-    """The app in-process; its worker's loop is stopped, so the test runs the jobs (run_once)."""
-    from gate_server.asgi import create_app
-
+    """The app in-process; the test runs its jobs (run_due_jobs)."""
     settings = ServerSettings(
         database_url=database_url, public_url="http://gate.test", outbox_poll_ms=60_000
     )
-    with TestClient(create_app(settings)) as c:
-        # Stopped, not merely slow to look again: a test that a loaded machine stretched past
-        # the worker's minute would race it for the jobs.
-        c.portal.call(c.app.state.outbox_worker.stop)
+    with app_without_worker(settings) as c:
         yield c
-
-
-def _drain(client: TestClient) -> int:
-    """Run every due job the app has handlers for; how many ran."""
-    worker: OutboxWorker = client.app.state.outbox_worker  # type: ignore[attr-defined]
-    ran = 0
-    while worker.run_once():
-        ran += 1
-    return ran
 
 
 class History:
@@ -96,14 +84,14 @@ def test_a_step_is_found_once_and_a_step_back_resolves_it(
         history.push(1.0)
     for _ in range(2):
         history.push(1.10)
-    _drain(app)
+    run_due_jobs(app)
     # The 32 baseline runs pushed before any look ran queued one look between them, which ran
     # over them all (a look reads the series when it runs).
     looks = outbox_jobs(database_url, DETECT_KIND)
     assert len(looks) == 1 and {job.state for job in looks} == {"done"}
     assert history.change_points() == []  # two runs at the new level are not yet enough
     history.push(1.10)  # the third: 3 runs above 30 is p = 2 / C(33, 3) = 0.0004
-    _drain(app)
+    run_due_jobs(app)
     [found] = history.change_points()
     assert found["configuration"] == STEPPED and found["status"] == "open"
     assert found["early"] is False  # 30 runs before it: the rank test's evidence
@@ -115,11 +103,11 @@ def test_a_step_is_found_once_and_a_step_back_resolves_it(
     assert (found["branch"], found["workload"]) == ("main", "kernels/attention.py")
     for _ in range(17):
         history.push(1.10)
-    _drain(app)
+    run_due_jobs(app)
     assert [c["id"] for c in history.change_points()] == [found["id"]]  # reported once
     for _ in range(4):  # 4 runs below 20: p = 2 / C(24, 4) = 0.0002
         history.push(1.0)
-    _drain(app)
+    run_due_jobs(app)
     back, first = history.change_points()
     assert back["after_run_id"] == history.runs[50]["run_id"] and back["ratio"] < 0.95
     assert back["undoes_id"] == first["id"]
@@ -142,7 +130,7 @@ def test_a_step_in_a_new_series_is_stored_as_early(app: TestClient, database_url
     history = History(app, create_token(database_url))
     for factor in [1.0] * 6 + [1.1] * 3:
         history.push(factor)
-        _drain(app)
+        run_due_jobs(app)
     [found] = history.change_points()
     assert found["configuration"] == STEPPED and found["early"] is True
     assert found["after_run_id"] == history.runs[6]["run_id"] and found["ratio"] > 1.05
@@ -155,7 +143,7 @@ def test_a_drift_is_stored_once_and_grows(app: TestClient, database_url: str) ->
     ramp = [1.0 + 0.1 * (i + 1) / 20 for i in range(20)]
     for factor in [1.0] * 20 + ramp + [1.1] * 8:
         history.push(factor)
-        _drain(app)
+        run_due_jobs(app)
     [found] = history.change_points()
     assert found["configuration"] == STEPPED and found["drift"] is True
     after = [r["run_id"] for r in history.runs].index(found["after_run_id"])
@@ -176,7 +164,7 @@ def test_only_baseline_runs_queue_a_look(app: TestClient, database_url: str) -> 
     jobs = outbox_jobs(database_url, DETECT_KIND)
     # One look waits for main's series, for runs 0 and 3 both; none for the others.
     assert [(j.state, j.payload["branch"]) for j in jobs] == [(outbox.PENDING, "main")]
-    _drain(app)
+    run_due_jobs(app)
     # Accepting the pull request's run makes it history too.
     r = app.post(
         f"/api/v1/runs/{history.runs[1]['run_id']}/accept",
@@ -193,7 +181,7 @@ def _stepped(app: TestClient, database_url: str) -> tuple[History, dict[str, Any
     history = History(app, create_token(database_url))
     for factor in [1.0] * 12 + [1.2] * 5:  # p = 2 / C(17, 5) = 0.0003
         history.push(factor)
-    _drain(app)
+    run_due_jobs(app)
     [found] = history.change_points()
     return history, found
 
@@ -423,14 +411,14 @@ def test_a_change_masked_by_a_stored_one_is_stored_at_its_own_run(
             )
     finally:
         database.close()
-    _drain(app)
+    run_due_jobs(app)
     found = {c["after_run_id"]: c for c in history.change_points()}
     assert set(found) == {history.runs[30]["run_id"], history.runs[40]["run_id"]}
     assert found[history.runs[40]["run_id"]]["id"] == stored
     masked = found[history.runs[30]["run_id"]]
     assert 1.03 < masked["ratio"] < 1.09 and masked["undoes_id"] is None
     assert masked["before_run_id"] == history.runs[29]["run_id"]
-    _drain(app)
+    run_due_jobs(app)
     history.push(1.06 * 1.12)
-    _drain(app)
+    run_due_jobs(app)
     assert len(history.change_points()) == 2  # each reported once
