@@ -7,13 +7,12 @@ down, old (no such endpoint) or refuses the token leaves the run on fixed sampli
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
 from pydantic import ValidationError
 
+from action.upload import answer_within
 from rnx.config import GateSettings
 from rnx.schema import InvalidDocument, ResultsDocument, parse_results
 
@@ -59,9 +58,10 @@ def fetch_baseline(
     headers = {"Authorization": f"Bearer {secret}", "User-Agent": "rnx-benchmark-action"}
     try:
         with httpx.Client(transport=transport, follow_redirects=False) as client:
-            response = _within(
+            response = answer_within(
                 lambda: client.get(endpoint, params=params, headers=headers, timeout=limit_s),
                 limit_s,
+                name="rnx-baseline-fetch",
             )
     except httpx.HTTPError as e:
         return NotFetched(f"the gate server at {url} did not answer ({str(e) or type(e).__name__})")
@@ -113,24 +113,3 @@ def server_gate(found: object) -> GateSettings | None:
         raise ValueError(
             f"the server's gate thresholds are not valid: {e.errors()[0]['msg']}"
         ) from None
-
-
-def _within(call: Callable[[], httpx.Response], limit_s: float) -> httpx.Response:
-    """The whole answer within `limit_s` (httpx bounds each read, not the answer): the call runs
-    in a daemon thread that is abandoned when the limit passes."""
-    outcome: list[httpx.Response | BaseException] = []
-
-    def run() -> None:
-        try:
-            outcome.append(call())
-        except BaseException as e:  # handed to the caller's thread below
-            outcome.append(e)
-
-    worker = threading.Thread(target=run, name="rnx-baseline-fetch", daemon=True)
-    worker.start()
-    worker.join(limit_s)
-    if not outcome:
-        raise httpx.ReadTimeout(f"no complete answer within {limit_s:.0f} s")
-    if isinstance(outcome[0], BaseException):
-        raise outcome[0]
-    return outcome[0]

@@ -6,6 +6,7 @@ never an exception: the gate being down must not break anybody's build.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -206,9 +207,11 @@ def upload(
             attempts += 1
             retry_after: float | None = None
             try:
-                response = _post_within(
-                    client, endpoint, body=body, headers=headers, limit_s=min(20.0, remaining)
+                limit_s = min(20.0, remaining)
+                post = functools.partial(
+                    client.post, endpoint, content=body, headers=headers, timeout=limit_s
                 )
+                response = answer_within(post, limit_s, name="rnx-upload")
             except httpx.HTTPError as e:
                 last = describe_transport(e, url)
             else:
@@ -242,21 +245,21 @@ def upload(
     return Outage(last, attempts)
 
 
-def _post_within(
-    client: httpx.Client, endpoint: str, *, body: bytes, headers: dict[str, str], limit_s: float
+def answer_within(
+    call: Callable[[], httpx.Response], limit_s: float, *, name: str
 ) -> httpx.Response:
-    """POST and have the whole answer within `limit_s`. httpx's timeouts bound each read, not
-    the answer: a server trickling a byte a second would hold the job forever. So the request
-    runs in a daemon thread that is abandoned (its socket with it) when the limit passes."""
+    """`call`'s whole answer within `limit_s`. httpx's timeouts bound each read, not the answer:
+    a server trickling a byte a second would hold the job forever. So the call runs in a daemon
+    thread (named `name`) that is abandoned (its socket with it) when the limit passes."""
     outcome: list[httpx.Response | BaseException] = []
 
-    def send() -> None:
+    def run() -> None:
         try:
-            outcome.append(client.post(endpoint, content=body, headers=headers, timeout=limit_s))
+            outcome.append(call())
         except BaseException as e:  # handed to the caller's thread below
             outcome.append(e)
 
-    worker = threading.Thread(target=send, name="rnx-upload", daemon=True)
+    worker = threading.Thread(target=run, name=name, daemon=True)
     worker.start()
     worker.join(limit_s)
     if not outcome:

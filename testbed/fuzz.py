@@ -112,6 +112,18 @@ def _sign(case_kwargs: dict[str, Any], path: str, secret: str | None) -> dict[st
     return kwargs
 
 
+def generated(examples: int) -> settings:
+    """Hypothesis settings for `examples` generated cases and nothing else (no example database,
+    replay or shrinking: each case is a request to a live server), no deadline or health check."""
+    return settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+
+
 def fuzz_operation(
     op: Any,
     url: str,
@@ -124,13 +136,7 @@ def fuzz_operation(
     auth = {"Authorization": f"Bearer {secret}"} if secret else {}
     client = httpx.Client(timeout=30)
 
-    @settings(
-        max_examples=examples,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @generated(examples)
     @seed(random_seed)  # the same cases on every run, so a failure can be replayed
     @given(op.as_strategy(generation_mode=mode))
     def one(case: Any) -> None:
@@ -210,13 +216,7 @@ def fuzz_documents(url: str, secret: str, examples: int, random_seed: int = 0) -
     client = httpx.Client(timeout=60)
 
     @seed(random_seed)
-    @settings(
-        max_examples=examples,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @generated(examples)
     @given(DOC_SHAPE, st.randoms(use_true_random=False))
     def one(shape: dict[str, Any], rnd: Any) -> None:
         configs = rnd.sample(ALL_CONFIGS, shape["configs"])

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # The loopback server lives with the server; tests and benchmarks import it from here.
 from testbed.live_server import LiveServer, free_port, start_server  # noqa: F401
@@ -130,3 +131,95 @@ def signed_headers(secret: str, body: bytes, *, timestamp: int | None = None) ->
         "X-Kernalin-Timestamp": ts,
         "X-Kernalin-Signature": sign_upload(secret, ts, body),
     }
+
+
+def insert_change_point(conn: Any, **fields: Any) -> int:
+    """Store a change point as detection would (gate_server/db/change_points.py), on `conn` (a
+    write connection), and return its id. `fields` override a 1.18x step on repository 1's
+    main, environment "h200", kernels/attention.py, pytorch_eager/float16/bs8, from commit
+    a*40 to b*40."""
+    from gate_server.db import change_points
+
+    found = change_points.insert_new(
+        conn,
+        change_points.NewChangePoint(
+            **{
+                "repository_id": 1,
+                "branch": "main",
+                "environment_key": "h200",
+                "workload": "kernels/attention.py",
+                "configuration": "pytorch_eager/float16/bs8",
+                "before_run_id": "11111111-1111-4111-8111-111111111111",
+                "before_sha": "a" * 40,
+                "after_run_id": "22222222-2222-4222-8222-222222222222",
+                "after_sha": "b" * 40,
+                "ratio": 1.18,
+                "low": 1.12,
+                "high": 1.25,
+                "p_value": 0.001,
+                "early": False,
+                "end_run_id": None,
+                "end_sha": None,
+                **fields,
+            }
+        ),
+        undoes_id=None,
+    )
+    assert found is not None, "insert_new stored nothing: that change point is stored already"
+    return found
+
+
+def outbox_jobs(database_url: str, kind: str, *, state: str | None = None) -> list[Any]:
+    """The outbox's jobs of `kind` (and `state`), oldest first, read on a database opened for it."""
+    from gate_server.db import open_database, outbox
+
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            return outbox.jobs(conn, kind=kind, state=state)
+    finally:
+        database.close()
+
+
+def app_mode_settings(
+    database_url: str, key: Any, github_url: str, *, app_id: str = "314", **settings: Any
+) -> Any:
+    """The server's settings in App mode: GitHub App `app_id` signing with `key` (an RSA private
+    key), GitHub's API at `github_url` (the fake, or a port that refuses), no OIDC; `settings`
+    add to them (public_url, the webhook's secret, ...)."""
+    from gate_server.settings import ServerSettings
+    from rnx_github.app_auth import AppCredentials
+    from testbed.fakes.github_endpoints import private_pem
+
+    return ServerSettings(
+        database_url=database_url,
+        github_app=AppCredentials(app_id, private_pem(key), github_url),
+        github_api_url=github_url,
+        oidc_audience=None,
+        **settings,
+    )
+
+
+@contextmanager
+def app_without_worker(settings: Any, **client_args: Any) -> Iterator[Any]:
+    """The app in-process (a starlette TestClient, `client_args` to it) with its outbox worker
+    stopped, so the test runs the jobs itself (run_due_jobs). Stopped, not merely slow to look
+    again: a test that a loaded machine stretched past the worker's poll would race it."""
+    from starlette.testclient import TestClient
+
+    from gate_server.asgi import create_app
+
+    app = create_app(settings)
+    with TestClient(app, **client_args) as client:
+        assert client.portal is not None  # the client's event loop, while it is entered
+        client.portal.call(app.state.outbox_worker.stop)
+        yield client
+
+
+def run_due_jobs(client: Any) -> int:
+    """Run every due outbox job with the (stopped) worker of app_without_worker(); how many."""
+    worker = client.app.state.outbox_worker
+    ran = 0
+    while worker.run_once():
+        ran += 1
+    return ran

@@ -183,6 +183,21 @@ class SmtpReceiver:
     def delivery_ids(self) -> list[str]:
         return [str(m["X-Kernalin-Delivery"]) for m in self.messages]
 
+    def channel(
+        self, *, password: str | None = None, to: tuple[str, ...] = ("perf@example.com",)
+    ) -> Any:
+        """An email channel that sends here (`password`: another than the one this takes)."""
+        from gate_server.domain.alerts.channels import email_channel
+
+        return email_channel(
+            host="127.0.0.1",
+            port=self.port,
+            user=self.user,
+            password=self.password if password is None else password,
+            sender="gate@example.com",
+            to=list(to),
+        )
+
     def start(self) -> SmtpReceiver:
         import errno
         import logging

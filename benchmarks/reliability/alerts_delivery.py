@@ -65,17 +65,7 @@ def _add_channels(url: str, http: dict[str, HttpReceiver], smtp: SmtpReceiver) -
         ("slack", channels.slack_channel(http["slack"].url + "/services/T/B/x")),
         ("teams", channels.teams_channel(http["teams"].url + "/workflows/x")),
         ("hook", channels.webhook_channel(http["hook"].url + "/kernalin")),
-        (
-            "mail",
-            channels.email_channel(
-                host="127.0.0.1",
-                port=smtp.port,
-                user=smtp.user,
-                password=smtp.password,
-                sender="gate@example.com",
-                to=["perf@example.com"],
-            ),
-        ),
+        ("mail", smtp.channel()),
     ]
     try:
         for name, spec in specs:

@@ -225,6 +225,19 @@ def _report(name: str, docs: list[ResultsDocument], burst: Burst, url: str, secr
     return ok
 
 
+def _until_stored(db: str, count: int, fault: threading.Event) -> None:
+    """Wait until `count` runs are stored (the fault then lands mid-burst) or the burst is over."""
+    storage = Database(db)
+    try:
+        while not fault.is_set():
+            with storage.read() as conn:
+                if stored_runs.count(conn) >= count:
+                    return
+            time.sleep(0.01)
+    finally:
+        storage.close()
+
+
 def kill_during_burst(db: str, work: Path, uploads: int, threads: int) -> bool:
     token = create_token(db)
     server = start_server(db, work)
@@ -233,15 +246,7 @@ def kill_during_burst(db: str, work: Path, uploads: int, threads: int) -> bool:
 
     def killer() -> None:
         # Kill once a third of the burst is acknowledged, so the kill lands mid-stream.
-        storage = Database(db)
-        try:
-            while not fault.is_set():
-                with storage.read() as conn:
-                    if stored_runs.count(conn) >= uploads // 3:
-                        break
-                time.sleep(0.01)
-        finally:
-            storage.close()
+        _until_stored(db, uploads // 3, fault)
         server.process.kill()  # SIGKILL: no shutdown handler runs
         server.process.wait()
 
@@ -278,15 +283,7 @@ def pg_restart_during_burst(db: str, work: Path, uploads: int, threads: int) -> 
     timeline: dict[str, float] = {}
 
     def restarter() -> None:
-        storage = Database(db)
-        try:
-            while not fault.is_set():
-                with storage.read() as conn:
-                    if stored_runs.count(conn) >= uploads // 3:
-                        break
-                time.sleep(0.01)
-        finally:
-            storage.close()
+        _until_stored(db, uploads // 3, fault)
         t0 = time.monotonic()
         subprocess.run([*_pg_cluster(), "restart"], check=True, capture_output=True)
         timeline["restart_s"] = time.monotonic() - t0

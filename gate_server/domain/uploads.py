@@ -26,7 +26,6 @@ from gate_server.domain.change_points import enqueue_detection
 from gate_server.domain.receipts import ReceiptSigner
 from gate_server.domain.stored_documents import StoredDocuments
 from gate_server.errors import Conflict, Forbidden, InvalidInput, Malformed
-from gate_server.numbers import whole_number
 from gate_server.settings import ServerSettings
 from gate_server.workloads import InvalidWorkloadPath, several_workloads, workload_identity
 from rnx.branches import branch_matches
@@ -70,22 +69,6 @@ def answered(answer: dict[str, Any], request_base: str) -> dict[str, Any]:
     if isinstance(url, str) and url.startswith("/"):
         return {**answer, "url": request_base.rstrip("/") + url}
     return answer
-
-
-BISECTION_HEADER = "x-kernalin-bisection"  # the action sends it for a dispatched bisection run
-
-
-def bisection_header(value: str | None) -> int | None:
-    """The bisection an upload measures for (its header), or None without one."""
-    if value is None or not value.strip():
-        return None
-    number = whole_number(value.strip())
-    if number is None or number < 1:
-        raise InvalidInput(
-            f"{BISECTION_HEADER}: {value[:40]!r} is not a bisection id; send the number the "
-            "server's dispatch gave as the workflow's `bisection` input, or no header"
-        )
-    return number
 
 
 def parse_upload(body: bytes) -> ResultsDocument:

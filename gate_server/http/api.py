@@ -16,7 +16,7 @@ from gate_server.domain.accepts import MAX_ACCEPT_BODY, accept_run, check_accept
 from gate_server.domain.auth import actor_of, check_signature
 from gate_server.domain.baseline_reads import MAX_PARAMETER, REQUIRED, read_baseline
 from gate_server.domain.runs import get_run
-from gate_server.domain.uploads import BISECTION_HEADER, answered, bisection_header, ingest_run
+from gate_server.domain.uploads import answered, ingest_run
 from gate_server.github.workload_check import check_before_accept
 from gate_server.http.answers import Answer, ApiError
 from gate_server.http.app_mode import after_upload as github_after_upload
@@ -38,6 +38,7 @@ from gate_server.http.openapi import (
     json_body,
     query,
 )
+from gate_server.numbers import whole_number
 from gate_server.services import Services, services
 
 # Uploads one server process ingests at once. Re-gating is CPU-bound Python, which holds the
@@ -67,6 +68,25 @@ def _upload_slots(request: Request) -> anyio.CapacityLimiter:
     if slots is None:
         slots = state.upload_slots = anyio.CapacityLimiter(UPLOADS_AT_ONCE)
     return slots
+
+
+BISECTION_HEADER = "x-kernalin-bisection"  # the action sends it for a dispatched bisection run
+
+
+def bisection_of(request: Request) -> int | None:
+    """The bisection an upload measures a commit for (its header), or None without one."""
+    value = request.headers.get(BISECTION_HEADER)
+    if value is None or not value.strip():
+        return None
+    number = whole_number(value.strip())
+    if number is None or number < 1:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"{BISECTION_HEADER}: {value[:40]!r} is not a bisection id; send the number the "
+            "server's dispatch gave as the workflow's `bisection` input, or no header",
+        )
+    return number
 
 
 @endpoint(
@@ -118,7 +138,7 @@ async def upload_run(request: Request) -> Response:
         signature,
         base_url(request),
         documents=svc.documents,
-        bisection=bisection_header(request.headers.get(BISECTION_HEADER)),
+        bisection=bisection_of(request),
     )
     if in_loop:
         async with slots:

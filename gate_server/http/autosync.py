@@ -213,12 +213,7 @@ async def get_links(request: Request) -> Response:
     },
 )
 async def post_link(request: Request) -> Response:
-    svc = services(request)
-    token, _ = await authenticated(request)
-    refuse_read_only(token, "link workloads")
-    data = await _body(request)
-    answer = await run_in_threadpool(change_link, svc.database, token, data, remove=False)
-    return JSONResponse(answer)
+    return await _change_link(request, remove=False)
 
 
 @endpoint(
@@ -235,11 +230,15 @@ async def post_link(request: Request) -> Response:
     },
 )
 async def post_unlink(request: Request) -> Response:
+    return await _change_link(request, remove=True)
+
+
+async def _change_link(request: Request, *, remove: bool) -> Response:
     svc = services(request)
     token, _ = await authenticated(request)
-    refuse_read_only(token, "unlink workloads")
+    refuse_read_only(token, "unlink workloads" if remove else "link workloads")
     data = await _body(request)
-    answer = await run_in_threadpool(change_link, svc.database, token, data, remove=True)
+    answer = await run_in_threadpool(change_link, svc.database, token, data, remove=remove)
     return JSONResponse(answer)
 
 

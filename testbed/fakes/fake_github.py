@@ -312,6 +312,13 @@ ROUTES: list[tuple[str, str, Handler]] = [
 ]
 
 
+def mount(routes: list[tuple[str, str, Handler]]) -> None:
+    """Add another module's endpoints to the fake (each once, however often it is imported)."""
+    for route in routes:
+        if route not in ROUTES:
+            ROUTES.append(route)
+
+
 def create_app(state: State) -> Starlette:
     def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def run(request: Request) -> Response:

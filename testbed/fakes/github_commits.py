@@ -281,6 +281,4 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/repos/{owner}/{repo}/git/trees/{sha}", get_tree),
 ]
 
-for _route in ROUTES:
-    if _route not in fake_github.ROUTES:
-        fake_github.ROUTES.append(_route)
+fake_github.mount(ROUTES)

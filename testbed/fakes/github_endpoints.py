@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import hashlib
 import json
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -80,16 +83,37 @@ def private_pem(key: Any) -> str:
     )
 
 
-def install_app(state: State, key: Any, installations: dict[str, int]) -> FakeApp:
-    """GitHub App "314" with `key`'s public half, installed on `installations` (repo -> id)."""
+def install_app(
+    state: State, key: Any, installations: dict[str, int], *, app_id: str = "314"
+) -> FakeApp:
+    """GitHub App `app_id` with `key`'s public half, installed on `installations` (repo -> id)."""
     from cryptography.hazmat.primitives import serialization
 
     public = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    app = FakeApp("314", public.decode(), installations=dict(installations))
+    app = FakeApp(app_id, public.decode(), installations=dict(installations))
     extras(state).app = app
     return app
+
+
+@functools.cache
+def app_key() -> Any:
+    """The RSA key of the fake's GitHub App, made once per process (making one takes a while)."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@contextmanager
+def serve_with_app(
+    installations: dict[str, int], *, app_id: str = "314"
+) -> Iterator[tuple[str, State]]:
+    """The GitHub fake on loopback, GitHub App `app_id` (app_key()) installed on `installations`:
+    its URL and state."""
+    with fake_github.serve() as (url, state):
+        install_app(state, app_key(), installations, app_id=app_id)
+        yield url, state
 
 
 def extras(state: State) -> Extras:
@@ -394,6 +418,4 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/repos/{owner}/{repo}/issues/comments/{comment_id:int}/reactions", create_reaction),
 ]
 
-for _route in ROUTES:
-    if _route not in fake_github.ROUTES:
-        fake_github.ROUTES.append(_route)
+fake_github.mount(ROUTES)

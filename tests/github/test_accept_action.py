@@ -18,7 +18,7 @@ from action.inputs import read_connection
 from action.workflow import Workflow
 from gate_server.asgi import create_app
 from gate_server.settings import ServerSettings
-from rnx_github.comment import COMMENT_MARKER, mark_accepted
+from rnx_github.comment import COMMENT_MARKER
 from testbed.fakes import fake_github
 from testbed.oidc_issuer import OidcIssuer
 from tests.github.accept_world import (
@@ -199,14 +199,6 @@ def test_an_unreachable_server_is_a_warning_and_a_reply(
     outcome = run(env, workflow=Workflow(env, out))
     assert outcome.exit_code == 0 and "::warning" in out.getvalue()
     assert "could not reach the gate server" in w.state.comment_bodies(REPO, PR)[-1]
-
-
-def test_mark_accepted_keeps_the_report_and_replaces_an_earlier_acceptance() -> None:
-    body = f"{COMMENT_MARKER}\n## ❌ rnx-benchmark: BLOCK\ncommit abc · 1 part(s)\n\n| table |\n"
-    once = mark_accepted(body, "alice", "first", "abc")
-    twice = mark_accepted(once, "carol", "second", "abc")
-    assert twice.count("**Accepted**") == 1 and "@carol: second" in twice and "| table |" in twice
-    assert mark_accepted(None, "alice", "why", "abcdef1234567890").startswith(COMMENT_MARKER)
 
 
 def test_the_accepting_user_is_the_oidc_tokens_never_the_bodys(

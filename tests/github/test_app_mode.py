@@ -1,20 +1,16 @@
-"""GitHub App mode against the GitHub fake: app JWT, installation tokens, the server posting.
-
-App JWT -> installation tokens (cached until expiry), and the server posting a PR's sticky
-comment and commit status itself."""
+"""GitHub App mode against the GitHub fake: the server posting a PR's sticky comment and commit
+status itself (the App's JWT and installation tokens: tests/rnx_github/test_app_auth.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
 from gate_server.settings import ServerSettings
-from rnx_github.app_auth import AppCredentials, GitHubApp, InstallationTokens, app_jwt
+from rnx_github.app_auth import AppCredentials, GitHubApp
 from rnx_github.client import ACTIONS_BOT
 from testbed.factories import (
     HOSTILE_REASON,
@@ -24,86 +20,23 @@ from testbed.factories import (
     make_results,
 )
 from testbed.fakes import fake_github
-from testbed.fakes.github_endpoints import extras, install_app, private_pem
-from testbed.gate_helpers import Token, signed_headers
+from testbed.fakes.github_endpoints import app_key, private_pem, serve_with_app
+from testbed.gate_helpers import Token, app_mode_settings, signed_headers
 
 REPO = "Codertocat/Hello-World"
 INSTALLATION = 77
 BOT = "rnx-gate[bot]"
 
 
-@pytest.fixture(scope="module")
-def app_key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-pem = private_pem
+@pytest.fixture
+def github() -> Iterator[tuple[str, fake_github.State]]:
+    with serve_with_app({REPO: INSTALLATION}) as served:
+        yield served
 
 
 @pytest.fixture
-def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]]:
-    with fake_github.serve() as (url, state):
-        install_app(state, app_key, {REPO: INSTALLATION})
-        yield url, state
-
-
-class Clock:
-    def __init__(self) -> None:
-        import time
-
-        self.t = time.time()
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def test_installation_tokens_are_cached_until_shortly_before_expiry(
-    github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
-) -> None:
-    url, state = github
-    extras(state).app.token_lifetime_s = 130  # type: ignore[union-attr]  # 10 s past the margin
-    clock = Clock()
-    tokens = InstallationTokens(AppCredentials("314", pem(app_key), url), clock=clock)
-    first = tokens.token(INSTALLATION)
-    assert tokens.token(INSTALLATION) == first and tokens.exchanges == 1
-    clock.t += 11  # now within the renewal margin
-    second = tokens.token(INSTALLATION)
-    assert second != first and tokens.exchanges == 2
-    assert tokens.installation_for(REPO) == INSTALLATION
-    assert [i for i, _ in extras(state).app.issued] == [INSTALLATION, INSTALLATION]  # type: ignore[union-attr]
-
-
-def test_app_jwt_is_short_lived_and_refused_with_another_key(
-    github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
-) -> None:
-    import jwt
-
-    url, _ = github
-    token = app_jwt(AppCredentials("314", pem(app_key), url), now=1_000_000)
-    claims = jwt.decode(token, options={"verify_signature": False})
-    assert claims == {"iat": 1_000_000 - 60, "exp": 1_000_000 + 540, "iss": "314"}
-    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    r = httpx.get(
-        f"{url}/app",
-        headers={"Authorization": f"Bearer {app_jwt(AppCredentials('314', pem(stranger), url))}"},
-    )
-    assert r.status_code == 401
-    app = GitHubApp(AppCredentials("314", pem(app_key), url))
-    assert app.bot_login() == BOT
-
-
-@pytest.fixture
-def server_settings(
-    database_url: str, github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
-) -> ServerSettings:
-    url = github[0]
-    return ServerSettings(
-        database_url=database_url,
-        public_url="http://gate.test",
-        github_app=AppCredentials("314", pem(app_key), url),
-        github_api_url=url,
-        oidc_audience=None,
-    )
+def server_settings(database_url: str, github: tuple[str, fake_github.State]) -> ServerSettings:
+    return app_mode_settings(database_url, app_key(), github[0], public_url="http://gate.test")
 
 
 def upload(client: TestClient, token: Token, **kwargs: Any) -> Any:
@@ -166,16 +99,12 @@ def test_markdown_and_html_from_a_results_document_are_posted_as_text(
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_github_being_down_never_fails_an_upload(
-    database_url: str, ci_token: Any, app_key: rsa.RSAPrivateKey, refused_port: int
+    database_url: str, ci_token: Any, refused_port: int
 ) -> None:
     from gate_server.asgi import create_app
 
     dead = f"http://127.0.0.1:{refused_port}"
-    settings = ServerSettings(
-        database_url=database_url,
-        github_app=AppCredentials("314", pem(app_key), dead),
-        oidc_audience=None,
-    )
+    settings = app_mode_settings(database_url, app_key(), dead)
     token: Token = ci_token(workspace="octo", repository=REPO, branches=("main",))
     with TestClient(create_app(settings)) as c:
         answer = upload(c, token, branch="f", event="pull_request", pr_number=4, base_branch="main")
@@ -183,13 +112,13 @@ def test_github_being_down_never_fails_an_upload(
 
 
 def test_the_servers_sticky_comment_is_found_across_pages_and_only_its_own_is_edited(
-    github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
+    github: tuple[str, fake_github.State],
 ) -> None:
     from gate_server.github.pulls import publish
     from rnx_github.comment import COMMENT_MARKER
 
     url, state = github
-    app = GitHubApp(AppCredentials("314", pem(app_key), url))
+    app = GitHubApp(AppCredentials("314", private_pem(app_key()), url))
     client = app.client(repository=REPO)
     state.seed_comments(REPO, 5, 130)
     # Someone quoting the marker, and the action's own sticky comment: neither is the App's.

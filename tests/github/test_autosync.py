@@ -11,10 +11,10 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
 from action.init import WORKFLOW
@@ -23,13 +23,19 @@ from gate_server.db.runs import BaselineKey
 from gate_server.domain.autosync import jobs as autosync_jobs
 from gate_server.http.webhook import signature_of
 from gate_server.jobs.worker import OutboxWorker
-from gate_server.settings import ServerSettings
-from rnx_github.app_auth import AppCredentials
 from testbed.factories import body, make_results
 from testbed.fakes import fake_github
 from testbed.fakes.github_commits import commit_files, commits
-from testbed.fakes.github_endpoints import install_app, private_pem
-from testbed.gate_helpers import Token, create_token, signed_headers
+from testbed.fakes.github_endpoints import app_key, serve_with_app
+from testbed.gate_helpers import (
+    Token,
+    app_mode_settings,
+    app_without_worker,
+    create_token,
+    outbox_jobs,
+    run_due_jobs,
+    signed_headers,
+)
 from tests.github.payloads import make_push
 
 REPO = "acme/kernels"
@@ -55,10 +61,8 @@ def new_sha() -> str:
 
 @pytest.fixture
 def github() -> Iterator[fake_github.State]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    with fake_github.serve() as (url, state):
-        install_app(state, key, {REPO: 77})
-        state.__dict__.update(app_key=key, api_url=url)
+    with serve_with_app({REPO: 77}) as (url, state):
+        state.__dict__["api_url"] = url
         workflow = WORKFLOW.format(
             branch="main", schedule="", action_note="", action_ref="acme/rnx@v1"
         )
@@ -67,42 +71,27 @@ def github() -> Iterator[fake_github.State]:
         yield state
 
 
-def start(database_url: str, state: fake_github.State, **settings: Any) -> TestClient:
+@contextmanager
+def started(database_url: str, state: fake_github.State, **settings: Any) -> Iterator[TestClient]:
     """App mode in-process with the webhook; the worker's loop is stopped so the test runs
-    the jobs (drain)."""
-    from gate_server.asgi import create_app
-
-    chosen = ServerSettings(
-        database_url=database_url,
+    the jobs (run_due_jobs)."""
+    chosen = app_mode_settings(
+        database_url,
+        app_key(),
+        state.__dict__["api_url"],
         public_url="http://gate.test",
         outbox_poll_ms=60_000,
-        github_app=AppCredentials(
-            "314", private_pem(state.__dict__["app_key"]), state.__dict__["api_url"]
-        ),
-        github_api_url=state.__dict__["api_url"],
         github_webhook_secret=SECRET,
-        oidc_audience=None,
         **{"autosync_every": 0, "autosync_wait_s": 0, **settings},
     )
-    client = TestClient(create_app(chosen))
-    client.__enter__()
-    client.portal.call(client.app.state.outbox_worker.stop)
-    return client
+    with app_without_worker(chosen) as client:
+        yield client
 
 
 @pytest.fixture
 def app(database_url: str, github: fake_github.State) -> Iterator[TestClient]:
-    client = start(database_url, github)
-    try:
+    with started(database_url, github) as client:
         yield client
-    finally:
-        client.__exit__(None, None, None)
-
-
-def drain(client: TestClient) -> None:
-    worker: OutboxWorker = client.app.state.outbox_worker  # type: ignore[attr-defined]
-    while worker.run_once():
-        pass
 
 
 def push_payload(state: fake_github.State, before: str, shas: list[str]) -> dict[str, Any]:
@@ -147,7 +136,7 @@ def push(
         shas.append(new_sha())
         commit_files(state, REPO, shas[-1], files)
     deliver(client, push_payload(state, before, shas))
-    drain(client)
+    run_due_jobs(client)
     return shas
 
 
@@ -199,7 +188,7 @@ def test_a_commit_touching_the_linked_file_is_dispatched_once_and_an_unrelated_o
     payload = push_payload(github, before, shas)
     first = deliver(app, payload, "the-delivery")
     assert first["autosync"] == {"branch": "main", "after": shas[2]}
-    drain(app)
+    run_due_jobs(app)
     assert dispatched(github) == [shas[1]]
     [d] = commits(github).dispatches
     assert (d["workflow"], d["ref"]) == ("kernalin.yml", "main")
@@ -218,7 +207,7 @@ def test_a_commit_touching_the_linked_file_is_dispatched_once_and_an_unrelated_o
             )
     finally:
         database.close()
-    drain(app)
+    run_due_jobs(app)
     assert dispatched(github) == [shas[1]]
     [row] = rows(database_url)
     assert (row.sha, row.state, row.reason, row.workloads) == (
@@ -262,8 +251,7 @@ def test_a_push_of_more_commits_than_the_payload_lists_is_read_through_compare(
 def test_the_branch_gets_a_run_at_least_every_n_commits(
     database_url: str, github: fake_github.State
 ) -> None:
-    client = start(database_url, github, autosync_every=5)
-    try:
+    with started(database_url, github, autosync_every=5) as client:
         token = create_token(database_url)
         link(client, token)
         # Nothing benchmarked yet: the first push's head starts the history.
@@ -278,15 +266,12 @@ def test_the_branch_gets_a_run_at_least_every_n_commits(
         # A commit that touches the workload resets the count.
         touched = push(client, github, [{WORKLOAD: "# new\n"}, {"README.md": "d\n"}])
         assert dispatched(github)[-1] == touched[0] and len(dispatched(github)) == 3
-    finally:
-        client.__exit__(None, None, None)
 
 
 def test_the_head_waits_for_the_pushs_own_run_and_the_in_flight_limit_holds(
     database_url: str, github: fake_github.State
 ) -> None:
-    client = start(database_url, github, autosync_wait_s=1, autosync_in_flight=1)
-    try:
+    with started(database_url, github, autosync_wait_s=1, autosync_in_flight=1) as client:
         token = create_token(database_url)
         link(client, token)
         shas = push(client, github, [{WORKLOAD: f"# v{i}\n"} for i in range(3)])
@@ -307,19 +292,16 @@ def test_the_head_waits_for_the_pushs_own_run_and_the_in_flight_limit_holds(
                 outbox.enqueue(conn, autosync_jobs.DISPATCH_KIND, {"repository_id": repo_id})
         finally:
             database.close()
-        drain(client)
+        run_due_jobs(client)
         assert dispatched(github) == [shas[0], shas[1]]
         states = {r.sha: r.state for r in rows(database_url)}
         assert states[shas[2]] == autosync.SKIPPED
-    finally:
-        client.__exit__(None, None, None)
 
 
 def test_runs_of_a_pushs_earlier_commits_take_their_place_in_the_history(
     database_url: str, github: fake_github.State
 ) -> None:
-    client = start(database_url, github, autosync_wait_s=60)
-    try:
+    with started(database_url, github, autosync_wait_s=60) as client:
         token = create_token(database_url)
         link(client, token)
         shas = push(client, github, [{WORKLOAD: f"# h{i}\n"} for i in range(3)])
@@ -336,8 +318,6 @@ def test_runs_of_a_pushs_earlier_commits_take_their_place_in_the_history(
         finally:
             database.close()
         assert newest_first == shas[::-1]
-    finally:
-        client.__exit__(None, None, None)
 
 
 def test_a_dispatcher_killed_mid_dispatch_never_dispatches_that_commit_again(
@@ -362,7 +342,7 @@ def test_a_dispatcher_killed_mid_dispatch_never_dispatches_that_commit_again(
     finally:
         database.close()
     github.__dict__["github_commits"].hold.clear()
-    drain(app)
+    run_due_jobs(app)
     assert dispatched(github) == []
     assert [r.state for r in rows(database_url)] == [autosync.DISPATCHING]
 
@@ -447,13 +427,7 @@ def rows_repository_id(database_url: str) -> int:
 
 
 def pending_looks(database_url: str) -> int:
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            found = outbox.jobs(conn, kind=autosync_jobs.DISPATCH_KIND, state=outbox.PENDING)
-    finally:
-        database.close()
-    return len(found)
+    return len(outbox_jobs(database_url, autosync_jobs.DISPATCH_KIND, state=outbox.PENDING))
 
 
 def test_a_dispatch_github_refuses_for_good_is_recorded_with_why_and_not_retried(

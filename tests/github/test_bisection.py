@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import yaml
-from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
 from action.init import WORKFLOW
@@ -24,15 +23,20 @@ from gate_server.domain.alerts.delivery import delivery_id
 from gate_server.domain.alerts.message import compose
 from gate_server.domain.bisection import jobs as bisection
 from gate_server.http.webhook import WEBHOOK_PATH, signature_of
-from gate_server.jobs.worker import OutboxWorker
-from gate_server.settings import ServerSettings
 from rnx_cli.acting import bisection_text
-from rnx_github.app_auth import AppCredentials
 from testbed.factories import body, make_results
 from testbed.fakes import fake_github
 from testbed.fakes.github_commits import add_commits, commits, merged_by_pull
-from testbed.fakes.github_endpoints import install_app, private_pem
-from testbed.gate_helpers import Token, create_token, signed_headers
+from testbed.fakes.github_endpoints import app_key, serve_with_app
+from testbed.gate_helpers import (
+    Token,
+    app_mode_settings,
+    app_without_worker,
+    create_token,
+    outbox_jobs,
+    run_due_jobs,
+    signed_headers,
+)
 
 REPO = "acme/kernels"
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
@@ -51,10 +55,7 @@ WEBHOOKS = Path(__file__).resolve().parents[1] / "data" / "github-webhooks"
 
 @pytest.fixture
 def github() -> Iterator[tuple[str, fake_github.State]]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    with fake_github.serve() as (url, state):
-        install_app(state, key, {REPO: 77})
-        state.__dict__["app_key"] = key
+    with serve_with_app({REPO: 77}) as (url, state):
         add_commits(state, REPO, [sha(i) for i in range(30)] + RANGE + [sha(116), sha(117)])
         workflow = WORKFLOW.format(
             branch="main", schedule="", action_note="", action_ref="acme/rnx@v1"
@@ -69,21 +70,17 @@ def app_mode(
     database_url: str, github: tuple[str, fake_github.State], **settings: Any
 ) -> Iterator[TestClient]:
     """App mode in-process; the worker's loop is stopped so the test runs the jobs."""
-    from gate_server.asgi import create_app
-
     url, state = github
-    server = ServerSettings(
-        database_url=database_url,
+    server = app_mode_settings(
+        database_url,
+        app_key(),
+        url,
         public_url="http://gate.test",
         outbox_poll_ms=60_000,
-        github_app=AppCredentials("314", private_pem(state.__dict__["app_key"]), url),
-        github_api_url=url,
         github_webhook_secret=WEBHOOK_SECRET,
-        oidc_audience=None,
         **settings,
     )
-    with TestClient(create_app(server)) as c:
-        c.portal.call(c.app.state.outbox_worker.stop)
+    with app_without_worker(server) as c:
         yield c
 
 
@@ -91,12 +88,6 @@ def app_mode(
 def app(database_url: str, github: tuple[str, fake_github.State]) -> Iterator[TestClient]:
     with app_mode(database_url, github) as c:
         yield c
-
-
-def drain(client: TestClient) -> None:
-    worker: OutboxWorker = client.app.state.outbox_worker  # type: ignore[attr-defined]
-    while worker.run_once():
-        pass
 
 
 def upload(
@@ -124,7 +115,18 @@ def stepped_history(app: TestClient, token: Token) -> None:
         upload(app, token, sha(i), 1.0, seed=i)
     for n, at in enumerate([RANGE[-1], sha(116), sha(117)]):
         upload(app, token, at, 1.10, seed=30 + n)
-    drain(app)
+    run_due_jobs(app)
+
+
+@pytest.fixture
+def bisecting(
+    app: TestClient, database_url: str, github: tuple[str, fake_github.State]
+) -> tuple[fake_github.State, Token]:
+    """A step in main's history, its change point found and the first commit of its
+    bisection dispatched: the fake GitHub's state and the CI token."""
+    token = create_token(database_url)
+    stepped_history(app, token)
+    return github[1], token
 
 
 def run_dispatches(
@@ -154,7 +156,7 @@ def run_dispatches(
         )
         assert answer["is_baseline"] is False
         done += 1
-        drain(app)
+        run_due_jobs(app)
     return done
 
 
@@ -225,7 +227,7 @@ def test_a_step_in_16_commits_is_pinned_to_its_commit(
     try:
         with database.write() as conn:
             outbox.enqueue(conn, bisection.CULPRIT_KIND, {"bisection_id": 1})
-        drain(app)
+        run_due_jobs(app)
         with database.read() as conn:
             sent = alerts.delivery(conn, delivery_id("culprit:1", channel))
             first = alerts.delivery(conn, delivery_id("change_point:1", channel))
@@ -260,11 +262,9 @@ def test_a_step_in_16_commits_is_pinned_to_its_commit(
 
 
 def test_a_redelivered_job_or_a_dispatcher_killed_mid_dispatch_dispatches_nothing_twice(
-    app: TestClient, database_url: str, github: tuple[str, fake_github.State]
+    app: TestClient, database_url: str, bisecting: tuple[fake_github.State, Token]
 ) -> None:
-    _, state = github
-    token = create_token(database_url)
-    stepped_history(app, token)
+    state, token = bisecting
     assert len(commits(state).dispatches) == 1
     database = open_database(database_url)
     try:
@@ -273,7 +273,7 @@ def test_a_redelivered_job_or_a_dispatcher_killed_mid_dispatch_dispatches_nothin
             outbox.enqueue(conn, bisection.START_KIND, {"change_point_id": 1})
             outbox.enqueue(conn, bisection.ADVANCE_KIND, {"bisection_id": 1})
             outbox.enqueue(conn, bisection.ADVANCE_KIND, {"bisection_id": 1})
-        drain(app)
+        run_due_jobs(app)
         assert len(commits(state).dispatches) == 1
         # A process killed between writing its step and GitHub's answer: the step is left
         # "dispatching". It is waited for, never dispatched again.
@@ -282,7 +282,7 @@ def test_a_redelivered_job_or_a_dispatcher_killed_mid_dispatch_dispatches_nothin
             bisections.record_measurement(conn, step.id, None, "before", {})
             stuck = bisections.add_step(conn, 1, 12, 1, RANGE[12])
             outbox.enqueue(conn, bisection.ADVANCE_KIND, {"bisection_id": 1})
-        drain(app)
+        run_due_jobs(app)
         assert len(commits(state).dispatches) == 1
         with database.read() as conn:
             assert [s.state for s in bisections.steps(conn, 1)][-1] == bisections.DISPATCHING
@@ -293,11 +293,9 @@ def test_a_redelivered_job_or_a_dispatcher_killed_mid_dispatch_dispatches_nothin
 
 
 def test_a_cancelled_bisection_dispatches_nothing_more(
-    app: TestClient, database_url: str, github: tuple[str, fake_github.State]
+    app: TestClient, database_url: str, bisecting: tuple[fake_github.State, Token]
 ) -> None:
-    _, state = github
-    token = create_token(database_url)
-    stepped_history(app, token)
+    state, token = bisecting
     viewer = create_token(database_url, viewer=True)
     auth = {"Authorization": f"Bearer {token.secret}"}
     refused = app.post(
@@ -333,13 +331,8 @@ def test_a_bisection_header_that_is_no_id_is_refused_with_the_fix(
         app, token, sha(1), 1.0, seed=1, event="workflow_dispatch", **{"X-Kernalin-Bisection": "9"}
     )
     assert answer["is_baseline"] is False
-    drain(app)
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            measured = outbox.jobs(conn, kind=bisection.MEASURED_KIND)
-    finally:
-        database.close()
+    run_due_jobs(app)
+    measured = outbox_jobs(database_url, bisection.MEASURED_KIND)
     assert [j.state for j in measured] == [outbox.DONE]
 
 
@@ -379,11 +372,9 @@ def deliver(app: TestClient, payload: dict[str, Any], delivery: str) -> dict[str
 
 
 def test_a_dispatched_run_that_failed_is_skipped_at_once_from_its_workflow_run_webhook(
-    app: TestClient, database_url: str, github: tuple[str, fake_github.State]
+    app: TestClient, database_url: str, bisecting: tuple[fake_github.State, Token]
 ) -> None:
-    _, state = github
-    token = create_token(database_url)
-    stepped_history(app, token)
+    state, token = bisecting
     [first] = commits(state).dispatches
     at = first["inputs"]["commit"]
     # The name the workflow `rnx init` writes gives a dispatched run (its run-name, rendered
@@ -400,7 +391,7 @@ def test_a_dispatched_run_that_failed_is_skipped_at_once_from_its_workflow_run_w
     assert "ignored" in deliver(app, workflow_run_completed(name, "success"), "d-0")
     failed = workflow_run_completed(name, "failure")
     assert deliver(app, failed, "d-1")["skipped"] is True
-    drain(app)
+    run_due_jobs(app)
     # Skipped at once (not after 6 hours): the next commit nearest the middle is dispatched.
     assert len(commits(state).dispatches) == 2
     second = commits(state).dispatches[1]["inputs"]["commit"]
@@ -412,7 +403,7 @@ def test_a_dispatched_run_that_failed_is_skipped_at_once_from_its_workflow_run_w
     other = workflow_run_completed(name, "failure")
     other["repository"]["full_name"] = "acme/other"
     assert "ignored" in deliver(app, other, "d-3")
-    drain(app)
+    run_due_jobs(app)
     assert len(commits(state).dispatches) == 2
     run_dispatches(app, state, token, done=1)
     b, steps = read(database_url)
@@ -424,11 +415,9 @@ def test_a_dispatched_run_that_failed_is_skipped_at_once_from_its_workflow_run_w
 
 
 def test_a_redelivered_upload_of_a_bisection_run_measures_and_dispatches_once(
-    app: TestClient, database_url: str, github: tuple[str, fake_github.State]
+    app: TestClient, database_url: str, bisecting: tuple[fake_github.State, Token]
 ) -> None:
-    _, state = github
-    token = create_token(database_url)
-    stepped_history(app, token)
+    state, token = bisecting
     [first] = commits(state).dispatches
     at, bisection_id = first["inputs"]["commit"], first["inputs"]["bisection"]
     doc = make_results(
@@ -444,7 +433,7 @@ def test_a_redelivered_upload_of_a_bisection_run_measures_and_dispatches_once(
         headers = {**signed_headers(token.secret, data), "X-Kernalin-Bisection": bisection_id}
         r = app.post("/api/v1/runs", content=data, headers=headers)
         assert r.status_code in (200, 201), r.text
-        drain(app)
+        run_due_jobs(app)
     assert len(commits(state).dispatches) == 2
     _, steps = read(database_url)
     assert [s.state for s in steps] == [bisections.MEASURED, bisections.DISPATCHED]
@@ -466,7 +455,7 @@ def test_a_range_longer_than_github_lists_unpaged_is_bisected_whole(
             upload(app, token, sha(i), 1.0, seed=i)
         for n, at in enumerate(more[-3:]):
             upload(app, token, at, 1.10, seed=30 + n)
-        drain(app)
+        run_due_jobs(app)
         ran = run_dispatches(app, state, token, commits_in_range=long_range, culprit=culprit)
     b, steps = read(database_url)
     assert len(b.commits) == len(long_range) == 316

@@ -11,18 +11,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 
 from gate_server.db import Database, audit, repositories
 from gate_server.http.webhook import WEBHOOK_PATH, signature_of, signature_ok
 from gate_server.settings import ServerSettings
-from rnx_github.app_auth import AppCredentials
 from testbed.factories import body, make_results
 from testbed.fakes import fake_github, github_endpoints
-from testbed.fakes.github_endpoints import FakeApp, add_file, add_pull, extras
-from testbed.gate_helpers import Token
+from testbed.fakes.github_endpoints import add_file, add_pull, extras, install_app
+from testbed.gate_helpers import Token, app_mode_settings, signed_headers
 from tests.github.payloads import load_payload, make_pr_comment
 
 SECRET = "webhook secret for tests"
@@ -56,10 +54,7 @@ def app_key() -> rsa.RSAPrivateKey:
 def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]]:
     assert github_endpoints.ROUTES[0] in fake_github.ROUTES  # the App's routes are mounted
     with fake_github.serve() as (url, state):
-        public = app_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-        extras(state).app = FakeApp("12345", public.decode(), installations={REPO: INSTALLATION})
+        install_app(state, app_key, {REPO: INSTALLATION}, app_id="12345")
         state.repo(REPO).default_branch = "master"
         add_pull(state, REPO, PR, base="master", head_sha=HEAD)
         for sha in PR_COMMITS:
@@ -71,19 +66,13 @@ def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]
 def server_settings(
     database_url: str, github: tuple[str, fake_github.State], app_key: rsa.RSAPrivateKey
 ) -> ServerSettings:
-    pem = app_key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    url = github[0]
-    return ServerSettings(
-        database_url=database_url,
+    return app_mode_settings(
+        database_url,
+        app_key,
+        github[0],
+        app_id="12345",
         public_url="http://gate.test",
         github_webhook_secret=SECRET,
-        oidc_audience=None,
-        github_app=AppCredentials("12345", pem, url),
-        github_api_url=url,
     )
 
 
@@ -109,6 +98,24 @@ def deliver(
     )
 
 
+def post_run(client: TestClient, token: Token, doc: Any) -> dict[str, Any]:
+    """Upload `doc` signed with `token`; its answer, after a 201."""
+    r = client.post(
+        "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
+    )
+    assert r.status_code == 201, r.text
+    answer: dict[str, Any] = r.json()
+    return answer
+
+
+def accept_run(client: TestClient, token: Token, run_id: str) -> Any:
+    return client.post(
+        f"/api/v1/runs/{run_id}/accept",
+        json={"reason": "x"},
+        headers={"Authorization": f"Bearer {token.secret}"},
+    )
+
+
 def upload_pr_run(
     client: TestClient,
     token: Token,
@@ -130,26 +137,15 @@ def upload_pr_run(
         workload=workload,
         workload_sha256=workload_sha256,
     )
-    from testbed.gate_helpers import signed_headers
-
-    r = client.post(
-        "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
-    )
-    assert r.status_code == 201, r.text
-    return str(r.json()["run_id"])
+    return str(post_run(client, token, doc)["run_id"])
 
 
 @pytest.fixture
 def slow_pr(client: TestClient, ci_token: Any) -> tuple[Token, str]:
     """A baseline on master, then a PR run twice as slow: BLOCK."""
-    from testbed.gate_helpers import signed_headers
-
     token: Token = ci_token(workspace="octo", repository=REPO, branches=("master",))
     base = make_results(repository=REPO, branch="master", sha="a" * 40, seed=1)
-    r = client.post(
-        "/api/v1/runs", content=body(base), headers=signed_headers(token.secret, body(base))
-    )
-    assert r.status_code == 201 and r.json()["is_baseline"], r.text
+    assert post_run(client, token, base)["is_baseline"]
     run_id = upload_pr_run(client, token, slowdown=2.0)
     assert (
         client.get(
@@ -459,8 +455,6 @@ def test_a_captured_comment_replayed_under_a_new_delivery_id_is_not_acted_on_aga
 
 
 def push_baseline(client: TestClient, token: Token, workload: str, *, slowdown: float) -> str:
-    from testbed.gate_helpers import signed_headers
-
     doc = make_results(
         repository=REPO,
         branch="master",
@@ -469,11 +463,9 @@ def push_baseline(client: TestClient, token: Token, workload: str, *, slowdown: 
         workload=workload,
         slowdown=slowdown,
     )
-    r = client.post(
-        "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
-    )
-    assert r.status_code == 201 and r.json()["is_baseline"], r.text
-    return str(r.json()["run_id"])
+    answer = post_run(client, token, doc)
+    assert answer["is_baseline"], answer
+    return str(answer["run_id"])
 
 
 @pytest.fixture
@@ -568,8 +560,6 @@ def test_a_repository_without_the_app_is_accepted_by_token_as_without_app_mode(
     client: TestClient, ci_token: Any
 ) -> None:
     # The App is installed on Codertocat/Hello-World only: it cannot ask about this repository.
-    from testbed.gate_helpers import signed_headers
-
     token: Token = ci_token(workspace="octo", repository="octo/elsewhere", branches=("main",))
     doc = make_results(
         repository="octo/elsewhere",
@@ -579,16 +569,7 @@ def test_a_repository_without_the_app_is_accepted_by_token_as_without_app_mode(
         seed=3,
         workload="docs/notes.md",
     )
-    r = client.post(
-        "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
-    )
-    assert r.status_code == 201, r.text
-    run_id = r.json()["run_id"]
-    r = client.post(
-        f"/api/v1/runs/{run_id}/accept",
-        json={"reason": "x"},
-        headers={"Authorization": f"Bearer {token.secret}"},
-    )
+    r = accept_run(client, token, post_run(client, token, doc)["run_id"])
     assert r.status_code == 200 and r.json()["workload"] == "docs/notes.md", r.text
 
 
@@ -596,34 +577,16 @@ def test_when_github_cannot_be_asked_nothing_is_accepted(
     database_url: str, ci_token: Any, app_key: rsa.RSAPrivateKey, refused_port: int
 ) -> None:
     from gate_server.asgi import create_app
-    from testbed.gate_helpers import signed_headers
 
-    pem = app_key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
     dead = f"http://127.0.0.1:{refused_port}"
-    settings = ServerSettings(
-        database_url=database_url,
-        github_app=AppCredentials("12345", pem, dead),
-        oidc_audience=None,
-    )
+    settings = app_mode_settings(database_url, app_key, dead, app_id="12345")
     token: Token = ci_token(workspace="octo", repository=REPO, branches=("master",))
     doc = make_results(
         repository=REPO, event="pull_request", pr_number=PR, branch="f", base_branch="master"
     )
     with TestClient(create_app(settings)) as c:
-        r = c.post(
-            "/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc))
-        )
-        assert r.status_code == 201, r.text
-        run_id = r.json()["run_id"]
-        r = c.post(
-            f"/api/v1/runs/{run_id}/accept",
-            json={"reason": "x"},
-            headers={"Authorization": f"Bearer {token.secret}"},
-        )
+        run_id = post_run(c, token, doc)["run_id"]
+        r = accept_run(c, token, run_id)
         assert r.status_code == 502 and r.json()["error"]["code"] == "github_unavailable"
         assert "nothing was accepted" in r.json()["error"]["message"]
         assert run_view(c, token, run_id)["accepted"] is None

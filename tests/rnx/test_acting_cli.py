@@ -6,12 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from starlette.testclient import TestClient
 
-from gate_server.asgi import create_app
 from gate_server.settings import ServerSettings
 from rnx_cli.main import main
-from testbed.gate_helpers import create_token
+from testbed.gate_helpers import app_without_worker, create_token
 from testbed.live_server import LiveServer
 from tests.gate_server.domain.test_change_points import _stepped
 from tests.gate_server.http.test_acting_viewers import _pr_run
@@ -27,8 +25,7 @@ def test_a_person_lists_acknowledges_and_accepts_with_their_token(
     settings = ServerSettings(
         database_url=database_url, public_url="http://gate.test", outbox_poll_ms=60_000
     )
-    with TestClient(create_app(settings)) as app:
-        app.portal.call(app.app.state.outbox_worker.stop)
+    with app_without_worker(settings) as app:
         history, found = _stepped(app, database_url)
         run_id = _pr_run(app, history.token)
     server = server_factory(database_url)

@@ -6,6 +6,7 @@ import pytest
 
 from rnx_github.accept_rules import (
     AcceptCommand,
+    Decision,
     MalformedCommand,
     decide_accept,
     parse_comment,
@@ -114,10 +115,15 @@ class MemoryGitHub:
 REPO = "Codertocat/Hello-World"
 
 
+def _decide(gh: MemoryGitHub, user: str, workloads: list[str]) -> Decision:
+    """May `user` accept runs of `workloads` in REPO, whose pull request targets main?"""
+    return decide_accept(gh, repository=REPO, base_ref="main", user=user, workloads=workloads)
+
+
 @pytest.mark.parametrize("permission", ["admin", "maintain", "write"])
 def test_write_permission_may_accept(permission: str) -> None:
     gh = MemoryGitHub(permissions={"alice": permission})
-    d = decide_accept(gh, repository=REPO, base_ref="main", user="alice", workloads=["k.py"])
+    d = _decide(gh, "alice", ["k.py"])
     assert d.allowed and permission in d.why
     assert gh.asked_files == []  # no need to read CODEOWNERS
 
@@ -125,7 +131,7 @@ def test_write_permission_may_accept(permission: str) -> None:
 @pytest.mark.parametrize("permission", ["read", "triage", "none"])
 def test_read_permission_without_ownership_may_not(permission: str) -> None:
     gh = MemoryGitHub(permissions={"bob": permission})
-    d = decide_accept(gh, repository=REPO, base_ref="main", user="bob", workloads=["k.py"])
+    d = _decide(gh, "bob", ["k.py"])
     assert not d.allowed
     assert "no CODEOWNERS file on main" in d.why
 
@@ -138,17 +144,11 @@ def test_codeowners_from_base_branch_in_githubs_order() -> None:
             ("feature", ".github/CODEOWNERS"): "* @bob\n",  # the PR's branch never counts
         }
     )
-    allowed = decide_accept(
-        gh, repository=REPO, base_ref="main", user="carol", workloads=["kernels/attention.py"]
-    )
+    allowed = _decide(gh, "carol", ["kernels/attention.py"])
     assert allowed.allowed and "CODEOWNERS" in allowed.why
     assert gh.asked_files[:2] == ["main:.github/CODEOWNERS", "main:CODEOWNERS"]
-    assert not decide_accept(
-        gh, repository=REPO, base_ref="main", user="dave", workloads=["kernels/attention.py"]
-    ).allowed
-    assert not decide_accept(
-        gh, repository=REPO, base_ref="main", user="bob", workloads=["kernels/attention.py"]
-    ).allowed
+    assert not _decide(gh, "dave", ["kernels/attention.py"]).allowed
+    assert not _decide(gh, "bob", ["kernels/attention.py"]).allowed
 
 
 def test_owner_must_own_every_workload_and_teams_count() -> None:
@@ -158,38 +158,22 @@ def test_owner_must_own_every_workload_and_teams_count() -> None:
         },
         teams={"octo-org/kernels": {"frank"}},
     )
-    ok = decide_accept(
-        gh,
-        repository=REPO,
-        base_ref="main",
-        user="frank",
-        workloads=["kernels/a.py", "kernels/b.py"],
-    )
+    ok = _decide(gh, "frank", ["kernels/a.py", "kernels/b.py"])
     assert ok.allowed
-    denied = decide_accept(
-        gh,
-        repository=REPO,
-        base_ref="main",
-        user="frank",
-        workloads=["kernels/a.py", "kernels/secret.py"],
-    )
+    denied = _decide(gh, "frank", ["kernels/a.py", "kernels/secret.py"])
     assert not denied.allowed and "kernels/secret.py" in denied.why
 
 
 def test_login_match_is_case_insensitive_and_emails_never_match() -> None:
     gh = MemoryGitHub(files={("main", "CODEOWNERS"): "* @Alice alice@example.com\n"})
-    assert decide_accept(
-        gh, repository=REPO, base_ref="main", user="alice", workloads=["x.py"]
-    ).allowed
+    assert _decide(gh, "alice", ["x.py"]).allowed
     gh = MemoryGitHub(files={("main", "CODEOWNERS"): "* alice@example.com\n"})
-    assert not decide_accept(
-        gh, repository=REPO, base_ref="main", user="alice", workloads=["x.py"]
-    ).allowed
+    assert not _decide(gh, "alice", ["x.py"]).allowed
 
 
 def test_no_workloads_needs_write_permission() -> None:
     gh = MemoryGitHub(files={("main", "CODEOWNERS"): "* @alice\n"})
-    d = decide_accept(gh, repository=REPO, base_ref="main", user="alice", workloads=[])
+    d = _decide(gh, "alice", [])
     assert not d.allowed and "write permission" in d.why
 
 

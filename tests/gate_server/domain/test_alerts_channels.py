@@ -24,8 +24,8 @@ from gate_server.domain.alerts.events import (
 )
 from gate_server.domain.alerts.message import compose
 from testbed.receivers import HttpReceiver, SmtpReceiver
+from tests.gate_server.domain.alerting import PUBLIC, check_slack_blocks, check_teams_card
 
-PUBLIC = "https://gate.example.com"
 HEAD, BASE = "c" * 40, "b" * 40
 RUN_ID = "3f1c2a9e-8d47-4b6a-9e0f-5a7d2c1b0e93"
 CHART = (
@@ -70,6 +70,20 @@ def http() -> Iterator[HttpReceiver]:
     receiver = HttpReceiver().start()
     yield receiver
     receiver.stop()
+
+
+@pytest.fixture
+def smtp(tmp_path: Path) -> Iterator[SmtpReceiver]:
+    receiver = SmtpReceiver(tmp_path).start()
+    yield receiver
+    receiver.stop()
+
+
+@pytest.fixture
+def trusted_smtp(smtp: SmtpReceiver, monkeypatch: pytest.MonkeyPatch) -> SmtpReceiver:
+    """The SMTP receiver, whose certificate the client verifies: the test's own, trusted."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(smtp.ca_file))
+    return smtp
 
 
 def test_block_facts_link_the_run_the_commit_range_and_the_dashboard() -> None:
@@ -181,24 +195,9 @@ def test_the_webhook_body_is_signed_like_uploads(http: HttpReceiver) -> None:
     assert got.headers["X-Kernalin-Signature"] != "sha256=" + forged.hexdigest()
 
 
-def test_email_goes_over_starttls_with_a_login(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    smtp = SmtpReceiver(tmp_path).start()
-    try:
-        # The client verifies the server's certificate: trust the test's own.
-        monkeypatch.setenv("SSL_CERT_FILE", str(smtp.ca_file))
-        spec = channels.email_channel(
-            host="127.0.0.1",
-            port=smtp.port,
-            user=smtp.user,
-            password=smtp.password,
-            sender="gate@example.com",
-            to=["perf@example.com", "oncall@example.com"],
-        )
-        _send(spec, block(), "mail-delivery-1")
-    finally:
-        smtp.stop()
+def test_email_goes_over_starttls_with_a_login(trusted_smtp: SmtpReceiver) -> None:
+    smtp = trusted_smtp
+    _send(smtp.channel(to=("perf@example.com", "oncall@example.com")), block(), "mail-delivery-1")
     assert smtp.logins == [(smtp.user, smtp.password)]
     assert smtp.envelopes == [("gate@example.com", ["perf@example.com", "oncall@example.com"])]
     (mail,) = smtp.messages
@@ -213,43 +212,18 @@ def test_email_goes_over_starttls_with_a_login(
 
 
 def test_email_with_a_wrong_password_fails_without_showing_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    trusted_smtp: SmtpReceiver,
 ) -> None:
-    smtp = SmtpReceiver(tmp_path).start()
-    try:
-        monkeypatch.setenv("SSL_CERT_FILE", str(smtp.ca_file))
-        spec = channels.email_channel(
-            host="127.0.0.1",
-            port=smtp.port,
-            user=smtp.user,
-            password="wrong-Pa55word",
-            sender="gate@example.com",
-            to=["perf@example.com"],
-        )
-        with pytest.raises(DeliveryFailed) as failed:
-            _send(spec, block(), "d")
-    finally:
-        smtp.stop()
+    with pytest.raises(DeliveryFailed) as failed:
+        _send(trusted_smtp.channel(password="wrong-Pa55word"), block(), "d")
     assert str(failed.value) == "SMTP: login refused (code 535)"
     assert "wrong-Pa55word" not in str(failed.value)
-    assert smtp.messages == []
+    assert trusted_smtp.messages == []
 
 
-def test_email_refuses_a_server_whose_certificate_it_cannot_verify(tmp_path: Path) -> None:
-    smtp = SmtpReceiver(tmp_path).start()
-    try:
-        spec = channels.email_channel(
-            host="127.0.0.1",
-            port=smtp.port,
-            user=smtp.user,
-            password=smtp.password,
-            sender="gate@example.com",
-            to=["perf@example.com"],
-        )
-        with pytest.raises(DeliveryFailed, match="certificate is not trusted"):
-            _send(spec, block(), "d")
-    finally:
-        smtp.stop()
+def test_email_refuses_a_server_whose_certificate_it_cannot_verify(smtp: SmtpReceiver) -> None:
+    with pytest.raises(DeliveryFailed, match="certificate is not trusted"):
+        _send(smtp.channel(), block(), "d")
     assert smtp.logins == [] and smtp.messages == []
 
 
@@ -385,43 +359,46 @@ def _long_block() -> dict[str, Any]:
     return block_event(repository="acme/" + "k" * 90, answer=answer, run=run)
 
 
-@pytest.mark.parametrize(
-    "facts",
-    [
+def _every_event(kind: str, *, reason: str, run: dict[str, Any], via: str) -> list[Any]:
+    """One event of every kind for a channel of `kind`, an acceptance's `reason` written by a
+    user (a parameter list for the validators' tests below)."""
+    return [
         block(),
         _long_block(),
         accepted_slowdown_event(
             repository="acme/kernels",
             answer=_answer(),
-            run=_run(),
+            run=run,
             accepted_by="octo",
-            reason="<https://evil.example|ok> " * 200,
-            via="api",
+            reason=reason,
+            via=via,
         ),
         channel_failing_event(
             channel_id=1,
             channel="perf",
-            kind="slack",
+            kind=kind,
             failures=5,
             last_error="HTTP 404 Not Found",
             since="2026-12-03T07:00:00+00:00",
         ),
-    ],
-    ids=["block", "long-block", "accepted-slowdown", "channel-failing"],
+    ]
+
+
+EVERY_EVENT = ["block", "long-block", "accepted-slowdown", "channel-failing"]
+
+
+@pytest.mark.parametrize(
+    "facts",
+    _every_event("slack", reason="<https://evil.example|ok> " * 200, run=_run(), via="api"),
+    ids=EVERY_EVENT,
 )
 def test_slack_payloads_pass_slacks_own_block_kit_checks(
     facts: dict[str, Any], http: HttpReceiver
 ) -> None:
-    from slack_sdk.models.blocks import Block
-
     _send(channels.slack_channel(f"{http.url}/hook"), facts, "d")
     sent = http.received[0].json()
     assert len(sent["blocks"]) <= 50  # a message's limit
-    for block_json in sent["blocks"]:
-        parsed = Block.parse(block_json)
-        assert parsed is not None, f"slack_sdk knows no block {block_json['type']!r}"
-        parsed.validate_json()  # raises SlackObjectFormationError past any Block Kit limit
-        assert parsed.to_dict() == block_json  # nothing Slack would drop or change
+    check_slack_blocks(sent)
 
 
 def test_alerts_speak_without_the_statistics_jargon() -> None:
@@ -457,35 +434,17 @@ def test_an_accepted_slowdown_names_its_pull_request_and_links_it() -> None:
 
 @pytest.mark.parametrize(
     "facts",
-    [
-        block(),
-        _long_block(),
-        accepted_slowdown_event(
-            repository="acme/kernels",
-            answer=_answer(),
-            run={**_run(), "pr_number": 7},
-            accepted_by="octo",
-            reason="[the fix](https://evil.example) & <b>",
-            via="comment",
-        ),
-        channel_failing_event(
-            channel_id=1,
-            channel="perf",
-            kind="teams",
-            failures=5,
-            last_error="HTTP 404 Not Found",
-            since="2026-12-03T07:00:00+00:00",
-        ),
-    ],
-    ids=["block", "long-block", "accepted-slowdown", "channel-failing"],
+    _every_event(
+        "teams",
+        reason="[the fix](https://evil.example) & <b>",
+        run={**_run(), "pr_number": 7},
+        via="comment",
+    ),
+    ids=EVERY_EVENT,
 )
 def test_teams_cards_validate_against_the_official_adaptive_card_1_4_schema(
     facts: dict[str, Any],
 ) -> None:
-    import jsonschema
-
-    vendor = Path(__file__).parents[2] / "data" / "vendor" / "adaptive-card-1.4.json"
-    schema = json.loads(vendor.read_text(encoding="utf-8"))
     receiver = HttpReceiver(status=202).start()
     try:
         _send(channels.teams_channel(f"{receiver.url}/workflows/1?sig=S"), facts, "d")
@@ -494,5 +453,4 @@ def test_teams_cards_validate_against_the_official_adaptive_card_1_4_schema(
     (attachment,) = receiver.received[0].json()["attachments"]
     card = attachment["content"]
     assert card["version"] == "1.4"
-    checker = jsonschema.Draft6Validator.FORMAT_CHECKER
-    jsonschema.Draft6Validator(schema, format_checker=checker).validate(card)
+    check_teams_card(card)

@@ -14,14 +14,21 @@ import pytest
 from starlette.testclient import TestClient
 
 import stats
-from gate_server.db import audit, change_points, open_database, outbox
-from gate_server.db.change_points import NewChangePoint
+from gate_server.db import audit, open_database, outbox
 from gate_server.domain.change_points import DETECT_KIND, EVENT_KIND, handle_detect, run_locations
 from gate_server.jobs.worker import OutboxWorker
 from gate_server.services import Services
 from gate_server.settings import ServerSettings
 from testbed.factories import body, make_results
-from testbed.gate_helpers import Token, create_token, signed_headers
+from testbed.gate_helpers import (
+    Token,
+    app_without_worker,
+    create_token,
+    insert_change_point,
+    outbox_jobs,
+    run_due_jobs,
+    signed_headers,
+)
 
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
 STEPPED = "pytorch_eager/float32/bs8"
@@ -29,26 +36,12 @@ STEPPED = "pytorch_eager/float32/bs8"
 
 @pytest.fixture
 def app(database_url: str) -> Iterator[TestClient]:
-    """The app in-process; its worker's loop is stopped, so the test runs the jobs (run_once)."""
-    from gate_server.asgi import create_app
-
+    """The app in-process; the test runs its jobs (run_due_jobs)."""
     settings = ServerSettings(
         database_url=database_url, public_url="http://gate.test", outbox_poll_ms=60_000
     )
-    with TestClient(create_app(settings)) as c:
-        # Stopped, not merely slow to look again: a test that a loaded machine stretched past
-        # the worker's minute would race it for the jobs.
-        c.portal.call(c.app.state.outbox_worker.stop)
+    with app_without_worker(settings) as c:
         yield c
-
-
-def _drain(client: TestClient) -> int:
-    """Run every due job the app has handlers for; how many ran."""
-    worker: OutboxWorker = client.app.state.outbox_worker  # type: ignore[attr-defined]
-    ran = 0
-    while worker.run_once():
-        ran += 1
-    return ran
 
 
 class History:
@@ -91,19 +84,14 @@ def test_a_step_is_found_once_and_a_step_back_resolves_it(
         history.push(1.0)
     for _ in range(2):
         history.push(1.10)
-    _drain(app)
+    run_due_jobs(app)
     # The 32 baseline runs pushed before any look ran queued one look between them, which ran
     # over them all (a look reads the series when it runs).
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            looks = outbox.jobs(conn, kind=DETECT_KIND)
-    finally:
-        database.close()
+    looks = outbox_jobs(database_url, DETECT_KIND)
     assert len(looks) == 1 and {job.state for job in looks} == {"done"}
     assert history.change_points() == []  # two runs at the new level are not yet enough
     history.push(1.10)  # the third: 3 runs above 30 is p = 2 / C(33, 3) = 0.0004
-    _drain(app)
+    run_due_jobs(app)
     [found] = history.change_points()
     assert found["configuration"] == STEPPED and found["status"] == "open"
     assert found["early"] is False  # 30 runs before it: the rank test's evidence
@@ -115,11 +103,11 @@ def test_a_step_is_found_once_and_a_step_back_resolves_it(
     assert (found["branch"], found["workload"]) == ("main", "kernels/attention.py")
     for _ in range(17):
         history.push(1.10)
-    _drain(app)
+    run_due_jobs(app)
     assert [c["id"] for c in history.change_points()] == [found["id"]]  # reported once
     for _ in range(4):  # 4 runs below 20: p = 2 / C(24, 4) = 0.0002
         history.push(1.0)
-    _drain(app)
+    run_due_jobs(app)
     back, first = history.change_points()
     assert back["after_run_id"] == history.runs[50]["run_id"] and back["ratio"] < 0.95
     assert back["undoes_id"] == first["id"]
@@ -127,13 +115,8 @@ def test_a_step_is_found_once_and_a_step_back_resolves_it(
     assert history.change_points(status="open") == []
     # One event per change point for the alerts (handled: fanned out to no channel, as this
     # workspace has none; tests/gate_server/domain/test_alerts_delivery.py sends them).
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            events = outbox.jobs(conn, kind=EVENT_KIND)
-            detections = outbox.jobs(conn, kind=DETECT_KIND)
-    finally:
-        database.close()
+    events = outbox_jobs(database_url, EVENT_KIND)
+    detections = outbox_jobs(database_url, DETECT_KIND)
     assert [e.payload["change_point"]["id"] for e in events] == [first["id"], back["id"]]
     assert [e.payload["resolves"] for e in events] == [None, first["id"]]
     assert all(e.state == outbox.DONE and e.attempts == 1 for e in events)
@@ -147,7 +130,7 @@ def test_a_step_in_a_new_series_is_stored_as_early(app: TestClient, database_url
     history = History(app, create_token(database_url))
     for factor in [1.0] * 6 + [1.1] * 3:
         history.push(factor)
-        _drain(app)
+        run_due_jobs(app)
     [found] = history.change_points()
     assert found["configuration"] == STEPPED and found["early"] is True
     assert found["after_run_id"] == history.runs[6]["run_id"] and found["ratio"] > 1.05
@@ -160,7 +143,7 @@ def test_a_drift_is_stored_once_and_grows(app: TestClient, database_url: str) ->
     ramp = [1.0 + 0.1 * (i + 1) / 20 for i in range(20)]
     for factor in [1.0] * 20 + ramp + [1.1] * 8:
         history.push(factor)
-        _drain(app)
+        run_due_jobs(app)
     [found] = history.change_points()
     assert found["configuration"] == STEPPED and found["drift"] is True
     after = [r["run_id"] for r in history.runs].index(found["after_run_id"])
@@ -178,15 +161,10 @@ def test_only_baseline_runs_queue_a_look(app: TestClient, database_url: str) -> 
     history.push(1.0, branch="feature")  # not among the token's baseline branches
     history.push(1.0, event="schedule")  # a nightly run of main (rnx init --schedule)
     assert [r["is_baseline"] for r in history.runs] == [True, False, False, True]
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            jobs = outbox.jobs(conn, kind=DETECT_KIND)
-    finally:
-        database.close()
+    jobs = outbox_jobs(database_url, DETECT_KIND)
     # One look waits for main's series, for runs 0 and 3 both; none for the others.
     assert [(j.state, j.payload["branch"]) for j in jobs] == [(outbox.PENDING, "main")]
-    _drain(app)
+    run_due_jobs(app)
     # Accepting the pull request's run makes it history too.
     r = app.post(
         f"/api/v1/runs/{history.runs[1]['run_id']}/accept",
@@ -194,12 +172,7 @@ def test_only_baseline_runs_queue_a_look(app: TestClient, database_url: str) -> 
         headers={"Authorization": f"Bearer {token.secret}"},
     )
     assert r.status_code == 200, r.text
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            jobs = outbox.jobs(conn, kind=DETECT_KIND)
-    finally:
-        database.close()
+    jobs = outbox_jobs(database_url, DETECT_KIND)
     assert [j.state for j in jobs] == [outbox.DONE, outbox.PENDING]  # a new look for the accept
     assert jobs[-1].payload["branch"] == "main"
 
@@ -208,7 +181,7 @@ def _stepped(app: TestClient, database_url: str) -> tuple[History, dict[str, Any
     history = History(app, create_token(database_url))
     for factor in [1.0] * 12 + [1.2] * 5:  # p = 2 / C(17, 5) = 0.0003
         history.push(factor)
-    _drain(app)
+    run_due_jobs(app)
     [found] = history.change_points()
     return history, found
 
@@ -355,12 +328,7 @@ def test_jobs_of_one_series_in_parallel_store_each_change_once(
     assert ran == [1, 1], ran  # both took part
     [found] = history.change_points()
     assert found["after_run_id"] == history.runs[30]["run_id"]
-    database = open_database(database_url)
-    try:
-        with database.read() as conn:
-            events = outbox.jobs(conn, kind=EVENT_KIND)
-    finally:
-        database.close()
+    events = outbox_jobs(database_url, EVENT_KIND)
     assert [e.payload["change_point"]["id"] for e in events] == [found["id"]]
 
 
@@ -425,38 +393,32 @@ def test_a_change_masked_by_a_stored_one_is_stored_at_its_own_run(
             [queued] = outbox.jobs(conn, kind=DETECT_KIND)
             p = queued.payload
             before, after = history.runs[39], history.runs[40]
-            stored = change_points.insert_new(
+            stored = insert_change_point(
                 conn,
-                NewChangePoint(
-                    p["repository_id"],
-                    p["branch"],
-                    p["environment_key"],
-                    p["workload"],
-                    STEPPED,
-                    before["run_id"],
-                    f"{39:040x}",
-                    after["run_id"],
-                    f"{40:040x}",
-                    1.12,
-                    1.10,
-                    1.14,
-                    1e-6,
-                    False,
-                    None,
-                    None,
-                ),
-                undoes_id=None,
+                repository_id=p["repository_id"],
+                branch=p["branch"],
+                environment_key=p["environment_key"],
+                workload=p["workload"],
+                configuration=STEPPED,
+                before_run_id=before["run_id"],
+                before_sha=f"{39:040x}",
+                after_run_id=after["run_id"],
+                after_sha=f"{40:040x}",
+                ratio=1.12,
+                low=1.10,
+                high=1.14,
+                p_value=1e-6,
             )
     finally:
         database.close()
-    _drain(app)
+    run_due_jobs(app)
     found = {c["after_run_id"]: c for c in history.change_points()}
     assert set(found) == {history.runs[30]["run_id"], history.runs[40]["run_id"]}
     assert found[history.runs[40]["run_id"]]["id"] == stored
     masked = found[history.runs[30]["run_id"]]
     assert 1.03 < masked["ratio"] < 1.09 and masked["undoes_id"] is None
     assert masked["before_run_id"] == history.runs[29]["run_id"]
-    _drain(app)
+    run_due_jobs(app)
     history.push(1.06 * 1.12)
-    _drain(app)
+    run_due_jobs(app)
     assert len(history.change_points()) == 2  # each reported once

@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 from gate_server.db import Database, repositories
 from gate_server.settings import ServerSettings
 from testbed.factories import body, make_results
-from testbed.gate_helpers import Token, signed_headers
+from testbed.gate_helpers import Token, insert_change_point, signed_headers
 from testbed.oidc_issuer import OidcIssuer
 
 REPO = "Codertocat/Hello-World"
@@ -196,9 +196,6 @@ def test_a_name_registered_in_two_workspaces_is_refused_until_an_admin_binds_it(
 
 def _change_point_on_master(client: TestClient, registered: Token, database_url: str) -> int:
     """An open regression on master, between two stored baseline runs."""
-    from gate_server.db import change_points
-    from gate_server.db.change_points import NewChangePoint
-
     before, after = (
         upload(client, registered.secret, branch="master", sha=c * 40, seed=i).json()
         for i, c in enumerate("ab")
@@ -207,32 +204,21 @@ def _change_point_on_master(client: TestClient, registered: Token, database_url:
     try:
         with database.write() as conn:
             (repository,) = repositories.named(conn, REPO)
-            repository_id = repository.id
-            found = change_points.insert_new(
+            found = insert_change_point(
                 conn,
-                NewChangePoint(
-                    repository_id=repository_id,
-                    branch="master",
-                    environment_key=make_results().environment.key,
-                    workload="kernels/attention.py",
-                    configuration="pytorch_eager/float32/bs1",
-                    before_run_id=before["run_id"],
-                    before_sha="a" * 40,
-                    after_run_id=after["run_id"],
-                    after_sha="b" * 40,
-                    ratio=1.2,
-                    low=1.15,
-                    high=1.25,
-                    p_value=1e-4,
-                    early=False,
-                    end_run_id=None,
-                    end_sha=None,
-                ),
-                undoes_id=None,
+                repository_id=repository.id,
+                branch="master",
+                environment_key=make_results().environment.key,
+                configuration="pytorch_eager/float32/bs1",
+                before_run_id=before["run_id"],
+                after_run_id=after["run_id"],
+                ratio=1.2,
+                low=1.15,
+                high=1.25,
+                p_value=1e-4,
             )
     finally:
         database.close()
-    assert found is not None
     return found
 
 

@@ -14,22 +14,25 @@ from gate_server.db import audit, open_database
 from gate_server.errors import InvalidInput
 from gate_server.settings import ServerSettings
 from testbed.factories import body, make_results
-from testbed.gate_helpers import Token, create_token, signed_headers
+from testbed.gate_helpers import (
+    Token,
+    app_without_worker,
+    create_token,
+    run_due_jobs,
+    signed_headers,
+)
 from tests.dashboard.test_access import csrf_from, login
-from tests.gate_server.domain.test_change_points import _drain, _stepped
+from tests.gate_server.domain.test_change_points import _stepped
 
 
 @pytest.fixture
 def app(database_url: str) -> Iterator[TestClient]:
     """The app in-process as a browser reaches it (no redirects followed); its worker is
     stopped, so the test runs the change-point jobs itself."""
-    from gate_server.asgi import create_app
-
     settings = ServerSettings(
         database_url=database_url, public_url="http://gate.test", outbox_poll_ms=60_000
     )
-    with TestClient(create_app(settings), follow_redirects=False) as c:
-        c.portal.call(c.app.state.outbox_worker.stop)
+    with app_without_worker(settings, follow_redirects=False) as c:
         yield c
 
 
@@ -157,7 +160,7 @@ def test_dashboard_forms_act_only_for_acting_viewers_with_the_csrf_token(
         f"token:{carol.id} (carol)",
         "dashboard",
     )
-    _drain(app)
+    run_due_jobs(app)
 
 
 @pytest.mark.parametrize(
