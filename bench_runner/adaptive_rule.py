@@ -27,7 +27,7 @@ MAX_ADDED_PROCESSES = 6
 # least this likely: there they can make it a WARN or a BLOCK; elsewhere they could at most show
 # it equivalent, which changes no tier. Measuring every undecided configuration cost unchanged
 # runs of the corpora 2.9 processes (1.24x the time) and found no more slowdowns
-# (benchmarks/quality/time_to_decision.py, docs/statistics.md).
+# (benchmarks/quality/time_to_decision.py; docs/results.md, "Time to a decision").
 PLAUSIBLY_SLOWER_P = 0.5
 
 

@@ -44,7 +44,8 @@ from gate_server.services import Services, services
 # Uploads one server process ingests at once. Re-gating is CPU-bound Python, which holds the
 # GIL: uploads ingested side by side only trade it. Two let one compute while the other waits
 # on PostgreSQL's round trips. In worker threads, 2 against 1 served 16% more uploads/s on a
-# 2-core machine, 4-11% on 16 cores, and 40 at once 6% fewer than 2 (docs/server.md).
+# 2-core machine, 4-11% on 16 cores, and 40 at once 7% fewer than 1 (docs/results.md,
+# "Uploads at once in one server process").
 UPLOADS_AT_ONCE = 2
 # Uploads are ingested in the event loop's own thread, their CI tokens looked up there too
 # (gate_server/db/engine.py run_in_event_loop), where worker threads did it before. Handing the
