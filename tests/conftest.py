@@ -66,7 +66,8 @@ def shared_database_url(
 ) -> Iterator[str]:
     """One database per kind for the whole session (per pytest worker), behind shared_server.
     Only for tests that keep to a workspace of their own (the `workspace` fixture), so that
-    none sees another's runs, tokens or audit entries."""
+    none sees another's runs, tokens or audit entries; a test asks for this or for
+    database_url, never both (each is parametrized over the two databases)."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path_factory.mktemp('shared-db') / 'rnx-shared.db'}"
         return
