@@ -5,6 +5,7 @@ from there, never from a conftest)."""
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -51,6 +52,24 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     """A fresh, empty database for one test: a SQLite file, or a PostgreSQL schema of its own."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'rnx-test.db'}"
+        return
+    url, drop = fresh_postgres_schema(request.getfixturevalue("postgres_url"))
+    try:
+        yield url
+    finally:
+        drop()
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def shared_database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """One database per kind for the whole session (per pytest worker), behind shared_server.
+    Only for tests that keep to a workspace of their own (the `workspace` fixture), so that
+    none sees another's runs, tokens or audit entries; a test asks for this or for
+    database_url, never both (each is parametrized over the two databases)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('shared-db') / 'rnx-shared.db'}"
         return
     url, drop = fresh_postgres_schema(request.getfixturevalue("postgres_url"))
     try:
@@ -161,6 +180,26 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
     finally:
         for server in started:
             server.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_server(
+    shared_database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    """The real server over shared_database_url, started once per kind of database: a test
+    that needs no server of its own (no settings of its own, nothing that stops or breaks it)
+    uses this one in a fresh `workspace` and saves a server start (seconds on 2 cores)."""
+    server = start_server(shared_database_url, tmp_path_factory.mktemp("shared-server"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def workspace() -> str:
+    """A workspace name no other test uses: what keeps tests on shared_server apart."""
+    return f"ws-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture

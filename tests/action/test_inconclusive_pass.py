@@ -7,7 +7,6 @@ mode". Against the real server on loopback, SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -21,7 +20,7 @@ from gate_server.github.pulls import PullRun, part_of, render_comment, status_of
 from rnx.config import Benchmark, KernalinConfig
 from rnx_github.comment import combine, status_description
 from testbed.factories import make_results
-from testbed.gate_helpers import LiveServer, Token
+from testbed.gate_helpers import LiveServer, create_token
 
 REPO = "acme/kernels"
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
@@ -44,12 +43,12 @@ def _ctx(tmp_path: Path, pr: int):
 
 
 def test_every_surface_says_a_blind_pass_is_inconclusive(
-    live_server: LiveServer,
-    ci_token: Callable[..., Token],
-    viewer_token: Callable[..., Token],
-    tmp_path: Path,
+    shared_server: LiveServer, workspace: str, tmp_path: Path
 ) -> None:
-    creds = [Credential("token", ci_token().secret)]
+    live_server = shared_server
+    creds = [
+        Credential("token", create_token(live_server.database_url, workspace=workspace).secret)
+    ]
     base = make_results(repository=REPO, seed=1, **NOISY)  # type: ignore[arg-type]
     assert isinstance(upload(base, url=live_server.url, credentials=creds), UploadAnswer)
     head = make_results(
@@ -92,7 +91,8 @@ def test_every_surface_says_a_blind_pass_is_inconclusive(
     assert theirs.unresolved == 0.38 and f"rnx-benchmark: {HEADLINE}" in theirs.body
 
     # The server: its stored answer, its App-mode comment and status, the run page.
-    auth = {"Authorization": f"Bearer {viewer_token().secret}"}
+    viewer = create_token(live_server.database_url, workspace=workspace, viewer=True)
+    auth = {"Authorization": f"Bearer {viewer.secret}"}
     view = httpx.get(f"{live_server.url}/api/v1/runs/{answer.run_id}", headers=auth, timeout=30)
     assert view.status_code == 200
     assert view.json()["inconclusive"] == answer.inconclusive.model_dump(mode="json")
@@ -112,9 +112,12 @@ def test_every_surface_says_a_blind_pass_is_inconclusive(
 
 
 def test_a_pass_that_could_see_a_block_sized_slowdown_is_a_plain_pass(
-    live_server: LiveServer, ci_token: Callable[..., Token]
+    shared_server: LiveServer, workspace: str
 ) -> None:
-    creds = [Credential("token", ci_token().secret)]
+    live_server = shared_server
+    creds = [
+        Credential("token", create_token(live_server.database_url, workspace=workspace).secret)
+    ]
     assert isinstance(
         upload(make_results(repository=REPO, seed=1), url=live_server.url, credentials=creds),
         UploadAnswer,

@@ -5,14 +5,12 @@ and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import httpx
 
 from rnx.hardware import compare_hardware, to_markdown
 from rnx.schema import ResultsDocument
 from testbed.factories import body, make_results
-from testbed.gate_helpers import LiveServer, Token, signed_headers
+from testbed.gate_helpers import LiveServer, Token, create_token, signed_headers
 
 WORKLOAD = "kernels/attention.py"
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
@@ -26,11 +24,10 @@ def _upload(client: httpx.Client, ci: Token, doc: ResultsDocument) -> str:
 
 
 def test_the_newest_branch_baseline_not_an_accepted_pr_run(
-    live_server: LiveServer,
-    ci_token: Callable[..., Token],
-    viewer_token: Callable[..., Token],
+    shared_server: LiveServer, workspace: str
 ) -> None:
-    ci = ci_token()
+    live_server = shared_server
+    ci = create_token(live_server.database_url, workspace=workspace)
     base = {"configs": CONFIGS, "workload": WORKLOAD}
     cpu = make_results(environment="env-cpu", seed=1, **base)  # type: ignore[arg-type]
     pushes = [
@@ -71,7 +68,8 @@ def test_the_newest_branch_baseline_not_an_accepted_pr_run(
         assert listed.status_code == 200 and listed.json()["run_ids"][0] == pr_id
 
         # ...but /hardware compares what main ran: the newest push.
-        auth = {"Authorization": f"Bearer {viewer_token().secret}"}
+        viewer = create_token(live_server.database_url, workspace=workspace, viewer=True)
+        auth = {"Authorization": f"Bearer {viewer.secret}"}
         query = f"?repo=acme/kernels&branch=main&workload={WORKLOAD}&env=env-cpu&env=env-gpu"
         page = client.get("/hardware" + query, headers=auth)
         assert page.status_code == 200, page.text[-2000:]

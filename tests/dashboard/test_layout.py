@@ -22,6 +22,10 @@ from tests.dashboard.dashboard_site import CONFIGS, REPO, Site  # noqa: E402
 
 pytest_plugins = ["tests.dashboard.dashboard_site"]  # the browser and site fixtures
 
+# The layout is the same on PostgreSQL (test_browser.py covers its pages there): the site is
+# seeded on SQLite only, rather than seeded on PostgreSQL too for tests that would skip.
+pytestmark = pytest.mark.parametrize("site", ["sqlite"], indirect=True)
+
 IMAGES = Path(__file__).resolve().parents[2] / "docs" / "img"
 WIDTHS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
 
@@ -117,7 +121,7 @@ def _profile(trace: str) -> Profile:
 
 @pytest.fixture(scope="module")
 def gpu_pr(site: Site) -> str:
-    return _seed_gpu_runs(site) if site.database == "sqlite" else ""
+    return _seed_gpu_runs(site)
 
 
 _WIDEST = """() => [...document.querySelectorAll('body *')]
@@ -128,8 +132,6 @@ _WIDEST = """() => [...document.querySelectorAll('body *')]
 
 @pytest.fixture
 def page(browser: Any, site: Site) -> Iterator[Any]:
-    if site.database != "sqlite":
-        pytest.skip("the layout is the same on PostgreSQL: test_browser.py covers its pages")
     context = browser.new_context(viewport=WIDTHS["desktop"], base_url=site.url)
     p = context.new_page()
     p.set_default_timeout(60_000)
@@ -184,8 +186,6 @@ def test_the_acknowledge_and_accept_forms_are_usable_at_both_widths(
 ) -> None:
     """An acting viewer's two forms (the overview's acknowledge, the run page's accept) have
     their note and button on screen at 1280 and 390 px; screenshots in docs/img."""
-    if site.database != "sqlite":
-        pytest.skip("the layout is the same on PostgreSQL")
     from testbed.gate_helpers import create_token
 
     acting = create_token(

@@ -10,11 +10,12 @@ from typing import Any
 
 import httpx
 
-from gate_server.db import Database, audit, runs
+from gate_server.db import Database, audit, runs, tokens
 from rnx.schema import ResultsDocument
 from rnx_cli.main import main as rnx
 from rnx_cli.receipt import verify
 from testbed.factories import body, make_results
+from testbed.gate_helpers import LiveServer, create_token
 
 
 class Uploader:
@@ -44,8 +45,11 @@ def _error_code(r: httpx.Response) -> str:
     return str(r.json()["error"]["code"])
 
 
-def test_whole_cycle(live_server, ci_token, sign):
-    tok = ci_token(branches=("main", "release/*"))
+def test_whole_cycle(shared_server: LiveServer, workspace: str, sign):
+    live_server = shared_server
+    tok = create_token(
+        live_server.database_url, workspace=workspace, branches=("main", "release/*")
+    )
     up = Uploader(live_server.url, tok.secret, sign)
 
     # Three pushes to main build the baseline history.
@@ -104,9 +108,16 @@ def test_whole_cycle(live_server, ci_token, sign):
     assert any("no baseline" in r for r in elsewhere["reasons"])
 
 
-def test_scope_violations(live_server, ci_token, viewer_token, database_url, sign):
-    tok = ci_token(repository="acme/kernels", branches=("main",))
-    up = Uploader(live_server.url, tok.secret, sign)
+def test_scope_violations(shared_server: LiveServer, workspace: str, sign):
+    database_url = shared_server.database_url
+    s = Database(database_url)
+    try:
+        with s.read() as conn:
+            runs_before = runs.count(conn)  # the server is shared: count this test's runs
+    finally:
+        s.close()
+    tok = create_token(database_url, workspace=workspace, branches=("main",))
+    up = Uploader(shared_server.url, tok.secret, sign)
     base = up.ok(make_results(seed=1))
 
     # Another repository.
@@ -127,7 +138,7 @@ def test_scope_violations(live_server, ci_token, viewer_token, database_url, sig
     assert later["baseline"]["run_ids"] == [base["run_id"]]
 
     # A wrong signature: another token's key, or the right key over other bytes.
-    other = ci_token(repository="acme/kernels")
+    other = create_token(database_url, workspace=workspace)
     r = up.http.post(
         "/api/v1/runs",
         content=body(make_results(seed=7)),
@@ -161,7 +172,7 @@ def test_scope_violations(live_server, ci_token, viewer_token, database_url, sig
         assert (r.status_code, _error_code(r)) == (400, "invalid_json")
 
     # A viewer token cannot upload.
-    viewer = viewer_token()
+    viewer = create_token(database_url, workspace=workspace, viewer=True)
     r = up.upload(make_results(seed=9), secret=viewer.secret)
     assert (r.status_code, _error_code(r)) == (403, "viewer_token")
 
@@ -173,8 +184,11 @@ def test_scope_violations(live_server, ci_token, viewer_token, database_url, sig
     s = Database(database_url)
     try:
         with s.read() as conn:
-            assert runs.count(conn) == 1 + len(sneaky) + 1 + 1
-            actions = Counter(e["action"] for e in audit.entries(conn))
+            assert runs.count(conn) - runs_before == 1 + len(sneaky) + 1 + 1
+            ours = tokens.by_id(conn, tok.id)
+            assert ours is not None
+            entries = audit.of_workspace(conn, ours.workspace_id, limit=10_000)
+            actions = Counter(e["action"] for e in entries)
     finally:
         s.close()
     assert actions["run.upload"] == 6 and actions["run.upload.replay"] == 1

@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -21,20 +21,23 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from gate_server.clock import utcnow
-from gate_server.db import audit, open_database
+from gate_server.db import alerts, audit, open_database
 from gate_server.domain.agents import issue_agent_token
 from testbed.live_server import LiveServer
 from tests.rnx_cli.conftest import ROOT, slow_down
 
 FAST = {"samples": 16, "processes": 2}
+# The gate tests that measure (seconds each) run on SQLite only; the forwarding of the gate's
+# tools is what runs on both databases.
+ON_SQLITE = pytest.mark.parametrize("shared_database_url", ["sqlite"], indirect=True)
 
 
-def agent_token(database_url: str, scopes: tuple[str, ...]) -> str:
+def agent_token(database_url: str, workspace: str, scopes: tuple[str, ...]) -> str:
     database = open_database(database_url)
     try:
         return issue_agent_token(
             database,
-            workspace="acme",
+            workspace=workspace,
             repository="acme/kernels",
             branches=["main"],
             name="claude",
@@ -49,8 +52,9 @@ def agent_token(database_url: str, scopes: tuple[str, ...]) -> str:
 
 
 @pytest.fixture
-def gate(tmp_path: Path, server_factory: Callable[..., LiveServer]) -> Iterator[LiveServer]:
-    yield server_factory(f"sqlite:///{tmp_path / 'gate.db'}")
+def gate(shared_server: LiveServer) -> LiveServer:
+    """The shared server (a test keeps to its own `workspace` there)."""
+    return shared_server
 
 
 def stdio(
@@ -77,10 +81,11 @@ def stdio(
         return pool.submit(asyncio.run, go()).result()
 
 
+@ON_SQLITE
 def test_benchmark_blocks_a_2x_slower_edit_and_passes_the_unchanged_tree(
-    gate: LiveServer, checkout: Path
+    gate: LiveServer, workspace: str, checkout: Path
 ) -> None:
-    secret = agent_token(gate.database_url, ("read", "benchmark"))
+    secret = agent_token(gate.database_url, workspace, ("read", "benchmark"))
     progress: list[str] = []
 
     async def note(done: float, total: float | None, message: str | None) -> None:
@@ -110,11 +115,12 @@ def test_benchmark_blocks_a_2x_slower_edit_and_passes_the_unchanged_tree(
     assert same.structuredContent["exit_code"] == 0
 
 
+@ON_SQLITE
 def test_benchmark_honours_its_budget_scope_and_the_repository(
-    gate: LiveServer, checkout: Path
+    gate: LiveServer, workspace: str, checkout: Path
 ) -> None:
-    reader = agent_token(gate.database_url, ("read",))
-    benchmarker = agent_token(gate.database_url, ("read", "benchmark"))
+    reader = agent_token(gate.database_url, workspace, ("read",))
+    benchmarker = agent_token(gate.database_url, workspace, ("read", "benchmark"))
 
     async def refused(s: ClientSession) -> Any:
         return await s.call_tool("benchmark", FAST)
@@ -142,17 +148,19 @@ def test_benchmark_honours_its_budget_scope_and_the_repository(
     database = open_database(gate.database_url)
     try:
         with database.read() as conn:
-            actions = [e["action"] for e in audit.entries(conn)]
+            workspace_id = alerts.workspace_id(conn, workspace)
+            assert workspace_id is not None
+            actions = [e["action"] for e in audit.of_workspace(conn, workspace_id, limit=10_000)]
     finally:
         database.close()
     assert "agent.refused" in actions and "agent.start_benchmark" in actions
 
 
 def test_the_gates_tools_and_resources_are_forwarded_on_both_databases(
-    database_url: str, server_factory: Callable[..., LiveServer], checkout: Path
+    shared_server: LiveServer, workspace: str, checkout: Path
 ) -> None:
-    server = server_factory(database_url)
-    secret = agent_token(database_url, ("read",))
+    server = shared_server
+    secret = agent_token(server.database_url, workspace, ("read",))
 
     async def steps(s: ClientSession) -> list[Any]:
         return [
@@ -169,14 +177,15 @@ def test_the_gates_tools_and_resources_are_forwarded_on_both_databases(
     assert secret not in shown
 
 
+@ON_SQLITE
 def test_a_refused_or_unreachable_gate_is_one_line(
-    gate: LiveServer, checkout: Path, refused_port: int
+    gate: LiveServer, workspace: str, checkout: Path, refused_port: int
 ) -> None:
     database = open_database(gate.database_url)
     try:
         expired = issue_agent_token(
             database,
-            workspace="acme",
+            workspace=workspace,
             repository="acme/kernels",
             branches=["main"],
             name="claude",
@@ -208,14 +217,14 @@ def test_a_refused_or_unreachable_gate_is_one_line(
         assert secret not in done.stderr
 
 
-def _stored_baseline_of_this_machine(server: LiveServer) -> str:
+def _stored_baseline_of_this_machine(server: LiveServer, workspace: str) -> str:
     """A baseline of main for this machine's environment whose kernel took 1 us: a working
     tree measured against it is far slower, where against the merge-base it is unchanged."""
     from bench_runner.environment import collect_environment
     from testbed.factories import body, make_results
     from testbed.gate_helpers import create_token, signed_headers
 
-    ci = create_token(server.database_url)
+    ci = create_token(server.database_url, workspace=workspace)
     doc = make_results(
         environment=collect_environment().key,
         configs=[("pytorch_eager", "float32", 1)],
@@ -230,11 +239,16 @@ def _stored_baseline_of_this_machine(server: LiveServer) -> str:
     return ci.secret
 
 
+@ON_SQLITE
 def test_benchmark_and_rnx_check_gate_against_the_stored_baseline_where_there_is_one(
-    gate: LiveServer, checkout: Path
+    gate: LiveServer,
+    workspace: str,
+    checkout: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    ci_secret = _stored_baseline_of_this_machine(gate)
-    secret = agent_token(gate.database_url, ("read", "benchmark"))
+    ci_secret = _stored_baseline_of_this_machine(gate, workspace)
+    secret = agent_token(gate.database_url, workspace, ("read", "benchmark"))
 
     async def steps(s: ClientSession) -> Any:
         return await s.call_tool("benchmark", FAST)
@@ -259,14 +273,13 @@ def test_benchmark_and_rnx_check_gate_against_the_stored_baseline_where_there_is
         )
         answer = json.loads(done.stdout)
         assert answer["workloads"][0]["against"].startswith(expected), answer["workloads"][0]
-    # Without a baseline for its environment, --against stored is an error naming why.
-    env["KERNALIN_TOKEN"] = "rnx_ci_not-a-token"
-    done = subprocess.run(
-        [sys.executable, "-m", "rnx_cli", "check", "--against", "stored"],
-        cwd=checkout,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 2 and "no stored baseline to gate against" in done.stderr
+    # Without a baseline for its environment, --against stored is an error naming why (before
+    # anything is measured: in this process, saving a second interpreter's torch import).
+    from rnx_cli.main import main
+
+    monkeypatch.chdir(checkout)
+    monkeypatch.setenv("KERNALIN_URL", gate.url)
+    monkeypatch.setenv("KERNALIN_TOKEN", "rnx_ci_not-a-token")
+    capsys.readouterr()
+    assert main(["check", "--against", "stored"]) == 2
+    assert "no stored baseline to gate against" in capsys.readouterr().err

@@ -63,22 +63,24 @@ def test_the_server_reads_its_database_url_from_a_file(tmp_path: Path, database_
         server.wait(30)
 
 
-def test_commands_take_the_file_and_say_what_is_wrong_with_it(tmp_path: Path) -> None:
+def test_commands_take_the_file_and_say_what_is_wrong_with_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # In this process: `python -m gate_server` runs this main (the server's start above and
+    # every live server's show the entry point itself).
+    from gate_server.cli.main import main
+
     url_file = tmp_path / "url"
     url_file.write_text(f"sqlite:///{tmp_path / 'gate.db'}\n")
-    run = [sys.executable, "-m", "gate_server", "token", "create", "--workspace", "acme"]
-    run += ["--repo", "acme/k"]
-    run += ["--branches", "main"]
-    ok = subprocess.run(
-        [*run, "--database-url-file", str(url_file)], capture_output=True, text=True
-    )
-    assert ok.returncode == 0, ok.stderr
+    run = ["token", "create", "--workspace", "acme", "--repo", "acme/k", "--branches", "main"]
+    assert main([*run, "--database-url-file", str(url_file)]) == 0, capsys.readouterr().err
     assert (tmp_path / "gate.db").is_file()
     for args, expected in (
         (["--database-url-file", str(tmp_path / "missing")], "cannot read --database-url-file"),
         (["--database-url-file", os.devnull], "is empty"),
         (["--database-url-file", str(url_file), "--database-url", "sqlite://"], "not both"),
     ):
-        bad = subprocess.run([*run, *args], capture_output=True, text=True)
-        assert bad.returncode == 2 and expected in bad.stderr, bad.stderr
-        assert "Traceback" not in bad.stderr
+        capsys.readouterr()
+        assert main([*run, *args]) == 2
+        err = capsys.readouterr().err
+        assert expected in err and "Traceback" not in err, err

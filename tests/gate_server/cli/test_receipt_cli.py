@@ -78,10 +78,13 @@ def test_forged_or_foreign_receipts_fail(client, ci_token, sign, tmp_path, capsy
     assert main(["receipt", "verify", answer["receipt"], "--key", str(tmp_path / "none")]) == 2
 
 
-def test_verify_with_the_servers_url(live_server, ci_token, sign, capsys):
+def test_verify_with_the_servers_url(shared_server, workspace, sign, capsys):
     import httpx
 
-    tok = ci_token()
+    from testbed.gate_helpers import create_token
+
+    live_server = shared_server
+    tok = create_token(live_server.database_url, workspace=workspace)
     data = body(make_results())
     answer = httpx.post(
         f"{live_server.url}/api/v1/runs",

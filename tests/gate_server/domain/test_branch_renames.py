@@ -27,7 +27,7 @@ from gate_server.domain.branches import (
 from gate_server.errors import GateServerError
 from rnx_cli.main import main
 from testbed.factories import body, make_results
-from testbed.gate_helpers import LiveServer, Token, signed_headers
+from testbed.gate_helpers import LiveServer, Token, create_token, signed_headers
 from testbed.schema_v3 import build_v3_database
 
 REPO = "acme/kernels"
@@ -56,7 +56,7 @@ def test_names_follow_chains_cycles_and_names_taken_again() -> None:
 
 
 def upload(post: Any, token: Token, **kwargs: Any) -> dict[str, Any]:
-    doc = make_results(repository=REPO, **kwargs)
+    doc = make_results(**{"repository": REPO, **kwargs})
     r = post("/api/v1/runs", content=body(doc), headers=signed_headers(token.secret, body(doc)))
     assert r.status_code == 201, r.text
     answer: dict[str, Any] = r.json()
@@ -207,24 +207,25 @@ def test_migration_3_adds_the_rename_log_to_an_older_database(database_url: str)
 
 
 def test_the_rename_command_moves_the_history_the_server_uses(
-    live_server: LiveServer, token_for: Any, capsys: Any
+    shared_server: LiveServer, workspace: str, capsys: Any
 ) -> None:
-    url = live_server.database_url
-    token: Token = token_for(url, workspace="acme", repository=REPO, branches=("master",))
-    with httpx.Client(base_url=live_server.url, timeout=30) as http:
-        base = upload(http.post, token, branch="master", sha="a" * 40, seed=1)
-        argv = ["branch", "rename", "--repo", "ACME/Kernels", "--from", "master", "--to", "main"]
+    # The server is shared: a repository no other test names, so --repo alone finds it.
+    url, repo = shared_server.database_url, f"acme/kernels-{workspace}"
+    token = create_token(url, workspace=workspace, repository=repo, branches=("master",))
+    with httpx.Client(base_url=shared_server.url, timeout=30) as http:
+        base = upload(http.post, token, branch="master", sha="a" * 40, seed=1, repository=repo)
+        argv = ["branch", "rename", "--repo", repo.upper(), "--from", "master", "--to", "main"]
         assert main([*argv, "--database-url", url]) == 0
         out = capsys.readouterr().out
-        assert "acme/kernels: master -> main: 1 baseline run now count for main" in out
+        assert f"{repo}: master -> main: 1 baseline run now count for main" in out
         assert f"CI token {token.id} now also covers main" in out
         assert main([*argv, "--database-url", url]) == 0
         assert "was followed before; nothing changed" in capsys.readouterr().out
 
         pr = dict(event="pull_request", pr_number=5, branch="f", base_branch="main", seed=2)
-        answer = upload(http.post, token, sha="b" * 40, **pr)
+        answer = upload(http.post, token, sha="b" * 40, repository=repo, **pr)
         assert answer["baseline"]["run_ids"] == [base["run_id"]]
-        late = upload(http.post, token, branch="master", sha="c" * 40, seed=3)
+        late = upload(http.post, token, branch="master", sha="c" * 40, seed=3, repository=repo)
         assert run_view(http.get, token, late["run_id"])["baseline_branch"] == "main"
 
 
@@ -256,23 +257,26 @@ def test_the_rename_command_refuses_bad_input_in_one_line(
 
 
 def test_an_upload_racing_a_rename_lands_on_the_new_name(
-    live_server: LiveServer, token_for: Any
+    shared_server: LiveServer, workspace: str
 ) -> None:
     """A rename holds its repository's lock until it commits: a baseline upload arriving
     meanwhile waits, then records the new name instead of one the rename just moved away."""
-    url = live_server.database_url
-    token: Token = token_for(url, workspace="acme", repository=REPO, branches=("master",))
-    with httpx.Client(base_url=live_server.url, timeout=60) as http:
-        upload(http.post, token, branch="master", sha="a" * 40, seed=1)
+    url, repo = shared_server.database_url, f"acme/kernels-{workspace}"
+    token = create_token(url, workspace=workspace, repository=repo, branches=("master",))
+    with httpx.Client(base_url=shared_server.url, timeout=60) as http:
+        upload(http.post, token, branch="master", sha="a" * 40, seed=1, repository=repo)
         s = Database(url)
         answers: list[dict[str, Any]] = []
         try:
-            rid = repository_id(s)
+            with s.read() as conn:
+                (found,) = repositories.named(conn, repo)
             with s.write() as conn:
-                rename_branch(conn, rid, "master", "main", actor="test", via="test")
+                rename_branch(conn, found.id, "master", "main", actor="test", via="test")
                 racer = threading.Thread(
                     target=lambda: answers.append(
-                        upload(http.post, token, branch="master", sha="b" * 40, seed=2)
+                        upload(
+                            http.post, token, branch="master", sha="b" * 40, seed=2, repository=repo
+                        )
                     )
                 )
                 racer.start()

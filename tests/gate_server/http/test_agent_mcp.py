@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from gate_server.clock import utcnow
-from gate_server.db import audit, open_database, runs
+from gate_server.db import audit, open_database, runs, tokens
 from gate_server.domain.agents import issue_agent_token
 from gate_server.domain.auth import revoke_token
 from testbed.factories import body, make_results
@@ -37,6 +37,7 @@ class World:
     ci: Token
     base_run: str  # a baseline run of main
     pr_run: str  # pull request 7's run, 2x slower: BLOCK
+    workspace: str = "acme"
 
     @property
     def database_url(self) -> str:
@@ -48,7 +49,7 @@ def agent(world: World, scopes: tuple[str, ...] = ("read",), **kwargs: Any) -> t
     try:
         return issue_agent_token(
             database,
-            workspace=kwargs.get("workspace", "acme"),
+            workspace=kwargs.get("workspace", world.workspace),
             repository=kwargs.get("repository", "acme/kernels"),
             branches=["main"],
             name="claude",
@@ -73,15 +74,16 @@ def upload(world_url: str, ci: Token, **kwargs: Any) -> str:
 
 
 @pytest.fixture
-def world(database_url: str, server_factory: Callable[..., LiveServer]) -> Iterator[World]:
-    ci = create_token(database_url)
-    server = server_factory(database_url)
+def world(shared_server: LiveServer, workspace: str) -> Iterator[World]:
+    """Three runs of acme/kernels in a workspace of this test's own, on the shared server."""
+    ci = create_token(shared_server.database_url, workspace=workspace)
+    server = shared_server
     upload(server.url, ci, seed=11, environment=OTHER, slowdown=2.0)
     base = upload(server.url, ci, seed=1)  # main's newest run
     pr = upload(
         server.url, ci, branch="feature", event="pull_request", pr_number=7, slowdown=2.0, seed=2
     )
-    yield World(server, ci, base, pr)
+    yield World(server, ci, base, pr, workspace)
 
 
 def session(url: str, secret: str, steps: Session) -> Any:
@@ -111,15 +113,19 @@ def calls(world: World, secret: str, *called: tuple[str, dict[str, Any]]) -> lis
 
 
 def audited(world: World) -> list[dict[str, Any]]:
+    """The audit entries of the world's workspace, oldest first (the server is shared)."""
     database = open_database(world.database_url)
     try:
         with database.read() as conn:
-            return audit.entries(conn)
+            ci = tokens.by_id(conn, world.ci.id)
+            assert ci is not None
+            return audit.of_workspace(conn, ci.workspace_id, limit=10_000)[::-1]
     finally:
         database.close()
 
 
 def stored_runs(world: World) -> int:
+    """Every run in the database: a test compares the count before and after its own calls."""
     database = open_database(world.database_url)
     try:
         with database.read() as conn:
@@ -384,7 +390,8 @@ def test_hostile_arguments_get_clear_errors_and_store_nothing(world: World) -> N
 
 
 def test_another_workspaces_runs_are_not_found(world: World) -> None:
-    _, secret = agent(world, workspace="other", repository="other/kernels")
+    other = f"other-{world.workspace}"
+    _, secret = agent(world, workspace=other, repository="other/kernels")
     [answer] = calls(world, secret, ("run_verdict", {"run_id": world.pr_run}))
     assert answer.isError and "run_not_found" in answer.content[0].text
 
