@@ -3,9 +3,10 @@ server on loopback and the fake GitHub API.
 
 Scenarios on one repository (pull requests in paired mode, see KERNALIN_YML): a PR that
 keeps speed (PASS); a second push to that PR with a 2x slower kernel (BLOCK, the job fails,
-the sticky comment is updated in place); report-only on the slow kernel (succeeds, verdict
-in the summary); then, at the same time, a push to main (stored as a baseline), a PR whose
-ModelNew diverges (BLOCK) and the first PR against a stopped server (succeeds, a warning).
+the sticky comment is updated in place); then, at the same time, a third push to that PR in
+report-only mode (succeeds, verdict in the summary), a push to main (stored as a baseline), a
+PR whose ModelNew diverges (BLOCK) and the first PR against a stopped server (succeeds, a
+warning).
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class World:
     token: str
     base: str = ""
     pr_head: str = ""
+    report_only: str = ""
 
     def run(
         self,
@@ -135,13 +137,46 @@ def _explain(run: ActRun) -> str:
     return f"act output:\n{run.output[-6000:]}\nsummary:\n{run.summary}"
 
 
-def test_pr_that_keeps_speed_passes(world: World) -> None:
+# Each job is run by a module fixture, which the tests of its outcome ask for, so a test finds
+# the jobs before its own run whichever tests ran before it (alone, or on another test worker).
+
+
+@dataclass
+class Job:
+    """A job's run and, just after it, PR 2's comments and the commit's last status."""
+
+    run: ActRun
+    sha: str
+    comments: list[str]
+    status: dict
+
+
+def _job(world: World, run: ActRun, sha: str) -> Job:
+    return Job(run, sha, world.comments(2), world.status(sha))
+
+
+@pytest.fixture(scope="module")
+def passed(world: World) -> Job:
+    """The first push to PR 2: the kernel unchanged."""
     world.pr_head = world.workspace.commit(
         "action-kernel.py", "docs only", branch="faster-kernel", parent=world.base
     )
-    run = world.run(
-        "pull_request", world.workspace.pull_request_event(2, world.pr_head, world.base)
+    event = world.workspace.pull_request_event(2, world.pr_head, world.base)
+    return _job(world, world.run("pull_request", event), world.pr_head)
+
+
+@pytest.fixture(scope="module")
+def blocked(world: World, passed: Job) -> Job:
+    """The second push to PR 2: the kernel computed twice."""
+    slow = world.workspace.commit(
+        "action-kernel-slow.py", "compute it twice", branch="faster-kernel"
     )
+    event = world.workspace.pull_request_event(2, slow, world.base)
+    return _job(world, world.run("pull_request", event), slow)
+
+
+def test_pr_that_keeps_speed_passes(passed: Job) -> None:
+    run = passed.run
     assert run.succeeded, _explain(run)
     assert "compare: paired" in run.summary
     # PASS needs proof of equivalence. When this machine's two cores are busy with other
@@ -152,45 +187,38 @@ def test_pr_that_keeps_speed_passes(world: World) -> None:
     ), _explain(run)
     assert "| slower |" not in run.summary
     print("unchanged PR:", next(x for x in run.output.splitlines() if "outputs tier=" in x))
-    (comment,) = world.comments(2)
+    (comment,) = passed.comments
     assert "rnx-benchmark: PASS" in comment or "rnx-benchmark: WARN" in comment
-    assert world.status(world.pr_head)["state"] == "success"
-    assert world.status(world.pr_head)["context"] == "rnx-benchmark"
+    assert passed.status["state"] == "success"
+    assert passed.status["context"] == "rnx-benchmark"
 
 
-def test_second_push_2x_slower_blocks_fails_and_updates_the_sticky_comment(world: World) -> None:
-    slow = world.workspace.commit(
-        "action-kernel-slow.py", "compute it twice", branch="faster-kernel"
-    )
-    run = world.run("pull_request", world.workspace.pull_request_event(2, slow, world.base))
+def test_second_push_2x_slower_blocks_fails_and_updates_the_sticky_comment(blocked: Job) -> None:
+    run = blocked.run
     assert not run.succeeded, _explain(run)
     assert "🏁  Job failed" in run.output
     assert "outputs tier=BLOCK" in run.output, _explain(run)
     assert "::error" in run.output or "❗" in run.output
     assert "kernels/kernel.py" in run.summary and "slower" in run.summary
-    (comment,) = world.comments(2)  # the same comment, updated: not a second one
-    assert "rnx-benchmark: BLOCK" in comment and f"commit {slow[:12]}" in comment
-    assert world.status(slow)["state"] == "failure"
-
-
-def test_report_only_succeeds_with_the_verdict_in_the_summary(world: World) -> None:
-    slow = world.workspace.commit("action-kernel-slow.py", "again", branch="faster-kernel")
-    run = world.run(
-        "pull_request", world.workspace.pull_request_event(2, slow, world.base), mode="report-only"
-    )
-    assert run.succeeded, _explain(run)
-    assert "outputs tier=BLOCK" in run.output
-    assert "BLOCK" in run.summary and "mode: report-only" in run.summary
-    assert world.status(slow)["state"] == "success"
-    assert len(world.comments(2)) == 1
+    (comment,) = blocked.comments  # the same comment, updated: not a second one
+    assert "rnx-benchmark: BLOCK" in comment and f"commit {blocked.sha[:12]}" in comment
+    assert blocked.status["state"] == "failure"
 
 
 @pytest.fixture(scope="module")
-def last_three(world: World, tmp_path_factory: pytest.TempPathFactory) -> dict[str, ActRun]:
-    """Three jobs at the same time, each in its own checkout, none of whose outcomes depends
+def last_four(
+    world: World, blocked: Job, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, ActRun]:
+    """Four jobs at the same time, each in its own checkout, none of whose outcomes depends
     on timing: the push to main (stored as a baseline; pull requests here are paired, so
-    they never needed it), the diverged PR, and a PR against a stopped server (its retries
-    mostly wait)."""
+    they never needed it), the diverged PR, a third push to PR 2 in report-only mode, and
+    PR 2's first head against a stopped server (its retries mostly wait while the others
+    measure)."""
+    world.report_only = world.workspace.commit(
+        "action-kernel-slow.py", "again", branch="faster-kernel"
+    )
+    report_ws = world.workspace.clone(tmp_path_factory.mktemp("act-report-checkout"))
+    report_ws.checkout(world.report_only)
     broken = world.workspace.commit(
         "action-kernel-diverged.py", "fused kernel", branch="fused", parent=world.base
     )
@@ -202,39 +230,60 @@ def last_three(world: World, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     # when the gate is down.
     stopped = start_server(world.server.database_url, stopped_ws.root, env={"RNX_ROPE": "10%"})
     stopped.stop()
+    pr = "pull_request"
     jobs = {
-        "push": ("push", push_ws, push_ws.push_event(world.base), world.server.url),
+        "push": ("push", push_ws, push_ws.push_event(world.base), world.server.url, ""),
         "diverged": (
-            "pull_request",
+            pr,
             world.workspace,
             world.workspace.pull_request_event(3, broken, world.base),
             world.server.url,
+            "",
+        ),
+        "report-only": (
+            pr,
+            report_ws,
+            report_ws.pull_request_event(2, world.report_only, world.base),
+            world.server.url,
+            "report-only",
         ),
         "stopped": (
-            "pull_request",
+            pr,
             stopped_ws,
             stopped_ws.pull_request_event(2, world.pr_head, world.base),
             stopped.url,
+            "",
         ),
     }
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         futures = {
-            name: pool.submit(world.run, event_name, event, url=url, workspace=ws)
-            for name, (event_name, ws, event, url) in jobs.items()
+            name: pool.submit(world.run, event_name, event, url=url, workspace=ws, mode=mode)
+            for name, (event_name, ws, event, url, mode) in jobs.items()
         }
         return {name: f.result() for name, f in futures.items()}
 
 
-def test_push_to_main_is_stored_as_a_baseline(world: World, last_three: dict[str, ActRun]) -> None:
-    run = last_three["push"]
+def test_report_only_succeeds_with_the_verdict_in_the_summary(
+    world: World, last_four: dict[str, ActRun]
+) -> None:
+    run = last_four["report-only"]
+    assert run.succeeded, _explain(run)
+    assert "outputs tier=BLOCK" in run.output
+    assert "BLOCK" in run.summary and "mode: report-only" in run.summary
+    assert world.status(world.report_only)["state"] == "success"
+    assert len(world.comments(2)) == 1  # PR 2's one comment, updated by each of its jobs
+
+
+def test_push_to_main_is_stored_as_a_baseline(world: World, last_four: dict[str, ActRun]) -> None:
+    run = last_four["push"]
     assert run.succeeded, _explain(run)
     assert "rnx-benchmark:" in run.summary, _explain(run)
     assert "kernels/kernel.py" in run.summary and "compare: baseline" in run.summary
     assert f"url={world.server.url}" in run.output, _explain(run)
 
 
-def test_diverged_kernel_blocks(world: World, last_three: dict[str, ActRun]) -> None:
-    run = last_three["diverged"]
+def test_diverged_kernel_blocks(world: World, last_four: dict[str, ActRun]) -> None:
+    run = last_four["diverged"]
     assert not run.succeeded, _explain(run)
     assert "outputs tier=BLOCK" in run.output, _explain(run)
     assert "diverged" in run.summary
@@ -242,8 +291,8 @@ def test_diverged_kernel_blocks(world: World, last_three: dict[str, ActRun]) -> 
     assert "rnx-benchmark: BLOCK" in comment and "diverged" in comment
 
 
-def test_server_stopped_succeeds_with_a_warning(last_three: dict[str, ActRun]) -> None:
-    run = last_three["stopped"]
+def test_server_stopped_succeeds_with_a_warning(last_four: dict[str, ActRun]) -> None:
+    run = last_four["stopped"]
     assert run.succeeded, _explain(run)
     assert "did not reach the gate server" in run.output, _explain(run)
     assert "unreachable" in run.output

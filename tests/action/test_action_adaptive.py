@@ -79,7 +79,9 @@ def test_rnx_gate_samples_adaptively_against_the_servers_baseline(
     shutil.copy(WORKLOADS / "tiny.py", tmp_path / "kernels" / "tiny.py")
     (tmp_path / "kernalin.yml").write_text(
         "version: 1\n"
-        "harness: {samples: 8, processes: 2, warmup: 1, time-budget: 5}\n"
+        # baseline-processes: a push gets 9 by default, more than a baseline to sample against
+        # needs here.
+        "harness: {samples: 8, processes: 2, baseline-processes: 2, warmup: 1, time-budget: 5}\n"
         "benchmarks:\n"
         "  - {workload: kernels/tiny.py, batch-sizes: [1], runtimes: [pytorch_eager]}\n"
     )

@@ -24,8 +24,10 @@ def test_install_uses_the_runners_torch_and_adds_only_the_package(tmp_path: Path
             action.mkdir(exist_ok=True)
             shutil.copy2(src, action / name)
     runner_python_dir = Path(sys.executable).parent
+    # A runner's Python finds the action only where install.sh put it: no PYTHONPATH (a
+    # worktree's test run sets one to this checkout).
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         "GITHUB_ACTION_PATH": str(action),
         "RUNNER_TEMP": str(tmp_path / "runner-temp"),
         "GITHUB_OUTPUT": str(tmp_path / "output"),
@@ -47,6 +49,7 @@ def test_install_uses_the_runners_torch_and_adds_only_the_package(tmp_path: Path
         text=True,
         check=True,
         cwd=tmp_path,  # not this checkout: `python -c` puts the working directory first
+        env=env,
     ).stdout.splitlines()
     runner_site = subprocess.run(
         [sys.executable, "-c", "import torch; print(torch.__file__)"],

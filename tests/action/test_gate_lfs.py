@@ -65,7 +65,14 @@ def test_rnx_gate_fetches_an_lfs_workload_and_measures_the_real_file(
 ) -> None:
     monkeypatch.chdir(pointer_checkout)
     kept = tmp_path / "kept"
+    # Few samples and processes (a push on main gets 9 by default): the file is what is tested.
+    config = tmp_path / "kernalin.yml"
+    config.write_text(
+        "version: 1\nharness: {samples: 8, processes: 2, baseline-processes: 2, warmup: 1}\n"
+    )
     argv = [
+        "--config",
+        str(config),
         "--workload",
         "models/tiny_mlp.onnx",
         "--runtimes",
@@ -79,7 +86,7 @@ def test_rnx_gate_fetches_an_lfs_workload_and_measures_the_real_file(
         "--results-dir",
         str(kept),
     ]
-    assert main(argv, env={**ENV, "INPUT_SAMPLES": "6", "INPUT_PROCESSES": "2"}) == 0
+    assert main(argv, env=ENV) == 0
     log = "".join(capsys.readouterr())
     assert "fetched from Git LFS: models/tiny_mlp.onnx, models/weights.pt" in log, log
     real = (ROOT / "examples" / "tiny_mlp.onnx").read_bytes()

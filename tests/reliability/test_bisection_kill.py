@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from datetime import timezone
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from action.init import WORKFLOW
-from gate_server.db import bisections, open_database
+from gate_server.clock import utcnow
+from gate_server.db import bisections, open_database, outbox
 from gate_server.http.webhook import WEBHOOK_PATH, signature_of
 from testbed.act_harness import REPO_ROOT
 from testbed.factories import body, make_results
@@ -99,7 +101,9 @@ def test_kill_9_mid_dispatch_neither_loses_the_bisection_nor_dispatches_twice(
             server.process.wait(timeout=10)
             commits(state).hold.clear()
             server = start_server(database_url, tmp_path, env=env)
-            time.sleep(3)  # past the lease: the restarted server has run the job again
+            # The job the killed process held is due again once its lease has passed: the
+            # restarted server runs it to its end, and dispatches nothing for it.
+            _wait(lambda: _settled(database_url))
             assert len(sent) == 1
             # The workflow of each dispatch uploads its run; the bisection goes on to the end.
             done = 0
@@ -120,6 +124,20 @@ def test_kill_9_mid_dispatch_neither_loses_the_bisection_nor_dispatches_twice(
     assert (b.culprit_sha, b.culprit_pr) == (RANGE[CULPRIT], 7)
     dispatched = [(d["inputs"]["commit"], d["inputs"]["bisection"]) for d in sent]
     assert len(dispatched) == len(steps) == len({(s.sha, s.attempt) for s in steps}) <= 5
+
+
+def _settled(database_url: str) -> bool:
+    """No outbox job is due: each one due by now (a killed process's, once its lease has
+    passed) has run to its end; what is left waits for later (a step's timeout, hours away)."""
+    database = open_database(database_url)
+    try:
+        with database.read() as conn:
+            pending = outbox.jobs(conn, state=outbox.PENDING)
+    finally:
+        database.close()
+    now = utcnow()
+    due = [j.available_at for j in pending]
+    return all((d if d.tzinfo else d.replace(tzinfo=timezone.utc)) > now for d in due)
 
 
 def _ended(database_url: str) -> bool:
@@ -234,7 +252,7 @@ def test_redelivered_webhooks_and_uploads_and_a_kill_9_between_steps_dispatch_no
                 _wait(lambda n=done: len(sent) > n or _ended(database_url))
                 if len(sent) == done:
                     break
-            time.sleep(3)  # past the lease: any job run again has had its chance
+            _wait(lambda: _settled(database_url))  # any job run again has had its chance
         finally:
             server.stop()
     b, steps = _stored_bisection(database_url)
