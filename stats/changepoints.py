@@ -35,13 +35,15 @@ scale (`run_location`). `detect` finds step changes of it:
    level before that earlier change (the interval of their ratio reaches that band).
    With known changes in the history, the final test assumes at least the history's own
    autocorrelation (`_window_rho`): the lag-1 autocorrelation of the residuals about the
-   levels that a search of the history with nothing known finds (with the new splits), taken
-   WINDOW_RHO_ALLOWANCE / sqrt(n) low for n runs. The known changes are left out of it on
-   purpose: a season, a random walk or a trend's curve, reported piece by piece while each
-   new piece looked like a level, is flat within each piece, and the short segments between
-   those changes show no correlation, so every next swing would pass as a step; the history
-   searched as a whole shows the correlation (it finds no level there). Where the known
-   changes are real steps that search finds them too, and the residuals stay independent.
+   levels that a search of the history with nothing known finds, the new splits and the known
+   change just before each (whose test takes it as real), taken WINDOW_RHO_ALLOWANCE / sqrt(n)
+   low for n runs. The other known changes are left out of it on purpose: a season, a random
+   walk or a trend's curve, reported piece by piece while each new piece looked like a level,
+   is flat within each piece, and the short segments between those changes show no
+   correlation, so every next swing would pass as a step; the history searched as a whole
+   shows the correlation (it finds no level there). Where the known changes are real steps
+   that search finds them too, and the residuals stay independent. The early test (4.)
+   assumes it as well.
 
 4. **Early reports.** In a history of fewer than EARLY_BELOW runs, where no rank test can reach
    `p_value`, a split is tested by Student's t of its shift on the sides' pooled standard
