@@ -205,12 +205,13 @@ def detect(
     test = _Test(p_value, max(margin, min_signal * noise), margin, noise)
     inside = sorted({b for k in known for b in _bounds(k) if 0 < b < len(y)})
     found = _divide(y, [0, *inside], int(min_runs), test)
-    found = _around_newest(y, known, inside, found, int(min_runs), test)
-    # After known changes, the noise is also measured about the window's own levels (the
-    # known changes left out: a season or a walk reported piece by piece looks flat within
-    # each piece); only needed when there is a new split to test.
-    own = _own_levels(y, int(min_runs), test) if inside and found else None
-    found = _merge(y, inside, found, test, own)
+    found = _merge(y, inside, _around_newest(y, known, inside, found, int(min_runs), test), test)
+    if inside and found:
+        # After known changes, what passes is tested again assuming at least the noise's
+        # autocorrelation about the window's own levels (the known changes left out: a season
+        # or a walk reported piece by piece looks flat within each piece). It only makes the
+        # test stricter, so the window is searched for its levels only when something passed.
+        found = _merge(y, inside, found, test, _own_levels(y, int(min_runs), test))
     originals = {id(k): g for k, g in zip(known, given, strict=True)}
     return _expand(_report(y, known, found, test, scale), present, originals)
 
