@@ -33,11 +33,12 @@ scale (`run_location`). `detect` finds step changes of it:
    those runs' absence suggests. A new change `undoes` the change just
    before it when it moves the other way and the level after it is within `min_change` of the
    level before that earlier change (the interval of their ratio reaches that band).
-   With known changes in the history, the final test assumes at least the history's own
-   autocorrelation (`_window_rho`): the lag-1 autocorrelation of the residuals about the
-   levels that a search of the history with nothing known finds, the new splits and the known
-   change just before each (whose test takes it as real), taken WINDOW_RHO_ALLOWANCE / sqrt(n)
-   low for n runs. The other known changes are left out of it on purpose: a season, a random
+   With known changes in the history, a split that passes the final test is tested again
+   assuming at least the history's own autocorrelation (`_window_rho`): the lag-1
+   autocorrelation of the residuals about the levels that a search of the history with
+   nothing known finds, the new splits and the known change just before each (whose test
+   takes it as real), taken WINDOW_RHO_ALLOWANCE / sqrt(n) low for n runs. The other known
+   changes are left out of it on purpose: a season, a random
    walk or a trend's curve, reported piece by piece while each new piece looked like a level,
    is flat within each piece, and the short segments between those changes show no
    correlation, so every next swing would pass as a step; the history searched as a whole
