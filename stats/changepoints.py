@@ -33,6 +33,18 @@ scale (`run_location`). `detect` finds step changes of it:
    those runs' absence suggests. A new change `undoes` the change just
    before it when it moves the other way and the level after it is within `min_change` of the
    level before that earlier change (the interval of their ratio reaches that band).
+   With known changes in the history, a split that passes the final test is tested again
+   assuming at least the history's own autocorrelation (`_window_rho`): the lag-1
+   autocorrelation of the residuals about the levels that a search of the history with
+   nothing known finds, the new splits and the known change just before each (whose test
+   takes it as real), taken WINDOW_RHO_ALLOWANCE / sqrt(n) low for n runs. The other known
+   changes are left out of it on purpose: a season, a random
+   walk or a trend's curve, reported piece by piece while each new piece looked like a level,
+   is flat within each piece, and the short segments between those changes show no
+   correlation, so every next swing would pass as a step; the history searched as a whole
+   shows the correlation (it finds no level there). Where the known changes are real steps
+   that search finds them too, and the residuals stay independent. The early test (4.)
+   assumes it as well.
 
 4. **Early reports.** In a history of fewer than EARLY_BELOW runs, where no rank test can reach
    `p_value`, a split is tested by Student's t of its shift on the sides' pooled standard
@@ -86,6 +98,7 @@ EARLY_BELOW = 16  # runs: a shorter history may be reported early (see _Test.ear
 EARLY_STRICTNESS = 10.0  # an early p-value is this many times the t-test's (see _early_p_value)
 RAMP_CHECK_RHO = 0.5  # residuals this alike in a row: is it a drift (see _autocorrelation)?
 MIN_RUNS_FOR_RHO = 5  # fewer runs a side on average: autocorrelation is not estimated (0)
+WINDOW_RHO_ALLOWANCE = 2.0  # the window's own rho is taken this / sqrt(n) low (_window_rho)
 
 
 @dataclass(frozen=True)
@@ -194,6 +207,12 @@ def detect(
     inside = sorted({b for k in known for b in _bounds(k) if 0 < b < len(y)})
     found = _divide(y, [0, *inside], int(min_runs), test)
     found = _merge(y, inside, _around_newest(y, known, inside, found, int(min_runs), test), test)
+    if inside and found:
+        # After known changes, what passes is tested again assuming at least the noise's
+        # autocorrelation about the window's own levels (the known changes left out: a season
+        # or a walk reported piece by piece looks flat within each piece). It only makes the
+        # test stricter, so the window is searched for its levels only when something passed.
+        found = _merge(y, inside, found, test, _own_levels(y, int(min_runs), test))
     originals = {id(k): g for k, g in zip(known, given, strict=True)}
     return _expand(_report(y, known, found, test, scale), present, originals)
 
@@ -481,7 +500,7 @@ def _hodges_lehmann(before: np.ndarray, after: np.ndarray) -> tuple[float, float
     return float(np.median(diffs)), float(diffs[k - 1]), float(diffs[-k])
 
 
-def _p_value(before: np.ndarray, after: np.ndarray) -> float:
+def _p_value(before: np.ndarray, after: np.ndarray, prior: float = 0.0) -> float:
     """Two-sided Mann-Whitney U test, corrected for autocorrelated runs: the rank test's z-score
     (from its exact or approximate p-value) is divided by the square root of the variance
     inflation (1 + rho) / (1 - rho) of an AR(1) series, rho estimated from the two sides'
@@ -490,7 +509,7 @@ def _p_value(before: np.ndarray, after: np.ndarray) -> float:
     n (1 - rho) / (1 + rho) independent ones, and the uncorrected test calls wander a change."""
     before, after = _near(before, after)
     p = _rank_p_value(before, after)
-    inflation = _inflation(before, after)
+    inflation = _inflation(before, after, prior)
     if inflation <= 1.0 or p >= 1.0:
         return p
     from scipy.stats import norm
@@ -539,6 +558,31 @@ def _autocorrelation(before: np.ndarray, after: np.ndarray) -> float:
     return min(MAX_RHO, max(0.0, rho))
 
 
+def _own_levels(y: np.ndarray, min_runs: int, test: _Test) -> tuple[list[int], set[int]]:
+    """The window's own levels: the boundaries (and drifts' ends) that a search of it with no
+    known change finds, and the first runs of those drifts (`_report`)."""
+    found = _merge(y, [], _divide(y, [0], min_runs, test), test)
+    changes = _report(y, [], found, test, 1.0)
+    bounds = {b for cp in changes for b in (cp.after, cp.end) if b is not None and b < len(y)}
+    return [0, len(y), *sorted(bounds)], {cp.after for cp in changes if cp.end is not None}
+
+
+def _window_rho(y: np.ndarray, edges: list[int], ramps: set[int]) -> float:
+    """The lag-1 autocorrelation of the window's noise about its own levels: the residuals of
+    each segment between `edges` about its median (`_lag1`; drifts' ramps and segments of 2
+    runs or fewer left out), taken WINDOW_RHO_ALLOWANCE / sqrt(n) low for n runs (independent
+    runs exceed that about 1 time in 40, and then by little); 0 below 0."""
+    parts = [
+        y[lo:hi] - np.median(y[lo:hi])
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True)
+        if hi - lo > 2 and lo not in ramps
+    ]
+    n = sum(len(p) for p in parts)
+    if n < 2 * MIN_RUNS_FOR_RHO:
+        return 0.0
+    return max(0.0, _lag1(parts) - WINDOW_RHO_ALLOWANCE / math.sqrt(n))
+
+
 def _lag1(parts: list[np.ndarray]) -> float:
     """Lag-1 correlation of zero-centred parts, pairs within a part, each value clipped at 3
     robust standard deviations (of all parts together)."""
@@ -552,14 +596,15 @@ def _lag1(parts: list[np.ndarray]) -> float:
     return sum(float(np.dot(p[1:], p[:-1])) for p in clipped) / total if total > 0 else 0.0
 
 
-def _inflation(before: np.ndarray, after: np.ndarray) -> float:
-    """The variance inflation of a mean of AR(1) runs, (1 + rho) / (1 - rho)."""
-    rho = _autocorrelation(before, after)
+def _inflation(before: np.ndarray, after: np.ndarray, prior: float = 0.0) -> float:
+    """The variance inflation of a mean of AR(1) runs, (1 + rho) / (1 - rho), rho at least
+    `prior`."""
+    rho = max(_autocorrelation(before, after), min(MAX_RHO, prior))
     return (1 + rho) / (1 - rho)
 
 
 def _significance(
-    before: np.ndarray, after: np.ndarray, test: _Test, *, final: bool = True
+    before: np.ndarray, after: np.ndarray, test: _Test, *, final: bool = True, prior: float = 0.0
 ) -> float:
     """The split's p-value when it passes `test`, else 2.0 for a shift too small (the weakest
     of all) or the p-value plus 1 (both fail). `corrected`: for autocorrelation (`_p_value`),
@@ -571,20 +616,20 @@ def _significance(
     if not _steady(before, after):
         return 2.0  # a burst of disturbed runs, not a new level: no test needed
     if test.early(before, after):
-        p = _early_p_value(before, after)
+        p = _early_p_value(before, after, prior)
     else:
-        p = _p_value(before, after) if final else _rank_p_value(before, after)
+        p = _p_value(before, after, prior) if final else _rank_p_value(before, after)
     return p if p <= test.p_value else 1.0 + p
 
 
-def _early_p_value(before: np.ndarray, after: np.ndarray) -> float:
+def _early_p_value(before: np.ndarray, after: np.ndarray, prior: float = 0.0) -> float:
     """The evidence of a short history, where no rank test reaches the level (3 runs above 10
     are at best p = 2 / C(13, 3) = 0.007): Student's t of the Hodges-Lehmann shift against the
     sides' pooled standard deviation (each about its own median, n - 2 degrees of freedom),
     times EARLY_STRICTNESS. The pooled standard deviation, not the consecutive differences'
     (which correlated runs make small), keeps it from calling a wander a change; a slowed run
     only makes it larger; the score is divided by the AR(1) variance inflation, as in
-    `_p_value`."""
+    `_p_value` (rho at least `prior`, as there)."""
     from scipy.stats import t as student
 
     n1, n2 = len(before), len(after)
@@ -596,7 +641,8 @@ def _early_p_value(before: np.ndarray, after: np.ndarray) -> float:
     # Correlated runs: the lag-1 autocorrelation of the residuals as measured, without the
     # long test's allowance for a short history's chance correlation (a false early report
     # costs more than a real change found a few runs later).
-    rho = min(MAX_RHO, max(0.0, _lag1([before - np.median(before), after - np.median(after)])))
+    rho = _lag1([before - np.median(before), after - np.median(after)])
+    rho = min(MAX_RHO, max(0.0, rho, prior))
     score = abs(shift) / (sd * math.sqrt((1 / n1 + 1 / n2) * (1 + rho) / (1 - rho)))
     return float(min(1.0, EARLY_STRICTNESS * 2 * student.sf(score, n1 + n2 - 2)))
 
@@ -624,12 +670,24 @@ def _spread(z: np.ndarray) -> float:
 # ---------------------------------------------------------------- the merge step
 
 
-def _merge(y: np.ndarray, fixed: list[int], found: list[int], test: _Test) -> list[int]:
+def _merge(
+    y: np.ndarray,
+    fixed: list[int],
+    found: list[int],
+    test: _Test,
+    own: tuple[list[int], set[int]] | None = None,
+) -> list[int]:
     """Re-test each new boundary between its final neighbours; drop the weakest failing one
-    (the largest p-value) and repeat until every new boundary passes."""
+    (the largest p-value) and repeat until every new boundary passes. With `own` (the window's
+    own levels, `_own_levels`), each test assumes at least the window's autocorrelation about
+    those levels, the new boundaries and the boundary just before each (`_window_rho`)."""
     found = list(found)
     while found:
         edges = sorted([0, len(y), *fixed, *found])
+        # The known change just before each new split is a level of it too: the split's test
+        # takes it as real (its sides begin there).
+        leaning = {edges[edges.index(cut) - 1] for cut in found}
+        prior = 0.0 if own is None else _window_rho(y, sorted({*own[0], *found, *leaning}), own[1])
         scores = []
         for cut in found:
             i = edges.index(cut)
@@ -637,7 +695,7 @@ def _merge(y: np.ndarray, fixed: list[int], found: list[int], test: _Test) -> li
             earlier = y[edges[i - 2] : edges[i - 1]] if known_before else y[:0]
             before = _before_side(earlier, y[edges[i - 1] : cut])
             after = y[cut : edges[i + 1]]
-            scores.append((_significance(before, after, test), cut))
+            scores.append((_significance(before, after, test, prior=prior), cut))
         weakest, cut = max(scores)
         if weakest <= 1.0:
             break

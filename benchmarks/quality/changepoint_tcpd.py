@@ -1,7 +1,8 @@
 """Change points on TCPD's annotated real series, scored as its paper scores them.
 
 Run `.venv/bin/python -m benchmarks.quality.changepoint_tcpd` (about a minute, plus Otava's
-installation the first time; `--no-references` leaves Otava out). Also run by
+installation the first time; `--no-references` leaves Otava out, `--series a,b` scores only
+the named series). Also run by
 `benchmarks.quality.changepoint_reference` after the test-suite cases.
 
 The series are the univariate ones of the Turing Change Point Dataset (van den Burg and
@@ -264,9 +265,15 @@ def print_table(series: dict[str, dict[str, Any]], scores: dict[str, dict[str, A
         print(f"| **mean, {label}** ({len(subset)}) | | " + " | ".join(means) + " |")
 
 
-def run(*, references: bool, venvs: Path) -> None:
-    """Score every detector on TCPD and print the table (the reference benchmark calls this)."""
+def run(*, references: bool, venvs: Path, only: Sequence[str] = ()) -> None:
+    """Score every detector on TCPD and print the table (the reference benchmark calls this);
+    `only`: the named series alone (all when empty)."""
     series = load()
+    unknown = sorted(set(only) - set(series))
+    if unknown:
+        raise SystemExit(f"no such TCPD series: {', '.join(unknown)}")
+    if only:
+        series = {m: series[m] for m in series if m in only}
     print(
         f"metric check: our F1 and cover of 'no change' against TCPDBench's published ones, "
         f"largest difference {check_metrics(series):.2e}"
@@ -284,9 +291,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--venvs", type=Path, default=Path("/tmp/rnx-changepoint-reference"))
     parser.add_argument("--no-references", action="store_true", help="leave Otava out")
+    parser.add_argument(
+        "--series", default="", help="comma-separated series names: score only these"
+    )
     args = parser.parse_args()
     began = time.perf_counter()
-    run(references=not args.no_references, venvs=args.venvs)
+    only = [m for m in args.series.split(",") if m]
+    run(references=not args.no_references, venvs=args.venvs, only=only)
     print(f"\n{time.perf_counter() - began:.0f} s")
 
 

@@ -3,6 +3,8 @@ predictions (analysis/output/summaries/summary_nile.json and the "zero" method's
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from benchmarks.quality import changepoint_tcpd as tcpd
@@ -43,3 +45,21 @@ def test_the_kept_series_are_univariate_and_annotated_within_their_length() -> N
         n = len(entry["values"])
         points = [p for t in entry["annotations"].values() for p in t]
         assert all(0 <= p < n for p in points), name
+
+
+def test_named_series_alone_are_scored(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # `--series`: the table holds the named series and their means, nothing else.
+    tcpd.run(references=False, venvs=tmp_path, only=["centralia", "nile"])
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line.split("|")[1].strip() for line in lines if line.startswith("|")]
+    assert [r for r in rows if r and not r.startswith(("series", "---"))] == [
+        "centralia*",
+        "nile*",
+        "**mean, all** (2)",
+        "**mean, piecewise constant** (2)",
+    ]
+
+
+def test_an_unknown_series_name_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="no such TCPD series: nil"):
+        tcpd.run(references=False, venvs=tmp_path, only=["nil"])

@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -530,3 +531,40 @@ def test_the_reference_suites_short_cases_are_reproduced() -> None:
         for c in cases
     ]
     assert len(cases) == 25 and sum(reproduced) >= 17, sum(reproduced)
+
+
+def _season_reported_swing_by_swing() -> tuple[np.ndarray, list[stats.KnownChange]]:
+    """130 runs of a season (period 20 runs, swings of about 3 noise standard deviations) and
+    the change points the server reported in its first 116 runs, one per swing."""
+    rng = np.random.default_rng(1)
+    y = 0.1 * np.sin(2 * math.pi * np.arange(130) / 20) + rng.normal(0.0, 0.04, 130)
+    afters, ends = [9, 20, 31, 42, 51, 60, 71, 80, 91, 101, 106], {9: 13, 106: 114}
+    known = []
+    for i, after in enumerate(afters):
+        ratio = 0.87 if i % 2 == 0 else 1.15
+        known.append(
+            stats.KnownChange(after, ratio, ratio * 0.97, ratio * 1.03, i, ends.get(after))
+        )
+    return y, known
+
+
+def test_a_season_reported_swing_by_swing_gets_no_new_swing() -> None:
+    # Each swing was reported as a level (its segment is flat enough on its own); the next one
+    # is not a change: searched as a whole, the window shows noise that runs on (before, run
+    # 119 was reported too, and the replay went on cutting the season into 19 pieces).
+    y, known = _season_reported_swing_by_swing()
+    assert stats.detect(y, known=known) == ()
+
+
+def test_steps_after_many_known_changes_are_still_found() -> None:
+    # The same known changes as real steps of independent noise, and a real 8% step at run
+    # 119: the window's own levels are those steps, its noise about them is independent, and
+    # the new step is reported.
+    _, known = _season_reported_swing_by_swing()
+    rng = np.random.default_rng(2)
+    y = rng.normal(0.0, 0.01, 130)
+    for k in known:
+        y[k.after :] += math.log(k.ratio)
+    y[119:] += math.log(1.08)
+    found = stats.detect(y, known=[replace(k, end=None) for k in known])
+    assert [cp.after for cp in found] == [119]
