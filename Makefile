@@ -27,7 +27,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy rnx rnx_github rnx_cli stats bench_runner gate_server action
 
 pytest: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist worksteal $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 
