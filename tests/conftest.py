@@ -50,14 +50,7 @@ def postgres_url() -> str:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database for one test: a SQLite file, or a PostgreSQL schema of its own."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'rnx-test.db'}"
-        return
-    url, drop = fresh_postgres_schema(request.getfixturevalue("postgres_url"))
-    try:
-        yield url
-    finally:
-        drop()
+    yield from _fresh_database(request, tmp_path / "rnx-test.db")
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
@@ -68,8 +61,14 @@ def shared_database_url(
     Only for tests that keep to a workspace of their own (the `workspace` fixture), so that
     none sees another's runs, tokens or audit entries; a test asks for this or for
     database_url, never both (each is parametrized over the two databases)."""
+    yield from _fresh_database(request, tmp_path_factory.mktemp("shared-db") / "rnx-shared.db")
+
+
+def _fresh_database(request: pytest.FixtureRequest, sqlite_file: Path) -> Iterator[str]:
+    """The URL of a new database of the fixture's kind (request.param): sqlite_file, or a
+    PostgreSQL schema of its own, dropped afterwards."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path_factory.mktemp('shared-db') / 'rnx-shared.db'}"
+        yield f"sqlite:///{sqlite_file}"
         return
     url, drop = fresh_postgres_schema(request.getfixturevalue("postgres_url"))
     try:
