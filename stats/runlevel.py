@@ -86,6 +86,10 @@ POOL_FLOOR = 0.05
 # of its configuration in the process spread (_spread).
 DEVIATION_CAP_SD = 3.0
 MIN_RUNS_TO_SET_APART = 3
+# The median's shape (_median_shape) is pulled toward normal processes' as if they had been
+# measured with this many degrees of freedom: with 3 baseline runs of 6 processes and 8
+# configurations (24 of them) the prior holds 30%.
+SHAPE_PRIOR_DF = 10.0
 # A later group of configurations sharing their runs' shifts has at least this many.
 MIN_GROUP_CONFIGS = 4
 # A Baseline keeps the groups of at most this many patterns of configurations whose process
@@ -121,6 +125,8 @@ class Baseline:
     centre: np.ndarray  # (C,)
     yb: np.ndarray  # the process locations, centred
     counts: np.ndarray  # (C, K) processes per cell
+    # (cells, P) yb's indices by cell where every cell holds P processes, else None
+    run_table: np.ndarray | None
     run_loc: np.ndarray  # (C, K) each run's median process
     run_min: np.ndarray  # (C, K) and its fastest
     groups: list[ShiftGroup]
@@ -172,6 +178,7 @@ def baseline(
         centre=centre,
         yb=yb,
         counts=counts,
+        run_table=cells.run_table,
         run_loc=run_loc,
         run_min=cells.run_minima(yb),
         groups=_frozen_groups(groups),
@@ -179,7 +186,8 @@ def baseline(
     )
     # Shared by every head run compared with it: an array changed in place by one would
     # change the others' numbers, so none can be.
-    for a in (cb, cell, centre, yb, counts, run_loc, made.run_min, *(shifted or ())):
+    table = () if cells.run_table is None else (cells.run_table,)
+    for a in (cb, cell, centre, yb, counts, run_loc, made.run_min, *table, *(shifted or ())):
         a.setflags(write=False)
     return made
 
@@ -242,8 +250,11 @@ def fit(
     ss_w = ss_w * _df_per_expected_ss(counts, h_cnt, df_w)
     var_e, df_e = _process_variance(ss_w, df_w, process_var_fallback, c_n)
     k_runs = present.sum(axis=1)
+    # How much a median of processes varies, against what normal processes of variance var_e
+    # would give: measured on the baseline runs, where they have processes enough.
+    shape = _median_shape(yb, b.run_table, var_e, c_n, k_all)
 
-    var_v, df_v = _config_shift_variance(run_loc, groups, counts, var_e, config_shift_sd)
+    var_v, df_v = _config_shift_variance(run_loc, groups, counts, var_e, config_shift_sd, shape)
 
     base_level = nanmean(run_loc, axis=1)
     diff = head_loc - base_level
@@ -254,9 +265,9 @@ def fit(
     # process narrows it). A baseline run is one of several: its gap is weighed against the
     # history's process spread (_history_process_variance).
     gap = head_loc - heads.minima(yh)
-    head_var = _median_var(h_cnt) * np.maximum(var_e, _gap_variance(gap, h_cnt))
+    head_var = _median_var(h_cnt, shape) * np.maximum(var_e, _gap_variance(gap, h_cnt))
     run_gap = np.where(present, run_loc - run_min, 0.0)
-    run_var = _median_var(counts) * _history_process_variance(
+    run_var = _median_var(counts, shape) * _history_process_variance(
         var_e[:, None], df_e[:, None], run_gap, counts
     )
     base_var = np.where(present, run_var, 0.0).sum(axis=1) / k_runs**2
@@ -408,6 +419,31 @@ _MEDIAN_INEFFICIENCY = {1: 1.0, 2: 1.0, 3: 1.346, 4: 1.193, 5: 1.435, 6: 1.289, 
 _INEFFICIENCY_BY_N = np.array([_MEDIAN_INEFFICIENCY.get(k, math.pi / 2) for k in range(10)])
 
 
+def _median_shape(
+    yb: np.ndarray, run_table: np.ndarray | None, var_e: np.ndarray, c_n: int, k_all: int
+) -> float:
+    """How much a median of 3 processes varies over what normal processes of variance var_e
+    give (_MEDIAN_INEFFICIENCY[3] var_e / 3), measured on baseline runs of 6 processes or more:
+    each run's processes in disjoint threes (in recorded order; a run's processes are
+    exchangeable), the spread of the threes' medians about their mean pooled over runs and
+    configurations, pulled toward 1 (normal processes) with SHAPE_PRIOR_DF degrees of freedom.
+    A GPU's process noise is not normal: with heavier tails (gpu-aa-h200-bs1-8-9proc, kurtosis
+    3-9) a median varies less than normal theory says (0.76 of it), with two states (one per
+    process, gpu-aa-h200-9proc) more (1.12). The same factor serves medians of more processes:
+    for many, var(median) over normal theory tends to 1 / (2 pi f(0)^2 sigma^2) whatever their
+    number. 1 where no baseline run has 6 processes."""
+    if run_table is None or run_table.shape[1] < 6:
+        return 1.0
+    threes = run_table.shape[1] // 3
+    medians = table_medians(yb[run_table[:, : threes * 3]].reshape(-1, 3)).reshape(-1, threes)
+    ss = float(((medians - medians.mean(axis=1, keepdims=True)) ** 2).sum())
+    df = c_n * k_all * (threes - 1)
+    per_df = float(var_e.mean()) * _MEDIAN_INEFFICIENCY[3] / 3
+    if not per_df > 0:
+        return 1.0
+    return (ss + SHAPE_PRIOR_DF * per_df) / ((df + SHAPE_PRIOR_DF) * per_df)
+
+
 # (median - minimum)^2 of n standard normal values, n = 0..9 (n past 9 looked up as 9, where
 # the gap is smaller than theirs: the side of caution), by simulation
 # (tests/stats/test_calibration.py checks them): its GAP_LEVEL point, its mean, and the
@@ -479,9 +515,10 @@ def _config_shift_variance(
     counts: np.ndarray,
     var_e: np.ndarray,
     config_shift_sd: float,
+    shape: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each configuration's own run-to-run variance (beyond the runs' common shifts u) and its
-    degrees of freedom (after pooling; MAX_DF for the prior)."""
+    degrees of freedom (after pooling; MAX_DF for the prior). shape: _median_shape's."""
     present = counts > 0
     k_runs = present.sum(axis=1)
     # Residual run means, less their process noise.
@@ -500,7 +537,7 @@ def _config_shift_variance(
         share[g.members] = (m - 1) / m
     df_b = np.maximum(k_runs - 1, 0) * share
     # The variance of a run's median of P processes, in units of one process's variance.
-    inv_p = np.where(present, _median_var(counts), 0.0).sum(axis=1) / k_runs
+    inv_p = np.where(present, _median_var(counts, shape), 0.0).sum(axis=1) / k_runs
     if not (df_b > 0).any():  # one baseline run: the prior is all there is (taken as known)
         return np.full(len(df_b), config_shift_sd**2), np.full(len(df_b), MAX_DF)
     # How far a configuration's run locations stray (process noise included, so never zero),
@@ -653,10 +690,13 @@ def _run_shifts(run_loc: np.ndarray, run_shift_sd: float) -> tuple[np.ndarray, f
     return u, var_u
 
 
-def _median_var(n: np.ndarray) -> np.ndarray:
-    """Var(median of n processes) / var(one process), for each n (0 where n is 0)."""
+def _median_var(n: np.ndarray, shape: float = 1.0) -> np.ndarray:
+    """Var(median of n processes) / var(one process), for each n (0 where n is 0): normal
+    processes' times shape (_median_shape) from 3 processes on (a median of 1 or 2 is their
+    mean, whose variance is the same whatever the distribution)."""
     n = np.asarray(n, dtype=float)
     factor = _INEFFICIENCY_BY_N[np.minimum(n.astype(int), len(_INEFFICIENCY_BY_N) - 1)]
+    factor = np.where(n >= 3, factor * shape, factor)
     # Counts are never negative; where one is 0 it is divided by 1 and the result dropped.
     present = n > 0
     result: np.ndarray = np.where(present, factor / np.where(present, n, 1.0), 0.0)

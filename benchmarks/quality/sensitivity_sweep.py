@@ -128,6 +128,7 @@ CONSTANTS: dict[str, tuple[Callable[[float], Any], float, tuple[float, ...]]] = 
     "MIN_DF": (_set_module("stats.runlevel", "MIN_DF"), 2.0, (1.0, 4.0)),
     "MAX_DF": (_set_module("stats.runlevel", "MAX_DF"), 60.0, (20.0, 200.0)),
     "GAP_LEVEL": (_set_gap_level, 0.9, (0.75, 0.97)),
+    "SHAPE_PRIOR_DF": (_set_module("stats.runlevel", "SHAPE_PRIOR_DF"), 10.0, (2.0, 50.0)),
     # Adaptive sampling's rule (replayed on the recorded corpus's extra processes).
     "PLAUSIBLY_SLOWER_P": (
         _set_module("bench_runner.adaptive_rule", "PLAUSIBLY_SLOWER_P"),

@@ -100,3 +100,40 @@ def test_a_baseline_run_gap_weighs_by_its_degrees_of_freedom() -> None:
     gap_alone = 0.05**2 / runlevel._GAP_SQ_MEAN[3]
     assert var_e[0] < wide[1] < wide[0] < gap_alone
     assert wide[0] == pytest.approx((4 * 1e-4 + 0.86 * gap_alone) / 4.86)
+
+
+@pytest.mark.parametrize(
+    ("kind", "below", "above"),
+    [("normal", 0.85, 1.15), ("heavy tails", 0.0, 0.9), ("two states", 1.1, np.inf)],
+)
+def test_the_medians_shape_is_what_medians_of_three_do(
+    kind: str, below: float, above: float
+) -> None:
+    """_median_shape on 40 baseline runs of 9 processes, 8 configurations: 1 for normal
+    processes; for heavy-tailed (Laplace) and two-state ones, the variance of a median of 3
+    over normal theory for their variance, as simulated (within its sampling error)."""
+    rng = np.random.default_rng(7)
+
+    def draw(size: tuple[int, ...]) -> np.ndarray:
+        if kind == "normal":
+            return rng.standard_normal(size)
+        if kind == "heavy tails":
+            return rng.laplace(0.0, 1 / np.sqrt(2), size)  # variance 1
+        states = rng.choice([-0.95, 0.95], size)  # two states, variance 1 with the noise
+        return states + rng.normal(0.0, np.sqrt(1 - 0.95**2), size)
+
+    truth = np.median(draw((400_000, 3)), axis=1).var() / (runlevel._MEDIAN_INEFFICIENCY[3] / 3)
+    c_n, k_all, p = 8, 40, 9
+    sd = 0.01
+    yb = sd * draw((c_n * k_all * p,))
+    run_table = np.arange(yb.size).reshape(c_n * k_all, p)
+    shape = runlevel._median_shape(yb, run_table, np.full(c_n, sd**2), c_n, k_all)
+    assert below <= shape <= above
+    # 640 degrees of freedom: a standard error of about 6% (and the prior's pull toward 1)
+    assert shape == pytest.approx(truth, rel=0.15)
+    # Fewer than 6 processes a run: nothing to measure it with.
+    assert (
+        runlevel._median_shape(yb[: c_n * k_all * 3], run_table[:, :3], np.ones(c_n), c_n, k_all)
+        == 1.0
+    )
+    assert runlevel._median_shape(yb, None, np.ones(c_n), c_n, k_all) == 1.0
