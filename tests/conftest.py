@@ -5,9 +5,10 @@ from there, never from a conftest)."""
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,16 +71,29 @@ def drop_later() -> Iterator[Callable[[Callable[[], None]], None]]:
     """drop_later(drop): run a schema's drop in a thread of this worker's, not in the test's
     teardown. DROP SCHEMA ... CASCADE takes about a quarter of a second of PostgreSQL's
     (hundreds of tests make a schema), which no test needs to wait for: the next one runs
-    meanwhile in a schema of its own. The session waits for the last drop, and a drop that
-    failed fails it."""
-    dropping = ThreadPoolExecutor(1, thread_name_prefix="drop-schema")
-    futures: list[Future[None]] = []
+    meanwhile in a schema of its own. The session waits for the last drop (as long as a test
+    may take), and a drop that failed fails it."""
+    pending: queue.Queue[Callable[[], None] | None] = queue.Queue()
+    failed: list[BaseException] = []
+
+    def drop_each() -> None:
+        while (drop := pending.get()) is not None:
+            try:
+                drop()
+            except BaseException as e:  # reported when the session ends
+                failed.append(e)
+
+    # A daemon: a drop that hangs fails the session below instead of holding its exit.
+    thread = threading.Thread(target=drop_each, name="drop-schema", daemon=True)
+    thread.start()
     try:
-        yield lambda drop: futures.append(dropping.submit(drop))
+        yield pending.put
     finally:
-        dropping.shutdown(wait=True)
-    for future in futures:
-        future.result()
+        pending.put(None)
+        thread.join(timeout=300)
+    assert not thread.is_alive(), "a PostgreSQL schema's drop did not end in 300 s"
+    if failed:
+        raise failed[0]
 
 
 def _fresh_database(request: pytest.FixtureRequest, sqlite_file: Path) -> Iterator[str]:
