@@ -4,6 +4,7 @@ from there, never from a conftest)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import queue
 import threading
@@ -31,6 +32,13 @@ if TYPE_CHECKING:
 
     from gate_server.db import Database
     from gate_server.settings import ServerSettings
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The process ends next: out of the collector's reach, what a test worker holds (torch,
+    browsers' clients, every test module) is not traversed again by the collections at exit,
+    seconds of a worker's exit that the whole run waits for."""
+    gc.freeze()
 
 
 # ---- databases
