@@ -53,9 +53,12 @@ def fresh_postgres_schema(base_url: str) -> tuple[str, Callable[[], None]]:
     """A new, empty schema on the test PostgreSQL: (URL whose search_path is that schema, drop)."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
+    from sqlalchemy.pool import NullPool
 
     schema = f"rnx_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+    # No pool: between the CREATE and the DROP (which the tests queue: tests/conftest.py,
+    # drop_later) no connection is held open, so queued drops cannot use up max_connections.
+    admin = create_engine(base_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
     with admin.connect() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
     url = make_url(base_url).update_query_dict({"options": f"-csearch_path={schema}"})

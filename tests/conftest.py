@@ -4,7 +4,10 @@ from there, never from a conftest)."""
 
 from __future__ import annotations
 
+import gc
 import os
+import queue
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +32,13 @@ if TYPE_CHECKING:
 
     from gate_server.db import Database
     from gate_server.settings import ServerSettings
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The process ends next: out of the collector's reach, what a test worker holds (torch,
+    browsers' clients, every test module) is not traversed again by the collections at exit,
+    seconds of a worker's exit that the whole run waits for."""
+    gc.freeze()
 
 
 # ---- databases
@@ -64,28 +74,61 @@ def shared_database_url(
     yield from _fresh_database(request, tmp_path_factory.mktemp("shared-db") / "rnx-shared.db")
 
 
+@pytest.fixture(scope="session")
+def drop_later() -> Iterator[Callable[[Callable[[], None]], None]]:
+    """drop_later(drop): run a schema's drop in a thread of this worker's, not in the test's
+    teardown. DROP SCHEMA ... CASCADE takes about a quarter of a second of PostgreSQL's
+    (hundreds of tests make a schema), which no test needs to wait for: the next one runs
+    meanwhile in a schema of its own. The session waits for the last drop (as long as a test
+    may take), and a drop that failed fails it."""
+    pending: queue.Queue[Callable[[], None] | None] = queue.Queue()
+    failed: list[BaseException] = []
+
+    def drop_each() -> None:
+        while (drop := pending.get()) is not None:
+            try:
+                drop()
+            except BaseException as e:  # reported when the session ends
+                failed.append(e)
+
+    # A daemon: a drop that hangs fails the session below instead of holding its exit.
+    thread = threading.Thread(target=drop_each, name="drop-schema", daemon=True)
+    thread.start()
+    try:
+        yield pending.put
+    finally:
+        pending.put(None)
+        thread.join(timeout=300)
+    assert not thread.is_alive(), "a PostgreSQL schema's drop did not end in 300 s"
+    if failed:
+        raise failed[0]
+
+
 def _fresh_database(request: pytest.FixtureRequest, sqlite_file: Path) -> Iterator[str]:
     """The URL of a new database of the fixture's kind (request.param): sqlite_file, or a
-    PostgreSQL schema of its own, dropped afterwards."""
+    PostgreSQL schema of its own, dropped afterwards (drop_later)."""
     if request.param == "sqlite":
         yield f"sqlite:///{sqlite_file}"
         return
+    drop_later = request.getfixturevalue("drop_later")
     url, drop = fresh_postgres_schema(request.getfixturevalue("postgres_url"))
     try:
         yield url
     finally:
-        drop()
+        drop_later(drop)
 
 
 @pytest.fixture
-def postgres_database(postgres_url: str) -> Iterator[str]:
+def postgres_database(
+    postgres_url: str, drop_later: Callable[[Callable[[], None]], None]
+) -> Iterator[str]:
     """A fresh PostgreSQL schema only (for tests that are about PostgreSQL, e.g. several
     server processes on one database)."""
     url, drop = fresh_postgres_schema(postgres_url)
     try:
         yield url
     finally:
-        drop()
+        drop_later(drop)
 
 
 @pytest.fixture

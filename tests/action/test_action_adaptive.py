@@ -15,6 +15,7 @@ from action.baseline_fetch import Fetched, NotFetched, fetch_baseline
 from action.gate import main
 from action.inputs import InputError, parse_budget
 from action.upload import Credential, UploadAnswer, upload
+from testbed.action_io import VirtualClock
 from testbed.factories import make_results
 from testbed.gate_helpers import LiveServer, server_with_ci_token
 from tests.bench_runner.harness_helpers import WORKLOADS
@@ -93,9 +94,11 @@ def test_rnx_gate_samples_adaptively_against_the_servers_baseline(
         "KERNALIN_TOKEN": secret,
     }
     push = ["--branch", "main", "--sha", uuid.uuid4().hex[:40] + "00"]
-    # No server: fixed sampling, with the reason on the progress stream.
+    # No server: fixed sampling, with the reason on the progress stream. The upload's retries
+    # run on a virtual clock (their schedule, 10-15 s of waiting in real time, is
+    # tests/action/test_action_upload.py's to check).
     down = {**env, "KERNALIN_URL": f"http://127.0.0.1:{refused_port}"}
-    assert main(push, env=down) == 0
+    assert main(push, env=down, clock=VirtualClock()) == 0
     assert "[note] fixed sampling: the gate server at" in capfd.readouterr().err
     # The first push has no baseline to sample against; it becomes the baseline.
     assert main(push, env={**env, "KERNALIN_URL": live.url}) == 0
