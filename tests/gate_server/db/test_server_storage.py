@@ -19,8 +19,8 @@ from gate_server.domain.server_keys import stored_key
 from gate_server.errors import SettingsError
 
 
-def test_migrate_is_versioned_and_idempotent(database_url):
-    s = Database(database_url)
+def test_migrate_is_versioned_and_idempotent(empty_database_url):
+    s = Database(empty_database_url)
     try:
         assert migrate(s) == LATEST_VERSION
         assert migrate(s) == LATEST_VERSION
@@ -73,13 +73,13 @@ def test_baseline_lookup_reads_the_index(storage, ci_token):
     assert "ix_runs_baseline" in plan, plan
 
 
-def test_concurrent_first_starts_share_one_receipt_key(database_url):
+def test_concurrent_first_starts_share_one_receipt_key(empty_database_url):
     """Several processes starting at once on one database migrate once and sign with one key."""
     results: list[str] = []
     errors: list[BaseException] = []
 
     def start() -> None:
-        s = Database(database_url)
+        s = Database(empty_database_url)
         try:
             migrate(s)
             results.append(stored_key(s, "receipt", generate_private_key_pem))

@@ -188,9 +188,9 @@ def test_the_dashboard_history_follows_the_rename(
     assert [r.run_id for r in latest] == [pushed["run_id"]]  # one branch, not two
 
 
-def test_migration_3_adds_the_rename_log_to_an_older_database(database_url: str) -> None:
-    build_v3_database(database_url)
-    s = Database(database_url)
+def test_migration_3_adds_the_rename_log_to_an_older_database(empty_database_url: str) -> None:
+    build_v3_database(empty_database_url)
+    s = Database(empty_database_url)
     try:
         with s.write() as conn:  # the database as version 2 left it
             conn.execute(text("DROP TABLE branch_renames"))
