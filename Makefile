@@ -31,9 +31,9 @@ pytest: $(STAMP)
 
 # The linters run beside the tests, not before them: the tests' two workers leave a third of two
 # cores idle while they wait on servers and subprocesses, and mypy alone takes 20 s on a fresh
-# clone. -O line keeps each printed line whole.
+# clone. --output-sync=line keeps each printed line whole.
 test: $(STAMP)
-	$(MAKE) --no-print-directory -j3 -O line lint typecheck pytest
+	$(MAKE) --no-print-directory -j3 --output-sync=line lint typecheck pytest
 
 # Each suite's quick run (benchmarks/README.md): minutes on 2 cores, one at a time.
 bench-quality: $(STAMP)
