@@ -53,7 +53,12 @@ scale (`run_location`). `detect` finds step changes of it:
 5. **Drifts.** A change is a drift (with an `end`, the first run at its newest level) when a
    flat-ramp-flat fit explains its runs better than a step; a change the same way soon after
    one `continues` it when one ramp fits both, so a gradual change is one report, not a
-   staircase, and the caller updates the change it reported before.
+   staircase, and the caller updates the change it reported before. A split whose runs read
+   as a drift is held to the floor by the drift's climb so far, not the step's shift (about
+   half of it while the drift is still going); a drift needs `min_runs` runs of a level
+   before it, as a step does: where the runs have moved since the segment began (the
+   history's start, or a known change the same way), there is no level that changed, and
+   nothing is reported.
 
 NaN in the history is a gap, skipped and placed back; a long segment is searched in
 overlapping blocks of BLOCK runs, and shifts use at most NEAR runs a side, so time and memory
@@ -203,7 +208,7 @@ def detect(
     # the best of hundreds, and under noise well above `min_change` the rank test's p-value of
     # the best split alone would report several false changes per 1,000 runs.
     noise = _noise(y)
-    test = _Test(p_value, max(margin, min_signal * noise), margin, noise)
+    test = _Test(p_value, max(margin, min_signal * noise), margin, noise, int(min_runs))
     inside = sorted({b for k in known for b in _bounds(k) if 0 < b < len(y)})
     found = _divide(y, [0, *inside], int(min_runs), test)
     found = _merge(y, inside, _around_newest(y, known, inside, found, int(min_runs), test), test)
@@ -226,6 +231,7 @@ class _Test:
     floor: float
     margin: float  # min_change on the (scaled) log scale: the band for `undoes`
     noise: float  # the history's run-to-run noise (`_noise`)
+    min_runs: int  # the fewest runs of a level on each side of a change (a drift's too)
 
     def early(self, before: np.ndarray, after: np.ndarray) -> bool:
         """Whether the sides are a short history (fewer than EARLY_BELOW runs) in which the
@@ -611,8 +617,8 @@ def _significance(
     else the plain rank test."""
     before, after = _near(before, after)
     shift = float(np.median(after[:, None] - before[None, :]))
-    if abs(shift) < test.floor:
-        return 2.0  # too small to matter: no test needed
+    if abs(shift) < test.floor and abs(_drift_size(before, after, test)) < test.floor:
+        return 2.0  # too small to matter, as a step and as a drift: no test needed
     if not _steady(before, after):
         return 2.0  # a burst of disturbed runs, not a new level: no test needed
     if test.early(before, after):
@@ -620,6 +626,21 @@ def _significance(
     else:
         p = _p_value(before, after, prior) if final else _rank_p_value(before, after)
     return p if p <= test.p_value else 1.0 + p
+
+
+def _drift_size(before: np.ndarray, after: np.ndarray, test: _Test) -> float:
+    """The total change of the split as the drift it reads as (`_lone_ramp`, measured as
+    `_drift` measures it: the level before the ramp against its newest level), 0.0 when a step
+    fits it as well. A drift still going is held to `test.floor` by this, not by the step's
+    shift: that median of after - before differences sees about half of what a ramp has
+    climbed so far (its after side holds the ramp's early runs), so a 10% ramp over 40 runs
+    at 1% noise stayed below 2x the noise for 15 runs while the rank test's p was 1e-6."""
+    before, after = before[-DRIFT_NEAR:], after[:DRIFT_NEAR]
+    z = _median3(np.concatenate([before, after]))
+    ramp = _lone_ramp(z, len(before), test)
+    if ramp is None:
+        return 0.0
+    return _hodges_lehmann(z[: ramp.start], z[min(ramp.end, len(z) - 2) :])[0]
 
 
 def _early_p_value(before: np.ndarray, after: np.ndarray, prior: float = 0.0) -> float:
@@ -719,7 +740,9 @@ def _report(
     edges = sorted({0, len(y), *inside, *ends, *found})
     previous: KnownChange | ChangePoint | None = outside[-1] if outside else None
     reported: list[ChangePoint] = []
-    for i in range(1, len(edges) - 1):
+    i = 0
+    while i < len(edges) - 2:
+        i += 1
         cut = edges[i]
         if cut in inside:
             previous = inside[cut]
@@ -755,6 +778,12 @@ def _report(
             early=early,
         )
         drift = _as_drift(y, edges, i, change, previous, test, scale)
+        if isinstance(drift, _NoLevel):
+            # Not a change: the runs have moved since the segment began. The segments on
+            # either side are one (the next change is measured from the one before).
+            edges.pop(i)
+            i -= 1
+            continue
         if drift is not None:
             change, extends = drift
             if extends and isinstance(previous, ChangePoint):
@@ -788,13 +817,24 @@ def _ramp_shape(m: int, start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 def _ramp_sse(z: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Residual sum of squares of z on a ramp from each start to each end, by least squares
-    on the ramp's shape."""
-    g = _ramp_shape(len(z), start, end)
+    on the ramp's shape (`_ramp_shape`), from prefix sums: O(1) a ramp, so that the grid of
+    `_best_ramp` costs O(m^2), not O(m^3)."""
+    m = len(z)
     zc = z - z.mean()
-    sgg = np.einsum("ij,ij->i", g, g)
-    sgz = g @ zc
+    t = np.arange(m, dtype=np.float64)
+    t0 = np.concatenate([[0.0], np.cumsum(zc)])  # t0[a] = sum of zc[:a]
+    t1 = np.concatenate([[0.0], np.cumsum(t * zc)])  # t1[a] = sum of t zc[:a]
+    start, end = np.asarray(start), np.asarray(end)
+    rising = (end - start).astype(np.float64)  # runs on the ramp: (t - start + 1) / width
+    width = rising + 1.0
+    sgz = ((t1[end] - t1[start]) - (start - 1) * (t0[end] - t0[start])) / width
+    sgz += t0[m] - t0[end]
+    flat = m - end
+    total = rising * width / (2 * width) + flat
+    squares = rising * width * (2 * rising + 1) / (6 * width**2) + flat
+    sgg = squares - total**2 / m
     with np.errstate(invalid="ignore", divide="ignore"):
-        explained = np.where(sgg > 0, sgz**2 / sgg, 0.0)
+        explained = np.where(sgg > 1e-12, sgz**2 / sgg, 0.0)
     return float(np.dot(zc, zc)) - explained
 
 
@@ -828,7 +868,7 @@ def _as_drift(
     previous: KnownChange | ChangePoint | None,
     test: _Test,
     scale: float,
-) -> tuple[ChangePoint, bool] | None:
+) -> tuple[ChangePoint, bool] | None | _NoLevel:
     """The change at edges[i] as a drift, and whether it extends `previous`; None if a step
     fits it better.
 
@@ -858,15 +898,45 @@ def _as_drift(
             if ramp is not None and ramp.sse <= two + DRIFT_SLACK * test.noise**2:
                 return _drift(y, lo, hi, ramp, previous, scale), True
     lo = max(edges[i - 1], cut - DRIFT_NEAR)
-    ramp = _best_ramp(y[lo:hi], DRIFT_WIDTH)
+    ramp = _lone_ramp(y[lo:hi], cut - lo, test)
+    if ramp is None:
+        return None
+    # A drift the other way from the known change just before it is a new movement (the
+    # known change's level is its level before, however short); the same way, it is that
+    # movement going on, which only the continuation above may report.
+    turns = (
+        isinstance(previous, KnownChange)
+        and edges[i - 1] in _bounds(previous)
+        and (previous.ratio > 1) != (step.ratio > 1)
+    )
+    if lo + ramp.start - edges[i - 1] < test.min_runs and not turns:
+        return _NoLevel()
+    return _drift(y, lo, hi, ramp, None, scale), False
+
+
+class _NoLevel:
+    """`_as_drift`'s answer for a drift with fewer than `min_runs` runs of a level before it
+    in its segment: the runs have moved since the segment began (the history's start, or a
+    change reported before the same way, whose movement this is), so there is no level that
+    changed. A step test there compares two
+    parts of one ramp (a trend since the series' first runs passes it at 15 runs), and the
+    drift's own level before is 2 runs (its p-value 0.06-0.3 on TCPD's trending series)."""
+
+
+def _lone_ramp(z: np.ndarray, cut: int, test: _Test) -> _Ramp | None:
+    """The drift that z reads as, a step at `cut` being the other reading: the best ramp of
+    at least DRIFT_WIDTH runs when it fits better than the step by DRIFT_PENALTY times the
+    noise's variance and DRIFT_LEVEL_RUNS runs hold its new level or it is twice that wide;
+    else None."""
+    ramp = _best_ramp(z, DRIFT_WIDTH)
     if ramp is None or test.noise == 0:
         return None
-    if hi - lo - ramp.end < DRIFT_LEVEL_RUNS and ramp.end - ramp.start < 2 * DRIFT_WIDTH:
+    if len(z) - ramp.end < DRIFT_LEVEL_RUNS and ramp.end - ramp.start < 2 * DRIFT_WIDTH:
         return None  # a short ramp into the newest runs: as likely a step's noisy tail
-    as_step = float(_ramp_sse(y[lo:hi], np.array([cut - lo]), np.array([cut - lo]))[0])
+    as_step = float(_ramp_sse(z, np.array([cut]), np.array([cut]))[0])
     if as_step - ramp.sse <= DRIFT_PENALTY * test.noise**2:
         return None
-    return _drift(y, lo, hi, ramp, None, scale), False
+    return ramp
 
 
 def _median3(y: np.ndarray) -> np.ndarray:

@@ -1,10 +1,11 @@
 """Change-point calibration: false alarms per noise case, detection per change, and a ramp.
 
 Run `.venv/bin/python -m benchmarks.quality.changepoint_calibration` (about 5 minutes on 2
-cores; `--histories 4` is a 30-second smoke run). Every history is one configuration's run
-locations (log scale), seeded; after every run `stats.detect` is called as the server calls it
-(gate_server/domain/change_points.py, `benchmarks.quality.changepoint_noise.incremental`): on the
-newest 200 runs, with the change points reported before as known ones.
+cores; `--histories 4` is a 30-second smoke run; `--only ramp` runs one part, repeatable).
+Every history is one configuration's run locations (log scale), seeded; after every run
+`stats.detect` is called as the server calls it (gate_server/domain/change_points.py,
+`benchmarks.quality.changepoint_noise.incremental`): on the newest 200 runs, with the change
+points reported before as known ones.
 
 - False alarms (issue 29's cases, each `--histories` x `--runs` runs, 20,000 by default): 1%,
   2% and 3% Gaussian run-to-run noise; AR(1) rho 0.3 at 1% marginal noise; 1% noise with 5% of
@@ -186,6 +187,14 @@ def ramp_line(args: argparse.Namespace, pool: ProcessPoolExecutor) -> None:
     )
 
 
+PARTS = {
+    "detection": detection_table,
+    "ramp": ramp_line,
+    "false": false_alarm_table,
+    "new": new_series_table,
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=500, help="runs per unchanged history")
@@ -194,13 +203,14 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=1000, help="new 20-run series per case")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
+    parser.add_argument(
+        "--only", choices=list(PARTS), action="append", help="run only this part (repeatable)"
+    )
     args = parser.parse_args()
     began = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
-        detection_table(args, pool)
-        ramp_line(args, pool)
-        false_alarm_table(args, pool)
-        new_series_table(args, pool)
+        for name in args.only or PARTS:
+            PARTS[name](args, pool)
     print(f"\n{time.perf_counter() - began:.0f} s, seed {args.seed}")
 
 
