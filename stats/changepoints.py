@@ -629,18 +629,24 @@ def _significance(
 
 
 def _drift_size(before: np.ndarray, after: np.ndarray, test: _Test) -> float:
-    """The total change of the split as the drift it reads as (`_lone_ramp`, measured as
-    `_drift` measures it: the level before the ramp against its newest level), 0.0 when a step
-    fits it as well. A drift still going is held to `test.floor` by this, not by the step's
-    shift: that median of after - before differences sees about half of what a ramp has
-    climbed so far (its after side holds the ramp's early runs), so a 10% ramp over 40 runs
-    at 1% noise stayed below 2x the noise for 15 runs while the rank test's p was 1e-6."""
-    before, after = before[-DRIFT_NEAR:], after[:DRIFT_NEAR]
-    z = _median3(np.concatenate([before, after]))
-    ramp = _lone_ramp(z, len(before), test)
+    """How far the runs around a split have climbed when they read as a drift
+    (`_lone_ramp`): the Hodges-Lehmann shift from the level before the ramp to its newest
+    level (the runs from its end, or the newest `min_runs` while it is still going), when
+    the rank test finds those two apart at `test.p_value`; 0.0 when a step fits as well or
+    they are not apart. A drift still going is held to `test.floor` by this: the step's
+    shift, the median of after - before differences, sees about half of what a ramp has
+    climbed (its after side holds the ramp's early runs), and a 10% ramp over 40 runs at 1%
+    noise stayed below 2x the noise for 15 runs while the rank test's p was below 1e-5. The
+    newest level's own test keeps the best of many ramps through noise from passing on a few
+    runs' chance excursion."""
+    runs = np.concatenate([before[-DRIFT_NEAR:], after[:DRIFT_NEAR]])
+    ramp = _lone_ramp(_median3(runs), len(before[-DRIFT_NEAR:]), test)
     if ramp is None:
         return 0.0
-    return _hodges_lehmann(z[: ramp.start], z[min(ramp.end, len(z) - 2) :])[0]
+    level, newest = runs[: ramp.start], runs[min(ramp.end, len(runs) - test.min_runs) :]
+    if _rank_p_value(level, newest) > test.p_value:
+        return 0.0
+    return _hodges_lehmann(level, newest)[0]
 
 
 def _early_p_value(before: np.ndarray, after: np.ndarray, prior: float = 0.0) -> float:
