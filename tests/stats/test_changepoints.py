@@ -573,14 +573,15 @@ def test_steps_after_many_known_changes_are_still_found() -> None:
 def test_a_ramp_still_climbing_is_held_to_the_floor_by_its_climb() -> None:
     # A 10% ramp over 40 runs at 1% noise, after 60 flat runs, looked at after every run from
     # its 2nd to its 15th (nothing reported before: `detect` on the prefix alone). The step's
-    # shift there is about half the climb so far and stayed below 2x the noise, with p near
-    # 1e-6; held to the floor by the drift's climb, it is reported in 94 of 100 (86 before).
+    # shift there is about half the climb so far and often stayed below 2x the noise, with p
+    # below 1e-5; held to the floor by the drift's climb, it is reported in 91 of 100 (86
+    # before).
     reported = 0
     for seed in range(100):
         y = noise(76, seed)
         y[60:] += np.arange(1, 17) * math.log(1.10) / 40
         reported += any(stats.detect(y[:t]) for t in range(62, 76))
-    assert reported >= 90
+    assert reported >= 89
 
 
 def test_a_trend_since_the_first_run_is_no_change() -> None:
