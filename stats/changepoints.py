@@ -831,13 +831,15 @@ def _ramp_sse(z: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     t0 = np.concatenate([[0.0], np.cumsum(zc)])  # t0[a] = sum of zc[:a]
     t1 = np.concatenate([[0.0], np.cumsum(t * zc)])  # t1[a] = sum of t zc[:a]
     start, end = np.asarray(start), np.asarray(end)
-    rising = (end - start).astype(np.float64)  # runs on the ramp: (t - start + 1) / width
-    width = rising + 1.0
+    # The raw shape is (t - start + 1) / width on the `rising` runs start..end-1, then 1 on
+    # the `flat` runs from end; zc sums to 0, so its dot with the centred shape is the raw
+    # one's, and the centred shape's square is the raw one's less m times its mean squared.
+    rising = (end - start).astype(np.float64)
+    width, flat = rising + 1.0, m - end
     sgz = ((t1[end] - t1[start]) - (start - 1) * (t0[end] - t0[start])) / width
     sgz += t0[m] - t0[end]
-    flat = m - end
-    total = rising * width / (2 * width) + flat
-    squares = rising * width * (2 * rising + 1) / (6 * width**2) + flat
+    total = rising / 2 + flat
+    squares = rising * (2 * rising + 1) / (6 * width) + flat
     sgg = squares - total**2 / m
     with np.errstate(invalid="ignore", divide="ignore"):
         explained = np.where(sgg > 1e-12, sgz**2 / sgg, 0.0)
@@ -876,7 +878,7 @@ def _as_drift(
     scale: float,
 ) -> tuple[ChangePoint, bool] | None | _NoLevel:
     """The change at edges[i] as a drift, and whether it extends `previous`; None if a step
-    fits it better.
+    fits it better; `_NoLevel` if it is a drift without `min_runs` runs of a level before it.
 
     A change the same way as the one before it, within DRIFT_GAP runs of its end, continues it
     when one ramp fits the runs from before that change to after this one about as well as that
@@ -924,9 +926,9 @@ class _NoLevel:
     """`_as_drift`'s answer for a drift with fewer than `min_runs` runs of a level before it
     in its segment: the runs have moved since the segment began (the history's start, or a
     change reported before the same way, whose movement this is), so there is no level that
-    changed. A step test there compares two
-    parts of one ramp (a trend since the series' first runs passes it at 15 runs), and the
-    drift's own level before is 2 runs (its p-value 0.06-0.3 on TCPD's trending series)."""
+    changed. A step test there compares two parts of one ramp (a trend since the series'
+    first runs passes it at 15 runs), and the drift's own level before is 2 runs (its p-value
+    0.06-0.3 on TCPD's trending series)."""
 
 
 def _lone_ramp(z: np.ndarray, cut: int, test: _Test) -> _Ramp | None:

@@ -19,7 +19,7 @@ import stats
 from benchmarks.quality import changepoint_calibration as calibration
 from benchmarks.quality import changepoint_noise
 from benchmarks.quality import changepoint_reference as reference
-from stats.changepoints import _candidate
+from stats.changepoints import _candidate, _ramp_shape, _ramp_sse
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "otava-reference.json"
 
@@ -598,3 +598,17 @@ def test_a_trend_since_the_first_run_is_no_change() -> None:
         y[20:] += 0.005 * np.arange(1, 41)
         ((_, cp, after),) = changepoint_noise.incremental(y, 200)
         assert cp.end is not None and 16 <= after <= 24
+
+
+def test_the_ramp_fits_match_their_definition() -> None:
+    # The drift fits' residual sums of squares come from prefix sums; least squares on each
+    # ramp's shape directly gives the same, for every start and end of a short series.
+    z = noise(30, seed=7) + np.linspace(0.0, 0.05, 30)
+    start, end = np.meshgrid(np.arange(31), np.arange(31), indexing="ij")
+    keep = end >= start
+    start, end = start[keep], end[keep]
+    shape = _ramp_shape(30, start, end)
+    zc = z - z.mean()
+    fitted = [g * (g @ zc) / (g @ g) if g @ g > 1e-12 else 0 * g for g in shape]
+    direct = np.array([np.sum((zc - f) ** 2) for f in fitted])
+    assert np.allclose(_ramp_sse(z, start, end), direct, rtol=0, atol=1e-12)
