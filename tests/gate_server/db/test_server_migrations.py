@@ -25,18 +25,16 @@ from gate_server.domain.receipts import KEY_NAME, ReceiptSigner, generate_privat
 from gate_server.domain.server_keys import stored_key
 from gate_server.settings import ServerSettings
 from gate_server.workloads import UNKNOWN_WORKLOAD
+from testbed import schema_v3 as v3
+from testbed import schema_v4 as v4
+from testbed.factories import body, make_results
+from testbed.gate_helpers import fresh_postgres_schema, signed_headers
 
 
 @pytest.fixture
 def database_url(empty_database_url: str) -> str:
     """Every database here starts empty: the migrations are what these tests are about."""
     return empty_database_url
-
-
-from testbed import schema_v3 as v3
-from testbed import schema_v4 as v4
-from testbed.factories import body, make_results
-from testbed.gate_helpers import fresh_postgres_schema, signed_headers
 
 WHEN = datetime(2026, 3, 1, tzinfo=timezone.utc)
 SECRET = "rnx_ci_" + "s" * 43
