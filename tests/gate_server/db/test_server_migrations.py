@@ -36,6 +36,7 @@ def database_url(empty_database_url: str) -> str:
     """Every database here starts empty: the migrations are what these tests are about."""
     return empty_database_url
 
+
 WHEN = datetime(2026, 3, 1, tzinfo=timezone.utc)
 SECRET = "rnx_ci_" + "s" * 43
 SESSION_KEY = "ab" * 32
