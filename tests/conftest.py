@@ -66,16 +66,12 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh, empty database for one test (no table yet): for tests of the migrations."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'rnx-empty.db'}"
-        return
-    url, drop = fresh_postgres_schema(request.getfixturevalue("postgres_url"))
-    try:
-        yield url
-    finally:
-        request.getfixturevalue("drop_later")(drop)
+        return f"sqlite:///{tmp_path / 'rnx-empty.db'}"
+    url: str = request.getfixturevalue("postgres_database")
+    return url
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
