@@ -155,12 +155,10 @@ def run_figures(
     bases = docs if base_processes is None else [first_processes(d, base_processes) for d in docs]
     added: list[int] = []
 
-    head_of: dict[int, int] = {}  # id() of a head document (slowed or not) -> its run
-
-    def draw() -> tuple[Any, list[Any]]:
+    def draw() -> tuple[int, Any, list[Any]]:
+        """The head's recorded run, the head and its baseline runs."""
         order = rng.permutation(len(docs))
-        head_of[id(docs[order[0]])] = int(order[0])
-        return docs[order[0]], [bases[i] for i in order[1 : history + 1]]
+        return int(order[0]), docs[order[0]], [bases[i] for i in order[1 : history + 1]]
 
     # Coverage on the recorded runs: each configuration's 90% interval holds its true ratio,
     # 1 in an unchanged replay, 1.05 for the configuration slowed by 5%; by configuration and
@@ -184,16 +182,16 @@ def run_figures(
     tiers = []
     ones = {c.id: 1.0 for c in docs[0].configurations}
     for _ in range(unchanged):
-        head, base = draw()
-        tiers.append(tier(head, base, ones, head_of[id(head)]))
+        run, head, base = draw()
+        tiers.append(tier(head, base, ones, run))
     ids = [c.id for c in docs[0].configurations if c.status == "ok"]
     flagged: dict[str, float] = {}
     blocked: dict[str, float] = {}
     for cid in ids:
         small = big = 0
         for _ in range(per_config):
-            head, base = draw()
-            small += tier(slowed(head, cid, 1.05), base, {cid: 1.05}, head_of[id(head)]) != "PASS"
+            run, head, base = draw()
+            small += tier(slowed(head, cid, 1.05), base, {cid: 1.05}, run) != "PASS"
             big += tier(slowed(head, cid, 1.40), base) == "BLOCK"
         flagged[cid] = small / per_config
         blocked[cid] = big / per_config
