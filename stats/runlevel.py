@@ -427,9 +427,9 @@ def _median_shape(
     each run's processes in disjoint threes (in recorded order; a run's processes are
     exchangeable), the spread of the threes' medians about their mean pooled over runs and
     configurations, pulled toward 1 (normal processes) with SHAPE_PRIOR_DF degrees of freedom.
-    A GPU's process noise is not normal: with heavier tails (gpu-aa-h200-bs1-8-9proc, kurtosis
-    3-9) a median varies less than normal theory says (0.76 of it), with two states (one per
-    process, gpu-aa-h200-9proc) more (1.12). The same factor serves medians of more processes:
+    A GPU's process noise is not normal: with heavier tails (gpu-aa-h200-bs1-8-9proc) a median
+    varies less than normal theory says, with two states (one per process, gpu-aa-h200-9proc)
+    more. The same factor serves medians of more processes:
     for many, var(median) over normal theory tends to 1 / (2 pi f(0)^2 sigma^2) whatever their
     number. 1 where no baseline run has 6 processes."""
     if run_table is None or run_table.shape[1] < 6:

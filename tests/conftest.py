@@ -119,8 +119,8 @@ def drop_later() -> Iterator[Callable[[Callable[[], None]], None]]:
 def migrated_schema(postgres_url: str) -> Iterator[Callable[[], tuple[str, Callable[[], None]]]]:
     """take(): a new PostgreSQL schema migrated to the latest version, as (URL, drop). The next
     one is made and migrated in a thread of this worker's while the test runs: migrating an
-    empty schema takes a third of a second of PostgreSQL's (hundreds of tests have one), which
-    no test needs to wait for."""
+    empty schema is most of a test's database setup on PostgreSQL (hundreds of tests have
+    one), which no test needs to wait for."""
 
     from gate_server.db import open_database
 
