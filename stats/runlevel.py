@@ -109,6 +109,12 @@ class RunFit:
     shift_sd_prior: float  # tau: the sd of a common shift the history allows
     sd: np.ndarray  # per configuration: sd of its change with the common shift known
     runs: np.ndarray  # baseline runs per configuration
+    # The parts of sd^2 as estimated (benchmarks/quality/interval_coverage.py --parts sets them
+    # against the truth): sigma_e^2, sigma_v^2, and the head's and the baseline's process parts.
+    process_var: np.ndarray
+    config_shift_var: np.ndarray
+    head_var: np.ndarray
+    base_var: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -291,6 +297,10 @@ def fit(
         shift_sd_prior=math.sqrt(groups[0].var_u * (1 + 1 / k_all)) if groups else 0.0,
         sd=sd,
         runs=k_runs,
+        process_var=var_e,
+        config_shift_var=var_v,
+        head_var=head_var,
+        base_var=base_var,
     )
 
 
