@@ -18,6 +18,7 @@ def _summary(configs: int, seed: int = 0):
 
 
 def test_a_summary_takes_no_more_than_its_estimate() -> None:
+    taken, estimated = {}, {}
     for configs in (1, 16, 48):
         data = body(
             make_results(configs=[("pytorch_eager", "float32", b + 1) for b in range(configs)])
@@ -26,10 +27,15 @@ def test_a_summary_takes_no_more_than_its_estimate() -> None:
         tracemalloc.start()
         try:
             summary = summarize_document(data)
-            taken = tracemalloc.get_traced_memory()[0]
+            taken[configs] = tracemalloc.get_traced_memory()[0]
         finally:
             tracemalloc.stop()
-        assert taken <= summary_size(summary) <= 3 * taken, (configs, taken)
+        estimated[configs] = summary_size(summary)
+        assert taken[configs] <= estimated[configs], (configs, taken)
+    # Not far above it either, where the configurations add up. One summary's own count moves
+    # by kilobytes with what ran before in the process (1 configuration: 4.6 KB alone, 2.1 KB
+    # once in a full test run), and a bound on it alone failed then.
+    assert estimated[48] - estimated[1] <= 3 * (taken[48] - taken[1]), taken
 
 
 def test_the_bound_is_bytes_not_summaries() -> None:
