@@ -243,7 +243,12 @@ def test_redelivered_webhooks_and_uploads_and_a_kill_9_between_steps_dispatch_no
                     )
                     assert r.status_code in (200, 201), r.text
                 if not killed:
-                    # SIGKILL with the upload stored and its measurement queued, maybe run.
+                    # SIGKILL with the upload stored and the next dispatch at GitHub (or the
+                    # bisection over), its step maybe still "dispatching". A kill after a step is
+                    # claimed but before GitHub has its dispatch leaves a step that is waited for
+                    # STEP_TIMEOUT (6 hours) by design (gate_server/domain/bisection/jobs.py),
+                    # which this test cannot wait out: it failed so once in a full run.
+                    _wait(lambda n=done: len(sent) > n or _ended(database_url))
                     server.process.kill()
                     server.process.wait(timeout=10)
                     server = start_server(database_url, tmp_path, env=env)
