@@ -136,6 +136,18 @@ def signed_headers(secret: str, body: bytes, *, timestamp: int | None = None) ->
     }
 
 
+def webhook_headers(secret: str, raw: bytes, event: str, delivery: str) -> dict[str, str]:
+    """The headers of GitHub's webhook delivery of `raw`, signed with `secret`."""
+    from gate_server.http.webhook import signature_of
+
+    return {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery,
+        "X-Hub-Signature-256": signature_of(secret, raw),
+    }
+
+
 def insert_change_point(conn: Any, **fields: Any) -> int:
     """Store a change point as detection would (gate_server/db/change_points.py), on `conn` (a
     write connection), and return its id. `fields` override a 1.18x step on repository 1's
@@ -201,6 +213,18 @@ def app_mode_settings(
         oidc_audience=None,
         **settings,
     )
+
+
+def app_mode_env(key: Any, github_url: str, *, app_id: str = "314") -> dict[str, str]:
+    """The live server's environment in App mode: what app_mode_settings() is in-process."""
+    from testbed.fakes.github_endpoints import private_pem
+
+    return {
+        "RNX_GITHUB_APP_ID": app_id,
+        "RNX_GITHUB_APP_PRIVATE_KEY": private_pem(key),
+        "RNX_GITHUB_API_URL": github_url,
+        "RNX_OIDC_AUDIENCE": "off",
+    }
 
 
 @contextmanager

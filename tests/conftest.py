@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -238,6 +238,14 @@ def client(server_settings: ServerSettings) -> Iterator[TestClient]:
 
     with TestClient(create_app(server_settings)) as c:
         yield c
+
+
+@pytest.fixture
+def app_key() -> Any:
+    """The GitHub fake's App key (testbed's app_key(): made once per process)."""
+    from testbed.fakes.github_endpoints import app_key
+
+    return app_key()
 
 
 # ---- the real server on loopback

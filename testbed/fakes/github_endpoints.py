@@ -227,6 +227,14 @@ def add_file(state: State, repo: str, ref: str, path: str, text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def add_kernalin_workflow(state: State, repo: str, action_ref: str = "a/b@v1") -> None:
+    """The workflow `rnx init` writes, on `repo`'s main: what bisection and auto-sync dispatch."""
+    from action.init import WORKFLOW
+
+    workflow = WORKFLOW.format(branch="main", schedule="", action_note="", action_ref=action_ref)
+    state.repo(repo).files[("main", ".github/workflows/kernalin.yml")] = workflow
+
+
 def _entry(api: str, repo: str, ref: str, path: str, raw: bytes) -> dict[str, Any]:
     """The recorded file answer with this file's name, path, blob id, size and links."""
     blob = hashlib.sha1(b"blob %d\0" % len(raw) + raw).hexdigest()

@@ -35,11 +35,6 @@ PUBLIC = "http://testserver"  # the TestClient's own host: GitHub redirects back
 KERNELS, OTHER = "acme/kernels", "acme/other"
 
 
-@pytest.fixture(scope="module")
-def app_key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
 @pytest.fixture
 def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]]:
     with fake_github.serve() as (url, state):

@@ -17,16 +17,14 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from action.init import WORKFLOW
 from gate_server.db import autosync, open_database, outbox, runs
 from gate_server.db.runs import BaselineKey
 from gate_server.domain.autosync import jobs as autosync_jobs
-from gate_server.http.webhook import signature_of
 from gate_server.jobs.worker import OutboxWorker
 from testbed.factories import body, make_results
 from testbed.fakes import fake_github
 from testbed.fakes.github_commits import commit_files, commits
-from testbed.fakes.github_endpoints import app_key, serve_with_app
+from testbed.fakes.github_endpoints import add_kernalin_workflow, app_key, serve_with_app
 from testbed.gate_helpers import (
     Token,
     app_mode_settings,
@@ -35,6 +33,7 @@ from testbed.gate_helpers import (
     outbox_jobs,
     run_due_jobs,
     signed_headers,
+    webhook_headers,
 )
 from tests.github.payloads import make_push
 
@@ -63,10 +62,7 @@ def new_sha() -> str:
 def github() -> Iterator[fake_github.State]:
     with serve_with_app({REPO: 77}) as (url, state):
         state.__dict__["api_url"] = url
-        workflow = WORKFLOW.format(
-            branch="main", schedule="", action_note="", action_ref="acme/rnx@v1"
-        )
-        state.repo(REPO).files[("main", ".github/workflows/kernalin.yml")] = workflow
+        add_kernalin_workflow(state, REPO, "acme/rnx@v1")
         commit_files(state, REPO, new_sha(), BASE_FILES)
         yield state
 
@@ -107,12 +103,7 @@ def deliver(
     r = client.post(
         "/api/v1/github/webhook",
         content=data,
-        headers={
-            "X-GitHub-Event": "push",
-            "X-GitHub-Delivery": delivery or f"push-{next(_DELIVERIES)}",
-            "X-Hub-Signature-256": signature_of(SECRET, data),
-            "Content-Type": "application/json",
-        },
+        headers=webhook_headers(SECRET, data, "push", delivery or f"push-{next(_DELIVERIES)}"),
     )
     assert r.status_code == 200, r.text
     answer: dict[str, Any] = r.json()

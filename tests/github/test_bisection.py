@@ -22,12 +22,12 @@ from gate_server.db import alerts, bisections, open_database, outbox
 from gate_server.domain.alerts.delivery import delivery_id
 from gate_server.domain.alerts.message import compose
 from gate_server.domain.bisection import jobs as bisection
-from gate_server.http.webhook import WEBHOOK_PATH, signature_of
+from gate_server.http.webhook import WEBHOOK_PATH
 from rnx_cli.acting import bisection_text
 from testbed.factories import body, make_results
 from testbed.fakes import fake_github
 from testbed.fakes.github_commits import add_commits, commits, merged_by_pull
-from testbed.fakes.github_endpoints import app_key, serve_with_app
+from testbed.fakes.github_endpoints import add_kernalin_workflow, app_key, serve_with_app
 from testbed.gate_helpers import (
     Token,
     app_mode_settings,
@@ -36,6 +36,7 @@ from testbed.gate_helpers import (
     outbox_jobs,
     run_due_jobs,
     signed_headers,
+    webhook_headers,
 )
 
 REPO = "acme/kernels"
@@ -57,10 +58,7 @@ WEBHOOKS = Path(__file__).resolve().parents[1] / "data" / "github-webhooks"
 def github() -> Iterator[tuple[str, fake_github.State]]:
     with serve_with_app({REPO: 77}) as (url, state):
         add_commits(state, REPO, [sha(i) for i in range(30)] + RANGE + [sha(116), sha(117)])
-        workflow = WORKFLOW.format(
-            branch="main", schedule="", action_note="", action_ref="acme/rnx@v1"
-        )
-        state.repo(REPO).files[("main", ".github/workflows/kernalin.yml")] = workflow
+        add_kernalin_workflow(state, REPO, "acme/rnx@v1")
         merged_by_pull(state, REPO, RANGE[CULPRIT], 42)
         yield url, state
 
@@ -359,12 +357,7 @@ def deliver(app: TestClient, payload: dict[str, Any], delivery: str) -> dict[str
     r = app.post(
         WEBHOOK_PATH,
         content=raw,
-        headers={
-            "Content-Type": "application/json",
-            "X-GitHub-Event": "workflow_run",
-            "X-GitHub-Delivery": delivery,
-            "X-Hub-Signature-256": signature_of(WEBHOOK_SECRET, raw),
-        },
+        headers=webhook_headers(WEBHOOK_SECRET, raw, "workflow_run", delivery),
     )
     assert r.status_code == 200, r.text
     answer: dict[str, Any] = r.json()

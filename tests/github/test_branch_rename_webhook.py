@@ -10,17 +10,23 @@ from typing import Any
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gate_server.db import Database, audit
 from gate_server.db.schema import branch_renames
-from gate_server.http.webhook import WEBHOOK_PATH, signature_of
+from gate_server.http.webhook import WEBHOOK_PATH
 from rnx_github.client import branch_of_location
 from testbed.factories import body, make_results
 from testbed.fakes import fake_github
-from testbed.fakes.github_endpoints import FakeApp, add_pull, extras, rename_branch
-from testbed.gate_helpers import LiveServer, Token, create_token, signed_headers
+from testbed.fakes.github_endpoints import add_pull, extras, install_app, rename_branch
+from testbed.gate_helpers import (
+    LiveServer,
+    Token,
+    app_mode_env,
+    create_token,
+    signed_headers,
+    webhook_headers,
+)
 from tests.github import payloads
 
 SECRET = "webhook secret for branch renames"
@@ -30,18 +36,10 @@ APP_ID = "12345"
 BRANCH_LOOKUP = f"/repos/{REPO}/branches/"
 
 
-@pytest.fixture(scope="module")
-def app_key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
 @pytest.fixture
 def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]]:
     with fake_github.serve() as (url, state):
-        public = app_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-        extras(state).app = FakeApp(APP_ID, public.decode(), installations={REPO: INSTALLATION})
+        install_app(state, app_key, {REPO: INSTALLATION}, app_id=APP_ID)
         repo = state.repo(REPO)
         repo.default_branch = "master"
         repo.refs.update(master="a" * 40, develop="b" * 40)
@@ -51,16 +49,7 @@ def github(app_key: rsa.RSAPrivateKey) -> Iterator[tuple[str, fake_github.State]
 
 
 def app_env(api_url: str, key: rsa.RSAPrivateKey) -> dict[str, str]:
-    pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    return {
-        "RNX_GITHUB_WEBHOOK_SECRET": SECRET,
-        "RNX_GITHUB_APP_ID": APP_ID,
-        "RNX_GITHUB_APP_PRIVATE_KEY": pem,
-        "RNX_GITHUB_API_URL": api_url,
-        "RNX_OIDC_AUDIENCE": "off",
-    }
+    return {"RNX_GITHUB_WEBHOOK_SECRET": SECRET, **app_mode_env(key, api_url, app_id=APP_ID)}
 
 
 @pytest.fixture
@@ -84,10 +73,7 @@ def deliver(server: LiveServer, event: str, payload: dict[str, Any], delivery: s
         server.url + WEBHOOK_PATH,
         content=raw,
         headers={
-            "Content-Type": "application/json",
-            "X-GitHub-Event": event,
-            "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
-            "X-Hub-Signature-256": signature_of(SECRET, raw),
+            **webhook_headers(SECRET, raw, event, delivery or str(uuid.uuid4())),
             "User-Agent": "GitHub-Hookshot/test",
         },
         timeout=30,

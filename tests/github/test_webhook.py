@@ -20,7 +20,7 @@ from gate_server.settings import ServerSettings
 from testbed.factories import body, make_results
 from testbed.fakes import fake_github, github_endpoints
 from testbed.fakes.github_endpoints import add_file, add_pull, extras, install_app
-from testbed.gate_helpers import Token, app_mode_settings, signed_headers
+from testbed.gate_helpers import Token, app_mode_settings, signed_headers, webhook_headers
 from tests.github.payloads import load_payload, make_pr_comment
 
 SECRET = "webhook secret for tests"
@@ -43,11 +43,6 @@ def test_githubs_hmac_test_vector() -> None:
     assert not signature_ok("another secret", b"Hello, World!", expected)
     assert not signature_ok("It's a Secret to Everybody", b"Hello, World!", None)
     assert not signature_ok("It's a Secret to Everybody", b"Hello, World!", expected[7:])
-
-
-@pytest.fixture(scope="module")
-def app_key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
 @pytest.fixture
@@ -89,10 +84,7 @@ def deliver(
         WEBHOOK_PATH,
         content=raw,
         headers={
-            "Content-Type": "application/json",
-            "X-GitHub-Event": event,
-            "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
-            "X-Hub-Signature-256": signature_of(secret, raw),
+            **webhook_headers(secret, raw, event, delivery or str(uuid.uuid4())),
             "User-Agent": "GitHub-Hookshot/test",
         },
     )

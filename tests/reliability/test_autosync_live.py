@@ -13,17 +13,19 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
 
-from action.init import WORKFLOW
 from gate_server.db import open_database, outbox
-from gate_server.http.webhook import signature_of
 from rnx_cli.main import main as rnx
 from testbed.act_harness import REPO_ROOT
-from testbed.fakes import fake_github
 from testbed.fakes.github_commits import commit_files, commits
-from testbed.fakes.github_endpoints import install_app, private_pem
-from testbed.gate_helpers import LiveServer, create_token, start_server
+from testbed.fakes.github_endpoints import add_kernalin_workflow, app_key, serve_with_app
+from testbed.gate_helpers import (
+    LiveServer,
+    app_mode_env,
+    create_token,
+    start_server,
+    webhook_headers,
+)
 from tests.github.payloads import make_push
 
 pytestmark = [pytest.mark.timeout(300)]
@@ -55,12 +57,7 @@ def _deliver(server: LiveServer, payload: dict[str, object], delivery: str) -> h
     return httpx.post(
         f"{server.url}/api/v1/github/webhook",
         content=data,
-        headers={
-            "X-GitHub-Event": "push",
-            "X-GitHub-Delivery": delivery,
-            "X-Hub-Signature-256": signature_of(SECRET, data),
-            "Content-Type": "application/json",
-        },
+        headers=webhook_headers(SECRET, data, "push", delivery),
         timeout=60,
     )
 
@@ -71,13 +68,10 @@ def test_rnx_link_and_a_push_dispatch_once_across_a_kill_9(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     token = create_token(database_url)
     viewer = create_token(database_url, viewer=True)
-    with fake_github.serve() as (url, state):
-        install_app(state, key, {REPO: 77})
-        workflow = WORKFLOW.format(branch="main", schedule="", action_note="", action_ref="a/b@v1")
-        state.repo(REPO).files[("main", ".github/workflows/kernalin.yml")] = workflow
+    with serve_with_app({REPO: 77}) as (url, state):
+        add_kernalin_workflow(state, REPO)
         base, touching, other = f"{1:040x}", f"{2:040x}", f"{3:040x}"
         commit_files(state, REPO, base, {WORKLOAD: "import torch\n", "README.md": "x\n"})
         commit_files(state, REPO, touching, {WORKLOAD: "import torch\n# faster\n"})
@@ -86,11 +80,8 @@ def test_rnx_link_and_a_push_dispatch_once_across_a_kill_9(
             "PYTHONPATH": str(REPO_ROOT),  # this checkout's server
             "RNX_OUTBOX_POLL_MS": "20",
             "RNX_OUTBOX_LEASE_S": "2",
-            "RNX_GITHUB_APP_ID": "314",
-            "RNX_GITHUB_APP_PRIVATE_KEY": private_pem(key),
-            "RNX_GITHUB_API_URL": url,
+            **app_mode_env(app_key(), url),
             "RNX_GITHUB_WEBHOOK_SECRET": SECRET,
-            "RNX_OIDC_AUDIENCE": "off",
             "RNX_AUTOSYNC_WAIT_S": "0",
             "RNX_AUTOSYNC_EVERY": "0",
         }

@@ -8,25 +8,31 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timezone
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
 
-from action.init import WORKFLOW
 from gate_server.clock import utcnow
 from gate_server.db import bisections, open_database, outbox
-from gate_server.http.webhook import WEBHOOK_PATH, signature_of
+from gate_server.http.webhook import WEBHOOK_PATH
 from testbed.act_harness import REPO_ROOT
 from testbed.factories import body, make_results
 from testbed.fakes import fake_github
 from testbed.fakes.github_commits import add_commits, commits, merged_by_pull
-from testbed.fakes.github_endpoints import install_app, private_pem
-from testbed.gate_helpers import LiveServer, Token, create_token, signed_headers, start_server
+from testbed.fakes.github_endpoints import add_kernalin_workflow, app_key, serve_with_app
+from testbed.gate_helpers import (
+    LiveServer,
+    Token,
+    app_mode_env,
+    create_token,
+    signed_headers,
+    start_server,
+    webhook_headers,
+)
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -68,57 +74,66 @@ def _wait(what: Callable[[], bool], timeout: float = 90.0) -> None:
         time.sleep(0.05)
 
 
-def test_kill_9_mid_dispatch_neither_loses_the_bisection_nor_dispatches_twice(
-    database_url: str, tmp_path: Path
-) -> None:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    token = create_token(database_url)
-    with fake_github.serve() as (url, state):
-        install_app(state, key, {REPO: 77})
+@pytest.fixture
+def github() -> Iterator[tuple[str, fake_github.State]]:
+    """The GitHub fake with the App on REPO, 30 commits then RANGE on main, the workflow `rnx
+    init` writes, and the culprit merged by pull request 7."""
+    with serve_with_app({REPO: 77}) as (url, state):
         add_commits(state, REPO, [f"{i:040x}" for i in range(30)] + RANGE)
-        workflow = WORKFLOW.format(branch="main", schedule="", action_note="", action_ref="a/b@v1")
-        state.repo(REPO).files[("main", ".github/workflows/kernalin.yml")] = workflow
+        add_kernalin_workflow(state, REPO)
         merged_by_pull(state, REPO, RANGE[CULPRIT], 7)
-        env = {
-            "PYTHONPATH": str(REPO_ROOT),  # this checkout's server
-            "RNX_OUTBOX_POLL_MS": "20",
-            "RNX_OUTBOX_LEASE_S": "2",
-            "RNX_GITHUB_APP_ID": "314",
-            "RNX_GITHUB_APP_PRIVATE_KEY": private_pem(key),
-            "RNX_GITHUB_API_URL": url,
-            "RNX_OIDC_AUDIENCE": "off",
-        }
-        sent = commits(state).dispatches
+        yield url, state
+
+
+def _env(github_url: str, **more: str) -> dict[str, str]:
+    """The killed and restarted server's environment: App mode, its outbox quick to look again
+    and to take over a killed process's job."""
+    return {
+        "PYTHONPATH": str(REPO_ROOT),  # this checkout's server
+        "RNX_OUTBOX_POLL_MS": "20",
+        "RNX_OUTBOX_LEASE_S": "2",
+        **app_mode_env(app_key(), github_url),
+        **more,
+    }
+
+
+def test_kill_9_mid_dispatch_neither_loses_the_bisection_nor_dispatches_twice(
+    database_url: str, tmp_path: Path, github: tuple[str, fake_github.State]
+) -> None:
+    url, state = github
+    token = create_token(database_url)
+    env = _env(url)
+    sent = commits(state).dispatches
+    server = start_server(database_url, tmp_path, env=env)
+    try:
+        for i in range(30):
+            _upload(server, token, f"{i:040x}", 1.0, seed=i)
+        commits(state).hold.set()  # GitHub takes the first dispatch and never answers
+        for n in range(3):
+            _upload(server, token, RANGE[-1], 1.10, seed=30 + n)
+        _wait(lambda: len(sent) == 1)
+        server.process.kill()  # SIGKILL mid-dispatch: the step is left "dispatching"
+        server.process.wait(timeout=10)
+        commits(state).hold.clear()
         server = start_server(database_url, tmp_path, env=env)
-        try:
-            for i in range(30):
-                _upload(server, token, f"{i:040x}", 1.0, seed=i)
-            commits(state).hold.set()  # GitHub takes the first dispatch and never answers
-            for n in range(3):
-                _upload(server, token, RANGE[-1], 1.10, seed=30 + n)
-            _wait(lambda: len(sent) == 1)
-            server.process.kill()  # SIGKILL mid-dispatch: the step is left "dispatching"
-            server.process.wait(timeout=10)
-            commits(state).hold.clear()
-            server = start_server(database_url, tmp_path, env=env)
-            # The job the killed process held is due again once its lease has passed: the
-            # restarted server runs it to its end, and dispatches nothing for it.
-            _wait(lambda: _settled(database_url))
-            assert len(sent) == 1
-            # The workflow of each dispatch uploads its run; the bisection goes on to the end.
-            done = 0
-            while True:
-                _wait(lambda n=done: len(sent) > n or _ended(database_url))
-                if len(sent) == done:
-                    break
-                at = sent[done]["inputs"]["commit"]
-                factor = 1.10 if RANGE.index(at) >= CULPRIT else 1.0
-                header = {"X-Kernalin-Bisection": sent[done]["inputs"]["bisection"]}
-                _upload(server, token, at, factor, seed=100 + done, **header)
-                done += 1
-                _wait(lambda n=done: len(sent) > n or _ended(database_url))
-        finally:
-            server.stop()
+        # The job the killed process held is due again once its lease has passed: the
+        # restarted server runs it to its end, and dispatches nothing for it.
+        _wait(lambda: _settled(database_url))
+        assert len(sent) == 1
+        # The workflow of each dispatch uploads its run; the bisection goes on to the end.
+        done = 0
+        while True:
+            _wait(lambda n=done: len(sent) > n or _ended(database_url))
+            if len(sent) == done:
+                break
+            at = sent[done]["inputs"]["commit"]
+            factor = 1.10 if RANGE.index(at) >= CULPRIT else 1.0
+            header = {"X-Kernalin-Bisection": sent[done]["inputs"]["bisection"]}
+            _upload(server, token, at, factor, seed=100 + done, **header)
+            done += 1
+            _wait(lambda n=done: len(sent) > n or _ended(database_url))
+    finally:
+        server.stop()
     b, steps = _stored_bisection(database_url)
     assert b is not None and b.state == bisections.FOUND, (b, steps)
     assert (b.culprit_sha, b.culprit_pr) == (RANGE[CULPRIT], 7)
@@ -167,12 +182,7 @@ def _failed_run_webhook(server: LiveServer, bisection: str, sha: str, delivery: 
     r = httpx.post(
         server.url + WEBHOOK_PATH,
         content=raw,
-        headers={
-            "Content-Type": "application/json",
-            "X-GitHub-Event": "workflow_run",
-            "X-GitHub-Delivery": delivery,
-            "X-Hub-Signature-256": signature_of(WEBHOOK_SECRET, raw),
-        },
+        headers=webhook_headers(WEBHOOK_SECRET, raw, "workflow_run", delivery),
         timeout=60,
     )
     assert r.status_code == 200, r.text
@@ -180,86 +190,71 @@ def _failed_run_webhook(server: LiveServer, bisection: str, sha: str, delivery: 
 
 
 def test_redelivered_webhooks_and_uploads_and_a_kill_9_between_steps_dispatch_nothing_twice(
-    database_url: str, tmp_path: Path
+    database_url: str, tmp_path: Path, github: tuple[str, fake_github.State]
 ) -> None:
     """The events that advance a bisection, each delivered again (GitHub redelivers a webhook;
     the action sends an upload again when its answer is lost), and the server killed with
     SIGKILL just after an upload was stored: the bisection ends with its culprit and every
     (commit, attempt) dispatched once."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    url, state = github
     token = create_token(database_url)
-    with fake_github.serve() as (url, state):
-        install_app(state, key, {REPO: 77})
-        add_commits(state, REPO, [f"{i:040x}" for i in range(30)] + RANGE)
-        workflow = WORKFLOW.format(branch="main", schedule="", action_note="", action_ref="a/b@v1")
-        state.repo(REPO).files[("main", ".github/workflows/kernalin.yml")] = workflow
-        merged_by_pull(state, REPO, RANGE[CULPRIT], 7)
-        env = {
-            "PYTHONPATH": str(REPO_ROOT),
-            "RNX_OUTBOX_POLL_MS": "20",
-            "RNX_OUTBOX_LEASE_S": "2",
-            "RNX_GITHUB_APP_ID": "314",
-            "RNX_GITHUB_APP_PRIVATE_KEY": private_pem(key),
-            "RNX_GITHUB_API_URL": url,
-            "RNX_GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
-            "RNX_OIDC_AUDIENCE": "off",
-        }
-        sent = commits(state).dispatches
-        server = start_server(database_url, tmp_path, env=env)
-        try:
-            for i in range(30):
-                _upload(server, token, f"{i:040x}", 1.0, seed=i)
-            for n in range(3):
-                _upload(server, token, RANGE[-1], 1.10, seed=30 + n)
-            _wait(lambda: len(sent) == 1)
-            # The first dispatched run fails to build: GitHub's webhook says so, three times
-            # (the delivery, its redelivery under the same id, and again under a new id).
-            first = sent[0]["inputs"]
-            answers = [
-                _failed_run_webhook(server, first["bisection"], first["commit"], d)
-                for d in ("d-1", "d-1", "d-2")
-            ]
-            assert [a.get("skipped") for a in answers] == [True, True, None], answers
-            _wait(lambda: len(sent) == 2)
-            done, killed = 1, False
-            while True:
-                at, bisection = sent[done]["inputs"]["commit"], sent[done]["inputs"]["bisection"]
-                factor = 1.10 if RANGE.index(at) >= CULPRIT else 1.0
-                doc = make_results(
-                    configs=CONFIGS,
-                    slowdown={STEPPED: factor},
-                    seed=100 + done,
-                    sha=at,
-                    event="workflow_dispatch",
+    env = _env(url, RNX_GITHUB_WEBHOOK_SECRET=WEBHOOK_SECRET)
+    sent = commits(state).dispatches
+    server = start_server(database_url, tmp_path, env=env)
+    try:
+        for i in range(30):
+            _upload(server, token, f"{i:040x}", 1.0, seed=i)
+        for n in range(3):
+            _upload(server, token, RANGE[-1], 1.10, seed=30 + n)
+        _wait(lambda: len(sent) == 1)
+        # The first dispatched run fails to build: GitHub's webhook says so, three times
+        # (the delivery, its redelivery under the same id, and again under a new id).
+        first = sent[0]["inputs"]
+        answers = [
+            _failed_run_webhook(server, first["bisection"], first["commit"], d)
+            for d in ("d-1", "d-1", "d-2")
+        ]
+        assert [a.get("skipped") for a in answers] == [True, True, None], answers
+        _wait(lambda: len(sent) == 2)
+        done, killed = 1, False
+        while True:
+            at, bisection = sent[done]["inputs"]["commit"], sent[done]["inputs"]["bisection"]
+            factor = 1.10 if RANGE.index(at) >= CULPRIT else 1.0
+            doc = make_results(
+                configs=CONFIGS,
+                slowdown={STEPPED: factor},
+                seed=100 + done,
+                sha=at,
+                event="workflow_dispatch",
+            )
+            data = body(doc)
+            headers = {"X-Kernalin-Bisection": bisection}
+            for _ in range(2):  # the upload, and the action's retry of it
+                r = httpx.post(
+                    f"{server.url}/api/v1/runs",
+                    content=data,
+                    headers={**signed_headers(token.secret, data), **headers},
+                    timeout=60,
                 )
-                data = body(doc)
-                headers = {"X-Kernalin-Bisection": bisection}
-                for _ in range(2):  # the upload, and the action's retry of it
-                    r = httpx.post(
-                        f"{server.url}/api/v1/runs",
-                        content=data,
-                        headers={**signed_headers(token.secret, data), **headers},
-                        timeout=60,
-                    )
-                    assert r.status_code in (200, 201), r.text
-                if not killed:
-                    # SIGKILL with the upload stored and the next dispatch at GitHub (or the
-                    # bisection over), its step maybe still "dispatching". A kill after a step is
-                    # claimed but before GitHub has its dispatch leaves a step that is waited for
-                    # STEP_TIMEOUT (6 hours) by design (gate_server/domain/bisection/jobs.py),
-                    # which this test cannot wait out: it failed so once in a full run.
-                    _wait(lambda n=done: len(sent) > n or _ended(database_url))
-                    server.process.kill()
-                    server.process.wait(timeout=10)
-                    server = start_server(database_url, tmp_path, env=env)
-                    killed = True
-                done += 1
+                assert r.status_code in (200, 201), r.text
+            if not killed:
+                # SIGKILL with the upload stored and the next dispatch at GitHub (or the
+                # bisection over), its step maybe still "dispatching". A kill after a step is
+                # claimed but before GitHub has its dispatch leaves a step that is waited for
+                # STEP_TIMEOUT (6 hours) by design (gate_server/domain/bisection/jobs.py),
+                # which this test cannot wait out: it failed so once in a full run.
                 _wait(lambda n=done: len(sent) > n or _ended(database_url))
-                if len(sent) == done:
-                    break
-            _wait(lambda: _settled(database_url))  # any job run again has had its chance
-        finally:
-            server.stop()
+                server.process.kill()
+                server.process.wait(timeout=10)
+                server = start_server(database_url, tmp_path, env=env)
+                killed = True
+            done += 1
+            _wait(lambda n=done: len(sent) > n or _ended(database_url))
+            if len(sent) == done:
+                break
+        _wait(lambda: _settled(database_url))  # any job run again has had its chance
+    finally:
+        server.stop()
     b, steps = _stored_bisection(database_url)
     assert b is not None and b.state == bisections.FOUND, (b, steps)
     assert (b.culprit_sha, b.culprit_pr) == (RANGE[CULPRIT], 7)

@@ -23,7 +23,7 @@ from gate_server.settings import ServerSettings
 from rnx.config import ConfigError, KernalinConfig, load_config, parse_config
 from rnx.schema import InvalidDocument, ResultsDocument, parse_results
 from testbed.factories import body, make_results
-from testbed.gate_helpers import create_token, signed_headers
+from testbed.gate_helpers import create_token, signed_headers, webhook_headers
 
 FUZZ = settings(
     max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
@@ -353,7 +353,7 @@ def test_hostile_bodies_to_the_accept_endpoints_are_4xx(
 def test_hostile_webhook_bodies_with_a_valid_signature_are_4xx_or_ignored(
     database_url: str, name: str
 ) -> None:
-    from gate_server.http.webhook import WEBHOOK_PATH, signature_of
+    from gate_server.http.webhook import WEBHOOK_PATH
 
     settings_ = ServerSettings(database_url=database_url, github_webhook_secret="s3cret")
     raw = OTHER_BODIES[name]
@@ -361,12 +361,7 @@ def test_hostile_webhook_bodies_with_a_valid_signature_are_4xx_or_ignored(
         r = c.post(
             WEBHOOK_PATH,
             content=raw,
-            headers={
-                "Content-Type": "application/json",
-                "X-GitHub-Event": "issue_comment",
-                "X-GitHub-Delivery": "d-1",
-                "X-Hub-Signature-256": signature_of("s3cret", raw),
-            },
+            headers=webhook_headers("s3cret", raw, "issue_comment", "d-1"),
         )
     assert r.status_code in (200, 400), (name, r.status_code, r.text[:200])
 

@@ -17,10 +17,10 @@ from starlette.testclient import TestClient
 
 from gate_server.asgi import create_app
 from gate_server.db import Database, runs
-from gate_server.http.webhook import WEBHOOK_PATH, signature_of
+from gate_server.http.webhook import WEBHOOK_PATH
 from gate_server.settings import ServerSettings
 from testbed.factories import body, make_results
-from testbed.gate_helpers import Token, create_token, signed_headers
+from testbed.gate_helpers import Token, create_token, signed_headers, webhook_headers
 
 WEBHOOK_SECRET = "s3cret"
 
@@ -197,12 +197,7 @@ def _deliver(client: TestClient, event: str, payload: dict[str, Any], delivery: 
     return client.post(
         WEBHOOK_PATH,
         content=raw,
-        headers={
-            "Content-Type": "application/json",
-            "X-GitHub-Event": event,
-            "X-GitHub-Delivery": delivery,
-            "X-Hub-Signature-256": signature_of(WEBHOOK_SECRET, raw),
-        },
+        headers=webhook_headers(WEBHOOK_SECRET, raw, event, delivery),
     )
 
 
