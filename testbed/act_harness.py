@@ -45,6 +45,19 @@ class ActRun:
         return self.returncode == 0 and "🏁  Job succeeded" in self.output
 
 
+def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """git `args` in a test's throwaway `repo`, committing as t; its output, stripped."""
+    done = subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    return done.stdout.strip()
+
+
 def _git(repo: Path, *args: str) -> str:
     env = {
         **os.environ,

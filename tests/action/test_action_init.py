@@ -122,24 +122,19 @@ def github() -> Iterator[tuple[str, State]]:
         yield url, st
 
 
+def _init_open_pr(api_url: str) -> int:
+    """`rnx init --open-pr` of kernels/attention.py on acme/kernels at the GitHub fake."""
+    args = ["init", "--workload", "kernels/attention.py", "--open-pr", "--repo", "acme/kernels"]
+    return rnx([*args, "--api-url", api_url])
+
+
 @pytest.mark.usefixtures("from_github")
 def test_open_pr_through_the_rest_api(
     project: Path, github: tuple[str, State], monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     url, state = github
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_workflow")
-    code = rnx(
-        [
-            "init",
-            "--workload",
-            "kernels/attention.py",
-            "--open-pr",
-            "--repo",
-            "acme/kernels",
-            "--api-url",
-            url,
-        ]
-    )
+    code = _init_open_pr(url)
     assert code == 0, capsys.readouterr().err
     repo = state.repos["acme/kernels"]
     (pull,) = repo.pulls
@@ -156,18 +151,7 @@ def test_open_pr_without_workflow_permission_says_what_token_to_use(
 ) -> None:
     url, state = github
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_no_workflow")
-    code = rnx(
-        [
-            "init",
-            "--workload",
-            "kernels/attention.py",
-            "--open-pr",
-            "--repo",
-            "acme/kernels",
-            "--api-url",
-            url,
-        ]
-    )
+    code = _init_open_pr(url)
     assert code == 2
     err = capsys.readouterr().err
     assert "'workflow' scope" in err and "Workflows: write" in err

@@ -5,9 +5,7 @@ never times a pointer."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from action.lfs import lfs_pointers
 from bench_runner.lfs_pointer import is_lfs_pointer
 from rnx.errors import UserError
 from rnx.schema import load_results
+from testbed.act_harness import git
 
 ROOT = Path(__file__).resolve().parents[2]
 GIT_LFS = shutil.which("git-lfs")
@@ -26,35 +25,21 @@ needs_git_lfs = pytest.mark.skipif(
 ENV = {"CI": "true", "GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/models"}
 
 
-def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-    return done.stdout
-
-
 @pytest.fixture
 def pointer_checkout(tmp_path: Path) -> Path:
     """upstream: models/tiny_mlp.onnx and models/weights.pt tracked with Git LFS; the
     checkout: cloned with GIT_LFS_SKIP_SMUDGE=1, so both are pointer files."""
     upstream = tmp_path / "upstream"
     (upstream / "models").mkdir(parents=True)
-    _git(upstream, "init", "-q", "-b", "main")
-    _git(upstream, "lfs", "install", "--local")
-    _git(upstream, "lfs", "track", "*.onnx", "*.pt")
+    git(upstream, "init", "-q", "-b", "main")
+    git(upstream, "lfs", "install", "--local")
+    git(upstream, "lfs", "track", "*.onnx", "*.pt")
     shutil.copy(ROOT / "examples" / "tiny_mlp.onnx", upstream / "models" / "tiny_mlp.onnx")
     (upstream / "models" / "weights.pt").write_bytes(bytes(range(256)) * 8)
-    _git(upstream, "add", ".")
-    _git(upstream, "commit", "-qm", "models in LFS")
+    git(upstream, "add", ".")
+    git(upstream, "commit", "-qm", "models in LFS")
     checkout = tmp_path / "checkout"
-    _git(
-        tmp_path, "clone", "-q", upstream.as_uri(), str(checkout), env={"GIT_LFS_SKIP_SMUDGE": "1"}
-    )
+    git(tmp_path, "clone", "-q", upstream.as_uri(), str(checkout), env={"GIT_LFS_SKIP_SMUDGE": "1"})
     assert is_lfs_pointer(checkout / "models" / "tiny_mlp.onnx")
     return checkout
 

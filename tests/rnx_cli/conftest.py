@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from testbed.act_harness import git
 
 ROOT = Path(__file__).resolve().parents[2]
 ONE_CALL = "        return F.scaled_dot_product_attention(q, k, v)\n"
@@ -21,15 +22,6 @@ def slow_down(repo: Path) -> str:
         unchanged.replace(ONE_CALL, "        F.scaled_dot_product_attention(q, k, v)\n" + ONE_CALL)
     )
     return unchanged
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-    )
 
 
 @pytest.fixture

@@ -14,11 +14,25 @@ import pytest
 
 from rnx_cli.bisect import Measured, bisect, classify
 from rnx_cli.main import main as rnx
-from tests.rnx_cli.conftest import ROOT, git, slow_down
+from testbed.act_harness import git
+from tests.rnx_cli.conftest import ROOT, slow_down
 
 
 def _commit(repo: Path, message: str) -> None:
     git(repo, "commit", "-qam", message, "--allow-empty")
+
+
+def _rnx_bisect(repo: Path, *args: str, timeout: int) -> subprocess.CompletedProcess[str]:
+    """`rnx bisect ARGS` of kernels/attention.py in `repo`, in a subprocess, with few samples."""
+    workload = ["--workload", "kernels/attention.py", "--samples", "12", "--processes", "2"]
+    return subprocess.run(
+        [sys.executable, "-m", "rnx_cli", "bisect", *args, *workload],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -41,28 +55,7 @@ def history(checkout: Path) -> Path:
 
 
 def test_the_planted_2x_slowdown_is_found_and_the_broken_commit_skipped(history: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rnx_cli",
-            "bisect",
-            "HEAD~7",
-            "HEAD",
-            "--json",
-            "--workload",
-            "kernels/attention.py",
-            "--samples",
-            "12",
-            "--processes",
-            "2",
-        ],
-        cwd=history,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = _rnx_bisect(history, "HEAD~7", "HEAD", "--json", timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = done.stdout.splitlines()
     outcome = json.loads(lines[-1])
@@ -87,27 +80,7 @@ def test_the_planted_2x_slowdown_is_found_and_the_broken_commit_skipped(history:
 def test_an_unchanged_range_names_no_culprit(checkout: Path) -> None:
     _commit(checkout, "docs only")
     _commit(checkout, "more docs")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rnx_cli",
-            "bisect",
-            "HEAD~2",
-            "HEAD",
-            "--workload",
-            "kernels/attention.py",
-            "--samples",
-            "12",
-            "--processes",
-            "2",
-        ],
-        cwd=checkout,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = _rnx_bisect(checkout, "HEAD~2", "HEAD", timeout=300)
     assert done.returncode == 1, done.stderr[-2000:]
     assert "nothing to find" in done.stdout
 

@@ -32,7 +32,13 @@ FAST = {"samples": 16, "processes": 2}
 ON_SQLITE = pytest.mark.parametrize("shared_database_url", ["sqlite"], indirect=True)
 
 
-def agent_token(database_url: str, workspace: str, scopes: tuple[str, ...]) -> str:
+def agent_token(
+    database_url: str,
+    workspace: str,
+    scopes: tuple[str, ...],
+    expires_in: timedelta = timedelta(hours=1),
+) -> str:
+    """The secret of a new agent token of alice's for acme/kernels' main in `workspace`."""
     database = open_database(database_url)
     try:
         return issue_agent_token(
@@ -43,7 +49,7 @@ def agent_token(database_url: str, workspace: str, scopes: tuple[str, ...]) -> s
             name="claude",
             for_user="alice",
             scopes=scopes,
-            expires_at=utcnow() + timedelta(hours=1),
+            expires_at=utcnow() + expires_in,
             accept_granted_by=None,
             actor="test",
         )[1]
@@ -181,22 +187,7 @@ def test_the_gates_tools_and_resources_are_forwarded_on_both_databases(
 def test_a_refused_or_unreachable_gate_is_one_line(
     gate: LiveServer, workspace: str, checkout: Path, refused_port: int
 ) -> None:
-    database = open_database(gate.database_url)
-    try:
-        expired = issue_agent_token(
-            database,
-            workspace=workspace,
-            repository="acme/kernels",
-            branches=["main"],
-            name="claude",
-            for_user="alice",
-            scopes=["read"],
-            expires_at=utcnow() - timedelta(seconds=1),
-            accept_granted_by=None,
-            actor="test",
-        )[1]
-    finally:
-        database.close()
+    expired = agent_token(gate.database_url, workspace, ("read",), -timedelta(seconds=1))
     for url, secret, message in (
         (gate.url, expired, "the gate server refused KERNALIN_TOKEN: agent token"),
         (gate.url, "rnx_ci_x", "set KERNALIN_TOKEN to an agent token"),
