@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -90,18 +89,6 @@ def act(repo: Path, event: Path, env: dict[str, str], server_url: str) -> ActRun
     host_env = {k: v for k, v in host_env.items() if not k.startswith(("RNX_", "KERNALIN_"))}
     out = subprocess.run(args, cwd=repo, env=host_env, capture_output=True, text=True, timeout=240)
     return ActRun(out.returncode, out.stdout + out.stderr, "")
-
-
-@pytest.fixture
-def issuer() -> Iterator[OidcIssuer]:
-    server = OidcIssuer()
-    server.job_claims = {
-        "event_name": "issue_comment",
-        "ref": "refs/heads/master",
-        "actor": "alice",  # who commented: GitHub issues the workflow's token for them
-    }
-    yield server
-    server.close()
 
 
 def test_kernalin_accept_workflow_under_act(tmp_path: Path, issuer: OidcIssuer) -> None:

@@ -42,18 +42,6 @@ def database_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'gate.db'}"
 
 
-@pytest.fixture(scope="module")
-def issuer() -> Iterator[OidcIssuer]:
-    server = OidcIssuer()
-    server.job_claims = {
-        "event_name": "issue_comment",
-        "ref": "refs/heads/master",
-        "actor": "alice",  # who commented: GitHub issues the workflow's token for them
-    }
-    yield server
-    server.close()
-
-
 @pytest.fixture
 def world(database_url: str, issuer: OidcIssuer) -> Iterator[tuple[AcceptWorld, TestClient, str]]:
     settings = ServerSettings(
