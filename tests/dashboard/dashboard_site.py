@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+DESKTOP = {"width": 1280, "height": 900}
 REPO = "acme/kernels"
 CONFIGS = (
     ("pytorch_eager", "float32", 1),
@@ -265,16 +267,43 @@ def _seed_step(client: httpx.Client, site: Site) -> dict[str, Any]:
     raise AssertionError("the server found no change point in acme/steps within 60 s")
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def site(request: pytest.FixtureRequest) -> Iterator[Site]:
-    """The real server (`rnx serve` on loopback) over a fresh database, seeded once per module."""
-    workdir = Path(tempfile.mkdtemp(prefix="rnx-dashboard-"))
+@contextmanager
+def module_database(request: pytest.FixtureRequest, name: str) -> Iterator[tuple[Path, str]]:
+    """A new work folder and a fresh database of request.param's kind (sqlite or postgresql):
+    the folder and the database's URL, both removed after."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"rnx-{name}-"))
     drop = None
     if request.param == "sqlite":
-        url = f"sqlite:///{workdir / 'dashboard.db'}"
+        url = f"sqlite:///{workdir / f'{name}.db'}"
     else:
         url, drop = fresh_postgres_schema(request.getfixturevalue("postgres_url"))
     try:
+        yield workdir, url
+    finally:
+        if drop is not None:
+            drop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextmanager
+def browser_page(browser: Any, base_url: str, viewport: dict[str, int] = DESKTOP) -> Iterator[Any]:
+    """A page in a fresh browser context (no cookies) at `base_url`, the desktop width unless
+    `viewport` says otherwise."""
+    context = browser.new_context(viewport=viewport, base_url=base_url)
+    p = context.new_page()
+    # Every wait ends as soon as its condition holds; a minute is for a loaded machine, where
+    # Chromium beside two test workers on 2 cores can take more than 10 s to load a page.
+    p.set_default_timeout(60_000)
+    try:
+        yield p
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def site(request: pytest.FixtureRequest) -> Iterator[Site]:
+    """The real server (`rnx serve` on loopback) over a fresh database, seeded once per module."""
+    with module_database(request, "dashboard") as (workdir, url):
         viewer = create_token(url, viewer=True)
         ci = create_token(url)
         other = create_token(url, workspace="globex", viewer=True)
@@ -290,10 +319,6 @@ def site(request: pytest.FixtureRequest) -> Iterator[Site]:
             yield s
         finally:
             server.stop()
-    finally:
-        if drop is not None:
-            drop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"

@@ -12,6 +12,7 @@ import pytest
 pytest.register_assert_rewrite("tests.dashboard.dashboard_site")
 from tests.dashboard.dashboard_site import (  # noqa: E402
     CONFIGS,
+    DESKTOP,
     MAIN_POINTS,
     OTHER_PUSHES,
     OTHER_WORKLOAD,
@@ -23,26 +24,19 @@ from tests.dashboard.dashboard_site import (  # noqa: E402
     STEPS_BEFORE,
     STEPS_REPO,
     Site,
+    browser_page,
 )
 
 pytest_plugins = ["tests.dashboard.dashboard_site"]  # the browser and site fixtures
 
-DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture
 def page(browser: Any, site: Site) -> Iterator[Any]:
     """A fresh browser context (no cookies) on the desktop width."""
-    context = browser.new_context(viewport=DESKTOP, base_url=site.url)
-    p = context.new_page()
-    # Every wait ends as soon as its condition holds; a minute is for a loaded machine, where
-    # Chromium beside two test workers on 2 cores can take more than 10 s to load a page.
-    p.set_default_timeout(60_000)
-    try:
+    with browser_page(browser, site.url) as p:
         yield p
-    finally:
-        context.close()
 
 
 def sign_in(page: Any, token: str, next_path: str = "/") -> None:

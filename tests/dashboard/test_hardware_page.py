@@ -12,8 +12,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,10 +28,10 @@ from testbed.factories import body
 from testbed.gate_helpers import (
     LiveServer,
     create_token,
-    fresh_postgres_schema,
     signed_headers,
     start_server,
 )
+from tests.dashboard.dashboard_site import browser_page, module_database
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "hardware"
@@ -98,13 +96,7 @@ def _seed(server: LiveServer, database_url: str) -> list[ResultsDocument]:
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def hw_site(request: pytest.FixtureRequest) -> Iterator[HardwareSite]:
-    workdir = Path(tempfile.mkdtemp(prefix="rnx-hardware-"))
-    drop = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{workdir / 'hardware.db'}"
-    else:
-        url, drop = fresh_postgres_schema(request.getfixturevalue("postgres_url"))
-    try:
+    with module_database(request, "hardware") as (workdir, url):
         viewer = create_token(url, viewer=True)
         other = create_token(url, workspace="globex", viewer=True)
         server = start_server(url, workdir)
@@ -115,22 +107,12 @@ def hw_site(request: pytest.FixtureRequest) -> Iterator[HardwareSite]:
             )
         finally:
             server.stop()
-    finally:
-        if drop is not None:
-            drop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture
 def page(browser: Any, hw_site: HardwareSite) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=hw_site.url)
-    p = context.new_page()
-    # Every wait ends as soon as its condition holds; a minute is for a loaded machine.
-    p.set_default_timeout(60_000)
-    try:
+    with browser_page(browser, hw_site.url) as p:
         yield p
-    finally:
-        context.close()
 
 
 def sign_in(page: Any, token: str, next_path: str) -> None:

@@ -18,7 +18,7 @@ from testbed.factories import body, make_results
 from testbed.gate_helpers import signed_headers
 
 pytest.register_assert_rewrite("tests.dashboard.dashboard_site")
-from tests.dashboard.dashboard_site import CONFIGS, REPO, Site  # noqa: E402
+from tests.dashboard.dashboard_site import CONFIGS, REPO, Site, browser_page  # noqa: E402
 
 pytest_plugins = ["tests.dashboard.dashboard_site"]  # the browser and site fixtures
 
@@ -132,17 +132,12 @@ _WIDEST = """() => [...document.querySelectorAll('body *')]
 
 @pytest.fixture
 def page(browser: Any, site: Site) -> Iterator[Any]:
-    context = browser.new_context(viewport=WIDTHS["desktop"], base_url=site.url)
-    p = context.new_page()
-    p.set_default_timeout(60_000)
-    p.goto("/")
-    p.fill("#token", site.viewer.secret)
-    p.click("button[type=submit]")
-    p.wait_for_load_state("domcontentloaded")
-    try:
+    with browser_page(browser, site.url, WIDTHS["desktop"]) as p:
+        p.goto("/")
+        p.fill("#token", site.viewer.secret)
+        p.click("button[type=submit]")
+        p.wait_for_load_state("domcontentloaded")
         yield p
-    finally:
-        context.close()
 
 
 @pytest.mark.parametrize("width", list(WIDTHS))
@@ -191,10 +186,7 @@ def test_the_acknowledge_and_accept_forms_are_usable_at_both_widths(
     acting = create_token(
         site.server.database_url, viewer=True, can_act=True, branches=("main",), name="alice"
     )
-    context = browser.new_context(viewport=WIDTHS[width], base_url=site.url)
-    p = context.new_page()
-    p.set_default_timeout(60_000)
-    try:
+    with browser_page(browser, site.url, WIDTHS[width]) as p:
         p.goto("/")
         p.fill("#token", acting.secret)
         p.click("button[type=submit]")
@@ -211,5 +203,3 @@ def test_the_acknowledge_and_accept_forms_are_usable_at_both_widths(
             p.screenshot(path=str(IMAGES / f"{name}-form-{width}.png"), full_page=True)
             overflow = p.evaluate("document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 1, f"{path} at {width}: {p.evaluate(_WIDEST)}"
-    finally:
-        context.close()
