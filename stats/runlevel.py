@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-from scipy.special import chdtri, digamma, fdtri, polygamma, stdtrit
+from scipy.special import chdtri, digamma, fdtri, gammaln, polygamma, stdtrit
 
 from stats._kernels import (
     cell_medians,
@@ -260,7 +260,9 @@ def fit(
     # would give: measured on the baseline runs, where they have processes enough.
     shape = _median_shape(yb, b.run_table, var_e, c_n, k_all)
 
-    var_v, df_v = _config_shift_variance(run_loc, groups, counts, var_e, config_shift_sd, shape)
+    var_v, df_v, proc_b = _config_shift_variance(
+        run_loc, groups, counts, var_e, config_shift_sd, shape
+    )
 
     base_level = nanmean(run_loc, axis=1)
     diff = head_loc - base_level
@@ -277,16 +279,21 @@ def fit(
         var_e[:, None], df_e[:, None], run_gap, counts
     )
     base_var = np.where(present, run_var, 0.0).sum(axis=1) / k_runs**2
+    # var_v is not held at zero (_config_shift_variance), so the sum is the baseline runs'
+    # estimated variance, (var_v + proc_b)(1 + 1/K), plus what the head's and the baseline's
+    # process parts add beyond theirs in it; never below the head's own process part.
     runs_part = var_v * (1 + 1 / k_runs)
-    var_c = runs_part + head_var + base_var
+    var_c = np.maximum(runs_part + head_var + base_var, head_var)
+    from_runs = (var_v + proc_b) * (1 + 1 / k_runs)
     sd = np.sqrt(np.maximum(var_c, 1e-12))
     shifts = _head_shifts(groups, diff, sd, k_all, resamples, rng)
     # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the t
     # distribution's WIDEN_AT point (the gate's default probability: the one-sided point it
     # decides at, and each end of the 90% interval it shows), with the degrees of freedom of
-    # the sum of the two estimated variances (Welch-Satterthwaite). Normal draws cost a third of
-    # t draws.
-    widen = stdtrit(_sum_df(runs_part, df_v, head_var + base_var, df_e), WIDEN_AT) / _NORMAL_AT
+    # the sum of the two estimated parts (Welch-Satterthwaite): the runs' variance, and the
+    # rest, from the processes. Normal draws cost a third of t draws.
+    rest = np.abs(var_c - from_runs)
+    widen = stdtrit(_sum_df(from_runs, df_v, rest, df_e), WIDEN_AT) / _NORMAL_AT
     noise = rng.standard_normal((c_n, resamples), dtype=np.float32)
     draws = diff[:, None] - shifts
     draws += (sd * widen)[:, None] * noise
@@ -526,9 +533,10 @@ def _config_shift_variance(
     var_e: np.ndarray,
     config_shift_sd: float,
     shape: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each configuration's own run-to-run variance (beyond the runs' common shifts u) and its
-    degrees of freedom (after pooling; MAX_DF for the prior). shape: _median_shape's."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each configuration's own run-to-run variance (beyond the runs' common shifts u), its
+    degrees of freedom (after pooling; MAX_DF for the prior), and the process part of the run
+    locations' variance it was estimated beside (0 for the prior). shape: _median_shape's."""
     present = counts > 0
     k_runs = present.sum(axis=1)
     # Residual run means, less their process noise.
@@ -549,25 +557,48 @@ def _config_shift_variance(
     # The variance of a run's median of P processes, in units of one process's variance.
     inv_p = np.where(present, _median_var(counts, shape), 0.0).sum(axis=1) / k_runs
     if not (df_b > 0).any():  # one baseline run: the prior is all there is (taken as known)
-        return np.full(len(df_b), config_shift_sd**2), np.full(len(df_b), MAX_DF)
+        none = np.zeros(len(df_b))
+        return np.full(len(df_b), config_shift_sd**2), np.full(len(df_b), MAX_DF), none
     # How far a configuration's run locations stray (process noise included, so never zero),
     # its log pulled toward the run's other configurations' by empirical Bayes: a long GPU
     # kernel whose runs agree to 0.1% keeps its 0.1%, where a fixed prior would lend it a
     # launch-bound kernel's 1% for as long as the history is short.
     total, df_v = _pooled_log_variances((resid**2).sum(axis=1), df_b)
-    var_v = np.maximum(total - var_e * inv_p, 0.0)
-    return np.where(df_b > 0, var_v, config_shift_sd**2), np.where(df_b > 0, df_v, MAX_DF)
+    # Not held at zero: where process noise is most of a run location's variance, a difference
+    # held at zero is high on average (sigma_v^2 1.1-10 times its truth on model draws,
+    # interval_coverage --parts), and the intervals over-covered (0.93 at 2 runs of 9 processes
+    # spread 5%). fit keeps the sum of the parts from going below the head's process part.
+    var_v = total - var_e * inv_p
+    return (
+        np.where(df_b > 0, var_v, config_shift_sd**2),
+        np.where(df_b > 0, df_v, MAX_DF),
+        np.where(df_b > 0, var_e * inv_p, 0.0),
+    )
 
 
 def _pooled_log_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """_shrunk_variances for few degrees of freedom: the log of a variance from df degrees of
-    freedom is low by -(digamma(df / 2) + log(2 / df)) on average (1.27 with one), which
-    pooling many of them would otherwise carry into every configuration. Where df is 0 the
-    pooled value stands in. Returns the variances and their degrees of freedom."""
+    """_shrunk_variances for few degrees of freedom (a variance from under one, with 2 baseline
+    runs). Each log is pulled toward the log of the configurations' pooled variance (their
+    squares summed over their degrees of freedom), which is right on average and has the
+    degrees of freedom of them all, as a chi-square. The mean of their logs, each corrected
+    for its bias, was 1.4 times the truth on average once exponentiated (8 configurations of 0.875
+    degrees of freedom), and said 2.4 degrees of freedom where the sum holds 7. Each one's own
+    log is corrected for its bias at its weight: the log of a variance from df degrees of freedom
+    is low by -(digamma(df / 2) + log(2 / df)) on average (1.27 with one), and its exponential
+    at weight a high by E[(chi-square_df / df)^a]. Where df is 0 the pooled value stands in.
+    Returns the variances and their degrees of freedom."""
     ok = df > 0
-    d = np.where(df > 0, df, 1.0)
+    d = np.where(ok, df, 1.0)
     bias = np.where(ok, digamma(d / 2) + np.log(2 / d), 0.0)
-    return _shrunk_variances(np.where(ok, ss * np.exp(-bias), 0.0), df)
+    pooled_df = float(df[ok].sum())
+    centre = math.log(max(float(ss[ok].sum()) / pooled_df, 1e-300)) if pooled_df > 0 else None
+    variances, dof, own = _shrunk_variances(
+        np.where(ok, ss * np.exp(-bias), 0.0), df, centre=centre, centre_df=pooled_df
+    )
+    # log E[(chi-square_d / d)^a] - a bias, a = own: (2 / d)^a Gamma(d / 2 + a) / Gamma(d / 2).
+    half = d / 2
+    own_high = own * (np.log(2 / d) - bias) + gammaln(half + own) - gammaln(half)
+    return variances / np.exp(np.where(ok, own_high, 0.0)), dof
 
 
 def _process_variance(
@@ -577,7 +608,8 @@ def _process_variance(
     toward the others' where processes were seen, else the fallback (a process location's
     variance from its own samples), else none."""
     if df_w.sum() > 0:
-        return _shrunk_variances(ss_w, df_w)
+        variances, dof, _ = _shrunk_variances(ss_w, df_w)
+        return variances, dof
     if fallback is not None:
         return np.asarray(fallback, dtype=float), np.full(c_n, MAX_DF)
     return np.zeros(c_n), np.full(c_n, MAX_DF)
@@ -735,10 +767,14 @@ def _spread(
     return result
 
 
-def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _shrunk_variances(
+    ss: np.ndarray, df: np.ndarray, centre: float | None = None, centre_df: float | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each configuration's variance, its log pulled toward the others' (empirical Bayes on
     log-variances, whose sampling variance is about 2 / df): a little where the configurations
-    agree, hardly at all where they differ. Returns the variances and their degrees of freedom."""
+    agree, hardly at all where they differ. `centre`: the log the others' stand for, with
+    `centre_df` degrees of freedom (default: the mean of the logs). Returns the variances, their
+    degrees of freedom, and the weight of each one's own log in it."""
     ok = df > 0
     every = bool(ok.all())  # the usual case: then nothing needs masking
 
@@ -752,7 +788,7 @@ def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.nd
     logs = np.log(np.maximum(raw, max(floor, 1e-16)))
     noise = where_ok(polygamma(1, d / 2), np.inf)
     kept = where_ok(logs, np.nan)
-    mean = float(nanmean(kept, axis=None))
+    mean = float(nanmean(kept, axis=None)) if centre is None else centre
     # How far the configurations' variances differ beyond their sampling noise: only as far as
     # the logs' spread exceeds what noise alone gives in POOL_EVIDENCE of cases (the sample
     # variance of n noisy logs is noise * chi2(n - 1) / (n - 1)). From a plain difference, one
@@ -766,10 +802,12 @@ def _shrunk_variances(ss: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.nd
     tau2 = max(spread, POOL_FLOOR)
     precision = where_ok(1.0 / noise, 0.0) + 1.0 / tau2
     shrunk = (where_ok(logs / noise, 0.0) + mean / tau2) / precision
-    # Degrees of freedom: no more than all the configurations' logs hold together (the pooled
-    # mean is estimated from them too; a log-variance from d degrees of freedom holds
+    # Degrees of freedom: no more than the centre holds (the mean of the logs: what all the
+    # configurations' logs hold together; a log-variance from d degrees of freedom holds
     # 2 / trigamma(d / 2) of them: 1.2 of 2 at d = 2).
-    return np.exp(shrunk), np.minimum(2.0 * precision, where_ok(2.0 / noise, 0.0).sum())
+    held = where_ok(2.0 / noise, 0.0).sum() if centre_df is None else centre_df
+    own = where_ok(1.0 / noise, 0.0) / precision
+    return np.exp(shrunk), np.minimum(2.0 * precision, held), own
 
 
 def _base_without_process_shifts(
