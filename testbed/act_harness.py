@@ -50,26 +50,26 @@ def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
     done = subprocess.run(
         ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
         cwd=repo,
-        check=True,
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
     )
+    if done.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} failed: {done.stderr}")
     return done.stdout.strip()
 
 
+# The act scenarios' repository commits as one fixed author.
+_CODERTOCAT = {
+    "GIT_AUTHOR_NAME": "Codertocat",
+    "GIT_AUTHOR_EMAIL": "codertocat@example.com",
+    "GIT_COMMITTER_NAME": "Codertocat",
+    "GIT_COMMITTER_EMAIL": "codertocat@example.com",
+}
+
+
 def _git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "Codertocat",
-        "GIT_AUTHOR_EMAIL": "codertocat@example.com",
-        "GIT_COMMITTER_NAME": "Codertocat",
-        "GIT_COMMITTER_EMAIL": "codertocat@example.com",
-    }
-    out = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed: {out.stderr}")
-    return out.stdout.strip()
+    return git(repo, *args, env=_CODERTOCAT)
 
 
 def _ignore(directory: str, names: list[str]) -> set[str]:
