@@ -226,6 +226,7 @@ def fit(
     h_cnt = np.bincount(ch, minlength=c_n).astype(float)
     yb, run_loc, run_min, groups = b.yb, b.run_loc, b.run_min, b.groups
     head_loc = heads.medians(yh)
+    head_level_gap = np.zeros(c_n)
 
     # Process-to-process spread, within runs (the head's included); where group i is the same
     # worker in every configuration, with each process's shift in its group taken out where
@@ -233,7 +234,7 @@ def fit(
     ss_w = _spread(yb, yh, run_loc, head_loc, b.cell, b.cb, ch, c_n)
     if aligned and b.shifted is not None:
         yb2, run_loc2, run_min2 = b.shifted
-        yh2 = _head_without_process_shifts(yh, c_n, groups)
+        yh2, level_gap = _head_without_process_shifts(yh, c_n, groups)
         # Measured from the run medians as measured, like ss_w, so the two compare like with
         # like (from the shifted values' own medians, the 15% slowdowns flagged with one
         # baseline run fell from 83% to 75% on corpus B).
@@ -241,6 +242,7 @@ def fit(
         # A launch-bound kernel shares its process's state, a configuration beside it may not,
         # and taking the shift out of that one would add noise to it.
         take = ss_w2 < ss_w
+        head_level_gap = np.where(take, level_gap, 0.0)
         yb = np.where(take[b.cb], yb2, yb)
         yh = np.where(take[ch], yh2, yh)
         ss_w = np.minimum(ss_w, ss_w2)
@@ -286,7 +288,17 @@ def fit(
     var_c = np.maximum(runs_part + head_var + base_var, head_var)
     from_runs = (var_v + proc_b) * (1 + 1 / k_runs)
     sd = np.sqrt(np.maximum(var_c, 1e-12))
-    shifts = _head_shifts(groups, diff, sd, k_all, resamples, rng)
+    # Where the head's process shifts were taken out, its level is its median process's, and
+    # that is in doubt when its fastest process lies far below it: two of three processes
+    # slowed alike in every configuration (a busy neighbour for most of the job) move every
+    # configuration's median with them, and once their shift is out no configuration's own gap
+    # shows it (on corpus-crossload-9proc, unchanged heads of that kind BLOCKed). The doubt is
+    # common to the group, so it widens the prior of the head's common shift, read from that
+    # gap as each configuration's is (_gap_variance): the shift can then take up what the head's
+    # own processes say may be theirs, and a change that slows every process alike is still
+    # not a runner's.
+    level_var = _median_var(h_cnt, shape) * _gap_variance(head_level_gap, h_cnt)
+    shifts = _head_shifts(groups, diff, sd, k_all, resamples, rng, level_var)
     # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the t
     # distribution's WIDEN_AT point (the gate's default probability: the one-sided point it
     # decides at, and each end of the 90% interval it shows), with the degrees of freedom of
@@ -327,14 +339,16 @@ def _head_shifts(
     k_all: int,
     resamples: int,
     rng: np.random.Generator,
+    level_var: np.ndarray,
 ) -> np.ndarray:
-    """(C, R) draws of the head run's shift in each configuration's group; 0 in none."""
+    """(C, R) draws of the head run's shift in each configuration's group; 0 in none.
+    level_var: (C,) the head's own doubt about its level (fit's), added to the prior's."""
     if len(groups) == 1 and groups[0].members.all():  # the usual case: the run moves as one
-        tau = math.sqrt(groups[0].var_u * (1 + 1 / k_all))
+        tau = math.sqrt(groups[0].var_u * (1 + 1 / k_all) + float(level_var.max()))
         return _shift_draws(diff, sd, tau, resamples, rng)
     shifts = np.zeros((len(diff), resamples))
     for g in groups:
-        tau = math.sqrt(g.var_u * (1 + 1 / k_all))
+        tau = math.sqrt(g.var_u * (1 + 1 / k_all) + float(level_var[g.members].max()))
         shifts[g.members] = _shift_draws(diff[g.members], sd[g.members], tau, resamples, rng)
     return shifts
 
@@ -848,14 +862,21 @@ def _base_without_process_shifts(
     return base.ravel()
 
 
-def _head_without_process_shifts(yh: np.ndarray, c_n: int, groups: list[ShiftGroup]) -> np.ndarray:
-    """The same for the head run's processes (one run, centred on its median process)."""
+def _head_without_process_shifts(
+    yh: np.ndarray, c_n: int, groups: list[ShiftGroup]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The same for the head run's processes (one run, centred on its median process). Also
+    returns, per configuration, how far its group's fastest process lies below the median one
+    (0 outside every group): what the head's level, now the median process's, is in doubt by."""
     head = yh.reshape(c_n, -1).copy()
+    gaps = np.zeros(c_n)
     for g in groups:
         m = g.members
         wh = column_medians(head[m] - head[m].mean(axis=1, keepdims=True))
-        head[m] -= (wh - median_of_all(wh))[None, :]
-    return head.ravel()
+        wh -= median_of_all(wh)
+        head[m] -= wh[None, :]
+        gaps[m] = max(0.0, -float(wh.min()))
+    return head.ravel(), gaps
 
 
 def _shift_draws(

@@ -19,15 +19,18 @@ def _run(
     process_sd: float = 0.01,
     shift: float = 0.0,
     config_shift_sd: float = 0.0,
+    process_shifts: tuple[float, ...] = (),
 ) -> list[list[np.ndarray]]:
     """One run: per configuration, `processes` groups of times. The run moves every
-    configuration by `shift` (log scale) and each one by its own draw of config_shift_sd."""
+    configuration by `shift` (log scale) and each one by its own draw of config_shift_sd;
+    process p moves every configuration by process_shifts[p] (0 past its end)."""
     own = rng.normal(0, config_shift_sd, len(locations)) if config_shift_sd else 0.0
     centre = locations + shift + own
+    moved = [process_shifts[p] if p < len(process_shifts) else 0.0 for p in range(processes)]
     return [
         [
-            np.exp(c + rng.normal(0, process_sd) + rng.normal(0, 0.01, samples))
-            for _ in range(processes)
+            np.exp(c + moved[p] + rng.normal(0, process_sd) + rng.normal(0, 0.01, samples))
+            for p in range(processes)
         ]
         for c in centre
     ]
@@ -91,6 +94,25 @@ def test_a_change_that_slows_every_configuration_is_not_taken_for_the_runner() -
     decision = stats.gate(_compare(history, head))
     assert decision.tier == "BLOCK"
     assert len(decision.blocked) == 12
+
+
+def test_two_of_three_head_processes_slowed_everywhere_are_the_runner_not_a_regression() -> None:
+    """A busy neighbour for most of the job: the head's first two processes ran 40% slower in
+    every configuration, its third did not (as one process of a baseline run now and then
+    did). Once the processes' shifts are taken out, the head's median is the slow processes';
+    its own fastest process says that level is in doubt, so the run is not blocked. All three
+    slowed alike is a change, and blocks."""
+    rng = np.random.default_rng(8)
+    locations = np.log(rng.uniform(1e4, 1e6, 24))
+    slow = np.log(1.4)
+    history = [
+        _run(rng, locations, processes=9, shift=rng.normal(0, 0.01), process_shifts=moved)
+        for moved in [(slow,), (), (0.0, 0.0, slow), (), (), (0.0, slow)]
+    ]
+    split = stats.gate(_compare(history, _run(rng, locations, process_shifts=(slow, slow))))
+    assert split.tier != "BLOCK", split.reasons
+    alike = stats.gate(_compare(history, _run(rng, locations, process_shifts=(slow,) * 3)))
+    assert alike.tier == "BLOCK" and len(alike.blocked) == 24
 
 
 def test_one_baseline_run_relies_on_the_prior_and_still_blocks_a_big_slowdown() -> None:
