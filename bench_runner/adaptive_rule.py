@@ -2,9 +2,10 @@
 
 The contract with the statistics: a comparison whose verdict is "undecided" is one the data
 cannot tell yet; every other verdict is decided. A run measures more, in fresh processes,
-only for (1) configurations still undecided that may be slower (PLAUSIBLY_SLOWER_P) and (2)
-configurations about to BLOCK, once each,
-so a BLOCK is confirmed by processes that did not produce it. The harness
+only for (1) configurations still undecided that may be slower (PLAUSIBLY_SLOWER_P), (2)
+configurations about to BLOCK, once each, so a BLOCK is confirmed by processes that did not
+produce it, and (3) credible slowdowns more likely than not beyond the block threshold in a run
+that does not BLOCK: the tier itself is undecided between WARN and BLOCK there. The harness
 (bench_runner/adaptive.py) and benchmarks/quality/adaptive_quality.py both decide with this rule.
 """
 
@@ -15,8 +16,10 @@ from dataclasses import dataclass
 
 from rnx.schema import GateReport, ResultsDocument, Samples
 
-# A slowdown more likely than not beyond the block threshold, in a run that BLOCKs: the gate's
-# multiplicity control may leave it unblocked, but re-measuring a suspect costs little.
+# A credible slowdown more likely than not beyond the block threshold: in a run that BLOCKs, the
+# gate's multiplicity control may leave it unblocked, but re-measuring a suspect costs little; in
+# a run that does not, it is a WARN that more processes may show is a BLOCK (docs/results.md, "A
+# busy CPU recorded again, with 9 processes a run").
 ABOUT_TO_BLOCK_P = 0.5
 # Fresh processes a configuration about to BLOCK gets before its verdict is final.
 CONFIRM_PROCESSES = 2
@@ -51,8 +54,18 @@ class Open:
     confirming: bool  # about to BLOCK: re-measured once before the verdict is final
 
 
+def likely_beyond_block(row: Row) -> bool:
+    return row.verdict == "slower" and (row.p_block or 0.0) >= ABOUT_TO_BLOCK_P
+
+
 def about_to_block(tier: str, row: Row) -> bool:
-    return tier == "BLOCK" and row.verdict == "slower" and (row.p_block or 0.0) >= ABOUT_TO_BLOCK_P
+    return tier == "BLOCK" and likely_beyond_block(row)
+
+
+def may_block(tier: str, row: Row) -> bool:
+    """A WARN (or PASS) run with a slowdown more likely than not beyond the block threshold:
+    more processes decide between WARN and BLOCK."""
+    return tier != "BLOCK" and likely_beyond_block(row)
 
 
 def still_open(
@@ -62,8 +75,9 @@ def still_open(
     projected: Mapping[str, str] | None = None,
 ) -> list[Open]:
     """The configurations to measure more: undecided ones that may be slower and that more
-    processes can decide, and ones about to BLOCK that have not been confirmed yet
-    (`confirmed`: ids already re-measured for a BLOCK). `projected`: each configuration's
+    processes can decide, ones about to BLOCK that have not been confirmed yet
+    (`confirmed`: ids already re-measured for a BLOCK), and, in a run that does not BLOCK,
+    slowdowns more likely than not beyond the block threshold. `projected`: each configuration's
     verdict were its head processes doubled (`with_processes_doubled`); one still undecided
     then is out of reach of more processes here (the baseline's own spread, or run-to-run
     variation, keeps it undecided) and is left alone. None: every undecided configuration
@@ -76,6 +90,14 @@ def still_open(
             continue
         if row.verdict == "undecided":
             found.append(Open(row.id, f"undecided: {_short(row.reason)}", confirming=False))
+        elif may_block(tier, row):
+            found.append(
+                Open(
+                    row.id,
+                    f"may BLOCK (P(beyond the threshold) = {row.p_block:.2f}): measuring more",
+                    confirming=False,
+                )
+            )
         elif about_to_block(tier, row) and row.id not in confirmed:
             found.append(
                 Open(

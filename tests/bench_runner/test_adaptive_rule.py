@@ -1,11 +1,13 @@
 """The stopping rule of adaptive sampling (bench_runner/adaptive_rule.py) on real gate reports:
 undecided
 configurations are measured more only where more processes can decide them, a configuration
-about to BLOCK until it is confirmed, nothing else."""
+about to BLOCK until it is confirmed, a WARN's slowdown likely beyond the block threshold until
+the run BLOCKs, nothing else."""
 
 from __future__ import annotations
 
 from bench_runner.adaptive_rule import (
+    ABOUT_TO_BLOCK_P,
     PLAUSIBLY_SLOWER_P,
     Row,
     rows_of,
@@ -84,3 +86,18 @@ def test_undecided_is_open_only_where_a_slowdown_is_at_least_as_likely_as_not() 
         Row("unknown", "undecided", 0.0, "x"),
     ]
     assert [o.id for o in still_open("PASS", rows, set())] == ["likely", "unknown"]
+
+
+def test_a_warn_whose_slowdown_is_likely_beyond_the_threshold_is_measured_until_it_blocks() -> None:
+    rows = [
+        Row("likely", "slower", ABOUT_TO_BLOCK_P),
+        Row("unlikely", "slower", ABOUT_TO_BLOCK_P - 0.01),
+        Row("equal", "equivalent", 0.0),
+    ]
+    found = still_open("WARN", rows, set())
+    assert [o.id for o in found] == ["likely"] and not found[0].confirming
+    assert found[0].why.startswith("may BLOCK (P(beyond the threshold) = 0.50)")
+    # Once the run BLOCKs, the same row is confirmed in fresh processes, then left alone.
+    blocking = still_open("BLOCK", rows, set())
+    assert [(o.id, o.confirming) for o in blocking] == [("likely", True)]
+    assert still_open("BLOCK", rows, {"likely"}) == []
