@@ -58,6 +58,7 @@ class Outcome:
     confirmations: int  # processes added to confirm a BLOCK
     undecided_left: int
     named_slowed: bool = False  # the slowed configuration is one the run blocks or warns on
+    comparisons: list = field(default_factory=list)  # the final ones, by configuration
 
 
 @dataclass
@@ -222,6 +223,7 @@ def replay(
         confirmations=confirmations,
         undecided_left=sum(v == "undecided" for v in verdicts),
         named_slowed=named_slowed,
+        comparisons=comparisons,
     )
 
 

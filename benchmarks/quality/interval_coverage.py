@@ -176,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sd-u", type=float, default=SD_U, help="the true run-to-run common spread")
     p.add_argument("--sd-v", type=float, default=SD_V, help="the true per-configuration spread")
     p.add_argument("--parts", action="store_true", help="estimates against the truth as well")
+    p.add_argument(
+        "--seed", type=int, default=0, help="the first setting's seed (each next one adds 1)"
+    )
     args = p.parse_args(argv)
     print(
         f"{args.sims} pull requests per setting, {args.configs} configurations, one "
@@ -194,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         [int(x) for x in args.processes.split(",")],
         [float(x) for x in args.sd_e.split(",")],
     )
-    for seed, (runs, processes, sd_e) in enumerate(grid):
+    for seed, (runs, processes, sd_e) in enumerate(grid, start=args.seed):
         t0 = time.perf_counter()
         got = coverage(
             runs=runs,

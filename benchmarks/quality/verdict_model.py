@@ -3,7 +3,8 @@
 Run `python -m benchmarks.quality.verdict_model` (every recorded H200 corpus of `rnx bench`
 runs in benchmarks/data/gpu-aa-*, the model's coverage and its re-gating cost; about 5 minutes
 on 2 busy cores), with `--main PATH` (a `git worktree` of main) to run the same figures with
-main's statistics in a subprocess and print them side by side.
+main's packages (statistics, verdict, adaptive rule) under this tree's harness in a subprocess
+and print them side by side.
 
 - Recorded runs (a directory of `rnx bench` results documents, one per run): each replay is one
   run as the head against --history others as its baseline runs (the server's most), drawn at
@@ -11,12 +12,15 @@ main's statistics in a subprocess and print them side by side.
   run: unchanged (--unchanged replays: PASS share and BLOCKs); per configuration, its head
   times x 1.05 (flagged: WARN or BLOCK) and x 1.40 (BLOCK), --per-config replays each. The
   weakest configuration is reported beside the range.
-- Busy CPU (benchmarks/data/corpus-crossload.npz, benchmarks/quality/cross_load_corpus.py:
+- Busy CPU (benchmarks/data/corpus-crossload*.npz, benchmarks/quality/cross_load_corpus.py:
   runs recorded quiet and runs recorded beside a hog on the same core): baseline runs recorded
-  quiet and the head busy, and the reverse, by turns; --history baseline runs, 3 processes of
-  10 samples, stats.compare_many with the runs and stats.gate with the product's defaults.
+  quiet and the head busy, and the reverse, by turns; --history baseline runs, processes of 10
+  samples, stats.compare_many with the runs and stats.gate with the product's defaults. The
+  head starts from 3 processes; a corpus of more a run (corpus-crossload-9proc) replays
+  adaptive sampling from the rest, and its baseline runs are cut to each of --base-processes.
   Unchanged (--cpu-unchanged replays), and per configuration its head times x 1.15 (flagged)
-  and x 1.40 (BLOCK), --cpu-per-config replays each.
+  and x 1.40 (BLOCK), --cpu-per-config replays each; the 90% intervals' coverage of the true
+  ratio (1, and 1.15 for the slowed configuration) over the unchanged and the 15% replays.
 - Coverage: the 90% intervals on data drawn from the model
   (benchmarks/quality/interval_coverage.py), 2-10 baseline runs, 3-9 processes, process
   spreads 0.5-5%: share holding the true ratio.
@@ -32,6 +36,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -212,63 +217,94 @@ def run_figures(
 
 
 def busy_cpu_figures(
-    path: Path, *, history: int, unchanged: int, per_config: int, seed: int
+    path: Path,
+    *,
+    history: int,
+    unchanged: int,
+    per_config: int,
+    seed: int,
+    base_processes: int | None = None,
 ) -> dict[str, Any]:
-    """Per configuration figures on the cross-load CPU corpus (quiet against busy, both ways)."""
-    import stats
+    """Per configuration figures on a cross-load CPU corpus (quiet against busy, both ways),
+    and the coverage of its 90% intervals. A corpus recorded with more processes a run than the
+    head's 3 replays adaptive sampling from them (benchmarks/quality/adaptive_quality.py's
+    replay: the product's rule); base_processes: the baseline runs' (all recorded if None)."""
+    from bench_runner.adaptive_rule import CONFIRM_PROCESSES, MAX_ADDED_PROCESSES
+    from benchmarks.quality.adaptive_quality import replay
     from benchmarks.quality.verdict_runs import Scenario, _side, load
-    from rnx.config import GateSettings
 
-    gate = GateSettings()
     corpus = load(path)
     assert corpus.runs is not None, f"{path}: a corpus recorded as runs"
     rng = np.random.default_rng(seed)
-    scen = Scenario(corpus, 3, rng)
+    recorded = min(len(r) for r in corpus.runs)
+    scen = Scenario(corpus, recorded, rng)
+    base_p = recorded if base_processes is None else min(base_processes, recorded)
+    head_p = min(3, recorded)
     quiet = [i for i, r in enumerate(corpus.runs) if not corpus.busy[r].any()]
     busy = [i for i, r in enumerate(corpus.runs) if corpus.busy[r].all()]
     history = min(history, len(quiet) - 1, len(busy) - 1)
-    n_k, n_l = corpus.data.shape[1], corpus.data.shape[2]
+    n_k, n_l, n_r = corpus.data.shape[1:4]
     names = corpus.kernels or [str(k) for k in range(n_k)]
     ids = [f"{names[k]}[{lv}]" for k in range(n_k) for lv in range(n_l)]  # (level: a copy)
     turn = itertools.count()
+    held: dict[str, list[bool]] = {}
+    by_head = np.zeros((len(corpus.runs), 2), dtype=int)
+    added: list[int] = []
 
-    def tier(slow: int | None, factor: float) -> str:
+    def tier(slow: int | None, factor: float, truth: float | None = None) -> str:
         pools = (quiet, busy) if next(turn) % 2 == 0 else (busy, quiet)
         base_runs, head_jobs = scen.draw(history, *pools)
-        labels = np.concatenate([np.full(len(b), i) for i, b in enumerate(base_runs)])
+        head_run = next(i for i, r in enumerate(corpus.runs) if r[0] == head_jobs[0])
+        base_runs = [b[:base_p] for b in base_runs]
+        labels = [i for i, b in enumerate(base_runs) for _ in b]
         base = _side(corpus.data, np.concatenate(base_runs), 0, 10, rng)
-        head = _side(corpus.data, head_jobs, 1, 10, rng)
-        if slow is not None:
-            head[slow] = [g * factor for g in head[slow]]
-        pairs = list(zip(base, head, strict=True))
-        cs = stats.compare_many(
-            pairs,
-            rope=gate.rope,
-            probability=gate.probability,
-            seed=int(rng.integers(2**31)),
-            base_runs=[list(labels)] * len(pairs),
-        )
-        decided = stats.gate(
-            dict(zip(ids, cs, strict=True)),
-            probability=gate.probability,
-            block_threshold=gate.block_threshold,
-        )
-        return decided.tier
+        starts = rng.integers(0, n_r - min(10, n_r) + 1, size=len(head_jobs))
 
-    tiers = [tier(None, 1.0) for _ in range(unchanged)]
+        def head_of(c: int, p: int) -> np.ndarray:
+            k, lv = divmod(c, n_l)
+            times = corpus.data[head_jobs[p], k, lv, starts[p] : starts[p] + 10, 1]
+            return times * factor if c == slow else times
+
+        got = replay(
+            base,
+            head_of,
+            initial=head_p,
+            max_added=min(MAX_ADDED_PROCESSES, recorded - head_p),
+            confirm=CONFIRM_PROCESSES,
+            paired=False,
+            base_of=None,
+            seed=int(rng.integers(2**31)),
+            slowed=slow,
+            base_runs=labels,
+        )
+        added.append(got.processes - head_p)
+        if truth is not None:
+            for c, comp in enumerate(got.comparisons):
+                if comp.low is not None and comp.high is not None:
+                    covered = comp.low <= (truth if c == slow else 1.0) <= comp.high
+                    held.setdefault(ids[c], []).append(covered)
+                    by_head[head_run] += (covered, 1)
+        return got.tier
+
+    tiers = [tier(None, 1.0, 1.0) for _ in range(unchanged)]
     flagged: dict[str, float] = {}
     blocked: dict[str, float] = {}
     for c, cid in enumerate(ids):
-        flagged[cid] = sum(tier(c, 1.15) != "PASS" for _ in range(per_config)) / per_config
+        flagged[cid] = sum(tier(c, 1.15, 1.15) != "PASS" for _ in range(per_config)) / per_config
         blocked[cid] = sum(tier(c, 1.40) == "BLOCK" for _ in range(per_config)) / per_config
     return {
         "runs": len(corpus.runs),
         "history": history,
+        "recorded": recorded,
+        "base_processes": base_p,
+        "added": float(np.mean(added)) if added else 0.0,
         "pass": tiers.count("PASS") / max(len(tiers), 1),
         "block": tiers.count("BLOCK"),
         "replays": len(tiers),
         "flagged_15": flagged,
         "blocked_40": blocked,
+        "coverage": {k: (sum(v), len(v)) for k, v in held.items()},
+        "coverage_by_head": by_head.tolist(),
     }
 
 
@@ -343,6 +379,8 @@ def cost_figures(repeat: int) -> dict[str, float]:
 
 
 def figures(args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.quality.verdict_runs import load
+
     corpora = {}
     for d in args.runs_dir or sorted(DATA.glob("gpu-aa-*")):
         docs = load_runs(d)
@@ -364,14 +402,22 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
             )
     busy = {}
     if args.cpu_per_config or args.cpu_unchanged:
-        for path in args.cpu_corpus or [DATA / "corpus-crossload.npz"]:
-            busy[path.stem] = busy_cpu_figures(
-                path,
-                history=args.history,
-                unchanged=args.cpu_unchanged,
-                per_config=args.cpu_per_config,
-                seed=args.seed,
-            )
+        for path in args.cpu_corpus or sorted(DATA.glob("corpus-crossload*.npz")):
+            # Like the GPU corpora: a corpus of more processes a run, its baseline runs cut to
+            # each of --base-processes.
+            recorded = min(len(r) for r in load(path).runs or [[]])
+            for n in sorted({min(int(x), recorded) for x in args.base_processes.split(",")}):
+                name = (
+                    path.stem if recorded <= 3 else f"{path.stem}, baseline runs of {n} processes"
+                )
+                busy[name] = busy_cpu_figures(
+                    path,
+                    history=args.history,
+                    unchanged=args.cpu_unchanged,
+                    per_config=args.cpu_per_config,
+                    seed=args.seed,
+                    base_processes=n,
+                )
     return {
         "corpora": corpora,
         "busy_cpu": busy,
@@ -440,7 +486,8 @@ def report(name: str, got: dict[str, Any]) -> list[str]:
     for corpus, f in got.get("busy_cpu", {}).items():
         lines += [
             f"{corpus} (busy CPU): {f['runs']} runs, {f['history']} baseline runs a replay, "
-            "quiet against busy and busy against quiet by turns",
+            "quiet against busy and busy against quiet by turns; head from 3 of "
+            f"{f['recorded']} recorded processes, {f['added']:.2f} added on average",
             f"  unchanged: PASS {f['pass']:.1%}, BLOCK {f['block']} of {f['replays']}",
         ]
         if f["flagged_15"]:
@@ -448,6 +495,8 @@ def report(name: str, got: dict[str, Any]) -> list[str]:
                 f"  15% slower, flagged per configuration: {_weakest(f['flagged_15'])}",
                 f"  40% slower, BLOCK per configuration: {_weakest(f['blocked_40'])}",
             ]
+        if f.get("coverage"):
+            lines.append(_coverage_line(f["coverage"], f.get("coverage_by_head")))
     if got["coverage"]:
         cov = got["coverage"]
         every = [c[k] for c in cov for k in ("changed", "unchanged")]
@@ -510,16 +559,7 @@ def main(argv: list[str] | None = None) -> int:
             rest += ["--cpu-corpus", str(d.resolve())]
         for d in args.runs_dir or []:
             rest += ["--runs-dir", str(d.resolve())]
-        env = {**os.environ, "PYTHONPATH": str(args.main.resolve())}
-        done = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--json", *rest],
-            env=env,
-            cwd=args.main,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        theirs = json.loads(done.stdout)
+        theirs = json.loads(_run_with_main_packages(args.main, ["--json", *rest]))
         theirs.setdefault("sims", args.sims)
     got = figures(args)
     if args.json:
@@ -529,6 +569,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.main is not None:
         print("\n".join(report(f"main ({args.main})", theirs)))
     return 0
+
+
+def _run_with_main_packages(main_tree: Path, argv: list[str]) -> str:
+    """This script's stdout, run with main's packages (stats, rnx, bench_runner, ...) and this
+    tree's benchmarks, so both sides are measured by the same harness."""
+    root = Path(__file__).resolve().parents[2]
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    with tempfile.TemporaryDirectory() as links:
+        for pkg in main_tree.resolve().iterdir():
+            if (pkg / "__init__.py").exists() and pkg.name != "benchmarks":
+                (Path(links) / pkg.name).symlink_to(pkg)
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), *argv],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([links, str(root), *path])},
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    return done.stdout
 
 
 if __name__ == "__main__":
