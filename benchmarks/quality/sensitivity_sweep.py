@@ -14,9 +14,10 @@ whole measurement (the module's constant, or the keyword the product passes). Pe
   - 5% slower, one configuration at a time: the share flagged (WARN or BLOCK), weakest
     configuration and mean over configurations, --per-config replays each;
   - 40% slower: the share that BLOCKs, weakest configuration;
-- on the busy-CPU corpus (benchmarks/data/corpus-crossload.npz; baseline quiet and head busy,
-  and the reverse): unchanged PASS share (--cpu-unchanged replays) and the weakest
-  configuration's share flagged at 15% slower (--cpu-per-config replays each);
+- on a busy-CPU corpus (--cpu-corpus, default benchmarks/data/corpus-crossload.npz; baseline
+  quiet and head busy, and the reverse; corpus-crossload-9proc.npz replays adaptive sampling):
+  unchanged PASS share (--cpu-unchanged replays) and the weakest configuration's share flagged
+  at 15% slower and BLOCKed at 40% (--cpu-per-config replays each);
 - coverage of the 90% intervals on data drawn from the model
   (benchmarks/quality/interval_coverage.py): the lowest and the mean over a few settings of
   2-10 runs, 3-9 processes, process spreads 0.5-5% (--sims draws each).
@@ -186,9 +187,11 @@ def measure(docs: list[Any], args: argparse.Namespace) -> dict[str, Any]:
     cov = _coverage(args.sims, args.seed) if args.sims else []
     flagged = got["flagged_5"]
     busy_flagged = busy["flagged_15"] or {"": float("nan")}
+    busy_blocked = busy["blocked_40"] or {"": float("nan")}
     return {
         "busy_pass": busy["pass"],
         "busy_flag_min": min(busy_flagged.values()),
+        "busy_block40_min": min(busy_blocked.values()),
         "pass": got["pass"],
         "block": got["block"],
         "flag_min": min(flagged.values()),
@@ -223,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-config", type=int, default=15, help="replays per configuration (15)")
     p.add_argument("--cpu-corpus", type=Path, default=DATA / "corpus-crossload.npz")
     p.add_argument("--cpu-unchanged", type=int, default=200, help="busy CPU: unchanged (200)")
-    p.add_argument("--cpu-per-config", type=int, default=10, help="busy CPU: at 15%% (10)")
+    p.add_argument("--cpu-per-config", type=int, default=10, help="busy CPU: 15%% and 40%% (10)")
     p.add_argument("--sims", type=int, default=40, help="coverage draws per setting (40)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=1, help="values measured at once (1)")
@@ -236,14 +239,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.runs_dir.name}: {args.history} baseline runs of {args.base_processes} processes "
         f"a replay; {args.unchanged} unchanged replays, {args.per_config} per configuration at "
         f"5% and 40%; {args.cpu_corpus.name}: {args.cpu_unchanged} unchanged, "
-        f"{args.cpu_per_config} per configuration at 15%; coverage {args.sims} draws x 4 "
+        f"{args.cpu_per_config} per configuration at 15% and 40%; coverage {args.sims} draws x 4 "
         f"settings; load average {os.getloadavg()[0]:.1f}",
         file=sys.stderr,
     )
     header = (
         f"{'constant':<31} {'value':>7}  {'PASS':>6} {'BLOCK':>5}  {'5% weakest':>10} "
-        f"{'5% mean':>7}  {'40% BLOCK':>9}  {'busy PASS':>9} {'busy 15%':>8}  {'cov min':>7} "
-        f"{'cov mean':>8}"
+        f"{'5% mean':>7}  {'40% BLOCK':>9}  {'busy PASS':>9} {'busy 15%':>8} {'busy 40%':>8}  "
+        f"{'cov min':>7} {'cov mean':>8}"
     )
     print(header)
     jobs: list[tuple[str, float | None, argparse.Namespace]] = [("", None, args)]
@@ -268,7 +271,8 @@ def _row(name: str, value: str, m: dict[str, Any]) -> None:
     print(
         f"{name:<31} {value:>7}  {m['pass']:>6.1%} {m['block']:>5}  {m['flag_min']:>10.0%} "
         f"{m['flag_mean']:>7.0%}  {m['block40_min']:>9.0%}  {m['busy_pass']:>9.1%} "
-        f"{m['busy_flag_min']:>8.0%}  {m['cov_min']:>7.3f} {m['cov_mean']:>8.3f}   "
+        f"{m['busy_flag_min']:>8.0%} {m['busy_block40_min']:>8.0%}  {m['cov_min']:>7.3f} "
+        f"{m['cov_mean']:>8.3f}   "
         f"weakest {m['flag_weakest']}",
         flush=True,
     )
