@@ -378,6 +378,16 @@ def cost_figures(repeat: int) -> dict[str, float]:
     return out
 
 
+def _baseline_cuts(name: str, recorded: int, base_processes: str) -> list[tuple[str, int]]:
+    """(label, processes) per replay setting of a corpus recorded with `recorded` processes a
+    run: one of more than 3 has its baseline runs cut to each of --base-processes, one of 3 or
+    fewer is replayed as recorded."""
+    if recorded <= 3:
+        return [(name, recorded)]
+    cuts = sorted({min(int(x), recorded) for x in base_processes.split(",")})
+    return [(f"{name}, baseline runs of {n} processes", n) for n in cuts]
+
+
 def figures(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.quality.verdict_runs import load
 
@@ -386,12 +396,7 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
         docs = load_runs(d)
         if len(docs) < 3:
             continue
-        recorded = processes_of(docs[0])
-        # A corpus of more processes a run: its baseline runs cut to each of --base-processes.
-        for n in sorted({min(int(x), recorded) for x in args.base_processes.split(",")}):
-            if n < recorded and recorded <= 3:
-                continue
-            name = d.name if recorded <= 3 else f"{d.name}, baseline runs of {n} processes"
+        for name, n in _baseline_cuts(d.name, processes_of(docs[0]), args.base_processes):
             corpora[name] = run_figures(
                 docs,
                 history=args.history,
@@ -403,13 +408,8 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
     busy = {}
     if args.cpu_per_config or args.cpu_unchanged:
         for path in args.cpu_corpus or sorted(DATA.glob("corpus-crossload*.npz")):
-            # Like the GPU corpora: a corpus of more processes a run, its baseline runs cut to
-            # each of --base-processes.
             recorded = min(len(r) for r in load(path).runs or [[]])
-            for n in sorted({min(int(x), recorded) for x in args.base_processes.split(",")}):
-                name = (
-                    path.stem if recorded <= 3 else f"{path.stem}, baseline runs of {n} processes"
-                )
+            for name, n in _baseline_cuts(path.stem, recorded, args.base_processes):
                 busy[name] = busy_cpu_figures(
                     path,
                     history=args.history,
