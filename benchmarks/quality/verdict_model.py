@@ -20,7 +20,8 @@ and print them side by side.
   adaptive sampling from the rest, and its baseline runs are cut to each of --base-processes.
   Unchanged (--cpu-unchanged replays), and per configuration its head times x 1.15 (flagged)
   and x 1.40 (BLOCK), --cpu-per-config replays each; the 90% intervals' coverage of the true
-  ratio (1, and 1.15 for the slowed configuration) over the unchanged and the 15% replays.
+  ratio (1, and 1.15 for the slowed configuration) over the unchanged and the 15% replays; and
+  that coverage and the 15% slowdowns flagged with the head quiet and with it busy.
 - Coverage: the 90% intervals on data drawn from the model
   (benchmarks/quality/interval_coverage.py), 2-10 baseline runs, 3-9 processes, process
   spreads 0.5-5%: share holding the true ratio.
@@ -249,10 +250,13 @@ def busy_cpu_figures(
     turn = itertools.count()
     held: dict[str, list[bool]] = {}
     by_head = np.zeros((len(corpus.runs), 2), dtype=int)
+    # Per head condition (quiet, busy): intervals holding the truth, and 15% slowdowns flagged.
+    by_condition = {"covered": np.zeros((2, 2), dtype=int), "flagged": np.zeros((2, 2), dtype=int)}
     added: list[int] = []
 
     def tier(slow: int | None, factor: float, truth: float | None = None) -> str:
-        pools = (quiet, busy) if next(turn) % 2 == 0 else (busy, quiet)
+        head_busy = next(turn) % 2 == 0
+        pools = (quiet, busy) if head_busy else (busy, quiet)
         base_runs, head_jobs = scen.draw(history, *pools)
         head_run = next(i for i, r in enumerate(corpus.runs) if r[0] == head_jobs[0])
         base_runs = [b[:base_p] for b in base_runs]
@@ -284,6 +288,9 @@ def busy_cpu_figures(
                     covered = comp.low <= (truth if c == slow else 1.0) <= comp.high
                     held.setdefault(ids[c], []).append(covered)
                     by_head[head_run] += (covered, 1)
+                    by_condition["covered"][int(head_busy)] += (covered, 1)
+        if slow is not None and factor == 1.15:
+            by_condition["flagged"][int(head_busy)] += (got.tier != "PASS", 1)
         return got.tier
 
     tiers = [tier(None, 1.0, 1.0) for _ in range(unchanged)]
@@ -305,6 +312,7 @@ def busy_cpu_figures(
         "blocked_40": blocked,
         "coverage": {k: (sum(v), len(v)) for k, v in held.items()},
         "coverage_by_head": by_head.tolist(),
+        "by_condition": {k: v.tolist() for k, v in by_condition.items()},
     }
 
 
@@ -423,13 +431,29 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
         "busy_cpu": busy,
         "coverage": coverage_figures(args.sims, args.seed) if args.sims else [],
         "sims": args.sims,
-        "cost_ms": cost_figures(args.repeat),
+        "cost_ms": cost_figures(args.repeat) if args.repeat else {},
     }
 
 
 def _weakest(shares: dict[str, float]) -> str:
     k = min(shares, key=lambda x: shares[x])
     return f"{min(shares.values()):.0%}-{max(shares.values()):.0%} (weakest {k}: {shares[k]:.0%})"
+
+
+def _by_condition_lines(split: dict[str, list[list[int]]] | None) -> list[str]:
+    """The busy-CPU figures by the head's condition: where a one-condition history misreads it."""
+    if not split:
+        return []
+    out = []
+    for key, what in (("covered", "coverage"), ("flagged", "15% slower flagged, pooled")):
+        parts = [
+            f"head {cond} {n / total:.3f} of {total}"
+            for cond, (n, total) in zip(("quiet", "busy"), split[key], strict=True)
+            if total
+        ]
+        if parts:
+            out.append(f"  {what} by the head's condition: " + ", ".join(parts))
+    return out
 
 
 def _coverage_line(cov: dict[str, tuple[int, int]], by_head: list[list[int]] | None) -> str:
@@ -497,6 +521,7 @@ def report(name: str, got: dict[str, Any]) -> list[str]:
             ]
         if f.get("coverage"):
             lines.append(_coverage_line(f["coverage"], f.get("coverage_by_head")))
+        lines += _by_condition_lines(f.get("by_condition"))
     if got["coverage"]:
         cov = got["coverage"]
         every = [c[k] for c in cov for k in ("changed", "unchanged")]
@@ -513,6 +538,8 @@ def report(name: str, got: dict[str, Any]) -> list[str]:
                 f"worst {c['worst']:.3f}"
             )
     cost = got["cost_ms"]
+    if not cost:
+        return lines
     line = f"re-gate statistics, CPU ms: 8 configurations {cost['8']:.1f}, 48 {cost['48']:.1f}"
     if "8/9" in cost:
         line += (
@@ -529,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--unchanged", type=int, default=1000, help="unchanged replays (1000)")
     p.add_argument("--per-config", type=int, default=40, help="replays per configuration (40)")
     p.add_argument("--sims", type=int, default=300, help="coverage: draws per setting (300)")
-    p.add_argument("--repeat", type=int, default=15)
+    p.add_argument("--repeat", type=int, default=15, help="re-gate cost: best of (15; 0: none)")
     p.add_argument("--cpu-corpus", type=Path, action="append", help="a busy-CPU corpus of runs")
     p.add_argument(
         "--cpu-unchanged", type=int, default=200, help="busy CPU: unchanged replays (200)"
