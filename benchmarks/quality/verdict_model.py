@@ -91,12 +91,18 @@ def processes_of(doc: Any) -> int:
 
 
 def adaptive_tier(
-    head: Any, base: list[Any], gate: Any, start: int, reports: list[Any] | None = None
+    head: Any,
+    base: list[Any],
+    gate: Any,
+    start: int,
+    reports: list[Any] | None = None,
+    every: bool = False,
 ) -> tuple[str, int]:
     """The tier after the product's adaptive sampling (bench_runner/adaptive_rule.py), replayed on
     a head recorded with more processes: from `start` processes, each configuration the rule keeps
-    open gets its next recorded process, until none is open, MAX_ADDED_PROCESSES were added or
-    the recording has no more. Returns the tier and the processes added (and appends the
+    open gets its next recorded process (with `every`, all of them do: an added process that
+    measures every configuration), until none is open, MAX_ADDED_PROCESSES were added or the
+    recording has no more. Returns the tier and the processes added (and appends the
     final report to reports, if given)."""
     from bench_runner.adaptive_rule import (
         MAX_ADDED_PROCESSES,
@@ -132,10 +138,9 @@ def adaptive_tier(
             return report.tier, added
         if reports is not None:
             reports.pop()  # not final
-        for o in found:
-            per[o.id] += 1
-            if o.confirming:
-                confirmed.add(o.id)
+        for cid in per if every else [o.id for o in found]:
+            per[cid] += 1
+        confirmed |= {o.id for o in found if o.confirming}
     return report.tier, MAX_ADDED_PROCESSES
 
 
@@ -148,6 +153,7 @@ def run_figures(
     seed: int,
     base_processes: int | None = None,
     head_processes: int = 3,
+    every: bool = False,
 ) -> dict[str, Any]:
     """Per configuration figures on recorded runs. Runs recorded with more processes than
     head_processes are replayed with adaptive sampling from head_processes; base_processes:
@@ -176,7 +182,8 @@ def run_figures(
         head: Any, base: list[Any], truth: dict[str, float] | None = None, run: int = -1
     ) -> str:
         reports: list[Any] = []
-        found, more = adaptive_tier(head, base, gate, min(head_processes, recorded), reports)
+        start = min(head_processes, recorded)
+        found, more = adaptive_tier(head, base, gate, start, reports, every)
         added.append(more)
         for c in reports[-1].comparisons if truth is not None else ():
             if c.id in truth and c.low is not None and c.high is not None:
@@ -225,6 +232,7 @@ def busy_cpu_figures(
     per_config: int,
     seed: int,
     base_processes: int | None = None,
+    every: bool = False,
 ) -> dict[str, Any]:
     """Per configuration figures on a cross-load CPU corpus (quiet against busy, both ways),
     and the coverage of its 90% intervals. A corpus recorded with more processes a run than the
@@ -280,6 +288,7 @@ def busy_cpu_figures(
             seed=int(rng.integers(2**31)),
             slowed=slow,
             base_runs=labels,
+            every=every,
         )
         added.append(got.processes - head_p)
         if truth is not None:
@@ -412,6 +421,7 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
                 per_config=args.per_config,
                 seed=args.seed,
                 base_processes=n,
+                every=args.added_process == "every",
             )
     busy = {}
     if args.cpu_per_config or args.cpu_unchanged:
@@ -425,6 +435,7 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
                     per_config=args.cpu_per_config,
                     seed=args.seed,
                     base_processes=n,
+                    every=args.added_process == "every",
                 )
     return {
         "corpora": corpora,
@@ -569,6 +580,13 @@ def main(argv: list[str] | None = None) -> int:
         "--base-processes",
         default="3,6,9",
         help="baseline runs' processes, for corpora recorded with more than 3 (3,6,9)",
+    )
+    p.add_argument(
+        "--added-process",
+        choices=("open", "every"),
+        default="open",
+        help="what a process added by adaptive sampling measures: the configurations still open "
+        "(open, the harness's rule) or every configuration (every: a rule under study)",
     )
     p.add_argument("--main", type=Path, help="a worktree of main: its figures side by side")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")

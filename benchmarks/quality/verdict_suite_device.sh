@@ -7,6 +7,7 @@
 #     bash benchmarks/quality/verdict_suite_device.sh coverage [SIMS] # model draws (10000)
 #     bash benchmarks/quality/verdict_suite_device.sh sweep           # the sensitivity sweep
 #
+# FIGURES_ARGS: more verdict_model flags for `figures` (e.g. "--added-process every").
 # MAIN: a directory holding main's packages (stats, rnx, bench_runner, ...; carried, e.g. made
 # with `git archive main stats rnx bench_runner | tar -x -C DIR`): the same figures with them,
 # under this tree's harness, beside this tree's. Logs go to $OUT (default /tmp/out).
@@ -40,7 +41,8 @@ figures)
     tags+=(main)
   fi
   none=$(mktemp -d) # no GPU corpus: the busy-CPU jobs
-  common=(--sims 0 --repeat 1)
+  read -r -a extra <<<"${FIGURES_ARGS:-}"
+  common=(--sims 0 --repeat 1 "${extra[@]}")
   for tag in "${tags[@]}"; do
     model "$tag" gpu "${common[@]}" --unchanged 1000 --per-config 40 --base-processes 3,9 \
       --cpu-unchanged 0 --cpu-per-config 0 &
