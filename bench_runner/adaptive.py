@@ -4,6 +4,15 @@ that may be slower, and for those about to BLOCK (confirmed by processes that di
 produce the verdict), until each is decided or the budget is spent. The stopping rule is
 bench_runner/adaptive_rule.py's; the verdict is rnx.verdict.evaluate's, the one the gate server
 computes again from all the samples.
+
+Against a baseline of runs, an added process measures every configuration, not only the open
+ones: then it is the same worker in all of them, as the fixed processes are, and the run-level
+model takes its shift out of every configuration as it does theirs (stats/runlevel.py). An
+added process that measured only the open configurations made the run's processes unequal in
+number, the model lost every process's shift correction, and on a runner whose processes
+shift the processes added to decide a slowdown widened its interval instead
+(docs/results.md). In paired mode each process's base and head share its shift, so an added
+process measures the open configurations only.
 """
 
 from __future__ import annotations
@@ -92,6 +101,7 @@ def sample_until_decided(orch: Orchestrator, decider: Decider) -> dict[str, list
     why_added: dict[str, list[str]] = {}
     noted: list[str] = []
     fixed = orch.plan.processes
+    ids = [c.id for c in orch.plan.configs]
     per_process_s = (time.monotonic() - decider.started) / max(fixed, 1)
     while True:
         report = decider.judge()
@@ -136,7 +146,8 @@ def sample_until_decided(orch: Orchestrator, decider: Decider) -> dict[str, list
             f"configuration{'s' if len(found) != 1 else ''}: {_listing(found)}"
         )
         t0 = time.monotonic()
-        orch.add_process([o.id for o in found], rounds)
+        paired = len(orch.plan.sides) > 1
+        orch.add_process([o.id for o in found] if paired else ids, rounds)
         per_process_s = time.monotonic() - t0
         for o in found:
             why_added.setdefault(o.id, []).append(o.why)

@@ -139,6 +139,9 @@ class Baseline:
     # yb with each process's shift in its group taken out, with its run medians and minima;
     # None where group i is not the same worker in every configuration, or cannot be seen.
     shifted: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+    # (C, K, P) yb's indices of the first P processes of every run, P the fewest any
+    # (configuration, run) has; None below 2 (_head_noisiness).
+    first_processes: np.ndarray | None
     # _shift_groups of the run medians after the process shifts, by which configurations took
     # them (computed on first use: a few patterns recur from upload to upload).
     groups_by_take: dict[bytes, list[ShiftGroup]] = field(default_factory=dict)
@@ -189,6 +192,7 @@ def baseline(
         run_min=cells.run_minima(yb),
         groups=_frozen_groups(groups),
         shifted=shifted,
+        first_processes=_first_processes(cell, counts),
     )
     # Shared by every head run compared with it: an array changed in place by one would
     # change the others' numbers, so none can be.
@@ -275,7 +279,13 @@ def fit(
     # process narrows it). A baseline run is one of several: its gap is weighed against the
     # history's process spread (_history_process_variance).
     gap = head_loc - heads.minima(yh)
-    head_var = _median_var(h_cnt, shape) * np.maximum(var_e, _gap_variance(gap, h_cnt))
+    head_e = var_e
+    rho = _head_noisiness(b.yb, b.first_processes, yh, h_cnt, var_e)
+    if rho > 1.0:
+        # var_e pools the head's processes with the baseline's (df_w degrees of freedom, h_cnt - 1
+        # of them the head's): the baseline's alone, times rho.
+        head_e = var_e * rho * df_w / (df_w + (rho - 1.0) * (h_cnt - 1))
+    head_var = _median_var(h_cnt, shape) * np.maximum(head_e, _gap_variance(gap, h_cnt))
     run_gap = np.where(present, run_loc - run_min, 0.0)
     run_var = _median_var(counts, shape) * _history_process_variance(
         var_e[:, None], df_e[:, None], run_gap, counts
@@ -380,6 +390,19 @@ def _frozen_groups(groups: list[ShiftGroup]) -> list[ShiftGroup]:
         g.members.setflags(write=False)
         g.u.setflags(write=False)
     return groups
+
+
+def _first_processes(cell: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+    """(C, K, P) the indices of each (configuration, run)'s first P processes, P the fewest any
+    has; None where that is below 2."""
+    p = int(counts.min())
+    if p < 2:
+        return None
+    starts = np.concatenate([[0], np.cumsum(counts.ravel())[:-1]]).astype(int)
+    order = np.argsort(cell, kind="stable")
+    result: np.ndarray = order[starts[:, None] + np.arange(p)].reshape(*counts.shape, p)
+    result.setflags(write=False)
+    return result
 
 
 def _run_table(cell: np.ndarray, size: int) -> np.ndarray | None:
@@ -515,6 +538,54 @@ def _gap_variance(gap: np.ndarray, n: np.ndarray) -> np.ndarray:
     gap where interference (which only adds time) lifted the median."""
     k = np.minimum(np.asarray(n, dtype=int), len(_GAP_SQ_POINT) - 1)
     result: np.ndarray = gap**2 / _GAP_SQ_POINT[k]
+    return result
+
+
+def _head_noisiness(
+    yb: np.ndarray, first: np.ndarray | None, yh: np.ndarray, h_cnt: np.ndarray, var_e: np.ndarray
+) -> float:
+    """How much noisier the head run's processes are than the baseline runs', as a factor (at
+    least 1) on the history's process variance for the head's part. A runner is quiet or busy
+    for a whole job: on corpus-crossload-9proc a busy run's processes spread about three times
+    the variance of a quiet run's, while a configuration's own run-to-run shift was the same in
+    both, and a busy head read with a quiet history's spread was too sure of itself. Like is
+    set against like: the first m processes of every run (m the fewest any run has, the head's
+    included), each one's deviation from its run's median, less that process's median deviation
+    over the configurations (its shift, which the model takes out), squares weighted by
+    1 / var_e and averaged, head over baseline. Its log is pulled toward 0 by its sampling noise
+    (positive-part James-Stein; a log-variance's sampling variance is about 2 / df): a head no
+    noisier than chance reads with the history's spread alone. Never below 1: a quiet head read
+    with a busy history's spread is wider than it need be, but narrowing it by mean squares
+    overcorrected (a busy process's time is heavy-tailed, and its mean square grows more than a
+    median's variance does), and quiet heads' intervals covered 0.79-0.85 (docs/results.md)."""
+    if first is None:
+        return 1.0
+    c_n = first.shape[0]
+    m = min(int(h_cnt.min()), first.shape[2])
+    if m < 2 or c_n < MIN_CONFIGS_FOR_PROCESS_SHIFTS:
+        return 1.0
+    starts = np.concatenate([[0], np.cumsum(h_cnt.astype(int))[:-1]])
+    head = _without_process_shifts(yh[starts[:, None] + np.arange(m)][:, None, :])
+    base = _without_process_shifts(yb[first[:, :, :m]])
+    seen = var_e > 0
+    if not seen.any():
+        return 1.0
+    weight = 1.0 / var_e[seen]
+    in_base = float(weight @ (base[seen] ** 2).mean(axis=(1, 2)))
+    in_head = float(weight @ (head[seen] ** 2).mean(axis=(1, 2)))
+    if in_head <= in_base:
+        return 1.0
+    df = (int(seen.sum()) - 1) * (m - 1)
+    noise = 2.0 / df * (1.0 + 1.0 / first.shape[1])
+    log_ratio = math.log(in_head / in_base)
+    return math.exp(log_ratio * max(0.0, 1.0 - noise / log_ratio**2))
+
+
+def _without_process_shifts(x: np.ndarray) -> np.ndarray:
+    """(C, K, m) process locations: each one's deviation from its run's median, less that
+    process's median deviation over the configurations."""
+    dev = x - np.median(x, axis=2, keepdims=True)
+    result: np.ndarray = dev - np.median(dev, axis=0, keepdims=True)
     return result
 
 

@@ -137,15 +137,15 @@ def replay(
     seed: int,
     slowed: int | None,
     base_runs: list[int] | None = None,
-    every: bool = False,
+    only_open: bool = False,
 ) -> Outcome:
     """One run. head_of(config, process) is that process's head samples of the configuration
     (processes numbered in recorded order); base_of likewise in paired mode. base_runs: the
     baseline run of each base group, for statistics with a run-level model (then every step
     compares all configurations at once, as rnx.verdict does: the model fits them jointly).
-    every: an added process measures every configuration, not only the open ones (a rule
-    under study: then it is the same worker in all of them, and the model can take its shift
-    out as it does the fixed processes')."""
+    An added process measures every configuration, as the harness's does against baseline
+    runs (bench_runner/adaptive.py); in paired mode, or with only_open (the rule before), only
+    the open ones."""
     import stats
     from bench_runner.adaptive_rule import still_open
 
@@ -190,7 +190,7 @@ def replay(
         for o in open_:
             if o.confirming and o.id not in confirmed:
                 confirmed[o.id] = confirm
-        which = list(range(n)) if every else sorted(int(o.id) for o in open_)
+        which = sorted(int(o.id) for o in open_) if paired or only_open else list(range(n))
         p = processes
         for c in which:
             head[c].append(head_of(c, p))

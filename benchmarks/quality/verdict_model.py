@@ -96,14 +96,15 @@ def adaptive_tier(
     gate: Any,
     start: int,
     reports: list[Any] | None = None,
-    every: bool = False,
+    only_open: bool = False,
 ) -> tuple[str, int]:
     """The tier after the product's adaptive sampling (bench_runner/adaptive_rule.py), replayed on
-    a head recorded with more processes: from `start` processes, each configuration the rule keeps
-    open gets its next recorded process (with `every`, all of them do: an added process that
-    measures every configuration), until none is open, MAX_ADDED_PROCESSES were added or the
-    recording has no more. Returns the tier and the processes added (and appends the
-    final report to reports, if given)."""
+    a head recorded with more processes: from `start` processes, while the rule keeps any
+    configuration open, every configuration gets its next recorded process (an added process
+    measures all of them, as the harness's does; only the open ones with only_open, the rule
+    before), until none is open, MAX_ADDED_PROCESSES were added or the recording has no more.
+    Returns the tier and the processes added (and appends the final report to reports, if
+    given)."""
     from bench_runner.adaptive_rule import (
         MAX_ADDED_PROCESSES,
         rows_of,
@@ -138,7 +139,7 @@ def adaptive_tier(
             return report.tier, added
         if reports is not None:
             reports.pop()  # not final
-        for cid in per if every else [o.id for o in found]:
+        for cid in [o.id for o in found] if only_open else per:
             per[cid] += 1
         confirmed |= {o.id for o in found if o.confirming}
     return report.tier, MAX_ADDED_PROCESSES
@@ -153,7 +154,7 @@ def run_figures(
     seed: int,
     base_processes: int | None = None,
     head_processes: int = 3,
-    every: bool = False,
+    only_open: bool = False,
 ) -> dict[str, Any]:
     """Per configuration figures on recorded runs. Runs recorded with more processes than
     head_processes are replayed with adaptive sampling from head_processes; base_processes:
@@ -183,7 +184,7 @@ def run_figures(
     ) -> str:
         reports: list[Any] = []
         start = min(head_processes, recorded)
-        found, more = adaptive_tier(head, base, gate, start, reports, every)
+        found, more = adaptive_tier(head, base, gate, start, reports, only_open)
         added.append(more)
         for c in reports[-1].comparisons if truth is not None else ():
             if c.id in truth and c.low is not None and c.high is not None:
@@ -232,7 +233,7 @@ def busy_cpu_figures(
     per_config: int,
     seed: int,
     base_processes: int | None = None,
-    every: bool = False,
+    only_open: bool = False,
 ) -> dict[str, Any]:
     """Per configuration figures on a cross-load CPU corpus (quiet against busy, both ways),
     and the coverage of its 90% intervals. A corpus recorded with more processes a run than the
@@ -288,7 +289,7 @@ def busy_cpu_figures(
             seed=int(rng.integers(2**31)),
             slowed=slow,
             base_runs=labels,
-            every=every,
+            only_open=only_open,
         )
         added.append(got.processes - head_p)
         if truth is not None:
@@ -421,7 +422,7 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
                 per_config=args.per_config,
                 seed=args.seed,
                 base_processes=n,
-                every=args.added_process == "every",
+                only_open=args.added_process == "open",
             )
     busy = {}
     if args.cpu_per_config or args.cpu_unchanged:
@@ -435,7 +436,7 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
                     per_config=args.cpu_per_config,
                     seed=args.seed,
                     base_processes=n,
-                    every=args.added_process == "every",
+                    only_open=args.added_process == "open",
                 )
     return {
         "corpora": corpora,
@@ -583,10 +584,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--added-process",
-        choices=("open", "every"),
-        default="open",
-        help="what a process added by adaptive sampling measures: the configurations still open "
-        "(open, the harness's rule) or every configuration (every: a rule under study)",
+        choices=("every", "open"),
+        default="every",
+        help="what a process added by adaptive sampling measures: every configuration (every, "
+        "the harness's rule) or the configurations still open (open, the rule before)",
     )
     p.add_argument("--main", type=Path, help="a worktree of main: its figures side by side")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")

@@ -1,7 +1,7 @@
-"""Adaptive sampling in the harness, through real worker processes: fresh processes only for
-configurations not yet decided or about to BLOCK, within the budget, with the reason on the
-progress stream and in details.adaptive; fixed sampling, with a note, when there is no
-baseline to decide against."""
+"""Adaptive sampling in the harness, through real worker processes: fresh processes while
+configurations are not yet decided or about to BLOCK (measuring every configuration against a
+baseline of runs), within the budget, with the reason on the progress stream and in
+details.adaptive; fixed sampling, with a note, when there is no baseline to decide against."""
 
 from __future__ import annotations
 
@@ -70,8 +70,13 @@ def test_a_configuration_about_to_block_is_confirmed_in_fresh_processes(
     why = slow.details["adaptive"]["why"]
     assert any("about to BLOCK" in w for w in why), why
     assert slow.samples is not None
-    # Its samples come from the fixed processes and then from fresh ones.
+    # Its samples come from the fixed processes and then from fresh ones, which measured every
+    # configuration: each added process is then the same worker in all of them, as the fixed
+    # ones are, and the run-level model can take its shift out.
     assert max(slow.samples.process) >= FAST.processes + CONFIRM_PROCESSES - 1
+    added = {p for c in doc.configurations if c.samples for p in c.samples.process}
+    for c in doc.configurations:
+        assert c.samples is not None and set(c.samples.process) == added, c.id
     assert doc.settings.processes <= FAST.processes + MAX_ADDED_PROCESSES
     assert f"adaptive sampling: process {FAST.processes + 1} for" in log
     assert "confirming in fresh processes" in log

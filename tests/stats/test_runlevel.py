@@ -115,6 +115,23 @@ def test_two_of_three_head_processes_slowed_everywhere_are_the_runner_not_a_regr
     assert alike.tier == "BLOCK" and len(alike.blocked) == 24
 
 
+def test_a_head_noisier_than_its_history_is_read_with_its_own_spread() -> None:
+    """A quiet history (processes 1% apart) and a head on a busy runner (4% apart): the head's
+    process part is read with its own spread, not the history's. Its 90% intervals held the
+    truth 0.52 of the time read with the history's spread, 0.79 now; a head as quiet as its
+    history is read as before."""
+    rng = np.random.default_rng(9)
+    locations = np.log(rng.uniform(1e4, 1e6, 24))
+    busy, quiet = [], []
+    for _ in range(8):
+        history = _history(rng, locations, 6, 0.01)
+        for sd, covered in ((0.04, busy), (0.01, quiet)):
+            head = _compare(history, _run(rng, locations, process_sd=sd))
+            covered += [c.low <= 1.0 <= c.high for c in head.values()]
+    assert np.mean(busy) >= 0.7, np.mean(busy)
+    assert np.mean(quiet) >= 0.85, np.mean(quiet)
+
+
 def test_one_baseline_run_relies_on_the_prior_and_still_blocks_a_big_slowdown() -> None:
     rng = np.random.default_rng(4)
     locations = np.log(rng.uniform(1e4, 1e6, 48))
