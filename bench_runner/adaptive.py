@@ -101,7 +101,9 @@ def sample_until_decided(orch: Orchestrator, decider: Decider) -> dict[str, list
     why_added: dict[str, list[str]] = {}
     noted: list[str] = []
     fixed = orch.plan.processes
-    ids = [c.id for c in orch.plan.configs]
+    # What an added process measures: every configuration against a baseline of runs, the open
+    # ones in paired mode (the module's docstring says why).
+    every = None if len(orch.plan.sides) > 1 else [c.id for c in orch.plan.configs]
     per_process_s = (time.monotonic() - decider.started) / max(fixed, 1)
     while True:
         report = decider.judge()
@@ -146,8 +148,7 @@ def sample_until_decided(orch: Orchestrator, decider: Decider) -> dict[str, list
             f"configuration{'s' if len(found) != 1 else ''}: {_listing(found)}"
         )
         t0 = time.monotonic()
-        paired = len(orch.plan.sides) > 1
-        orch.add_process([o.id for o in found] if paired else ids, rounds)
+        orch.add_process(every or [o.id for o in found], rounds)
         per_process_s = time.monotonic() - t0
         for o in found:
             why_added.setdefault(o.id, []).append(o.why)

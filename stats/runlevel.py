@@ -573,9 +573,9 @@ def _head_noisiness(
     weight = 1.0 / var_e[seen]
     in_base = float(weight @ (base[seen] ** 2).mean(axis=(1, 2)))
     in_head = float(weight @ (head[seen] ** 2).mean(axis=(1, 2)))
-    if in_head <= in_base:
-        return 1.0
     df = (int(seen.sum()) - 1) * (m - 1)
+    if in_head <= in_base or in_base <= 0 or df <= 0:
+        return 1.0
     noise = 2.0 / df * (1.0 + 1.0 / first.shape[1])
     log_ratio = math.log(in_head / in_base)
     return math.exp(log_ratio * max(0.0, 1.0 - noise / log_ratio**2))

@@ -118,8 +118,9 @@ def test_two_of_three_head_processes_slowed_everywhere_are_the_runner_not_a_regr
 def test_a_head_noisier_than_its_history_is_read_with_its_own_spread() -> None:
     """A quiet history (processes 1% apart) and a head on a busy runner (4% apart): the head's
     process part is read with its own spread, not the history's. Its 90% intervals held the
-    truth 0.52 of the time read with the history's spread, 0.79 now; a head as quiet as its
-    history is read as before."""
+    truth 0.59 of the time read with the history's spread, 0.73 now (not 0.90: the head's part
+    is only read as noisier as far as its own three processes show); a head as quiet as its
+    history still covers."""
     rng = np.random.default_rng(9)
     locations = np.log(rng.uniform(1e4, 1e6, 24))
     busy, quiet = [], []
