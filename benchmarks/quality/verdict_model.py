@@ -409,6 +409,7 @@ def _baseline_cuts(name: str, recorded: int, base_processes: str) -> list[tuple[
 def figures(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.quality.verdict_runs import load
 
+    only_open = args.added_process == "open"
     corpora = {}
     for d in args.runs_dir or sorted(DATA.glob("gpu-aa-*")):
         docs = load_runs(d)
@@ -422,7 +423,7 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
                 per_config=args.per_config,
                 seed=args.seed,
                 base_processes=n,
-                only_open=args.added_process == "open",
+                only_open=only_open,
             )
     busy = {}
     if args.cpu_per_config or args.cpu_unchanged:
@@ -436,7 +437,7 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
                     per_config=args.cpu_per_config,
                     seed=args.seed,
                     base_processes=n,
-                    only_open=args.added_process == "open",
+                    only_open=only_open,
                 )
     return {
         "corpora": corpora,

@@ -7,7 +7,7 @@
 #     bash benchmarks/quality/verdict_suite_device.sh coverage [SIMS] # model draws (10000)
 #     bash benchmarks/quality/verdict_suite_device.sh sweep           # the sensitivity sweep
 #
-# FIGURES_ARGS: more verdict_model flags for `figures` (e.g. "--added-process every").
+# FIGURES_ARGS: more verdict_model flags for `figures` (e.g. "--added-process open", the rule before).
 # MAIN: a directory holding main's packages (stats, rnx, bench_runner, ...; carried, e.g. made
 # with `git archive main stats rnx bench_runner | tar -x -C DIR`): the same figures with them,
 # under this tree's harness, beside this tree's. Logs go to $OUT (default /tmp/out).
