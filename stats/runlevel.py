@@ -547,8 +547,9 @@ def _head_noisiness(
     """How much noisier the head run's processes are than the baseline runs', as a factor (at
     least 1) on the history's process variance for the head's part. A runner is quiet or busy
     for a whole job: on corpus-crossload-9proc a busy run's processes spread about three times
-    the variance of a quiet run's, while a configuration's own run-to-run shift was the same in
-    both, and a busy head read with a quiet history's spread was too sure of itself. Like is
+    the variance of a quiet run's, while a configuration's own run-to-run shift stayed small in
+    both (benchmarks/quality/corpus_spread.py), and a busy head read with a quiet history's
+    spread was too sure of itself. Like is
     set against like: the first m processes of every run (m the fewest any run has, the head's
     included), each one's deviation from its run's median, less that process's median deviation
     over the configurations (its shift, which the model takes out), squares weighted by

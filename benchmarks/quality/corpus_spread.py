@@ -5,6 +5,11 @@ For each
 kernel, from the unchanged variant (v0) of every level and round: the time per call (median), the
 log standard deviation of the samples within one process (median and largest over processes),
 the processes' medians (lowest, highest, and their ratio), and the runs' medians (their ratio).
+A corpus recorded quiet and busy by turns (a `hog` per process) gets, per condition, the
+variance of a process's log-median about its run's median with each process's shift over the
+configurations taken out, and a configuration's own run-to-run variance beyond it (each run's
+common shift taken out, less the processes' part of a run's mean), both averaged over the
+configurations.
 """
 
 from __future__ import annotations
@@ -42,12 +47,42 @@ def spread_lines(path: Path) -> list[str]:
     return lines
 
 
+def condition_lines(path: Path) -> list[str]:
+    """Quiet against busy runs: the processes' spread and the configurations' own run shift."""
+    with np.load(path) as z:
+        if "hog" not in z.files or "run" not in z.files:
+            return []
+        per_call = z["data"] / z["reps"][:, :, None, None, None]
+        run, busy = z["run"], z["hog"].astype(bool)
+    logs = np.log(np.median(per_call[..., 0], axis=3)).reshape(per_call.shape[0], -1)
+    runs = [np.flatnonzero(run == r) for r in np.unique(run)]
+    lines = []
+    for name, cond in (("quiet", False), ("busy", True)):
+        mine = [r for r in runs if bool(busy[r].all()) == cond]
+        if len(mine) < 2:
+            continue
+        process_var, locations = [], []
+        for r in mine:
+            dev = logs[r] - np.median(logs[r], axis=0)  # (processes, configurations)
+            dev -= np.median(dev, axis=1, keepdims=True)  # each process's shift out
+            process_var.append(dev.var(axis=0, ddof=1).mean())
+            locations.append(logs[r].mean(axis=0))
+        loc = np.array(locations)
+        loc -= np.median(loc, axis=1, keepdims=True)  # each run's common shift out
+        own = loc.var(axis=0, ddof=1).mean() - np.mean(process_var) / len(mine[0])
+        lines.append(
+            f"{name} runs ({len(mine)}): process variance {np.mean(process_var):.2e}, "
+            f"a configuration's own run variance beyond it {own:.2e}"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("corpus", type=Path, nargs="+")
     args = p.parse_args(argv)
     for path in args.corpus:
-        print("\n".join(spread_lines(path)) + "\n")
+        print("\n".join(spread_lines(path) + condition_lines(path)) + "\n")
     return 0
 
 
