@@ -49,16 +49,19 @@ def measured() -> ResultsDocument:
 def test_a_configuration_about_to_block_is_confirmed_in_fresh_processes(
     measured: ResultsDocument,
 ) -> None:
-    # A baseline ten times faster for bs1 only: that configuration is about to BLOCK, and stays
-    # so through its confirmation even when the load of a shared machine doubles a process's
-    # times (at three times faster, one quick fresh process once ended the confirmation early).
+    # A baseline a hundred times faster for bs1 only: that configuration is about to BLOCK, and
+    # stays so through its confirmation even when the load of a shared machine doubles a
+    # process's times (at three times faster, one quick fresh process once ended the
+    # confirmation early). The server's wide band of equivalence decides bs2 at once (as in
+    # the last test below), so bs2 is never open, and the added processes still measure it.
     slow_id = measured.configurations[0].id
-    baseline = _scaled(measured, 1 / 10, only=slow_id)
+    baseline = _scaled(measured, 1 / 100, only=slow_id)
+    server = GateSettings(rope=0.9, probability=0.51, block_threshold=10)
     seen: list[str] = []
 
     def baselines(environment_key: str) -> Baseline:
         seen.append(environment_key)
-        return Baseline([baseline])
+        return Baseline([baseline], server)
 
     out = io.StringIO()
     adaptive = AdaptiveSampling(GateSettings(), budget_s=600.0, baselines=baselines)
@@ -77,6 +80,8 @@ def test_a_configuration_about_to_block_is_confirmed_in_fresh_processes(
     added = {p for c in doc.configurations if c.samples for p in c.samples.process}
     for c in doc.configurations:
         assert c.samples is not None and set(c.samples.process) == added, c.id
+    decided = next(c for c in doc.configurations if c.id != slow_id)
+    assert "adaptive" not in decided.details, decided.details
     assert doc.settings.processes <= FAST.processes + MAX_ADDED_PROCESSES
     assert f"adaptive sampling: process {FAST.processes + 1} for" in log
     assert "confirming in fresh processes" in log
