@@ -14,17 +14,23 @@ and print them side by side.
   weakest configuration is reported beside the range.
 - Busy CPU (benchmarks/data/corpus-crossload*.npz, benchmarks/quality/cross_load_corpus.py:
   runs recorded quiet and runs recorded beside a hog on the same core): baseline runs recorded
-  quiet and the head busy, and the reverse, by turns; --history baseline runs, processes of 10
+  quiet and the head busy, and the reverse, by turns within each kind of replay below;
+  --history baseline runs, processes of 10
   samples, stats.compare_many with the runs and stats.gate with the product's defaults. The
   head starts from 3 processes; a corpus of more a run (corpus-crossload-9proc) replays
   adaptive sampling from the rest, and its baseline runs are cut to each of --base-processes.
   Unchanged (--cpu-unchanged replays), and per configuration its head times x 1.15 (flagged)
   and x 1.40 (BLOCK), --cpu-per-config replays each; the 90% intervals' coverage of the true
-  ratio (1, and 1.15 for the slowed configuration) over the unchanged and the 15% replays; and
-  that coverage and the 15% slowdowns flagged with the head quiet and with it busy.
+  ratio (1, and 1.15 for the slowed configuration) over the unchanged and the 15% replays, and
+  of the draws' central 50% and 98% intervals; and that coverage and the 15% slowdowns flagged
+  with the head quiet and with it busy.
 - Coverage: the 90% intervals on data drawn from the model
   (benchmarks/quality/interval_coverage.py), 2-10 baseline runs, 3-9 processes, process
   spreads 0.5-5%: share holding the true ratio.
+- Each weakest configuration is printed beside the range it would have by chance if every
+  configuration were flagged at the pooled share: the weakest of 48 at 10 replays each reads 70%
+  where all are flagged 93%. `--jobs N` splits every replay count over N processes, each with its
+  own seed, and adds their figures up.
 - Cost: the statistics of one re-gate (stats.compare_many with 6 baseline runs, then
   stats.gate) for 8 and 48 configurations x 3 processes x 10 samples, CPU ms, best of 15.
 """
@@ -201,7 +207,7 @@ def run_figures(
     ids = [c.id for c in docs[0].configurations if c.status == "ok"]
     flagged: dict[str, float] = {}
     blocked: dict[str, float] = {}
-    for cid in ids:
+    for cid in ids if per_config else ():
         small = big = 0
         for _ in range(per_config):
             run, head, base = draw()
@@ -218,6 +224,7 @@ def run_figures(
         "pass": tiers.count("PASS") / len(tiers),
         "block": tiers.count("BLOCK"),
         "replays": len(tiers),
+        "per_config": per_config,
         "flagged_5": flagged,
         "blocked_40": blocked,
         "coverage": {k: (sum(v), len(v)) for k, v in held.items()},
@@ -256,15 +263,20 @@ def busy_cpu_figures(
     n_k, n_l, n_r = corpus.data.shape[1:4]
     names = corpus.kernels or [str(k) for k in range(n_k)]
     ids = [f"{names[k]}[{lv}]" for k in range(n_k) for lv in range(n_l)]  # (level: a copy)
-    turn = itertools.count()
+    # The head's condition alternates within each kind of replay (unchanged, 15%, 40% slower),
+    # so each kind has as many busy heads as quiet ones.
+    turns: dict[float, itertools.count[int]] = {}
     held: dict[str, list[bool]] = {}
     by_head = np.zeros((len(corpus.runs), 2), dtype=int)
     # Per head condition (quiet, busy): intervals holding the truth, and 15% slowdowns flagged.
     by_condition = {"covered": np.zeros((2, 2), dtype=int), "flagged": np.zeros((2, 2), dtype=int)}
+    # The draws' central 50% and 98% intervals too: where the 90% ones cover more than 90%, is
+    # the spread too wide at every level, or are the errors' tails shaped unlike the draws'?
+    levels = {"50": np.zeros(2, dtype=int), "98": np.zeros(2, dtype=int)}
     added: list[int] = []
 
     def tier(slow: int | None, factor: float, truth: float | None = None) -> str:
-        head_busy = next(turn) % 2 == 0
+        head_busy = next(turns.setdefault(factor, itertools.count())) % 2 == 0
         pools = (quiet, busy) if head_busy else (busy, quiet)
         base_runs, head_jobs = scen.draw(history, *pools)
         head_run = next(i for i, r in enumerate(corpus.runs) if r[0] == head_jobs[0])
@@ -299,6 +311,15 @@ def busy_cpu_figures(
                     held.setdefault(ids[c], []).append(covered)
                     by_head[head_run] += (covered, 1)
                     by_condition["covered"][int(head_busy)] += (covered, 1)
+            true_logs = np.log([truth if c == slow else 1.0 for c in range(len(ids))])
+            ends = np.quantile(
+                np.stack([comp.log_ratio_draws for comp in got.comparisons]),
+                [0.25, 0.75, 0.01, 0.99],
+                axis=1,
+            )
+            for i, level in enumerate(levels):
+                inside = (ends[2 * i] <= true_logs) & (true_logs <= ends[2 * i + 1])
+                levels[level] += (int(inside.sum()), inside.size)
         if slow is not None and factor == 1.15:
             by_condition["flagged"][int(head_busy)] += (got.tier != "PASS", 1)
         return got.tier
@@ -306,7 +327,7 @@ def busy_cpu_figures(
     tiers = [tier(None, 1.0, 1.0) for _ in range(unchanged)]
     flagged: dict[str, float] = {}
     blocked: dict[str, float] = {}
-    for c, cid in enumerate(ids):
+    for c, cid in enumerate(ids if per_config else ()):
         flagged[cid] = sum(tier(c, 1.15, 1.15) != "PASS" for _ in range(per_config)) / per_config
         blocked[cid] = sum(tier(c, 1.40) == "BLOCK" for _ in range(per_config)) / per_config
     return {
@@ -318,11 +339,13 @@ def busy_cpu_figures(
         "pass": tiers.count("PASS") / max(len(tiers), 1),
         "block": tiers.count("BLOCK"),
         "replays": len(tiers),
+        "per_config": per_config,
         "flagged_15": flagged,
         "blocked_40": blocked,
         "coverage": {k: (sum(v), len(v)) for k, v in held.items()},
         "coverage_by_head": by_head.tolist(),
         "by_condition": {k: v.tolist() for k, v in by_condition.items()},
+        "levels": {k: v.tolist() for k, v in levels.items()},
     }
 
 
@@ -448,9 +471,23 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _weakest(shares: dict[str, float]) -> str:
+def _weakest(figures: dict[str, Any], key: str) -> str:
+    """The range of figures[key] (a share per configuration) and its weakest configuration,
+    beside the range (5-95%) the weakest would have by chance alone if every configuration
+    were flagged at the pooled share: the weakest of 48 configurations at 10 replays each
+    reads 70% where every one is flagged 93%."""
+    shares: dict[str, float] = figures[key]
+    per_config: int = figures["per_config"]
     k = min(shares, key=lambda x: shares[x])
-    return f"{min(shares.values()):.0%}-{max(shares.values()):.0%} (weakest {k}: {shares[k]:.0%})"
+    pooled = sum(shares.values()) / len(shares)
+    rng = np.random.default_rng(0)
+    worst = rng.binomial(per_config, pooled, (2000, len(shares))).min(axis=1) / per_config
+    lo, hi = np.quantile(worst, [0.05, 0.95])
+    return (
+        f"{min(shares.values()):.0%}-{max(shares.values()):.0%} (weakest {k}: {shares[k]:.0%}; "
+        f"pooled {pooled:.1%} of {per_config} a configuration, where the weakest would be "
+        f"{lo:.0%}-{hi:.0%} by chance)"
+    )
 
 
 def _by_condition_lines(split: dict[str, list[list[int]]] | None) -> list[str]:
@@ -515,9 +552,12 @@ def report(name: str, got: dict[str, Any]) -> list[str]:
             f"{corpus}: {f['runs']} runs, {f['history']} baseline runs a replay; head from 3 "
             f"of {f['recorded']} recorded processes, {f['added']:.2f} added on average",
             f"  unchanged: PASS {f['pass']:.1%}, BLOCK {f['block']} of {f['replays']}",
-            f"  5% slower, flagged per configuration: {_weakest(f['flagged_5'])}",
-            f"  40% slower, BLOCK per configuration: {_weakest(f['blocked_40'])}",
         ]
+        if f["flagged_5"]:
+            lines += [
+                f"  5% slower, flagged per configuration: {_weakest(f, 'flagged_5')}",
+                f"  40% slower, BLOCK per configuration: {_weakest(f, 'blocked_40')}",
+            ]
         if f.get("coverage"):
             lines.append(_coverage_line(f["coverage"], f.get("coverage_by_head")))
     for corpus, f in got.get("busy_cpu", {}).items():
@@ -529,12 +569,18 @@ def report(name: str, got: dict[str, Any]) -> list[str]:
         ]
         if f["flagged_15"]:
             lines += [
-                f"  15% slower, flagged per configuration: {_weakest(f['flagged_15'])}",
-                f"  40% slower, BLOCK per configuration: {_weakest(f['blocked_40'])}",
+                f"  15% slower, flagged per configuration: {_weakest(f, 'flagged_15')}",
+                f"  40% slower, BLOCK per configuration: {_weakest(f, 'blocked_40')}",
             ]
         if f.get("coverage"):
             lines.append(_coverage_line(f["coverage"], f.get("coverage_by_head")))
         lines += _by_condition_lines(f.get("by_condition"))
+        if f.get("levels") and all(n for _, n in f["levels"].values()):
+            (h50, n50), (h98, n98) = f["levels"]["50"], f["levels"]["98"]
+            lines.append(
+                f"  the draws' central 50% intervals cover {h50 / n50:.3f}, their 98% ones "
+                f"{h98 / n98:.3f}"
+            )
     if got["coverage"]:
         cov = got["coverage"]
         every = [c[k] for c in cov for k in ("changed", "unchanged")]
@@ -590,25 +636,21 @@ def main(argv: list[str] | None = None) -> int:
         help="what a process added by adaptive sampling measures: every configuration (every, "
         "the harness's rule) or the configurations still open (open, the rule before)",
     )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="split the replays over this many processes, each with its own seed (1)",
+    )
     p.add_argument("--main", type=Path, help="a worktree of main: its figures side by side")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = p.parse_args(argv)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
     if args.main is not None:
         # The same figures with main's statistics: this script, main's packages first.
-        rest = ["--history", str(args.history), "--unchanged", str(args.unchanged)]
-        rest += ["--per-config", str(args.per_config), "--sims", str(args.sims)]
-        rest += ["--repeat", str(args.repeat), "--seed", str(args.seed)]
-        rest += ["--base-processes", args.base_processes]
-        rest += ["--cpu-unchanged", str(args.cpu_unchanged)]
-        rest += ["--cpu-per-config", str(args.cpu_per_config)]
-        for d in args.cpu_corpus or []:
-            rest += ["--cpu-corpus", str(d.resolve())]
-        for d in args.runs_dir or []:
-            rest += ["--runs-dir", str(d.resolve())]
-        theirs = json.loads(_run_with_main_packages(args.main, ["--json", *rest]))
+        theirs = json.loads(_run_with_main_packages(args.main, ["--json", *_argv(args)]))
         theirs.setdefault("sims", args.sims)
-    got = figures(args)
+    got = figures(args) if args.jobs <= 1 else _sharded(args)
     if args.json:
         print(json.dumps(got))
         return 0
@@ -616,6 +658,95 @@ def main(argv: list[str] | None = None) -> int:
     if args.main is not None:
         print("\n".join(report(f"main ({args.main})", theirs)))
     return 0
+
+
+def _argv(args: argparse.Namespace, **override: Any) -> list[str]:
+    """The flags that make these figures (override: some of them changed), for a subprocess."""
+    values = {**vars(args), **override}
+    out = []
+    for flag in ("history", "unchanged", "per_config", "sims", "repeat", "seed"):
+        out += [f"--{flag.replace('_', '-')}", str(values[flag])]
+    for flag in ("cpu_unchanged", "cpu_per_config", "base_processes", "added_process", "jobs"):
+        out += [f"--{flag.replace('_', '-')}", str(values[flag])]
+    for d in values["cpu_corpus"] or []:
+        out += ["--cpu-corpus", str(d.resolve())]
+    for d in values["runs_dir"] or []:
+        out += ["--runs-dir", str(d.resolve())]
+    return out
+
+
+def _sharded(args: argparse.Namespace) -> dict[str, Any]:
+    """figures(args) from --jobs processes side by side, each with its own seed and its share
+    of every replay count (the model draws and the cost in the first alone), merged: replays of
+    one corpus are independent draws, so shares and counts add up."""
+    n = args.jobs
+
+    def share(count: int) -> int:
+        return -(-count // n)  # at least the asked-for count in all
+
+    jobs = []
+    for i in range(n):
+        argv = _argv(
+            args,
+            jobs=1,
+            seed=args.seed + 1000 * i,
+            unchanged=share(args.unchanged),
+            per_config=share(args.per_config),
+            cpu_unchanged=share(args.cpu_unchanged),
+            cpu_per_config=share(args.cpu_per_config),
+            sims=args.sims if i == 0 else 0,
+            repeat=args.repeat if i == 0 else 0,
+        )
+        script = str(Path(__file__).resolve())
+        jobs.append(
+            subprocess.Popen([sys.executable, script, "--json", *argv], stdout=subprocess.PIPE)
+        )
+    shards = []
+    for job in jobs:
+        out, _ = job.communicate()
+        if job.returncode:
+            raise SystemExit(f"a shard of the figures failed (exit {job.returncode})")
+        shards.append(json.loads(out))
+    return merge_shards(shards)
+
+
+def merge_shards(shards: list[dict[str, Any]]) -> dict[str, Any]:
+    """Figures of several shards as one: shares weighted by their replays, counts summed."""
+    first = shards[0]
+    merged = {**first}
+    for kind in ("corpora", "busy_cpu"):
+        merged[kind] = {}
+        for name, f in first[kind].items():
+            parts = [s[kind][name] for s in shards]
+            replays = sum(p["replays"] for p in parts)
+            per_config = sum(p["per_config"] for p in parts)
+            one = {**f, "replays": replays, "per_config": per_config}
+            one["pass"] = sum(p["pass"] * p["replays"] for p in parts) / max(replays, 1)
+            one["block"] = sum(p["block"] for p in parts)
+            one["added"] = float(np.mean([p["added"] for p in parts]))
+            for key in ("flagged_5", "flagged_15", "blocked_40"):
+                if key in f:
+                    one[key] = {
+                        c: sum(p[key][c] * p["per_config"] for p in parts) / max(per_config, 1)
+                        for c in f[key]
+                    }
+            seen = {c for p in parts for c in p["coverage"]}
+            one["coverage"] = {
+                c: [sum(p["coverage"].get(c, (0, 0))[i] for p in parts) for i in (0, 1)]
+                for c in sorted(seen)
+            }
+            one["coverage_by_head"] = np.sum([p["coverage_by_head"] for p in parts], 0).tolist()
+            if "levels" in f:
+                one["levels"] = {
+                    k: np.sum([p["levels"][k] for p in parts], 0).tolist() for k in f["levels"]
+                }
+            if "by_condition" in f:
+                one["by_condition"] = {
+                    k: np.sum([p["by_condition"][k] for p in parts], 0).tolist()
+                    for k in f["by_condition"]
+                }
+            merged[kind][name] = one
+    return merged
 
 
 def _run_with_main_packages(main_tree: Path, argv: list[str]) -> str:
