@@ -9,7 +9,8 @@ A corpus recorded quiet and busy by turns (a `hog` per process) gets, per condit
 variance of a process's log-median about its run's median with each process's shift over the
 configurations taken out, and a configuration's own run-to-run variance beyond it (each run's
 common shift taken out, less the processes' part of a run's mean), both averaged over the
-configurations.
+configurations; and how each kernel's runs (their median process's band mean, as the verdict
+model reads a run) move against the run's common shift when the runner turns busy.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import json
 from pathlib import Path
 
 import numpy as np
+
+from stats import bootstrap
 
 
 def spread_lines(path: Path) -> list[str]:
@@ -54,9 +57,13 @@ def condition_lines(path: Path) -> list[str]:
             return []
         per_call = z["data"] / z["reps"][:, :, None, None, None]
         run, busy = z["run"], z["hog"].astype(bool)
+        kernels = json.loads(str(z["meta"]))["kernels"]
     logs = np.log(np.median(per_call[..., 0], axis=3)).reshape(per_call.shape[0], -1)
+    groups = list(per_call[..., 0].reshape(-1, per_call.shape[3]))
+    bands = bootstrap.group_locations(groups, bootstrap.LOW, log=True).reshape(logs.shape)
     runs = [np.flatnonzero(run == r) for r in np.unique(run)]
     lines = []
+    levels: dict[bool, np.ndarray] = {}
     for name, cond in (("quiet", False), ("busy", True)):
         mine = [r for r in runs if bool(busy[r].all()) == cond]
         if len(mine) < 2:
@@ -70,9 +77,21 @@ def condition_lines(path: Path) -> list[str]:
         loc = np.array(locations)
         loc -= np.median(loc, axis=1, keepdims=True)  # each run's common shift out
         own = loc.var(axis=0, ddof=1).mean() - np.mean(process_var) / len(mine[0])
+        # Each run's location as the model reads it: its median process's band mean
+        # (bootstrap.LOW), each run's common shift out.
+        band = np.array([np.median(bands[r], axis=0) for r in mine])
+        levels[cond] = (band - np.median(band, axis=1, keepdims=True)).mean(axis=0)
         lines.append(
             f"{name} runs ({len(mine)}): process variance {np.mean(process_var):.2e}, "
             f"a configuration's own run variance beyond it {own:.2e}"
+        )
+    if len(levels) == 2:
+        # What a history of one condition cannot show a head of the other: how each kernel
+        # moves against the run's common shift when the runner turns busy.
+        moved = (levels[True] - levels[False]).reshape(len(kernels), -1).mean(axis=1)
+        lines.append(
+            "busy against quiet, each run's common shift out, per kernel: "
+            + ", ".join(f"{k} {np.expm1(m):+.1%}" for k, m in zip(kernels, moved, strict=True))
         )
     return lines
 

@@ -575,6 +575,16 @@ def report(name: str, got: dict[str, Any]) -> list[str]:
         if f.get("coverage"):
             lines.append(_coverage_line(f["coverage"], f.get("coverage_by_head")))
         lines += _by_condition_lines(f.get("by_condition"))
+        if f.get("coverage"):
+            by_kernel: dict[str, list[int]] = {}
+            for cid, (held, n) in f["coverage"].items():
+                kept = by_kernel.setdefault(cid.split("[")[0], [0, 0])
+                kept[0] += held
+                kept[1] += n
+            lines.append(
+                "  coverage by kernel: "
+                + ", ".join(f"{k} {h / n:.3f}" for k, (h, n) in by_kernel.items() if n)
+            )
         if f.get("levels") and all(n for _, n in f["levels"].values()):
             (h50, n50), (h98, n98) = f["levels"]["50"], f["levels"]["98"]
             lines.append(
