@@ -740,10 +740,10 @@ def merge_shards(shards: list[dict[str, Any]]) -> dict[str, Any]:
                         c: sum(p[key][c] * p["per_config"] for p in parts) / max(per_config, 1)
                         for c in f[key]
                     }
-            seen = {c for p in parts for c in p["coverage"]}
+            seen = dict.fromkeys(c for p in parts for c in p["coverage"])  # in their order
             one["coverage"] = {
                 c: [sum(p["coverage"].get(c, (0, 0))[i] for p in parts) for i in (0, 1)]
-                for c in sorted(seen)
+                for c in seen
             }
             one["coverage_by_head"] = np.sum([p["coverage_by_head"] for p in parts], 0).tolist()
             if "levels" in f:

@@ -7,12 +7,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "benchmarks" / "data" / "corpus-crossload.npz"
 
 
-def _figures(tmp_path: Path, *more: str) -> dict:
+def _figures(tmp_path: Path, *more: str) -> dict[str, Any]:
     argv = [sys.executable, "-m", "benchmarks.quality.verdict_model", "--json"]
     argv += ["--runs-dir", str(tmp_path), "--unchanged", "0", "--per-config", "0"]
     argv += ["--sims", "0", "--repeat", "0", "--cpu-corpus", str(CORPUS)]
