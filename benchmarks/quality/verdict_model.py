@@ -480,9 +480,7 @@ def _weakest(figures: dict[str, Any], key: str) -> str:
     per_config: int = figures["per_config"]
     k = min(shares, key=lambda x: shares[x])
     pooled = sum(shares.values()) / len(shares)
-    rng = np.random.default_rng(0)
-    worst = rng.binomial(per_config, pooled, (2000, len(shares))).min(axis=1) / per_config
-    lo, hi = np.quantile(worst, [0.05, 0.95])
+    lo, hi = _worst_by_chance(np.full(len(shares), per_config), pooled)
     return (
         f"{min(shares.values()):.0%}-{max(shares.values()):.0%} (weakest {k}: {shares[k]:.0%}; "
         f"pooled {pooled:.1%} of {per_config} a configuration, where the weakest would be "
@@ -523,10 +521,7 @@ def _coverage_line(cov: dict[str, tuple[int, int]], by_head: list[list[int]] | N
         lo_p, hi_p = np.quantile(heads[pick, 0].sum(1) / heads[pick, 1].sum(1), [0.05, 0.95])
         spread = f" ({lo_p:.3f}-{hi_p:.3f} resampling its {len(heads)} heads)"
     k = min(shares, key=lambda x: shares[x])
-    rng = np.random.default_rng(0)
-    sizes = np.array([n for _, n in cov.values() if n])
-    worst = [(rng.binomial(sizes, 0.9) / sizes).min() for _ in range(2000)]
-    lo, hi = np.quantile(worst, [0.05, 0.95])
+    lo, hi = _worst_by_chance(np.array([n for _, n in cov.values() if n]), 0.9)
     return (
         f"  coverage of 90% intervals on these runs: {pooled:.3f} pooled{spread}; per "
         "configuration "
@@ -539,8 +534,14 @@ def _coverage_line(cov: dict[str, tuple[int, int]], by_head: list[list[int]] | N
 def expected_worst(sims: int, settings: int, configs: int = 8) -> tuple[float, float]:
     """5-95% range of the worst of settings x configs coverage shares, each of sims
     intervals, if every interval covered exactly 90%."""
+    return _worst_by_chance(np.full(settings * configs, sims), 0.9)
+
+
+def _worst_by_chance(sizes: np.ndarray, share: float) -> tuple[float, float]:
+    """5-95% range of the lowest of len(sizes) shares, share i of sizes[i] independent trials
+    that each succeed with probability `share`."""
     rng = np.random.default_rng(0)
-    worst = [(rng.binomial(sims, 0.9, settings * configs) / sims).min() for _ in range(2000)]
+    worst = (rng.binomial(sizes, share, (2000, len(sizes))) / sizes).min(axis=1)
     lo, hi = np.quantile(worst, [0.05, 0.95])
     return float(lo), float(hi)
 
@@ -746,15 +747,11 @@ def merge_shards(shards: list[dict[str, Any]]) -> dict[str, Any]:
                 for c in seen
             }
             one["coverage_by_head"] = np.sum([p["coverage_by_head"] for p in parts], 0).tolist()
-            if "levels" in f:
-                one["levels"] = {
-                    k: np.sum([p["levels"][k] for p in parts], 0).tolist() for k in f["levels"]
-                }
-            if "by_condition" in f:
-                one["by_condition"] = {
-                    k: np.sum([p["by_condition"][k] for p in parts], 0).tolist()
-                    for k in f["by_condition"]
-                }
+            for counts in ("levels", "by_condition"):  # (busy CPU) tables of counts
+                if counts in f:
+                    one[counts] = {
+                        k: np.sum([p[counts][k] for p in parts], 0).tolist() for k in f[counts]
+                    }
             merged[kind][name] = one
     return merged
 
