@@ -43,7 +43,7 @@ figures)
   none=$(mktemp -d) # no GPU corpus: the busy-CPU jobs
   read -r -a extra <<<"${FIGURES_ARGS:-}"
   common=(--sims 0 --repeat 1 "${extra[@]}")
-  # 14 processes a tree (--jobs splits a job's replays): the weakest of 48 busy-CPU
+  # 16 processes a tree (--jobs splits a job's replays): the weakest of 48 busy-CPU
   # configurations reads low by chance at 20 replays each (verdict_model prints by how much).
   for tag in "${tags[@]}"; do
     model "$tag" gpu "${common[@]}" --unchanged 1000 --per-config 40 --base-processes 3,9 \
@@ -51,10 +51,12 @@ figures)
     model "$tag" cpu "${common[@]}" --runs-dir "$none" --unchanged 0 --per-config 0 \
       --cpu-corpus benchmarks/data/corpus-crossload.npz --cpu-unchanged 1000 --cpu-per-config 40 \
       --jobs 2 &
+    # The two 9-process busy-CPU corpora in one job, so their coverage is also pooled.
     for n in 3 9; do
       model "$tag" "cpu9proc-$n" "${common[@]}" --runs-dir "$none" --unchanged 0 --per-config 0 \
-        --cpu-corpus benchmarks/data/corpus-crossload-9proc.npz --base-processes "$n" \
-        --cpu-unchanged 1000 --cpu-per-config 100 --jobs 4 &
+        --cpu-corpus benchmarks/data/corpus-crossload-9proc.npz \
+        --cpu-corpus benchmarks/data/corpus-crossload-9proc-b.npz --base-processes "$n" \
+        --cpu-unchanged 1000 --cpu-per-config 100 --jobs 5 &
     done
   done
   ;;

@@ -37,3 +37,23 @@ def test_shards_add_up_to_the_replays_asked_for(tmp_path: Path) -> None:
     # The head's condition alternates within each kind of replay, in each shard.
     quiet, busy = two["by_condition"]["flagged"]
     assert quiet[1] == busy[1] == 48
+    # Every 15% slowdown that PASSed is read again for its slowed configuration's own verdict.
+    missed = two["by_condition"]["missed"]
+    assert [m[1] for m in missed] == [quiet[1] - quiet[0], busy[1] - busy[0]]
+    assert all(0 <= held <= n for held, n in missed)
+
+
+def test_coverage_pooled_over_corpora_of_one_setting_counts_every_head() -> None:
+    from benchmarks.quality.verdict_model import _pooled_coverage_lines
+
+    # Two corpora at baseline runs of 9 processes (heads: intervals covered, intervals), one at 3.
+    corpora = {
+        "a": {"base_processes": 9, "coverage_by_head": [[9, 10], [10, 10], [0, 0]]},
+        "b": {"base_processes": 9, "coverage_by_head": [[7, 10], [8, 10]]},
+        "c": {"base_processes": 3, "coverage_by_head": [[5, 10], [5, 10]]},
+    }
+    (line,) = _pooled_coverage_lines(corpora, "GPU corpora")  # one corpus at 3: nothing pooled
+    assert line.startswith("coverage of 90% intervals, the 2 GPU corpora with baseline runs of 9")
+    assert "0.850 (" in line and "; 4 heads)" in line  # 34 of 40; the head with none left out
+    lo, hi = (float(x) for x in line.split("(")[1].split(" ")[0].split("-"))
+    assert 0.7 <= lo < 0.85 < hi <= 0.95
