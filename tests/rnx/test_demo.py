@@ -68,7 +68,12 @@ def test_the_printed_command_brings_the_dashboard_back(tmp_path: Path) -> None:
 
 
 def test_the_server_stays_up_until_ctrl_c() -> None:
-    code = "from rnx_cli import demo; demo._hold('http://127.0.0.1:1')"
+    # SIGINT back to Python's own handler: a suite started as a background job (`cmd &` in a
+    # script) hands its children SIGINT ignored, and then Ctrl-C could never reach _hold.
+    code = (
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from rnx_cli import demo; demo._hold('http://127.0.0.1:1')"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=ROOT,
