@@ -539,8 +539,7 @@ def _coverage_line(cov: dict[str, tuple[int, int]], by_head: list[list[int]] | N
     spread = ""
     heads = np.array([r for r in by_head or () if r[1]])
     if len(heads) > 1:
-        pick = np.random.default_rng(0).integers(len(heads), size=(2000, len(heads)))
-        lo_p, hi_p = np.quantile(heads[pick, 0].sum(1) / heads[pick, 1].sum(1), [0.05, 0.95])
+        lo_p, hi_p = _resampling_heads([heads])
         spread = f" ({lo_p:.3f}-{hi_p:.3f} resampling its {len(heads)} heads)"
     k = min(shares, key=lambda x: shares[x])
     lo, hi = _worst_by_chance(np.array([n for _, n in cov.values() if n]), 0.9)
@@ -563,21 +562,28 @@ def _pooled_coverage_lines(corpora: dict[str, Any], what: str) -> list[str]:
         heads = np.array([r for r in f.get("coverage_by_head") or () if r[1]])
         if len(heads) > 1:
             by_setting.setdefault(f["base_processes"], []).append(heads)
-    rng = np.random.default_rng(0)
     lines = []
     for processes, sets in sorted(by_setting.items()):
         if len(sets) < 2:
             continue
         covered = sum(int(h[:, 0].sum()) for h in sets)
         total = sum(int(h[:, 1].sum()) for h in sets)
-        draws = sum(h[rng.integers(len(h), size=(2000, len(h)))].sum(axis=1) for h in sets)
-        lo, hi = np.quantile(draws[:, 0] / draws[:, 1], [0.05, 0.95])
+        lo, hi = _resampling_heads(sets)
         lines.append(
             f"coverage of 90% intervals, the {len(sets)} {what} with baseline runs of {processes} "
             f"processes pooled: {covered / total:.3f} ({lo:.3f}-{hi:.3f} resampling each "
             f"corpus's heads; {sum(len(h) for h in sets)} heads)"
         )
     return lines
+
+
+def _resampling_heads(sets: list[np.ndarray]) -> tuple[float, float]:
+    """5-95% range of the coverage pooled over `sets` (per corpus, covered and intervals per
+    head), resampling each corpus's heads within it."""
+    rng = np.random.default_rng(0)
+    draws = sum(h[rng.integers(len(h), size=(2000, len(h)))].sum(axis=1) for h in sets)
+    lo, hi = np.quantile(draws[:, 0] / draws[:, 1], [0.05, 0.95])
+    return float(lo), float(hi)
 
 
 def expected_worst(sims: int, settings: int, configs: int = 8) -> tuple[float, float]:
