@@ -141,6 +141,11 @@ CONSTANTS: dict[str, tuple[Callable[[float], Any], float, tuple[float, ...]]] = 
         0.5,
         (0.3, 0.7),
     ),
+    "HIDDEN_SLOWER_P": (
+        _set_module("bench_runner.adaptive_rule", "HIDDEN_SLOWER_P"),
+        0.99,
+        (0.95, 0.999),
+    ),
     "MAX_ADDED_PROCESSES": (
         _set_module("bench_runner.adaptive_rule", "MAX_ADDED_PROCESSES"),
         6,

@@ -22,8 +22,9 @@ and print them side by side.
   Unchanged (--cpu-unchanged replays), and per configuration its head times x 1.15 (flagged)
   and x 1.40 (BLOCK), --cpu-per-config replays each; the 90% intervals' coverage of the true
   ratio (1, and 1.15 for the slowed configuration) over the unchanged and the 15% replays, and
-  of the draws' central 50% and 98% intervals; and that coverage and the 15% slowdowns flagged
-  with the head quiet and with it busy.
+  of the draws' central 50% and 98% intervals; the draws' median's squared error over their
+  variance, by kernel; and that coverage and the 15% slowdowns flagged with the head quiet and
+  with it busy.
 - Coverage: the 90% intervals on data drawn from the model
   (benchmarks/quality/interval_coverage.py), 2-10 baseline runs, 3-9 processes, process
   spreads 0.5-5%: share holding the true ratio.
@@ -275,6 +276,9 @@ def busy_cpu_figures(
     # The draws' central 50% and 98% intervals too: where the 90% ones cover more than 90%, is
     # the spread too wide at every level, or are the errors' tails shaped unlike the draws'?
     levels = {"50": np.zeros(2, dtype=int), "98": np.zeros(2, dtype=int)}
+    # Per configuration, the draws' median's squared error and the draws' variance, summed: is
+    # the spread too wide on average, and for which kernels?
+    errors = {cid: np.zeros(2) for cid in ids}
     added: list[int] = []
 
     def tier(slow: int | None, factor: float, truth: float | None = None) -> str:
@@ -314,11 +318,11 @@ def busy_cpu_figures(
                     by_head[head_run] += (covered, 1)
                     by_condition["covered"][int(head_busy)] += (covered, 1)
             true_logs = np.log([truth if c == slow else 1.0 for c in range(len(ids))])
-            ends = np.quantile(
-                np.stack([comp.log_ratio_draws for comp in got.comparisons]),
-                [0.25, 0.75, 0.01, 0.99],
-                axis=1,
-            )
+            draws = np.stack([comp.log_ratio_draws for comp in got.comparisons])
+            ends = np.quantile(draws, [0.25, 0.75, 0.01, 0.99], axis=1)
+            squared = (np.median(draws, axis=1) - true_logs) ** 2
+            for cid, sq, var in zip(ids, squared, draws.var(axis=1), strict=True):
+                errors[cid] += (sq, var)
             for i, level in enumerate(levels):
                 inside = (ends[2 * i] <= true_logs) & (true_logs <= ends[2 * i + 1])
                 levels[level] += (int(inside.sum()), inside.size)
@@ -349,6 +353,7 @@ def busy_cpu_figures(
         "blocked_40": blocked,
         "coverage": {k: (sum(v), len(v)) for k, v in held.items()},
         "coverage_by_head": by_head.tolist(),
+        "errors": {k: v.tolist() for k, v in errors.items()},
         "by_condition": {k: v.tolist() for k, v in by_condition.items()},
         "levels": {k: v.tolist() for k, v in levels.items()},
     }
@@ -516,8 +521,8 @@ def _by_condition_lines(split: dict[str, list[list[int]]] | None) -> list[str]:
 
 
 def _by_kernel(counts: dict[str, Any]) -> str:
-    """Shares pooled over each kernel's configurations ("conv2d[3]": a copy of conv2d), from
-    (held, of) per configuration."""
+    """Ratios pooled over each kernel's configurations ("conv2d[3]": a copy of conv2d), from
+    (numerator, denominator) per configuration: a share from (held, of)."""
     by_kernel: dict[str, list[float]] = {}
     for cid, (held, n) in counts.items():
         kept = by_kernel.setdefault(cid.split("[")[0], [0, 0])
@@ -634,6 +639,11 @@ def report(name: str, got: dict[str, Any]) -> list[str]:
         lines += _by_condition_lines(f.get("by_condition"))
         if f.get("coverage"):
             lines.append(f"  coverage by kernel: {_by_kernel(f['coverage'])}")
+        if f.get("errors") and any(v for _, v in f["errors"].values()):
+            lines.append(
+                "  the draws' median's squared error over their variance, by kernel: "
+                + _by_kernel(f["errors"])
+            )
         if f["flagged_15"]:
             flagged = {
                 c: (v * f["per_config"], f["per_config"]) for c, v in f["flagged_15"].items()
@@ -795,11 +805,13 @@ def merge_shards(shards: list[dict[str, Any]]) -> dict[str, Any]:
                         c: sum(p[key][c] * p["per_config"] for p in parts) / max(per_config, 1)
                         for c in f[key]
                     }
-            seen = dict.fromkeys(c for p in parts for c in p["coverage"])  # in their order
-            one["coverage"] = {
-                c: [sum(p["coverage"].get(c, (0, 0))[i] for p in parts) for i in (0, 1)]
-                for c in seen
-            }
+            for pairs in ("coverage", "errors"):  # (held, of) or (squared error, variance)
+                if pairs in f:
+                    seen = dict.fromkeys(c for p in parts for c in p[pairs])  # in their order
+                    one[pairs] = {
+                        c: [sum(p[pairs].get(c, (0, 0))[i] for p in parts) for i in (0, 1)]
+                        for c in seen
+                    }
             one["coverage_by_head"] = np.sum([p["coverage_by_head"] for p in parts], 0).tolist()
             for counts in ("levels", "by_condition"):  # (busy CPU) tables of counts
                 if counts in f:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bench_runner.adaptive_rule import (
     ABOUT_TO_BLOCK_P,
+    HIDDEN_SLOWER_P,
     PLAUSIBLY_SLOWER_P,
     Row,
     rows_of,
@@ -101,3 +102,16 @@ def test_a_warn_whose_slowdown_is_likely_beyond_the_threshold_is_measured_until_
     blocking = still_open("BLOCK", rows, set())
     assert [(o.id, o.confirming) for o in blocking] == [("likely", True)]
     assert still_open("BLOCK", rows, {"likely"}) == []
+
+
+def test_a_pass_runs_slowdown_hidden_by_the_family_is_measured_more_where_sure_on_its_own() -> None:
+    rows = [
+        Row("sure", "slower", 0.0, p_slower=HIDDEN_SLOWER_P),
+        Row("less", "slower", 0.0, p_slower=HIDDEN_SLOWER_P - 0.001),
+        Row("equal", "equivalent", 0.0, p_slower=0.0),
+    ]
+    found = still_open("PASS", rows, set())
+    assert [o.id for o in found] == ["sure"] and not found[0].confirming
+    assert found[0].why.startswith("slower on its own, not yet credible over the run's")
+    # In a WARN run the tier is already what a credible slowdown makes it.
+    assert still_open("WARN", rows, set()) == []

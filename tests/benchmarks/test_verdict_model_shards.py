@@ -34,6 +34,10 @@ def test_shards_add_up_to_the_replays_asked_for(tmp_path: Path) -> None:
     held = sum(n for _, n in two["coverage"].values())
     assert held == sum(n for _, n in one["coverage"].values()) == 48 * (6 + 48 * 2)
     assert sum(n for _, n in two["coverage_by_head"]) == held
+    # Each configuration's squared errors and draws' variances are summed over the shards, in
+    # every replay with a truth: variances are positive, so each configuration has some.
+    assert two["errors"].keys() == two["coverage"].keys()
+    assert all(sq >= 0 and var > 0 for sq, var in two["errors"].values())
     # The head's condition alternates within each kind of replay, in each shard.
     quiet, busy = two["by_condition"]["flagged"]
     assert quiet[1] == busy[1] == 48
