@@ -26,8 +26,11 @@ that move with it: on a grid, its posterior is the prior N(0, tau^2), tau^2 = si
 plus noise) and "changed" (a wide slab). So a shift most configurations share is the runner's,
 and is taken out; a shift far beyond what runs vary by is not (a change that slows everything by
 40% is not a busy runner, as the history shows). What is left per configuration has only sigma_v
-and sigma_e in it. Draws of delta[c] share one draw of s across configurations, so the gate's
-family control sees how the configurations move together.
+and sigma_e in it. Last, the head's other configurations say how far this head strays from what
+the history and its processes predict (_head_scale: a robust mean of their squared standardised
+residuals, a factor on each configuration's variance, pulled toward 1 by its noise). Draws of
+delta[c] share one draw of s across configurations, so the gate's family control sees how the
+configurations move together.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-from scipy.special import chdtri, digamma, fdtri, gammaln, polygamma, stdtrit
+from scipy.special import chdtri, digamma, expit, fdtri, gammaln, ndtr, polygamma, stdtrit
 
 from stats._kernels import (
     cell_medians,
@@ -95,6 +98,23 @@ MIN_GROUP_CONFIGS = 4
 # A Baseline keeps the groups of at most this many patterns of configurations whose process
 # shifts were taken out (each upload has one; hostile ones could make many).
 MAX_TAKE_PATTERNS = 64
+# The head's scale (_head_scale) counts each configuration's standardised residual up to this
+# many sd of the scale (docs/statistics.md, "Runs", step 6; 2 and 5 move no figure by a point).
+SCALE_CAP_SD = 3.0
+# It is read with at least this many configurations (the recorded H200 workload's 12): a handful
+# of residuals says little, and a changed configuration among them much.
+MIN_CONFIGS_FOR_SCALE = 12
+# It moves a configuration's variance at most this many times either way: residuals that happen
+# to be all but zero (a head identical to its history) cannot make the intervals vanish.
+MAX_SCALE = 4.0
+# At most this many steps toward the scale's fixed point (numerical, not a decision: each step
+# narrows the distance to it several times, and they stop once one moves it by under 0.01%).
+_SCALE_ITERATIONS = 30
+# The draws' noise is Student's t of this many degrees of freedom, scaled to the widened normal's
+# WIDEN_AT point: recorded errors are peaked with heavy tails (busy CPU: central 98% intervals
+# of normal draws held 0.970 of the truths), and the gate's control over a run's many
+# configurations decides in the far tail.
+TAIL_DF = 12.0
 # The quantile the draws are widened to match Student's t at: the gate's default probability.
 WIDEN_AT = 0.95
 _NORMAL_AT = stdtrit(np.inf, WIDEN_AT)  # the normal distribution's, worked out once
@@ -115,6 +135,7 @@ class RunFit:
     config_shift_var: np.ndarray
     head_var: np.ndarray
     base_var: np.ndarray
+    scale: np.ndarray  # the head's scale on each configuration's variance (_head_scale)
 
 
 @dataclass(frozen=True)
@@ -309,14 +330,26 @@ def fit(
     # not a runner's.
     level_var = _median_var(h_cnt, shape) * _gap_variance(head_level_gap, h_cnt)
     shifts = _head_shifts(groups, diff, sd, k_all, resamples, rng, level_var)
-    # The spreads are estimated, so the noise is Student-t-like: normal draws widened to the t
-    # distribution's WIDEN_AT point (the gate's default probability: the one-sided point it
-    # decides at, and each end of the 90% interval it shows), with the degrees of freedom of
-    # the sum of the two estimated parts (Welch-Satterthwaite): the runs' variance, and the
-    # rest, from the processes. Normal draws cost a third of t draws.
+    # The spreads are estimated, so the draws are widened to the t distribution's WIDEN_AT
+    # point (the gate's default probability: the one-sided point it decides at, and each end of
+    # the 90% interval it shows), with the degrees of freedom of the sum of the two estimated
+    # parts (Welch-Satterthwaite): the runs' variance, and the rest, from the processes; less
+    # what the head's scale, where its own estimate counts, carries.
     rest = np.abs(var_c - from_runs)
-    widen = stdtrit(_sum_df(from_runs, df_v, rest, df_e), WIDEN_AT) / _NORMAL_AT
-    noise = rng.standard_normal((c_n, resamples), dtype=np.float32)
+    df_sd = _sum_df(from_runs, df_v, rest, df_e)
+    # How far this head's configurations stray from what the model says, over the others:
+    # the run's own conditions (a runner busier or quieter than the history's) scale every
+    # configuration's spread alike, and the head's processes alone do not show it. Where its
+    # own estimate counts (keep), the draws' degrees of freedom are its, in that share.
+    scale, keep, df_scale = _head_scale(diff, shifts, sd)
+    df_all = 1.0 / ((1.0 - keep) / df_sd + keep / df_scale)
+    widen = np.sqrt(scale) * stdtrit(np.clip(df_all, MIN_DF, MAX_DF), WIDEN_AT) / _NORMAL_AT
+    # Student's t noise of TAIL_DF degrees of freedom, scaled to the normal's WIDEN_AT point:
+    # the interval shown and a single configuration's decision are as with normal noise, and
+    # the far tail, where the gate's control over many configurations decides, is as heavy as
+    # the recorded errors' (docs/statistics.md, "Runs", step 7).
+    noise = rng.standard_t(TAIL_DF, (c_n, resamples)).astype(np.float32)
+    noise *= np.float32(_NORMAL_AT / stdtrit(TAIL_DF, WIDEN_AT))
     draws = diff[:, None] - shifts
     draws += (sd * widen)[:, None] * noise
     leading = groups[0].members if groups else None
@@ -330,7 +363,80 @@ def fit(
         config_shift_var=var_v,
         head_var=head_var,
         base_var=base_var,
+        scale=scale,
     )
+
+
+def _head_scale(
+    diff: np.ndarray, shifts: np.ndarray, sd: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per configuration: the factor its variance is read with, from how far the head's other
+    configurations stray from the model (their residuals after the head's shift, over the
+    variance the model gives them); the weight the factor's own estimate has in it (0: the
+    model's variance as it is); and that estimate's degrees of freedom.
+
+    The model's variances come from the history and the head's few processes; a head run under
+    other conditions than its history's (a busy runner against a quiet history, or the reverse)
+    has every configuration off alike, and a runner that moves each kernel its own way under
+    load has them stray further. Unchanged, a configuration's residual over its sd is a
+    standard normal, so the others' squares estimate the factor (a multiplicative dispersion,
+    as a meta-analysis's Birge ratio). Robust to the changes the gate is there to find: a
+    configuration's own residual is left out of its factor (a slowed one does not widen
+    itself); among the others, each square counts up to SCALE_CAP_SD sd of the scale itself
+    (Huber's proposal 2: at its fixed point the capped mean over what capped standard normals
+    give is the scale again), the largest is left out (one changed configuration lends the
+    others nothing; what the largest of m normals' capped squares adds is left out of the
+    expectation too), and each is weighted by its posterior share of "unchanged" under the head
+    shift's mixture, read at the scale but never narrower than the model (a residual the model
+    finds ordinary is not made a change by a narrow scale). Its log is pulled toward 0 by its
+    sampling noise (positive-part James-Stein, about 2 / df for a chi-square's df: one a
+    configuration, less the one left out and one for the shift they share), and stays within
+    MAX_SCALE either way."""
+    c_n = len(diff)
+    if c_n < MIN_CONFIGS_FOR_SCALE:
+        return np.ones(c_n), np.zeros(c_n), np.full(c_n, MAX_DF)
+    resid = diff - shifts.mean(axis=1)
+    var = sd**2 + shifts.var(axis=1)  # the shift the residual is taken from is itself uncertain
+    z2 = resid**2 / var
+    changed = -0.5 * (resid / SLAB_SD) ** 2 - math.log(SLAB_SD) + math.log(1 - UNCHANGED_SHARE)
+    own = np.eye(c_n, dtype=bool)  # (c, j): configuration j's part in c's factor
+    rows = np.arange(c_n)
+    beta = _capped_square_mean(SCALE_CAP_SD)
+    scale = np.ones(c_n)
+    for _ in range(_SCALE_ITERATIONS):
+        at = var[None, :] * np.maximum(scale, 1.0)[:, None]
+        unchanged = -0.5 * resid**2 / at - 0.5 * np.log(at) + math.log(UNCHANGED_SHARE)
+        weight = np.where(own, 0.0, expit(unchanged - changed[None, :]))
+        total = weight.sum(axis=1)
+        # Squares in units of the scale, capped; the largest of each row's others left out.
+        capped = np.minimum(z2[None, :] / scale[:, None], SCALE_CAP_SD**2)
+        top = np.argmax(np.where(own, -1.0, capped), axis=1)
+        held = (weight * capped).sum(axis=1) - (weight * capped)[rows, top]
+        expected = total * beta - weight[rows, top] * _capped_max_mean(SCALE_CAP_SD, total)
+        last, scale = scale, scale * held / np.maximum(expected, 1e-12)
+        scale = np.clip(scale, 1e-6, 1e6)
+        if np.max(np.abs(np.log(scale / last))) < 1e-4:
+            break
+    df = np.maximum(total - 2.0, 1e-9)
+    log_scale = np.clip(np.log(scale), -math.log(MAX_SCALE), math.log(MAX_SCALE))
+    keep = np.maximum(0.0, 1.0 - (2.0 / df) / np.maximum(log_scale**2, 1e-12))
+    return np.exp(log_scale * keep), keep, df
+
+
+def _capped_max_mean(c: float, m: np.ndarray) -> np.ndarray:
+    """E[max of m values min(Z^2, c^2)], Z standard normal (m need not be whole)."""
+    t = np.linspace(0.0, c * c, 201)
+    below = np.clip(2 * ndtr(np.sqrt(t)) - 1, 1e-300, 1.0)  # P(Z^2 <= t)
+    tail = 1.0 - below[None, :] ** np.asarray(m, dtype=float)[:, None]
+    result: np.ndarray = ((tail[:, 1:] + tail[:, :-1]) / 2).sum(axis=1) * (t[1] - t[0])
+    return result
+
+
+def _capped_square_mean(c: float) -> float:
+    """E[min(Z^2, c^2)] for a standard normal Z."""
+    inside = 2 * float(ndtr(c)) - 1
+    density = math.exp(-0.5 * c * c) / math.sqrt(2 * math.pi)
+    return inside - 2 * c * density + c * c * (1 - inside)
 
 
 def _sum_df(a: np.ndarray, df_a: np.ndarray, b: np.ndarray, df_b: np.ndarray) -> np.ndarray:

@@ -19,8 +19,9 @@ and the worst single configuration index.
 (means over the pull requests): sigma_e^2 over the process location's true variance (sd_e^2 plus
 the band mean's own noise, measured here), sigma_v^2 over sd_v^2, and, for the changed and the
 unchanged configurations, the model's variance with the shift known (stats.runlevel.RunFit.sd^2)
-and the draws' variance, each over the mean squared error of the draws' median. So a coverage
-off its 90% can be traced to the part that is off.
+and the draws' variance, each over the mean squared error of the draws' median, and the head's
+scale phi (its mean; 1 below 12 configurations). So a coverage off its 90% can be traced to the
+part that is off.
 """
 
 from __future__ import annotations
@@ -155,6 +156,7 @@ def _parts(
     got = {
         "sigma_e": float(np.mean([f.process_var.mean() for f in fits])) / (sd_e**2 + band),
         "sigma_v": float(np.mean([f.config_shift_var.mean() for f in fits])) / sd_v**2,
+        "phi": float(np.mean([f.scale.mean() for f in fits])),
     }
     for name, rows in (("changed", slice(0, 1)), ("unchanged", slice(1, None))):
         got[f"model_{name}"] = float(model[:, rows].mean() / err2[:, rows].mean())
@@ -190,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.parts:
         # Each an estimate's mean over its truth's: sigma_e^2, sigma_v^2; then the model's
         # variance and the draws', over the squared error, for the changed and unchanged ones.
-        head += "  sigma_e^2 sigma_v^2  sd^2:changed draws:changed sd^2:unch draws:unch"
+        head += "  sigma_e^2 sigma_v^2  sd^2:changed draws:changed sd^2:unch draws:unch  phi"
     print(head)
     grid = itertools.product(
         [int(x) for x in args.runs.split(",")],
@@ -219,9 +221,18 @@ def main(argv: list[str] | None = None) -> int:
             f"      {got['worst']:.3f}  {time.perf_counter() - t0:.1f}"
         )
         if args.parts:
-            line += f"  {got['sigma_e']:9.2f} {got['sigma_v']:9.2f}" + "".join(
-                f"  {got[k]:11.2f}"
-                for k in ("model_changed", "draws_changed", "model_unchanged", "draws_unchanged")
+            line += (
+                f"  {got['sigma_e']:9.2f} {got['sigma_v']:9.2f}"
+                + "".join(
+                    f"  {got[k]:11.2f}"
+                    for k in (
+                        "model_changed",
+                        "draws_changed",
+                        "model_unchanged",
+                        "draws_unchanged",
+                    )
+                )
+                + f"  {got['phi']:.2f}"
             )
         print(line, flush=True)
     return 0

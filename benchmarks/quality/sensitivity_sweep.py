@@ -20,7 +20,9 @@ whole measurement (the module's constant, or the keyword the product passes). Pe
   at 15% slower and BLOCKed at 40% (--cpu-per-config replays each);
 - coverage of the 90% intervals on data drawn from the model
   (benchmarks/quality/interval_coverage.py): the lowest and the mean over a few settings of
-  2-10 runs, 3-9 processes, process spreads 0.5-5% (--sims draws each).
+  2-10 runs, 3-9 processes, process spreads 0.5-5% (--sims draws each), 8 configurations;
+- coverage of the 90% intervals on the recorded runs, pooled over each corpus's configurations
+  (`runs cov`: the H200 corpus, `busy cov`: the busy-CPU one).
 
 No verdict quality may hinge on a constant nobody swept: docs/statistics.md's table of decision
 constants names, per constant, the figure that justifies its value.
@@ -130,6 +132,14 @@ CONSTANTS: dict[str, tuple[Callable[[float], Any], float, tuple[float, ...]]] = 
     "MAX_DF": (_set_module("stats.runlevel", "MAX_DF"), 60.0, (20.0, 200.0)),
     "GAP_LEVEL": (_set_gap_level, 0.9, (0.75, 0.97)),
     "SHAPE_PRIOR_DF": (_set_module("stats.runlevel", "SHAPE_PRIOR_DF"), 10.0, (2.0, 50.0)),
+    "SCALE_CAP_SD": (_set_module("stats.runlevel", "SCALE_CAP_SD"), 3.0, (2.0, 5.0)),
+    "MIN_CONFIGS_FOR_SCALE": (
+        _set_module("stats.runlevel", "MIN_CONFIGS_FOR_SCALE"),
+        12,
+        (8, 24),
+    ),
+    "MAX_SCALE": (_set_module("stats.runlevel", "MAX_SCALE"), 4.0, (2.0, 8.0)),
+    "TAIL_DF": (_set_module("stats.runlevel", "TAIL_DF"), 12.0, (5.0, 25.0)),
     # Adaptive sampling's rule (replayed on the recorded corpus's extra processes).
     "PLAUSIBLY_SLOWER_P": (
         _set_module("bench_runner.adaptive_rule", "PLAUSIBLY_SLOWER_P"),
@@ -205,7 +215,15 @@ def measure(docs: list[Any], args: argparse.Namespace) -> dict[str, Any]:
         "block40_min": min(got["blocked_40"].values()),
         "cov_min": min(cov) if cov else float("nan"),
         "cov_mean": float(np.mean(cov)) if cov else float("nan"),
+        "runs_cov": _pooled(got["coverage"]),
+        "busy_cov": _pooled(busy["coverage"]),
     }
+
+
+def _pooled(coverage: dict[str, tuple[int, int]]) -> float:
+    """The share of a corpus's 90% intervals that held the truth, over its configurations."""
+    held, of = np.sum(list(coverage.values()), axis=0) if coverage else (0, 0)
+    return float(held / of) if of else float("nan")
 
 
 def _measured(job: tuple[str, float | None, argparse.Namespace]) -> tuple[str, str, dict]:
@@ -251,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     header = (
         f"{'constant':<31} {'value':>7}  {'PASS':>6} {'BLOCK':>5}  {'5% weakest':>10} "
         f"{'5% mean':>7}  {'40% BLOCK':>9}  {'busy PASS':>9} {'busy 15%':>8} {'busy 40%':>8}  "
-        f"{'cov min':>7} {'cov mean':>8}"
+        f"{'cov min':>7} {'cov mean':>8}  {'runs cov':>8} {'busy cov':>8}"
     )
     print(header)
     jobs: list[tuple[str, float | None, argparse.Namespace]] = [("", None, args)]
@@ -277,7 +295,7 @@ def _row(name: str, value: str, m: dict[str, Any]) -> None:
         f"{name:<31} {value:>7}  {m['pass']:>6.1%} {m['block']:>5}  {m['flag_min']:>10.0%} "
         f"{m['flag_mean']:>7.0%}  {m['block40_min']:>9.0%}  {m['busy_pass']:>9.1%} "
         f"{m['busy_flag_min']:>8.0%} {m['busy_block40_min']:>8.0%}  {m['cov_min']:>7.3f} "
-        f"{m['cov_mean']:>8.3f}   "
+        f"{m['cov_mean']:>8.3f}  {m['runs_cov']:>8.3f} {m['busy_cov']:>8.3f}   "
         f"weakest {m['flag_weakest']}",
         flush=True,
     )

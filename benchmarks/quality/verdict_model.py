@@ -8,10 +8,11 @@ and print them side by side.
 
 - Recorded runs (a directory of `rnx bench` results documents, one per run): each replay is one
   run as the head against --history others as its baseline runs (the server's most), drawn at
-  random, gated by rnx.verdict.evaluate with the product's defaults, as the server gates. Per
-  run: unchanged (--unchanged replays: PASS share and BLOCKs); per configuration, its head
-  times x 1.05 (flagged: WARN or BLOCK) and x 1.40 (BLOCK), --per-config replays each. The
-  weakest configuration is reported beside the range.
+  random, its processes in an order drawn at random (the harness's first processes are any of
+  the run's: shuffled_processes), gated by rnx.verdict.evaluate with the product's defaults, as
+  the server gates. Per run: unchanged (--unchanged replays: PASS share and BLOCKs); per
+  configuration, its head times x 1.05 (flagged: WARN or BLOCK) and x 1.40 (BLOCK),
+  --per-config replays each. The weakest configuration is reported beside the range.
 - Busy CPU (benchmarks/data/corpus-crossload*.npz, benchmarks/quality/cross_load_corpus.py:
   runs recorded quiet and runs recorded beside a hog on the same core): baseline runs recorded
   quiet and the head busy, and the reverse, by turns within each kind of replay below;
@@ -93,6 +94,25 @@ def first_processes(doc: Any, n: int | dict[str, int]) -> Any:
     return doc.model_copy(update={"configurations": configs})
 
 
+def shuffled_processes(doc: Any, rng: np.random.Generator) -> Any:
+    """doc with its processes renumbered by one random permutation, the same in every
+    configuration (process i stays one worker across them). An H200 run's processes are
+    exchangeable (the same job, one after another; no trend with their order on the 9-process
+    corpora, `python -m benchmarks.quality.process_order`), so which of them a replay starts
+    from is drawn: always the first ones recorded, every replay of a head shared those few
+    processes' errors, and a corpus's figures were those of 12 fixed draws. (Not so on the
+    busy-CPU corpora: busy_cpu_figures.)"""
+    perm = rng.permutation(processes_of(doc))
+    configs = []
+    for cfg in doc.configurations:
+        s = cfg.samples
+        if s is not None:
+            s = s.model_copy(update={"process": [int(perm[p]) for p in s.process]})
+            cfg = cfg.model_copy(update={"samples": s})
+        configs.append(cfg)
+    return doc.model_copy(update={"configurations": configs})
+
+
 def processes_of(doc: Any) -> int:
     return min(max(c.samples.process) + 1 for c in doc.configurations if c.samples)
 
@@ -162,10 +182,12 @@ def run_figures(
     base_processes: int | None = None,
     head_processes: int = 3,
     only_open: bool = False,
+    as_recorded: bool = False,
 ) -> dict[str, Any]:
     """Per configuration figures on recorded runs. Runs recorded with more processes than
     head_processes are replayed with adaptive sampling from head_processes; base_processes:
-    the baseline runs' processes (all recorded if None)."""
+    the baseline runs' processes (all recorded if None), drawn from each run's
+    (shuffled_processes; the first ones recorded with as_recorded)."""
     from rnx.config import GateSettings
 
     gate = GateSettings()
@@ -178,7 +200,16 @@ def run_figures(
     def draw() -> tuple[int, Any, list[Any]]:
         """The head's recorded run, the head and its baseline runs."""
         order = rng.permutation(len(docs))
-        return int(order[0]), docs[order[0]], [bases[i] for i in order[1 : history + 1]]
+        head = docs[order[0]]
+        if as_recorded:
+            return int(order[0]), head, [bases[i] for i in order[1 : history + 1]]
+        base = [
+            first_processes(shuffled_processes(docs[i], rng), base_processes)
+            if base_processes is not None and base_processes < recorded
+            else bases[i]
+            for i in order[1 : history + 1]
+        ]
+        return int(order[0]), shuffled_processes(head, rng), base
 
     # Coverage on the recorded runs: each configuration's 90% interval holds its true ratio,
     # 1 in an unchanged replay, 1.05 for the configuration slowed by 5%; by configuration and
@@ -246,7 +277,10 @@ def busy_cpu_figures(
     """Per configuration figures on a cross-load CPU corpus (quiet against busy, both ways),
     and the coverage of its 90% intervals. A corpus recorded with more processes a run than the
     head's 3 replays adaptive sampling from them (benchmarks/quality/adaptive_quality.py's
-    replay: the product's rule); base_processes: the baseline runs' (all recorded if None)."""
+    replay: the product's rule); base_processes: the baseline runs' (all recorded if None).
+    A run's processes are replayed in their recorded order, the first ones first, as the
+    harness starts them: on these corpora a run's first process is slower than the others
+    (`python -m benchmarks.quality.process_order`), so they are not exchangeable."""
     from bench_runner.adaptive_rule import CONFIRM_PROCESSES, MAX_ADDED_PROCESSES
     from benchmarks.quality.adaptive_quality import replay
     from benchmarks.quality.verdict_runs import Scenario, _side, load
@@ -457,6 +491,7 @@ def figures(args: argparse.Namespace) -> dict[str, Any]:
                 seed=args.seed,
                 base_processes=n,
                 only_open=only_open,
+                as_recorded=args.as_recorded,
             )
     busy = {}
     if args.cpu_per_config or args.cpu_unchanged:
@@ -712,6 +747,12 @@ def main(argv: list[str] | None = None) -> int:
         "the harness's rule) or the configurations still open (open, the rule before)",
     )
     p.add_argument(
+        "--as-recorded",
+        action="store_true",
+        help="replay each recorded H200 run's first processes, not a random draw of them (the "
+        "replays before 2026-12-05)",
+    )
+    p.add_argument(
         "--jobs",
         type=int,
         default=1,
@@ -743,6 +784,8 @@ def _argv(args: argparse.Namespace, **override: Any) -> list[str]:
         out += [f"--{flag.replace('_', '-')}", str(values[flag])]
     for flag in ("cpu_unchanged", "cpu_per_config", "base_processes", "added_process", "jobs"):
         out += [f"--{flag.replace('_', '-')}", str(values[flag])]
+    if values["as_recorded"]:
+        out.append("--as-recorded")
     for d in values["cpu_corpus"] or []:
         out += ["--cpu-corpus", str(d.resolve())]
     for d in values["runs_dir"] or []:

@@ -305,3 +305,88 @@ def test_launch_bound_kernels_sharing_a_process_state_resolve_a_5_percent_slowdo
     assert c5.verdict == "slower" and c5.high - c5.low < 0.03, (c5.low, c5.high)
     decision = stats.gate(slowed)
     assert decision.tier == "WARN" and decision.warned == ("c5",), decision.reasons
+
+
+def test_the_head_scale_reads_how_far_the_other_configurations_stray() -> None:
+    """Residuals drawn with variances 3 times and a third of what the model says, over 48
+    configurations: the factor finds them (the squares are capped relative to the scale
+    itself, so capping does not bias it); at the model's own variance with 12 configurations it
+    stays near 1; and a configuration's own residual is never in its factor."""
+    from stats.runlevel import _head_scale
+
+    rng = np.random.default_rng(0)
+    sd = np.full(48, 0.01)
+    shifts = np.zeros((48, 2000))
+    for truth in (3.0, 1 / 3):
+        found = [
+            np.median(_head_scale(rng.normal(0, 0.01 * truth**0.5, 48), shifts, sd)[0])
+            for _ in range(200)
+        ]
+        assert 0.8 < np.median(found) / truth < 1.25, (truth, np.median(found))
+    near_one = [
+        _head_scale(rng.normal(0, 0.01, 12), shifts[:12], sd[:12])[0].mean() for _ in range(400)
+    ]
+    assert 0.85 < np.mean(near_one) < 1.2 and np.median(near_one) == pytest.approx(1.0, abs=0.05)
+    diff = rng.normal(0, 0.01, 12)
+    scale, _, _ = _head_scale(diff, shifts[:12], sd[:12])
+    diff[3] = 10.0  # a configuration 20,000 times slower: it reads its factor from the others
+    moved, keep, df = _head_scale(diff, shifts[:12], sd[:12])
+    assert moved[3] == pytest.approx(scale[3])
+    assert np.all(np.isfinite(moved)) and np.all((keep >= 0) & (keep <= 1) & (df > 0))
+
+
+def test_one_slowed_configuration_lends_the_others_little_width() -> None:
+    """A change the gate is there to find (one configuration 40% slower, 8 configurations)
+    counts for nothing in the others' factor (the slab explains it), and a 6% one at most
+    the cap's 2 sd: the others' intervals stay as the model reads them, within 15%."""
+    from stats.runlevel import _head_scale
+
+    rng = np.random.default_rng(1)
+    sd = np.full(8, 0.01)
+    shifts = np.zeros((8, 2000))
+    for change in (np.log(1.4), np.log(1.06)):
+        ratios = []
+        for _ in range(300):
+            diff = rng.normal(0, 0.01, 8)
+            alone = _head_scale(diff, shifts, sd)[0]
+            diff[0] += change
+            with_change = _head_scale(diff, shifts, sd)[0]
+            ratios.append(np.mean(with_change[1:] / alone[1:]))
+        assert np.mean(ratios) < 1.15, (change, np.mean(ratios))
+
+
+def test_a_head_whose_kernels_move_their_own_way_is_read_wider() -> None:
+    """A quiet history whose configurations move only with the runs, and a head on a runner
+    that moves each kernel its own way (1.5% each, as a busy CPU moves layer_norm against
+    matmul): nothing of the head's processes shows it, its configurations' residuals do. With
+    the head's scale the 90% intervals hold the truth far more often than without it (0.78
+    against 0.51)."""
+    from stats import runlevel
+
+    rng = np.random.default_rng(5)
+    locations = np.log(rng.uniform(1e4, 1e6, 24))
+    cases = []
+    for _ in range(6):
+        history = _history(rng, locations, 6, 0.01)
+        cases.append((history, _run(rng, locations, config_shift_sd=0.015)))
+
+    def coverage() -> float:
+        held = [
+            c.low <= 1.0 <= c.high
+            for history, head in cases
+            for c in _compare(history, head).values()
+        ]
+        return float(np.mean(held))
+
+    with_scale = coverage()
+    original = runlevel._head_scale
+    runlevel._head_scale = lambda diff, shifts, sd: (  # the model's own variances
+        np.ones(len(diff)),
+        np.zeros(len(diff)),
+        np.full(len(diff), runlevel.MAX_DF),
+    )
+    try:
+        without = coverage()
+    finally:
+        runlevel._head_scale = original
+    assert with_scale >= 0.75 and with_scale > without + 0.2, (with_scale, without)
