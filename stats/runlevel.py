@@ -398,15 +398,14 @@ def _head_scale(
     resid = diff - shifts.mean(axis=1)
     var = sd**2 + shifts.var(axis=1)  # the shift the residual is taken from is itself uncertain
     z2 = resid**2 / var
-    changed = -0.5 * (resid / SLAB_SD) ** 2 - math.log(SLAB_SD) + math.log(1 - UNCHANGED_SHARE)
     own = np.eye(c_n, dtype=bool)  # (c, j): configuration j's part in c's factor
     rows = np.arange(c_n)
     beta = _capped_square_mean(SCALE_CAP_SD)
     scale = np.ones(c_n)
     for _ in range(_SCALE_ITERATIONS):
-        at = var[None, :] * np.maximum(scale, 1.0)[:, None]
-        unchanged = -0.5 * resid**2 / at - 0.5 * np.log(at) + math.log(UNCHANGED_SHARE)
-        weight = np.where(own, 0.0, expit(unchanged - changed[None, :]))
+        at = np.sqrt(var[None, :] * np.maximum(scale, 1.0)[:, None])
+        unchanged, changed = _mixture_parts(resid[None, :], at)
+        weight = np.where(own, 0.0, expit(unchanged - changed))
         total = weight.sum(axis=1)
         # Squares in units of the scale, capped; the largest of each row's others left out.
         capped = np.minimum(z2[None, :] / scale[:, None], SCALE_CAP_SD**2)
@@ -421,6 +420,14 @@ def _head_scale(
     log_scale = np.clip(np.log(scale), -math.log(MAX_SCALE), math.log(MAX_SCALE))
     keep = np.maximum(0.0, 1.0 - (2.0 / df) / np.maximum(log_scale**2, 1e-12))
     return np.exp(log_scale * keep), keep, df
+
+
+def _mixture_parts(resid: np.ndarray, sd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The head shift's mixture for residuals resid, as log densities with their prior shares
+    (less the constant both share): "unchanged" (noise of sd) and "changed" (the slab)."""
+    unchanged = -0.5 * (resid / sd) ** 2 - np.log(sd) + math.log(UNCHANGED_SHARE)
+    changed = -0.5 * (resid / SLAB_SD) ** 2 - math.log(SLAB_SD) + math.log(1 - UNCHANGED_SHARE)
+    return unchanged, changed
 
 
 def _capped_max_mean(c: float, m: np.ndarray) -> np.ndarray:
@@ -1073,9 +1080,7 @@ def _shift_draws(
     tau = max(tau, 1e-6)
     grid = np.linspace(-GRID_WIDTH * tau, GRID_WIDTH * tau, GRID_POINTS)
     resid = diff[:, None] - grid[None, :]
-    spike = -0.5 * (resid / sd[:, None]) ** 2 - np.log(sd)[:, None]
-    slab = -0.5 * (resid / SLAB_SD) ** 2 - math.log(SLAB_SD)
-    mix = np.logaddexp(spike + math.log(UNCHANGED_SHARE), slab + math.log(1 - UNCHANGED_SHARE))
+    mix = np.logaddexp(*_mixture_parts(resid, sd[:, None]))
     log_post = mix.sum(axis=0)[None, :] - mix - 0.5 * (grid / tau) ** 2
     post = np.exp(log_post - log_post.max(axis=1, keepdims=True))
     cdf = np.cumsum(post, axis=1)

@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.parts:
         # Each an estimate's mean over its truth's: sigma_e^2, sigma_v^2; then the model's
         # variance and the draws', over the squared error, for the changed and unchanged ones.
-        head += "  sigma_e^2 sigma_v^2  sd^2:changed draws:changed sd^2:unch draws:unch  phi"
+        head += "  sigma_e^2 sigma_v^2  sd^2:changed draws:changed sd^2:unch draws:unch"
+        head += "          phi"
     print(head)
     grid = itertools.product(
         [int(x) for x in args.runs.split(",")],
@@ -221,19 +222,9 @@ def main(argv: list[str] | None = None) -> int:
             f"      {got['worst']:.3f}  {time.perf_counter() - t0:.1f}"
         )
         if args.parts:
-            line += (
-                f"  {got['sigma_e']:9.2f} {got['sigma_v']:9.2f}"
-                + "".join(
-                    f"  {got[k]:11.2f}"
-                    for k in (
-                        "model_changed",
-                        "draws_changed",
-                        "model_unchanged",
-                        "draws_unchanged",
-                    )
-                )
-                + f"  {got['phi']:.2f}"
-            )
+            parts = ("model_changed", "draws_changed", "model_unchanged", "draws_unchanged", "phi")
+            line += f"  {got['sigma_e']:9.2f} {got['sigma_v']:9.2f}"
+            line += "".join(f"  {got[k]:11.2f}" for k in parts)
         print(line, flush=True)
     return 0
 

@@ -182,7 +182,7 @@ def _coverage(sims: int, seed: int) -> list[float]:
 
 
 def measure(docs: list[Any], args: argparse.Namespace) -> dict[str, Any]:
-    from benchmarks.quality.verdict_model import busy_cpu_figures, run_figures
+    from benchmarks.quality.verdict_model import busy_cpu_figures, pooled_coverage, run_figures
 
     got = run_figures(
         docs,
@@ -215,15 +215,9 @@ def measure(docs: list[Any], args: argparse.Namespace) -> dict[str, Any]:
         "block40_min": min(got["blocked_40"].values()),
         "cov_min": min(cov) if cov else float("nan"),
         "cov_mean": float(np.mean(cov)) if cov else float("nan"),
-        "runs_cov": _pooled(got["coverage"]),
-        "busy_cov": _pooled(busy["coverage"]),
+        "runs_cov": pooled_coverage(got["coverage"]),
+        "busy_cov": pooled_coverage(busy["coverage"]),
     }
-
-
-def _pooled(coverage: dict[str, tuple[int, int]]) -> float:
-    """The share of a corpus's 90% intervals that held the truth, over its configurations."""
-    held, of = np.sum(list(coverage.values()), axis=0) if coverage else (0, 0)
-    return float(held / of) if of else float("nan")
 
 
 def _measured(job: tuple[str, float | None, argparse.Namespace]) -> tuple[str, str, dict]:

@@ -566,6 +566,13 @@ def _by_kernel(counts: dict[str, Any]) -> str:
     return ", ".join(f"{k} {h / n:.3f}" for k, (h, n) in by_kernel.items() if n)
 
 
+def pooled_coverage(cov: dict[str, tuple[int, int]]) -> float:
+    """The share of a corpus's 90% intervals that held the truth, over its configurations
+    (nan with none)."""
+    total = sum(n for _, n in cov.values())
+    return sum(h for h, _ in cov.values()) / total if total else float("nan")
+
+
 def _coverage_line(cov: dict[str, tuple[int, int]], by_head: list[list[int]] | None) -> str:
     """Coverage of the 90% intervals on recorded runs, pooled and per configuration, beside
     the range the worst configuration's share would have (5-95%) if every interval covered
@@ -575,7 +582,7 @@ def _coverage_line(cov: dict[str, tuple[int, int]], by_head: list[list[int]] | N
     that were heads (by_head: covered and intervals per run): a corpus of 12 runs holds 12
     heads' errors, however many replays reuse them."""
     shares = {k: h / n for k, (h, n) in cov.items() if n}
-    pooled = sum(h for h, _ in cov.values()) / max(sum(n for _, n in cov.values()), 1)
+    pooled = pooled_coverage(cov)
     spread = ""
     heads = np.array([r for r in by_head or () if r[1]])
     if len(heads) > 1:
