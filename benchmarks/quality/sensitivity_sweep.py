@@ -54,17 +54,19 @@ def _set_module(module: str, name: str) -> Callable[[float], Any]:
         mod = importlib.import_module(module)
         old = getattr(mod, name)
         setattr(mod, name, type(old)(value))
-        if module == "stats.runlevel" and name == "WIDEN_AT":  # its normal point goes with it
+        if module == "stats.runlevel" and name in ("WIDEN_AT", "TAIL_DF"):
+            # The normal's point and the noise's quantiles are worked out from them.
             from scipy.special import stdtrit
 
-            old_normal = mod._NORMAL_AT
-            mod._NORMAL_AT = stdtrit(np.inf, value)
+            derived = mod._NORMAL_AT, mod._NOISE
+            mod._NORMAL_AT = stdtrit(np.inf, mod.WIDEN_AT)
+            mod._NOISE = mod._noise_quantiles(mod.TAIL_DF, mod.WIDEN_AT)
 
-            def restore_both() -> None:
+            def restore_all() -> None:
                 setattr(mod, name, old)
-                mod._NORMAL_AT = old_normal
+                mod._NORMAL_AT, mod._NOISE = derived
 
-            return restore_both
+            return restore_all
         return lambda: setattr(mod, name, old)
 
     return setter

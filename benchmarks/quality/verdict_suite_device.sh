@@ -5,7 +5,8 @@
 #
 #     bash benchmarks/quality/verdict_suite_device.sh figures [MAIN]  # per-run, every corpus
 #     bash benchmarks/quality/verdict_suite_device.sh coverage [SIMS] # model draws (10000)
-#       (CONFIGS=16: 16 configurations a pull request, the head's scale read; default 8)
+#       (CONFIGS=16: 16 configurations a pull request, the head's scale read; default 8.
+#        SEED=N: another seed base than 2000, for a second share of draws to pool with the first)
 #     bash benchmarks/quality/verdict_suite_device.sh sweep           # the sensitivity sweep
 #
 # FIGURES_ARGS: more verdict_model flags for `figures` (e.g. "--added-process open", the rule before).
@@ -65,7 +66,7 @@ coverage)
   for runs in 2 3 6 10; do
     for procs in 3 6 9; do
       $PY -m benchmarks.quality.interval_coverage --sims "${2:-10000}" --runs "$runs" \
-        --processes "$procs" --parts --seed $((2000 + 100 * runs + 10 * procs)) \
+        --processes "$procs" --parts --seed $((${SEED:-2000} + 100 * runs + 10 * procs)) \
         --configs "${CONFIGS:-8}" >"$OUT/coverage-$runs-$procs.log" 2>&1 &
     done
   done

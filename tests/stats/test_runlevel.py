@@ -390,3 +390,23 @@ def test_a_head_whose_kernels_move_their_own_way_is_read_wider() -> None:
     finally:
         runlevel._head_scale = original
     assert with_scale >= 0.75 and with_scale > without + 0.2, (with_scale, without)
+
+
+def test_the_noise_is_students_t_scaled_to_the_normals_point() -> None:
+    # The draws' noise comes from a table of the t's quantiles (runlevel._noise_quantiles): its
+    # WIDEN_AT point is the normal's, and its draws cannot be told from numpy's own t's, scaled
+    # alike, while they can from normal ones.
+    from scipy.special import stdtrit
+    from scipy.stats import ks_2samp
+
+    from stats import runlevel
+
+    table = runlevel._NOISE
+    assert np.quantile(table, runlevel.WIDEN_AT) == pytest.approx(runlevel._NORMAL_AT, abs=1e-3)
+    assert np.mean(table) == pytest.approx(0.0, abs=1e-6)
+    unit = runlevel._NORMAL_AT / stdtrit(runlevel.TAIL_DF, runlevel.WIDEN_AT)
+    rng = np.random.default_rng(3)
+    drawn = table[rng.integers(0, len(table), 400_000)]
+    exact = rng.standard_t(runlevel.TAIL_DF, 400_000) * unit
+    assert ks_2samp(drawn, exact).pvalue > 0.01
+    assert ks_2samp(drawn, rng.standard_normal(400_000)).pvalue < 1e-6
