@@ -214,8 +214,7 @@ def run_figures(
     # Coverage on the recorded runs: each configuration's 90% interval holds its true ratio,
     # 1 in an unchanged replay, 1.05 for the configuration slowed by 5%; by configuration and
     # by the recorded run that was the head (replays of one head share its errors).
-    held: dict[str, list[bool]] = {}
-    by_head = np.zeros((len(docs), 2), dtype=int)
+    held: dict[str, np.ndarray] = {}  # per configuration: (covered, intervals) per head
 
     def tier(
         head: Any, base: list[Any], truth: dict[str, float] | None = None, run: int = -1
@@ -227,8 +226,7 @@ def run_figures(
         for c in reports[-1].comparisons if truth is not None else ():
             if c.id in truth and c.low is not None and c.high is not None:
                 covered = c.low <= truth[c.id] <= c.high
-                held.setdefault(c.id, []).append(covered)
-                by_head[run] += (covered, 1)
+                held.setdefault(c.id, np.zeros((len(docs), 2), dtype=int))[run] += (covered, 1)
         return found
 
     tiers = []
@@ -259,8 +257,7 @@ def run_figures(
         "per_config": per_config,
         "flagged_5": flagged,
         "blocked_40": blocked,
-        "coverage": {k: (sum(v), len(v)) for k, v in held.items()},
-        "coverage_by_head": by_head.tolist(),
+        **_coverage_counts(held),
     }
 
 
@@ -301,8 +298,7 @@ def busy_cpu_figures(
     # The head's condition alternates within each kind of replay (unchanged, 15%, 40% slower),
     # so each kind has as many busy heads as quiet ones.
     turns: dict[float, itertools.count[int]] = {}
-    held: dict[str, list[bool]] = {}
-    by_head = np.zeros((len(corpus.runs), 2), dtype=int)
+    held: dict[str, np.ndarray] = {}  # per configuration: (covered, intervals) per head
     # Per head condition (quiet, busy): intervals holding the truth, and 15% slowdowns flagged.
     # And of the 15% slowdowns that PASSed, those whose slowed configuration read `slower` on its
     # own: the run's family control over every configuration, not the noise, kept them PASS.
@@ -348,8 +344,8 @@ def busy_cpu_figures(
             for c, comp in enumerate(got.comparisons):
                 if comp.low is not None and comp.high is not None:
                     covered = comp.low <= (truth if c == slow else 1.0) <= comp.high
-                    held.setdefault(ids[c], []).append(covered)
-                    by_head[head_run] += (covered, 1)
+                    per_head = held.setdefault(ids[c], np.zeros((len(corpus.runs), 2), int))
+                    per_head[head_run] += (covered, 1)
                     by_condition["covered"][int(head_busy)] += (covered, 1)
             true_logs = np.log([truth if c == slow else 1.0 for c in range(len(ids))])
             draws = np.stack([comp.log_ratio_draws for comp in got.comparisons])
@@ -385,11 +381,20 @@ def busy_cpu_figures(
         "per_config": per_config,
         "flagged_15": flagged,
         "blocked_40": blocked,
-        "coverage": {k: (sum(v), len(v)) for k, v in held.items()},
-        "coverage_by_head": by_head.tolist(),
+        **_coverage_counts(held),
         "errors": {k: v.tolist() for k, v in errors.items()},
         "by_condition": {k: v.tolist() for k, v in by_condition.items()},
         "levels": {k: v.tolist() for k, v in levels.items()},
+    }
+
+
+def _coverage_counts(held: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The recorded runs' coverage counts, from (covered, intervals) per configuration and head:
+    per configuration, per head, and both."""
+    return {
+        "coverage": {k: (int(v[:, 0].sum()), int(v[:, 1].sum())) for k, v in held.items()},
+        "coverage_by_head": np.sum(list(held.values()), axis=0).tolist() if held else [],
+        "coverage_by_config_head": {k: v.tolist() for k, v in held.items()},
     }
 
 
@@ -599,6 +604,60 @@ def _coverage_line(cov: dict[str, tuple[int, int]], by_head: list[list[int]] | N
     )
 
 
+def _own_coverage_lines(by_config_head: dict[str, list[list[int]]] | None) -> list[str]:
+    """Is a configuration's coverage its own, or that of the few recorded heads its replays
+    shared? Its share over half of the heads against its share over the other half: a
+    configuration whose intervals are off by its own make (a kernel that moves its own way
+    under load) is off in both halves, one off by the heads it happened to get is not. The rank
+    correlation of the halves over the configurations, averaged over random halvings, beside
+    the same with each head's counts shuffled among the configurations (the configurations made
+    alike, each head's errors kept); and the worst configurations' shares in two halves."""
+    if not by_config_head or len(by_config_head) < 3:
+        return []
+    counts = np.array(list(by_config_head.values()), dtype=float)  # (config, head, 2)
+    counts = counts[:, counts[:, :, 1].sum(axis=0) > 0]  # the heads some replay had
+    if counts.shape[1] < 4:
+        return []
+    rng = np.random.default_rng(0)
+    halvings = [rng.permutation(counts.shape[1]) < counts.shape[1] // 2 for _ in range(20)]
+
+    def halves(c: np.ndarray, half: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        a, b = c[:, half].sum(axis=1), c[:, ~half].sum(axis=1)
+        return a[:, 0] / np.maximum(a[:, 1], 1), b[:, 0] / np.maximum(b[:, 1], 1)
+
+    def agreement(c: np.ndarray) -> float:
+        return float(np.mean([_rank_correlation(*halves(c, h)) for h in halvings]))
+
+    seen = agreement(counts)
+    alike = []
+    for _ in range(200):
+        shuffled = counts.copy()
+        for h in range(counts.shape[1]):
+            shuffled[:, h] = counts[rng.permutation(len(counts)), h]
+        alike.append(agreement(shuffled))
+    lo, hi = np.quantile(alike, [0.05, 0.95])
+    p = (1 + sum(a >= seen for a in alike)) / (1 + len(alike))
+    a, b = halves(counts, halvings[0])
+    share = counts[:, :, 0].sum(axis=1) / counts[:, :, 1].sum(axis=1)
+    names = list(by_config_head)
+    worst = ", ".join(f"{names[i]} {a[i]:.2f} / {b[i]:.2f}" for i in np.argsort(share)[:3])
+    return [
+        "  coverage per configuration, its own or its heads': over two halves of the heads, rank "
+        f"correlation {seen:.2f} (configurations made alike: {lo:.2f} to {hi:.2f}; p = {p:.3f}); "
+        f"the worst in two halves: {worst}"
+    ]
+
+
+def _rank_correlation(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rank correlation (0 where either is constant)."""
+    from scipy.stats import rankdata
+
+    rx, ry = rankdata(x), rankdata(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return 0.0
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
 def _pooled_coverage_lines(corpora: dict[str, Any], what: str) -> list[str]:
     """Coverage pooled over the corpora replayed with baseline runs of the same processes, its
     5-95% range resampling each corpus's heads within it: one corpus of 12 runs holds only 12
@@ -663,6 +722,7 @@ def report(name: str, got: dict[str, Any]) -> list[str]:
             ]
         if f.get("coverage"):
             lines.append(_coverage_line(f["coverage"], f.get("coverage_by_head")))
+            lines += _own_coverage_lines(f.get("coverage_by_config_head"))
     lines += _pooled_coverage_lines(got["corpora"], "GPU corpora")
     for corpus, f in got.get("busy_cpu", {}).items():
         lines += [
@@ -678,6 +738,7 @@ def report(name: str, got: dict[str, Any]) -> list[str]:
             ]
         if f.get("coverage"):
             lines.append(_coverage_line(f["coverage"], f.get("coverage_by_head")))
+            lines += _own_coverage_lines(f.get("coverage_by_config_head"))
         lines += _by_condition_lines(f.get("by_condition"))
         if f.get("coverage"):
             lines.append(f"  coverage by kernel: {_by_kernel(f['coverage'])}")
@@ -863,6 +924,10 @@ def merge_shards(shards: list[dict[str, Any]]) -> dict[str, Any]:
                         for c in seen
                     }
             one["coverage_by_head"] = np.sum([p["coverage_by_head"] for p in parts], 0).tolist()
+            one["coverage_by_config_head"] = {
+                c: np.sum([p["coverage_by_config_head"][c] for p in parts], 0).tolist()
+                for c in f["coverage_by_config_head"]
+            }
             for counts in ("levels", "by_condition"):  # (busy CPU) tables of counts
                 if counts in f:
                     one[counts] = {

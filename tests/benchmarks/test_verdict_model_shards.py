@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "benchmarks" / "data" / "corpus-crossload.npz"
 
@@ -34,6 +36,8 @@ def test_shards_add_up_to_the_replays_asked_for(tmp_path: Path) -> None:
     held = sum(n for _, n in two["coverage"].values())
     assert held == sum(n for _, n in one["coverage"].values()) == 48 * (6 + 48 * 2)
     assert sum(n for _, n in two["coverage_by_head"]) == held
+    per_head = two["coverage_by_config_head"]
+    assert sum(n for counts in per_head.values() for _, n in counts) == held
     # Each configuration's squared errors and draws' variances are summed over the shards, in
     # every replay with a truth: variances are positive, so each configuration has some.
     assert two["errors"].keys() == two["coverage"].keys()
@@ -61,3 +65,26 @@ def test_coverage_pooled_over_corpora_of_one_setting_counts_every_head() -> None
     assert "0.850 (" in line and "; 4 heads)" in line  # 34 of 40; the head with none left out
     lo, hi = (float(x) for x in line.split("(")[1].split(" ")[0].split("-"))
     assert 0.7 <= lo < 0.85 < hi <= 0.95
+
+
+def test_a_configuration_whose_coverage_is_its_own_is_told_from_its_heads() -> None:
+    # 24 configurations, 20 heads, 100 intervals each. Alike: each (configuration, head)
+    # covers by chance around 90%. Own: the same, but six configurations cover 70% under
+    # every head, so they are low in both halves of the heads.
+    from benchmarks.quality.verdict_model import _own_coverage_lines
+
+    rng = np.random.default_rng(1)
+
+    def counts(shares: np.ndarray) -> dict[str, list[list[int]]]:
+        held = rng.binomial(100, shares[:, None] * np.ones(20))
+        return {f"c{i}": [[int(h), 100] for h in row] for i, row in enumerate(held)}
+
+    def p_value(line: str) -> float:
+        return float(line.split("p = ")[1].split(")")[0])
+
+    alike = _own_coverage_lines(counts(np.full(24, 0.9)))
+    own = _own_coverage_lines(counts(np.r_[np.full(18, 0.9), np.full(6, 0.7)]))
+    assert p_value(alike[0]) > 0.05
+    assert p_value(own[0]) < 0.01
+    worst = own[0].split("worst in two halves: ")[1].split(", ")
+    assert all(int(w.split()[0][1:]) >= 18 for w in worst)  # the six that cover 70%
