@@ -42,6 +42,7 @@ def process_times(directory: Path) -> tuple[list[str], list[list[list[np.ndarray
 
 def error_lines(directory: Path, draws: int, history: int, seed: int) -> list[str]:
     from stats import bootstrap, runlevel
+    from stats.compare import CONFIG_SHIFT_SD, RUN_SHIFT_SD
 
     ids, runs = process_times(directory)
     rng = np.random.default_rng(seed)
@@ -57,7 +58,7 @@ def error_lines(directory: Path, draws: int, history: int, seed: int) -> list[st
             labels.append(
                 np.repeat(np.arange(len(base_runs)), [len(runs[r][c]) for r in base_runs])
             )
-        made = runlevel.baseline(locations, labels, run_shift_sd=0.02)
+        made = runlevel.baseline(locations, labels, run_shift_sd=RUN_SHIFT_SD)
         chosen = rng.permutation(len(runs[head_run][0]))[:HEAD_PROCESSES]
         head = [
             bootstrap.group_locations(
@@ -66,7 +67,13 @@ def error_lines(directory: Path, draws: int, history: int, seed: int) -> list[st
             for c in range(c_n)
         ]
         fit = runlevel.fit(
-            made, head, 2000, rng, run_shift_sd=0.02, config_shift_sd=0.01, aligned=True
+            made,
+            head,
+            2000,
+            rng,
+            run_shift_sd=RUN_SHIFT_SD,
+            config_shift_sd=CONFIG_SHIFT_SD,
+            aligned=True,
         )
         sums["err2"] += np.median(fit.draws, axis=1) ** 2  # unchanged: the true log ratio is 0
         sums["var"] += fit.draws.var(axis=1)

@@ -924,9 +924,10 @@ def merge_shards(shards: list[dict[str, Any]]) -> dict[str, Any]:
                         for c in seen
                     }
             one["coverage_by_head"] = np.sum([p["coverage_by_head"] for p in parts], 0).tolist()
+            per_head = [p["coverage_by_config_head"] for p in parts]
             one["coverage_by_config_head"] = {
-                c: np.sum([p["coverage_by_config_head"][c] for p in parts], 0).tolist()
-                for c in f["coverage_by_config_head"]
+                c: np.sum([p[c] for p in per_head if c in p], 0).tolist()
+                for c in dict.fromkeys(c for p in per_head for c in p)  # in their order
             }
             for counts in ("levels", "by_condition"):  # (busy CPU) tables of counts
                 if counts in f:
