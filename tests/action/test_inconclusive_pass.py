@@ -6,6 +6,7 @@ mode". Against the real server on loopback, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import math
 import uuid
 from pathlib import Path
 
@@ -24,10 +25,18 @@ from testbed.gate_helpers import LiveServer, create_token
 
 REPO = "acme/kernels"
 CONFIGS = (("pytorch_eager", "float32", 1), ("pytorch_eager", "float32", 8))
-# With 12 samples in 3 processes at 25% noise, the data resolve only changes over 37.7% (bs1)
-# and past the 25% block threshold at bs8 too (29.4%), so a 30% slowdown could pass unseen.
+# With 12 samples in 3 processes at 25% noise, the data resolve only changes over about 38%
+# (bs1) and past the 25% block threshold at bs8 too, so a 30% slowdown could pass unseen.
 NOISY = {"spread": 0.25, "n": 12, "processes": 3, "configs": CONFIGS}
-HEADLINE = "PASS — inconclusive: could not resolve changes under 38%; more processes or paired mode"
+
+
+def _headline(resolution: float) -> str:
+    """The headline every surface must show: the resolution's percent rounded up."""
+    percent = math.ceil(resolution * 100 - 1e-9)
+    return (
+        f"PASS — inconclusive: could not resolve changes under {percent}%; "
+        "more processes or paired mode"
+    )
 
 
 def _ctx(tmp_path: Path, pr: int):
@@ -65,8 +74,10 @@ def test_every_surface_says_a_blind_pass_is_inconclusive(
     assert answer.tier == "PASS"
     assert answer.inconclusive is not None
     assert answer.inconclusive.configurations == [f"pytorch_eager/float32/bs{b}" for b in (1, 8)]
-    assert 0.37 < answer.inconclusive.resolution < 0.38
+    # About 38% (the draws' Monte Carlo noise moves it by under a point).
+    assert 0.35 < answer.inconclusive.resolution < 0.41
     assert answer.inconclusive.block_threshold == 0.25
+    shown = _headline(answer.inconclusive.resolution)
 
     # The action: the log's headline and output, the comment and job summary, the status.
     config = KernalinConfig()
@@ -75,20 +86,21 @@ def test_every_surface_says_a_blind_pass_is_inconclusive(
     )
     part = decide(measured, answer, ctx=_ctx(tmp_path, 9), config=config, environment="cpu")
     assert part.inconclusive == answer.inconclusive
-    assert headline([part], part.tier) == HEADLINE
-    assert one_line([part], part.tier) == HEADLINE
+    assert headline([part], part.tier) == shown
+    assert one_line([part], part.tier) == shown
     combined = combine([], [part], sha=head.git.sha)
-    assert f"## ✅ rnx-benchmark: {HEADLINE}" in combined.body
-    assert f"### ✅ {HEADLINE} · `kernels/attention.py`" in combined.body
+    assert f"## ✅ rnx-benchmark: {shown}" in combined.body
+    assert f"### ✅ {shown} · `kernels/attention.py`" in combined.body
     assert "> **Inconclusive**: 2 undecided configuration(s) resolve only changes wider than" in (
         combined.body
     )
     assert status_description("PASS", "enforce", part.reasons, unresolved=combined.unresolved) == (
-        HEADLINE
+        shown
     )
     # Another job's comment holds this part: the header still says it.
     theirs = combine([combined.body], [], sha=head.git.sha)
-    assert theirs.unresolved == 0.38 and f"rnx-benchmark: {HEADLINE}" in theirs.body
+    assert theirs.unresolved == math.ceil(answer.inconclusive.resolution * 100 - 1e-9) / 100
+    assert f"rnx-benchmark: {shown}" in theirs.body
 
     # The server: its stored answer, its App-mode comment and status, the run page.
     viewer = create_token(live_server.database_url, workspace=workspace, viewer=True)
@@ -105,10 +117,10 @@ def test_every_surface_says_a_blind_pass_is_inconclusive(
     assert record is not None
     stored = PullRun(record)
     assert part_of(stored).inconclusive == answer.inconclusive
-    assert f"rnx-benchmark: {HEADLINE}" in render_comment(head.git.sha, [stored])
-    assert status_of([stored])[1] == HEADLINE
+    assert f"rnx-benchmark: {shown}" in render_comment(head.git.sha, [stored])
+    assert status_of([stored])[1] == shown
     page = httpx.get(f"{live_server.url}/runs/{answer.run_id}", headers=auth, timeout=30)
-    assert page.status_code == 200 and HEADLINE in page.text
+    assert page.status_code == 200 and shown in page.text
 
 
 def test_a_pass_that_could_see_a_block_sized_slowdown_is_a_plain_pass(
