@@ -1,6 +1,7 @@
 """Where a recorded corpus's coverage is off for one configuration, which part of the model is.
 
     python -m benchmarks.quality.config_errors benchmarks/data/gpu-aa-h200-9proc [--draws 300]
+        [--set POOL_FLOOR=1]   # a stats.runlevel constant set otherwise, to see what it moves
 
 Per configuration of a directory of `rnx bench` runs, over random draws of a head (3 of one
 run's processes, drawn: an H200 run's processes are exchangeable) and --history baseline runs
@@ -19,6 +20,8 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.quality.model_constants import add_set_flag, apply_settings
 
 HEAD_PROCESSES = 3
 
@@ -107,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--draws", type=int, default=300, help="heads and baselines drawn (300)")
     p.add_argument("--history", type=int, default=6, help="baseline runs a draw (6)")
     p.add_argument("--seed", type=int, default=0)
+    add_set_flag(p)
     args = p.parse_args(argv)
+    apply_settings(p, args.set)
     print("\n".join(error_lines(args.runs_dir, args.draws, args.history, args.seed)))
     return 0
 

@@ -1,8 +1,9 @@
 """Do the gate's 90% intervals cover the true ratio 90% of the time? Data drawn from the model.
 
-Run `python -m benchmarks.quality.interval_coverage [--sims 400]`. Each simulated pull request is
-one
-head run against R baseline runs of the run-level model (stats/runlevel.py), K configurations:
+Run `python -m benchmarks.quality.interval_coverage [--sims 400] [--set POOL_FLOOR=1]` (--set: a
+stats.runlevel constant set otherwise, benchmarks/quality/model_constants.py). Each simulated
+pull request is one head run against R baseline runs of the run-level model
+(stats/runlevel.py), K configurations:
 
     y[c, r, p, i] = mu[c] + delta[c] * (r is the head) + u[r] + v[c, r] + e[c, r, p] + noise
 
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 
 import stats
+from benchmarks.quality.model_constants import add_set_flag, apply_settings
 from stats import bootstrap, runlevel
 
 SD_U = 0.02  # the product's prior for a run's common shift (stats.compare.RUN_SHIFT_SD)
@@ -181,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--seed", type=int, default=0, help="the first setting's seed (each next one adds 1)"
     )
+    add_set_flag(p)
     args = p.parse_args(argv)
+    apply_settings(p, args.set)
     print(
         f"{args.sims} pull requests per setting, {args.configs} configurations, one "
         f"{args.shift:.0%}"
