@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.quality.model_constants import set_runlevel
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
@@ -51,22 +53,11 @@ def _set_module(module: str, name: str) -> Callable[[float], Any]:
     def setter(value: float) -> Any:
         import importlib
 
+        if module == "stats.runlevel":
+            return set_runlevel(name, value)  # with the constants worked out from it
         mod = importlib.import_module(module)
         old = getattr(mod, name)
         setattr(mod, name, type(old)(value))
-        if module == "stats.runlevel" and name in ("WIDEN_AT", "TAIL_DF"):
-            # The normal's point and the noise's quantiles are worked out from them.
-            from scipy.special import stdtrit
-
-            derived = mod._NORMAL_AT, mod._NOISE
-            mod._NORMAL_AT = stdtrit(np.inf, mod.WIDEN_AT)
-            mod._NOISE = mod._noise_quantiles(mod.TAIL_DF, mod.WIDEN_AT)
-
-            def restore_all() -> None:
-                setattr(mod, name, old)
-                mod._NORMAL_AT, mod._NOISE = derived
-
-            return restore_all
         return lambda: setattr(mod, name, old)
 
     return setter

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
 import pytest
 
 from benchmarks.quality.model_constants import add_set_flag, apply_settings
@@ -26,9 +27,21 @@ def test_a_constant_is_set_with_its_own_type(monkeypatch: pytest.MonkeyPatch) ->
     assert runlevel.MIN_CONFIGS_FOR_SCALE == 8 and isinstance(runlevel.MIN_CONFIGS_FOR_SCALE, int)
 
 
+def test_the_noise_goes_with_its_degrees_of_freedom(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("TAIL_DF", "_NOISE", "_NORMAL_AT"):
+        monkeypatch.setattr(runlevel, name, getattr(runlevel, name))
+    before = runlevel._NOISE
+    p = _parser()
+    apply_settings(p, p.parse_args(["--set", "TAIL_DF=5"]).set)
+    assert runlevel.TAIL_DF == 5.0
+    assert runlevel._NOISE.max() > before.max()  # heavier tails, the same 95% point
+    assert float(np.quantile(runlevel._NOISE, 0.95)) == pytest.approx(runlevel._NORMAL_AT, 1e-3)
+
+
 @pytest.mark.parametrize(
     ("setting", "says"),
     [
+        ("GAP_LEVEL=0.8", "sweep GAP_LEVEL with sensitivity_sweep"),
         ("NOPE=1", "no numeric constant 'NOPE'"),
         ("fit=1", "no numeric constant 'fit'"),
         ("POOL_FLOOR=wide", "'wide' is not a number"),
